@@ -1,0 +1,61 @@
+/* err.c: see err.h. */
+#include "base/err.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int err_set(struct err *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!e)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	e->code = 0;
+	return -1;
+}
+
+int err_errno(struct err *e, const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+	size_t n;
+
+	if (!e)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	n = strlen(e->msg);
+	snprintf(e->msg + n, sizeof(e->msg) - n, ": %s", strerror(saved));
+	e->code = saved;
+	errno = saved;
+	return -1;
+}
+
+int err_prefix(struct err *e, const char *fmt, ...)
+{
+	char old[ERR_MSG_MAX];
+	va_list ap;
+	size_t n;
+
+	if (!e)
+		return -1;
+	memcpy(old, e->msg, sizeof(old));
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	n = strlen(e->msg);
+	snprintf(e->msg + n, sizeof(e->msg) - n, ": %s", old);
+	return -1;
+}
+
+void err_clear(struct err *e)
+{
+	e->msg[0] = '\0';
+	e->code = 0;
+}

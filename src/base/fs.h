@@ -1,0 +1,33 @@
+/*
+ * fs.h: file-system helpers with the safety rules the sidecar and store need.
+ */
+#ifndef DENV_FS_H
+#define DENV_FS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+
+/* mkdir -p with mode for the directories it creates. Existing dirs are fine. */
+int fs_mkdir_p(const char *path, mode_t mode, struct err *e);
+
+/* Write a whole file atomically: temp file in the same directory, fsync,
+ * rename(2) over path, fsync the directory. Readers see old or new, never half. */
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode, struct err *e);
+
+/* Read a whole file into out (appending). Fails if it is larger than max bytes. */
+int fs_read_file(const char *path, struct buf *out, size_t max, struct err *e);
+
+/* rm -rf that never follows a symlink: links are removed, not their targets.
+ * A missing path is not an error. */
+int fs_remove_all(const char *path, struct err *e);
+
+/* fsync a directory, so that entries created or renamed in it are durable. */
+int fs_fsync_dir(const char *path, struct err *e);
+
+/* 1 if path exists (lstat), 0 if not. */
+int fs_exists(const char *path);
+
+#endif

@@ -1,0 +1,70 @@
+#!/bin/sh
+# deps.sh: install what `make check` needs, so that a fresh clone on a Debian
+# machine (as root) needs no other set-up. Debian packages through apt-get,
+# Python packages into python/.venv through pip.
+set -u
+
+# Debian package : a file or command that shows it is installed.
+pkgs="
+build-essential:/usr/bin/make
+pkg-config:/usr/bin/pkg-config
+libssl-dev:/usr/include/openssl/ssl.h
+zlib1g-dev:/usr/include/zlib.h
+libncurses-dev:/usr/include/curses.h
+clang:/usr/bin/clang
+libclang-rt-14-dev:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
+perl:/usr/bin/prove
+curl:/usr/bin/curl
+openssl:/usr/bin/openssl
+python3:/usr/bin/python3
+python3-venv:/usr/share/doc/python3-venv/copyright
+tar:/bin/tar
+docker.io:/usr/sbin/dockerd
+btrfs-progs:/bin/mkfs.btrfs
+busybox-static:/bin/busybox
+iproute2:/sbin/ip
+"
+
+missing=
+for entry in $pkgs; do
+	pkg=${entry%%:*}
+	file=${entry#*:}
+	[ -e "$file" ] || missing="$missing $pkg"
+done
+
+if [ -n "$missing" ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing Debian packages:$missing (run make check as root, or apt-get install them)" >&2
+		exit 1
+	fi
+	echo "deps: installing$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q >/tmp/denv-apt.log 2>&1 || true
+	# shellcheck disable=SC2086
+	if ! apt-get install -y -q --no-install-recommends $missing >>/tmp/denv-apt.log 2>&1; then
+		tail -n 20 /tmp/denv-apt.log >&2
+		echo "deps: apt-get install failed (log: /tmp/denv-apt.log)" >&2
+		exit 1
+	fi
+fi
+
+# Python packages for the test suites (independent peers such as `websockets`).
+venv=python/.venv
+req=t/requirements.txt
+stamp=$venv/.req-stamp
+if [ ! -x "$venv/bin/python" ]; then
+	# Debian's python3 first (its venv module is what python3-venv installs).
+	rm -rf "$venv"
+	/usr/bin/python3 -m venv "$venv" 2>/dev/null || python3 -m venv "$venv" ||
+		{ echo "deps: cannot create $venv" >&2; exit 1; }
+fi
+if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
+	echo "deps: pip install -r $req into $venv"
+	"$venv/bin/pip" install -q --disable-pip-version-check -r "$req" >/tmp/denv-pip.log 2>&1 || {
+		tail -n 20 /tmp/denv-pip.log >&2
+		echo "deps: pip install failed (log: /tmp/denv-pip.log)" >&2
+		exit 1
+	}
+	cp "$req" "$stamp"
+fi
+exit 0

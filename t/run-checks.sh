@@ -1,0 +1,51 @@
+#!/bin/sh
+# run-checks.sh BUILD: run every test suite that `make check` covers and print
+# one closing summary line. Suites: unit tests, the same under ASan+UBSan, the
+# fuzz seed corpora replayed under ASan+UBSan, and integration tests.
+set -u
+build=${1:-build}
+top=$(pwd)
+failed=
+summary=
+
+export DENV_TOP="$top" DENV_BUILD="$top/$build"
+export PATH="$top/bin:$top/python/.venv/bin:$PATH"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+# run_prove NAME FILES...: prove the files, note pass/fail and counts.
+run_prove() {
+	name=$1
+	shift
+	[ $# -gt 0 ] || return 0
+	echo "== $name"
+	out=$(mktemp)
+	if prove -j2 "$@" >"$out" 2>&1; then status=ok; else status=FAIL; failed="$failed $name"; fi
+	cat "$out"
+	counts=$(sed -n 's/^Files=\([0-9]*\), Tests=\([0-9]*\).*/\1 files, \2 tests/p' "$out")
+	summary="$summary; $name $status ($counts)"
+	rm -f "$out"
+}
+
+run_prove unit "$build"/t/*
+run_prove asan "$build"/t-asan/*
+
+echo "== fuzz corpus replay"
+n=0
+for bin in "$build"/replay/*; do
+	[ -x "$bin" ] || continue
+	target=$(basename "$bin")
+	corpus=fuzz/corpus/$target
+	[ -d "$corpus" ] || { echo "no seed corpus $corpus"; failed="$failed replay:$target"; continue; }
+	if "$bin" "$corpus"; then n=$((n + 1)); else failed="$failed replay:$target"; fi
+done
+summary="$summary; replay $n targets"
+
+run_prove integration $(ls t/integ/*.sh 2>/dev/null)
+
+summary=${summary#; }
+if [ -n "$failed" ]; then
+	echo "make check: FAILED:$failed ($summary)"
+	exit 1
+fi
+echo "make check: all passed ($summary)"
