@@ -44,6 +44,12 @@ LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 UNITS = $(patsubst t/unit/%.c,%,$(wildcard t/unit/*.c))
 UNIT_BINS = $(UNITS:%=$(BUILD)/t/%)
 ASAN_UNIT_BINS = $(UNITS:%=$(BUILD)/t-asan/%)
+# Programs that integration tests (t/helpers/<module>-*.c) and benchmarks
+# (bench/<module>-*.c) drive; linked like unit tests, without the TAP harness.
+HELPERS = $(patsubst t/helpers/%.c,%,$(wildcard t/helpers/*.c))
+HELPER_BINS = $(HELPERS:%=$(BUILD)/helpers/%)
+BENCHES = $(patsubst bench/%.c,%,$(wildcard bench/*.c))
+BENCH_BINS = $(BENCHES:%=$(BUILD)/bench/%)
 FUZZERS = $(patsubst fuzz/%.c,%,$(filter-out fuzz/replay.c,$(wildcard fuzz/*.c)))
 REPLAY_BINS = $(FUZZERS:%=$(BUILD)/replay/%)
 
@@ -94,6 +100,14 @@ $(BUILD)/t-asan/$(1): $(BUILD)/asan/t/unit/$(1).o $(BUILD)/asan/t/tap.o $(call o
 endef
 $(foreach u,$(UNITS),$(eval $(call unit_rule,$(u))))
 
+define prog_rule
+$(BUILD)/$(2)/$(1): $(BUILD)/obj/$(3)/$(1).o $(call objs_of,$(call module_of,$(1)),$(BUILD)/obj)
+	@mkdir -p $$(@D)
+	$$(Q)$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LIBS)
+endef
+$(foreach h,$(HELPERS),$(eval $(call prog_rule,$(h),helpers,t/helpers)))
+$(foreach b,$(BENCHES),$(eval $(call prog_rule,$(b),bench,bench)))
+
 # Fuzz targets: fuzz/<module>[-what].c defines LLVMFuzzerTestOneInput. Built with
 # libFuzzer for `make fuzz`, and with fuzz/replay.c (a main that feeds files) so
 # that `make check` replays the seed corpus under the sanitizers without clang.
@@ -107,7 +121,11 @@ $(BUILD)/replay/$(1): $(BUILD)/asan/fuzz/$(1).o $(BUILD)/asan/fuzz/replay.o $(ca
 endef
 $(foreach f,$(FUZZERS),$(eval $(call fuzz_rule,$(f))))
 
-units: $(UNIT_BINS) $(ASAN_UNIT_BINS) $(REPLAY_BINS)
+units: $(UNIT_BINS) $(ASAN_UNIT_BINS) $(REPLAY_BINS) $(HELPER_BINS)
+
+# Benchmarks print figures; they are not tests and assert no times.
+bench: all $(BENCH_BINS)
+	@for b in bench/*.sh; do [ -f "$$b" ] && BUILD=$(BUILD) sh "$$b"; done; true
 
 # The whole test suite from a fresh clone: packages, configure, build, tests.
 check:
@@ -144,6 +162,10 @@ install: all
 
 demo:
 	@sh t/demo.sh
+
+e2e-frameworks:
+	@test -f t/e2e-frameworks.sh || { echo "make e2e-frameworks: the framework conformance suite is not written yet"; exit 2; }
+	@sh t/e2e-frameworks.sh
 
 clean:
 	rm -rf $(BUILD) bin

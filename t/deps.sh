@@ -20,7 +20,7 @@ python3:/usr/bin/python3
 python3-venv:/usr/share/doc/python3-venv/copyright
 tar:/bin/tar
 docker.io:/usr/sbin/dockerd
-btrfs-progs:/bin/mkfs.btrfs
+btrfs-progs:/sbin/mkfs.btrfs
 busybox-static:/bin/busybox
 iproute2:/sbin/ip
 "
