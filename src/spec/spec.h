@@ -1,0 +1,66 @@
+/*
+ * spec.h: the compose subset denv accepts, resolved into a Spec.
+ *
+ * An environment is a Docker Compose file plus an x-denv block. The control
+ * plane parses it when a deploy arrives, refuses anything outside the subset
+ * with the reason (the messages are part of the API contract), and stores the
+ * result as the version's Spec; the sidecar renders containers from the Spec,
+ * never from the user's file. The Spec is JSON so that it can be stored and
+ * sent as it is:
+ *
+ *   {"kind": "rl-environment", "egress": "deny",
+ *    "services": [ {"name", "image", "env": {K: V}, "ports": ["80"],
+ *                   "volumes": ["pg:/var/lib/postgresql/data"],
+ *                   "health": {"test": ["CMD", ...], "interval": "2s", "retries": 15},
+ *                   "depends_on": ["db"], "command": ["sleep", "infinity"],
+ *                   "user": "1000:1000",
+ *                   "resources": {"memory_mb": 2048, "pids": 512, "cpus": 0}} ...],
+ *    "volumes": ["home", "pg"],
+ *    "warm": ["psql", "-f", "/seed.sql"],
+ *    "agent": {"service": "box"},
+ *    "verifier": {"image": "...", "service": "", "command": [...],
+ *                 "collect": ["/home/agent/answer.txt"], "timeout_sec": 600},
+ *    "warnings": ["service \"db\": key \"restart\" is ignored"]}
+ *
+ * Services and volumes are sorted by name; the "first service" (where warm
+ * runs) is services[0]. Zero resources mean the sidecar's defaults.
+ */
+#ifndef DENV_SPEC_H
+#define DENV_SPEC_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+#include "json/json.h"
+
+#define SPEC_MAX_SERVICES 64
+#define SPEC_MAX_VOLUMES 128
+#define SPEC_MAX_LIST 1024		/* argv, env entries, ports, collect paths */
+#define SPEC_MAX_STRING 4096		/* any single string value */
+#define SPEC_MAX_NAME 63		/* service and volume names */
+#define SPEC_MAX_COMPOSE_BYTES ((size_t)1 << 20)
+#define SPEC_MIN_MEMORY_MB 6		/* Docker refuses less */
+#define SPEC_MAX_CPUS 1024
+#define SPEC_VERIFIER_TIMEOUT_DEFAULT 600
+#define SPEC_VERIFIER_TIMEOUT_MAX 86400
+
+/* Resolve a parsed compose document (from yaml_parse) into a Spec.
+ * On refusal returns -1 with e->msg the contract's message ("compose: ..."). */
+int spec_from_compose(const struct json *compose, struct json **spec, struct err *e);
+
+/* Parse compose text (YAML) and resolve it. YAML errors read "compose: line:col: reason". */
+int spec_parse_compose(const char *text, size_t len, struct json **spec, struct err *e);
+
+/* The Spec's service named name, or NULL. */
+const struct json *spec_service(const struct json *spec, const char *name);
+
+/* Internal, shared by the readers: caps.c, util.c, service.c. */
+int spec_caps(const char *svc, const struct json *service, struct json **out, struct err *e);
+struct json *spec_service_resolve(const char *name, const struct json *service,
+				  const struct json *declared_volumes, struct json *warnings,
+				  struct err *e);
+struct json *spec_argv(const struct json *v, const char *what, struct err *e);
+int spec_scalar_string(const struct json *v, char *out, size_t n);
+int spec_valid_name(const char *s);
+
+#endif
