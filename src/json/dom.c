@@ -132,30 +132,55 @@ bool json_object_del(struct json *obj, const char *key)
 	return true;
 }
 
+/* Iterative, with a stack of nodes still to free, so that a tree as deep as
+ * any parse limit a caller chose is freed without deep C recursion. */
 void json_free(struct json *v)
 {
+	struct json *small[64], **stack = small;
+	size_t n = 0, cap = sizeof(small) / sizeof(small[0]);
+
 	if (!v)
 		return;
-	switch (v->type) {
-	case JSON_STRING:
-		free(v->u.str.s);
-		break;
-	case JSON_ARRAY:
-		for (size_t i = 0; i < v->u.arr.n; i++)
-			json_free(v->u.arr.items[i]);
-		free(v->u.arr.items);
-		break;
-	case JSON_OBJECT:
-		for (size_t i = 0; i < v->u.obj.n; i++) {
-			free(v->u.obj.m[i].key);
-			json_free(v->u.obj.m[i].val);
+	stack[n++] = v;
+	while (n > 0) {
+		struct json *c = stack[--n];
+		size_t kids = c->type == JSON_ARRAY ? c->u.arr.n : c->type == JSON_OBJECT ? c->u.obj.n : 0;
+
+		if (kids > cap - n) {
+			struct json **ns;
+			while (kids > cap - n)
+				cap *= 2;
+			ns = xmalloc(cap * sizeof(*ns));
+			memcpy(ns, stack, n * sizeof(*ns));
+			if (stack != small)
+				free(stack);
+			stack = ns;
 		}
-		free(v->u.obj.m);
-		break;
-	default:
-		break;
+		switch (c->type) {
+		case JSON_STRING:
+			free(c->u.str.s);
+			break;
+		case JSON_ARRAY:
+			for (size_t i = 0; i < c->u.arr.n; i++)
+				if (c->u.arr.items[i])
+					stack[n++] = c->u.arr.items[i];
+			free(c->u.arr.items);
+			break;
+		case JSON_OBJECT:
+			for (size_t i = 0; i < c->u.obj.n; i++) {
+				free(c->u.obj.m[i].key);
+				if (c->u.obj.m[i].val)
+					stack[n++] = c->u.obj.m[i].val;
+			}
+			free(c->u.obj.m);
+			break;
+		default:
+			break;
+		}
+		free(c);
 	}
-	free(v);
+	if (stack != small)
+		free(stack);
 }
 
 struct json *json_dup(const struct json *v)
@@ -224,8 +249,12 @@ bool json_equal(const struct json *a, const struct json *b)
 		if (a->u.obj.n != b->u.obj.n)
 			return false;
 		for (size_t i = 0; i < a->u.obj.n; i++) {
-			struct json_member *m = find_member(b, a->u.obj.m[i].key, a->u.obj.m[i].key_len);
-			if (!m || !json_equal(a->u.obj.m[i].val, m->val))
+			const struct json_member *am = &a->u.obj.m[i], *m = &b->u.obj.m[i];
+			/* Same position first: trees usually share member order, and
+			 * this keeps comparing large objects from going quadratic. */
+			if (m->key_len != am->key_len || memcmp(m->key, am->key, am->key_len) != 0)
+				m = find_member(b, am->key, am->key_len);
+			if (!m || !json_equal(am->val, m->val))
 				return false;
 		}
 		return true;
