@@ -1,0 +1,1784 @@
+/*
+ * store.c: the record log, replay, in-memory tables and indexes, group
+ * commit and compaction. See store.h for the file format and the rules.
+ */
+#include "store/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/buf.h"
+#include "base/ev.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/utf8.h"
+
+#define MOD "store"
+
+static const char st_magic[8] = { 'd', 'e', 'n', 'v', 's', 't', 'o', 'r' };
+/* What every payload this code writes starts with; the forward scan that
+ * tells a torn tail from mid-log corruption uses it as a cheap filter. */
+static const char st_payload_prefix[] = "{\"ops\":[";
+
+/* ---- ordered trees (treaps) ---- */
+
+/*
+ * One node type serves both the rows of a table (ordered by id) and the
+ * entries of an index (ordered by value, then id). A row node has v = "".
+ * Priorities are random, so the expected depth is O(log n) whatever the
+ * insertion order (ULIDs arrive sorted, which would degenerate a plain BST).
+ */
+struct st_row;
+
+struct tnode {
+	struct tnode *l, *r;
+	uint32_t prio;
+	const char *v;		/* index value: points into the row's JSON (or "") */
+	size_t vlen;
+	struct st_row *row;
+	struct tnode *next_ix;	/* the row's other index entries */
+	int ix;			/* which index of the table (index nodes only) */
+};
+
+struct st_row {
+	struct tnode t;		/* t.row == this row */
+	char *id;
+	size_t idlen;
+	struct json *json;
+	struct tnode *ixhead;	/* this row's index entries */
+};
+
+struct tkey {
+	const char *v;
+	size_t vlen;
+	const char *id;
+	size_t idlen;
+	bool id_inf;		/* sorts after every id with the same v */
+};
+
+static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	size_t n = alen < blen ? alen : blen;
+	int c = n ? memcmp(a, b, n) : 0;
+
+	if (c)
+		return c;
+	return alen < blen ? -1 : alen > blen;
+}
+
+/* Compare node n with key k: <0, 0, >0. */
+static int node_cmp(const struct tnode *n, const struct tkey *k)
+{
+	int c = bytes_cmp(n->v, n->vlen, k->v, k->vlen);
+
+	if (c)
+		return c;
+	if (k->id_inf)
+		return -1;
+	return bytes_cmp(n->row->id, n->row->idlen, k->id, k->idlen);
+}
+
+static struct tkey key_of(const struct tnode *n)
+{
+	struct tkey k = { n->v, n->vlen, n->row->id, n->row->idlen, false };
+	return k;
+}
+
+static struct tnode *t_rot_right(struct tnode *n)
+{
+	struct tnode *l = n->l;
+	n->l = l->r;
+	l->r = n;
+	return l;
+}
+
+static struct tnode *t_rot_left(struct tnode *n)
+{
+	struct tnode *r = n->r;
+	n->r = r->l;
+	r->l = n;
+	return r;
+}
+
+static struct tnode *t_insert(struct tnode *root, struct tnode *n)
+{
+	struct tkey k;
+
+	if (!root)
+		return n;
+	k = key_of(n);
+	if (node_cmp(root, &k) > 0) {
+		root->l = t_insert(root->l, n);
+		if (root->l->prio > root->prio)
+			root = t_rot_right(root);
+	} else {
+		root->r = t_insert(root->r, n);
+		if (root->r->prio > root->prio)
+			root = t_rot_left(root);
+	}
+	return root;
+}
+
+static struct tnode *t_merge(struct tnode *a, struct tnode *b)
+{
+	if (!a)
+		return b;
+	if (!b)
+		return a;
+	if (a->prio > b->prio) {
+		a->r = t_merge(a->r, b);
+		return a;
+	}
+	b->l = t_merge(a, b->l);
+	return b;
+}
+
+static struct tnode *t_remove(struct tnode *root, struct tnode *n)
+{
+	struct tkey k;
+
+	if (!root)
+		return NULL;
+	if (root == n)
+		return t_merge(root->l, root->r);
+	k = key_of(n);
+	if (node_cmp(root, &k) > 0)
+		root->l = t_remove(root->l, n);
+	else
+		root->r = t_remove(root->r, n);
+	return root;
+}
+
+static struct tnode *t_find(struct tnode *n, const struct tkey *k)
+{
+	while (n) {
+		int c = node_cmp(n, k);
+		if (c == 0)
+			return n;
+		n = c > 0 ? n->l : n->r;
+	}
+	return NULL;
+}
+
+/* In-order iteration from a key, ascending (> key) or descending (< key),
+ * with an explicit stack: O(1) amortized per step. */
+struct titer {
+	struct tnode **stack;
+	size_t n, cap;
+	bool rev;
+};
+
+static void it_push(struct titer *it, struct tnode *n)
+{
+	if (it->n == it->cap) {
+		it->cap = it->cap ? it->cap * 2 : 64;
+		it->stack = xrealloc(it->stack, it->cap * sizeof(*it->stack));
+	}
+	it->stack[it->n++] = n;
+}
+
+static void it_seek(struct titer *it, struct tnode *root, const struct tkey *k, bool rev)
+{
+	struct tnode *n = root;
+
+	it->rev = rev;
+	it->n = 0;
+	while (n) {
+		int c = node_cmp(n, k);
+		if (!rev) {
+			if (c > 0) {
+				it_push(it, n);
+				n = n->l;
+			} else {
+				n = n->r;
+			}
+		} else {
+			if (c < 0) {
+				it_push(it, n);
+				n = n->r;
+			} else {
+				n = n->l;
+			}
+		}
+	}
+}
+
+static struct tnode *it_next(struct titer *it)
+{
+	struct tnode *x, *m;
+
+	if (!it->n)
+		return NULL;
+	x = it->stack[--it->n];
+	m = it->rev ? x->l : x->r;
+	while (m) {
+		it_push(it, m);
+		m = it->rev ? m->r : m->l;
+	}
+	return x;
+}
+
+static void it_release(struct titer *it)
+{
+	free(it->stack);
+	it->stack = NULL;
+	it->n = it->cap = 0;
+}
+
+/* ---- the database ---- */
+
+struct st_table {
+	char *name;
+	struct tnode *root;
+	size_t nrows;
+	int nix;
+	char *ixfield[ST_INDEXES_MAX];
+	struct tnode *ixroot[ST_INDEXES_MAX];
+};
+
+struct st_pending {
+	st_done_fn fn;
+	void *arg;
+};
+
+/* What the deferred flush holds on to: it may outlive the db (st_close while
+ * a flush is queued on the loop), so it is allocated apart and freed by
+ * whichever of the two comes last. */
+struct st_flush_token {
+	struct st_db *db;
+	bool queued;
+};
+
+struct st_db {
+	const struct st_sys *sys;
+	struct ev *ev;
+	bool repair, auto_compact;
+	char *dir, *log_path, *tmp_path, *new_path, *lock_path;
+	int fd, lock_fd;
+	off_t size;			/* bytes of the log written (the next record's offset) */
+	uint64_t records, log_ops, live_rows;
+	uint64_t fsyncs, compactions, truncated_bytes;
+	uint64_t compact_after_ops;	/* back-off after a failed automatic compaction */
+	struct st_table *tables;
+	size_t ntables, tables_cap;
+	struct st_table *last_table;	/* lookup cache: replay hits one table many times */
+	uint32_t rng;
+	struct buf wbuf;		/* the record being written */
+	struct st_pending *pending;
+	size_t npending, pending_cap;
+	struct st_flush_token *token;
+	bool failed, closing;
+	struct err fail_err;
+	int scanning;
+};
+
+struct st_op {
+	bool del;
+	const char *table;
+	const char *id;
+	struct json *row;	/* put: owned by the op until applied */
+};
+
+struct st_txn {
+	struct st_db *db;
+	struct st_op *ops;
+	size_t n, cap;
+	bool bad;
+	struct err err;
+};
+
+static uint32_t db_rand(struct st_db *db)
+{
+	/* xorshift32: priorities only need to be unpredictable to the input order */
+	uint32_t x = db->rng;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	db->rng = x;
+	return x;
+}
+
+/* Names and ids are written as JSON strings: they must survive the trip,
+ * so they are valid UTF-8 without NUL bytes. */
+static bool name_ok(const char *s)
+{
+	size_t n;
+
+	if (!s)
+		return false;
+	n = strnlen(s, ST_NAME_MAX + 1);
+	return n > 0 && n <= ST_NAME_MAX && utf8_valid(s, n);
+}
+
+static bool id_ok(const char *s, size_t n)
+{
+	return s && n > 0 && n <= ST_ID_MAX && !memchr(s, '\0', n) && utf8_valid(s, n);
+}
+
+static struct st_table *table_find(struct st_db *db, const char *name)
+{
+	if (db->last_table && strcmp(db->last_table->name, name) == 0)
+		return db->last_table;
+	for (size_t i = 0; i < db->ntables; i++) {
+		if (strcmp(db->tables[i].name, name) == 0) {
+			db->last_table = &db->tables[i];
+			return db->last_table;
+		}
+	}
+	return NULL;
+}
+
+/* Callers have checked ST_TABLES_MAX. */
+static struct st_table *table_get(struct st_db *db, const char *name)
+{
+	struct st_table *t = table_find(db, name);
+
+	if (t)
+		return t;
+	if (db->ntables == db->tables_cap) {
+		db->tables_cap = db->tables_cap ? db->tables_cap * 2 : 16;
+		db->tables = xrealloc(db->tables, db->tables_cap * sizeof(*db->tables));
+		db->last_table = NULL;	/* the array moved */
+	}
+	t = &db->tables[db->ntables++];
+	memset(t, 0, sizeof(*t));
+	t->name = xstrdup(name);
+	db->last_table = t;
+	return t;
+}
+
+static struct st_row *row_find(const struct st_table *t, const char *id, size_t idlen)
+{
+	struct tkey k = { "", 0, id, idlen, false };
+	struct tnode *n = t->root ? t_find(t->root, &k) : NULL;
+
+	return n ? n->row : NULL;
+}
+
+static void ix_add_one(struct st_db *db, struct st_table *t, struct st_row *r, int i)
+{
+	struct json *v = json_get(r->json, t->ixfield[i]);
+	struct tnode *n;
+
+	/* Only string values are indexed: a row without the field, or with a
+	 * non-string value, is simply not in the index. */
+	if (!v || v->type != JSON_STRING)
+		return;
+	n = xcalloc(1, sizeof(*n));
+	n->prio = db_rand(db);
+	n->v = v->u.str.s;
+	n->vlen = v->u.str.len;
+	n->row = r;
+	n->ix = i;
+	n->next_ix = r->ixhead;
+	r->ixhead = n;
+	t->ixroot[i] = t_insert(t->ixroot[i], n);
+}
+
+static void ix_add(struct st_db *db, struct st_table *t, struct st_row *r)
+{
+	for (int i = 0; i < t->nix; i++)
+		ix_add_one(db, t, r, i);
+}
+
+static void ix_remove(struct st_table *t, struct st_row *r)
+{
+	struct tnode *n = r->ixhead, *next;
+
+	for (; n; n = next) {
+		next = n->next_ix;
+		t->ixroot[n->ix] = t_remove(t->ixroot[n->ix], n);
+		free(n);
+	}
+	r->ixhead = NULL;
+}
+
+static void row_free(struct st_row *r)
+{
+	json_free(r->json);
+	free(r->id);
+	free(r);
+}
+
+/* Apply one put (row ownership taken) or delete to memory. Cannot fail. */
+static void apply_op(struct st_db *db, const char *table, const char *id, struct json *row)
+{
+	struct st_table *t = row ? table_get(db, table) : table_find(db, table);
+	size_t idlen = strlen(id);
+	struct st_row *r;
+
+	if (!t)
+		return;		/* delete from a table that never existed */
+	r = row_find(t, id, idlen);
+	if (row) {
+		if (r) {
+			/* Index entries point into the old JSON: out before it goes. */
+			ix_remove(t, r);
+			json_free(r->json);
+			r->json = row;
+			ix_add(db, t, r);
+			return;
+		}
+		r = xcalloc(1, sizeof(*r));
+		r->id = xmemdup(id, idlen + 1);
+		r->idlen = idlen;
+		r->json = row;
+		r->t.prio = db_rand(db);
+		r->t.v = "";
+		r->t.vlen = 0;
+		r->t.row = r;
+		t->root = t_insert(t->root, &r->t);
+		t->nrows++;
+		db->live_rows++;
+		ix_add(db, t, r);
+		return;
+	}
+	if (!r)
+		return;
+	ix_remove(t, r);
+	t->root = t_remove(t->root, &r->t);
+	t->nrows--;
+	db->live_rows--;
+	row_free(r);
+}
+
+static void tree_free_rows(struct tnode *n)
+{
+	/* Rows hang off the id tree; index nodes are freed through the rows.
+	 * Recursion goes left only (expected depth O(log n)); right is a loop. */
+	while (n) {
+		struct tnode *right = n->r, *x, *next;
+		struct st_row *row = n->row;
+
+		tree_free_rows(n->l);
+		for (x = row->ixhead; x; x = next) {
+			next = x->next_ix;
+			free(x);
+		}
+		row_free(row);
+		n = right;
+	}
+}
+
+/*
+ * Can row be written and read back as the same tree? Its nesting must stay
+ * within what replay parses, and its strings and keys must be valid UTF-8:
+ * the writer would replace bad bytes with U+FFFD and the row in memory
+ * would differ from the row on disk. 0 or -1 (with why).
+ */
+static int row_check(const struct json *v, int depth, const char **why)
+{
+	if (v->type == JSON_STRING) {
+		if (!utf8_valid(v->u.str.s, v->u.str.len)) {
+			*why = "a string is not valid UTF-8";
+			return -1;
+		}
+		return 0;
+	}
+	if (v->type == JSON_DOUBLE && !isfinite(v->u.d)) {
+		*why = "a number is not finite (JSON has no NaN or infinity)";
+		return -1;
+	}
+	if (v->type != JSON_OBJECT && v->type != JSON_ARRAY)
+		return 0;
+	if (depth >= ST_JSON_DEPTH_MAX) {
+		*why = "nested too deeply";
+		return -1;
+	}
+	if (v->type == JSON_ARRAY) {
+		for (size_t i = 0; i < v->u.arr.n; i++)
+			if (row_check(v->u.arr.items[i], depth + 1, why) < 0)
+				return -1;
+		return 0;
+	}
+	for (size_t i = 0; i < v->u.obj.n; i++) {
+		if (!utf8_valid(v->u.obj.m[i].key, v->u.obj.m[i].key_len)) {
+			*why = "a key is not valid UTF-8";
+			return -1;
+		}
+		if (row_check(v->u.obj.m[i].val, depth + 1, why) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- system calls, the sqlite way: EINTR retried, O_CLOEXEC, never fds 0-2 ---- */
+
+static int sys_open(struct st_db *db, const char *path, int flags, mode_t mode)
+{
+	int fd;
+
+	do
+		fd = db->sys->open(path, flags | O_CLOEXEC, mode);
+	while (fd < 0 && errno == EINTR);
+	if (fd >= 0 && fd <= 2) {
+		/* A stray write to stdout/stderr must never land in the log. */
+		int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		int saved = errno;
+		db->sys->close(fd);
+		errno = saved;
+		fd = nfd;
+	}
+	return fd;
+}
+
+static void sys_close_fd(struct st_db *db, int fd)
+{
+	int saved = errno;
+
+	if (fd >= 0)
+		db->sys->close(fd);
+	errno = saved;
+}
+
+static int sys_pwrite_all(struct st_db *db, int fd, const void *p, size_t n, off_t off)
+{
+	const char *c = p;
+
+	while (n > 0) {
+		ssize_t w = db->sys->pwrite(fd, c, n, off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (w == 0) {
+			errno = EIO;
+			return -1;
+		}
+		c += w;
+		n -= (size_t)w;
+		off += w;
+	}
+	return 0;
+}
+
+/* Read exactly n bytes at off; -1 with errno (EIO for an early end). */
+static int sys_pread_full(struct st_db *db, int fd, void *p, size_t n, off_t off)
+{
+	char *c = p;
+
+	while (n > 0) {
+		ssize_t r = db->sys->pread(fd, c, n, off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0) {
+			errno = EIO;
+			return -1;
+		}
+		c += r;
+		n -= (size_t)r;
+		off += r;
+	}
+	return 0;
+}
+
+static int sys_fsync_fd(struct st_db *db, int fd)
+{
+	int r;
+
+	do
+		r = db->sys->fsync(fd);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+static int sys_ftruncate_fd(struct st_db *db, int fd, off_t len)
+{
+	int r;
+
+	do
+		r = db->sys->ftruncate(fd, len);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+static int fsync_dir(struct st_db *db, struct err *e)
+{
+	int fd = sys_open(db, db->dir, O_RDONLY | O_DIRECTORY, 0);
+
+	if (fd < 0)
+		return err_errno(e, "store: open directory %s", db->dir);
+	if (sys_fsync_fd(db, fd) < 0) {
+		err_errno(e, "store: fsync directory %s", db->dir);
+		sys_close_fd(db, fd);
+		return -1;
+	}
+	sys_close_fd(db, fd);
+	return 0;
+}
+
+static void put_u32(char *p, uint32_t v)
+{
+	p[0] = (char)(v & 0xff);
+	p[1] = (char)((v >> 8) & 0xff);
+	p[2] = (char)((v >> 16) & 0xff);
+	p[3] = (char)((v >> 24) & 0xff);
+}
+
+static uint32_t get_u32(const char *p)
+{
+	const unsigned char *u = (const unsigned char *)p;
+	return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
+}
+
+static uint32_t crc(const char *p, size_t n)
+{
+	uLong c = crc32(0L, Z_NULL, 0);
+
+	/* zlib's length is a uInt; records are capped far below 4 GiB anyway */
+	while (n > 0) {
+		uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
+		c = crc32(c, (const Bytef *)p, chunk);
+		p += chunk;
+		n -= chunk;
+	}
+	return (uint32_t)c;
+}
+
+static void make_header(char *h)
+{
+	memcpy(h, st_magic, 8);
+	put_u32(h + 8, ST_FORMAT_VERSION);
+	put_u32(h + 12, crc(h, 12));
+}
+
+/* ---- encoding records ---- */
+
+/* Start a record in b: room for len+crc, then the payload's opening. */
+static void rec_begin(struct buf *b)
+{
+	buf_reset(b);
+	buf_add(b, "\0\0\0\0\0\0\0\0", ST_RECORD_HEAD_BYTES);
+	buf_adds(b, st_payload_prefix);
+}
+
+/* Append one op to the record in b ("first" says no comma). -1 if b's cap
+ * (the record size limit) is reached; b is then in an unknown state. */
+static int rec_add_op(struct buf *b, bool first, const char *table, const char *id, const struct json *row)
+{
+	if (!first && buf_addch(b, ',') < 0)
+		return -1;
+	if (buf_adds(b, row ? "{\"put\":" : "{\"del\":") < 0 ||
+	    json_write_string(b, table, strlen(table)) < 0 ||
+	    buf_adds(b, ",\"id\":") < 0 ||
+	    json_write_string(b, id, strlen(id)) < 0)
+		return -1;
+	if (row && (buf_adds(b, ",\"row\":") < 0 || json_write(b, row, JSON_COMPACT) < 0))
+		return -1;
+	return buf_addch(b, '}');
+}
+
+/* Close the payload and fill in len and crc. -1 if too large. */
+static int rec_end(struct buf *b)
+{
+	size_t plen;
+
+	if (buf_adds(b, "]}") < 0)
+		return -1;
+	plen = b->len - ST_RECORD_HEAD_BYTES;
+	if (plen > ST_RECORD_MAX)
+		return -1;
+	put_u32(b->data, (uint32_t)plen);
+	put_u32(b->data + 4, crc(b->data + ST_RECORD_HEAD_BYTES, plen));
+	return 0;
+}
+
+/* ---- decoding records ---- */
+
+/*
+ * Check a parsed payload and turn it into ops (pointing into doc). The
+ * whole transaction is checked before any of it is applied, so that a
+ * record is applied all or not at all.
+ */
+static int decode_ops(struct st_db *db, struct json *doc, struct st_op **ops, size_t *nops, struct err *e)
+{
+	struct json *arr = json_get(doc, "ops");
+	size_t n, newtables = 0;
+	struct st_op *o;
+
+	if (!doc || doc->type != JSON_OBJECT || !arr || arr->type != JSON_ARRAY)
+		return err_set(e, "not a transaction (no \"ops\" array)");
+	n = arr->u.arr.n;
+	if (n > ST_TXN_OPS_MAX)
+		return err_set(e, "%zu operations (at most %d)", n, ST_TXN_OPS_MAX);
+	o = xcalloc(n ? n : 1, sizeof(*o));
+	for (size_t i = 0; i < n; i++) {
+		struct json *op = arr->u.arr.items[i];
+		struct json *put = json_get(op, "put"), *del = json_get(op, "del");
+		struct json *id = json_get(op, "id"), *row = json_get(op, "row");
+		struct json *name = put ? put : del;
+
+		if (!op || op->type != JSON_OBJECT || (put && del) || !name || name->type != JSON_STRING) {
+			err_set(e, "operation %zu: neither put nor del", i);
+			goto fail;
+		}
+		if (name->u.str.len != strlen(name->u.str.s) || !name_ok(name->u.str.s)) {
+			err_set(e, "operation %zu: bad table name", i);
+			goto fail;
+		}
+		if (!id || id->type != JSON_STRING || !id_ok(id->u.str.s, id->u.str.len)) {
+			err_set(e, "operation %zu: bad id", i);
+			goto fail;
+		}
+		if (put && (!row || row->type != JSON_OBJECT)) {
+			err_set(e, "operation %zu: put without an object row", i);
+			goto fail;
+		}
+		if (put && !table_find(db, name->u.str.s)) {
+			/* Count distinct new tables (n is small per record, tables few). */
+			bool seen = false;
+			for (size_t j = 0; j < i && !seen; j++)
+				seen = !o[j].del && strcmp(o[j].table, name->u.str.s) == 0 &&
+				       !table_find(db, o[j].table);
+			if (!seen && db->ntables + ++newtables > ST_TABLES_MAX) {
+				err_set(e, "more than %d tables", ST_TABLES_MAX);
+				goto fail;
+			}
+		}
+		o[i].del = !put;
+		o[i].table = name->u.str.s;
+		o[i].id = id->u.str.s;
+		o[i].row = put ? row : NULL;
+	}
+	*ops = o;
+	*nops = n;
+	return 0;
+fail:
+	free(o);
+	return -1;
+}
+
+/* Detach each put's row from doc (so json_free(doc) spares it) and apply. */
+static void apply_decoded(struct st_db *db, struct json *doc, struct st_op *ops, size_t n)
+{
+	struct json *arr = json_get(doc, "ops");
+
+	for (size_t i = 0; i < n; i++) {
+		if (ops[i].row) {
+			struct json *op = arr->u.arr.items[i];
+			for (size_t m = 0; m < op->u.obj.n; m++)
+				if (op->u.obj.m[m].val == ops[i].row)
+					op->u.obj.m[m].val = NULL;
+		}
+		apply_op(db, ops[i].table, ops[i].id, ops[i].row);
+	}
+	db->records++;
+	db->log_ops += n;
+}
+
+/* ---- replay ---- */
+
+/* A window over the log, so replay streams instead of reading it all. */
+struct reader {
+	struct st_db *db;
+	off_t size;
+	char *buf;
+	size_t cap;
+	off_t boff;
+	size_t blen;
+};
+
+/* Make [off, off+n) readable at *p. The caller has checked off+n <= size. */
+static int rd_get(struct reader *r, off_t off, size_t n, const char **p, struct err *e)
+{
+	size_t want;
+
+	if (off >= r->boff && off + (off_t)n <= r->boff + (off_t)r->blen) {
+		*p = r->buf + (off - r->boff);
+		return 0;
+	}
+	want = n > ST_READ_CHUNK ? n : ST_READ_CHUNK;
+	if ((off_t)want > r->size - off)
+		want = (size_t)(r->size - off);
+	if (want > r->cap) {
+		free(r->buf);
+		r->buf = xmalloc(want);
+		r->cap = want;
+	}
+	r->blen = 0;
+	if (sys_pread_full(r->db, r->db->fd, r->buf, want, off) < 0)
+		return err_errno(e, "store: read %s at offset %lld", r->db->log_path, (long long)off);
+	r->boff = off;
+	r->blen = want;
+	*p = r->buf;
+	return 0;
+}
+
+enum rec_state { REC_OK, REC_SHORT_HEAD, REC_BAD_LEN, REC_SHORT, REC_BAD_CRC };
+
+static const char *rec_state_name(enum rec_state s)
+{
+	switch (s) {
+	case REC_SHORT_HEAD: return "incomplete record header";
+	case REC_BAD_LEN: return "bad length";
+	case REC_SHORT: return "incomplete record";
+	case REC_BAD_CRC: return "bad crc";
+	default: return "ok";
+	}
+}
+
+/* Check the framing and CRC of the record at off. -1 only for read errors. */
+static int rec_check(struct reader *r, off_t off, enum rec_state *st, size_t *plen, struct err *e)
+{
+	const char *p;
+	uint32_t len, want;
+
+	if (r->size - off < ST_RECORD_HEAD_BYTES) {
+		*st = REC_SHORT_HEAD;
+		return 0;
+	}
+	if (rd_get(r, off, ST_RECORD_HEAD_BYTES, &p, e) < 0)
+		return -1;
+	len = get_u32(p);
+	want = get_u32(p + 4);
+	if (len < ST_RECORD_MIN || len > ST_RECORD_MAX) {
+		*st = REC_BAD_LEN;
+		return 0;
+	}
+	if (r->size - off - ST_RECORD_HEAD_BYTES < (off_t)len) {
+		*st = REC_SHORT;
+		return 0;
+	}
+	if (rd_get(r, off + ST_RECORD_HEAD_BYTES, len, &p, e) < 0)
+		return -1;
+	*st = crc(p, len) == want ? REC_OK : REC_BAD_CRC;
+	*plen = len;
+	return 0;
+}
+
+/*
+ * Is there a valid record anywhere after a bad one at off? If so the bad one
+ * is corruption in the middle (found gets its offset); if not, it is a torn
+ * tail. A candidate must frame correctly, start with the payload prefix we
+ * write, end with "]}", and match its CRC: random bytes pass that about never.
+ */
+static int scan_forward(struct reader *r, off_t off, off_t *found, struct err *e)
+{
+	size_t plen_prefix = sizeof(st_payload_prefix) - 1;
+
+	*found = -1;
+	for (off_t p = off + 1; r->size - p >= (off_t)(ST_RECORD_HEAD_BYTES + ST_RECORD_MIN); p++) {
+		const char *h;
+		char tail[2];
+		uint32_t len;
+		enum rec_state st;
+		size_t plen;
+
+		if (rd_get(r, p, ST_RECORD_HEAD_BYTES, &h, e) < 0)
+			return -1;
+		len = get_u32(h);
+		if (len < plen_prefix + 2 || len > ST_RECORD_MAX ||
+		    r->size - p - ST_RECORD_HEAD_BYTES < (off_t)len)
+			continue;
+		if (r->size - p >= (off_t)(ST_RECORD_HEAD_BYTES + plen_prefix)) {
+			if (rd_get(r, p + ST_RECORD_HEAD_BYTES, plen_prefix, &h, e) < 0)
+				return -1;
+			if (memcmp(h, st_payload_prefix, plen_prefix) != 0)
+				continue;
+		}
+		/* The last two bytes are read apart so that the window does not
+		 * jump to the far end for every candidate. */
+		if (sys_pread_full(r->db, r->db->fd, tail, 2, p + ST_RECORD_HEAD_BYTES + len - 2) < 0)
+			return err_errno(e, "store: read %s", r->db->log_path);
+		if (tail[0] != ']' || tail[1] != '}')
+			continue;
+		if (rec_check(r, p, &st, &plen, e) < 0)
+			return -1;
+		if (st == REC_OK) {
+			*found = p;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* Copy [off, size) of the log into a new file next to it; give its name. */
+static int move_aside(struct st_db *db, struct reader *r, off_t off, char *name, size_t name_len, struct err *e)
+{
+	int fd;
+	off_t at = off;
+
+	snprintf(name, name_len, "%s.corrupt-%lld-%lld", db->log_path, (long long)off, (long long)time(NULL));
+	fd = sys_open(db, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		return err_errno(e, "store: create %s", name);
+	while (at < r->size) {
+		size_t n = r->size - at > (off_t)ST_READ_CHUNK ? ST_READ_CHUNK : (size_t)(r->size - at);
+		const char *p;
+		if (rd_get(r, at, n, &p, e) < 0)
+			goto fail;
+		if (sys_pwrite_all(db, fd, p, n, at - off) < 0) {
+			err_errno(e, "store: write %s", name);
+			goto fail;
+		}
+		at += (off_t)n;
+	}
+	if (sys_fsync_fd(db, fd) < 0) {
+		err_errno(e, "store: fsync %s", name);
+		goto fail;
+	}
+	sys_close_fd(db, fd);
+	return fsync_dir(db, e);
+fail:
+	sys_close_fd(db, fd);
+	db->sys->unlink(name);
+	return -1;
+}
+
+static int truncate_log(struct st_db *db, off_t off, struct err *e)
+{
+	if (sys_ftruncate_fd(db, db->fd, off) < 0)
+		return err_errno(e, "store: truncate %s to %lld bytes", db->log_path, (long long)off);
+	if (sys_fsync_fd(db, db->fd) < 0)
+		return err_errno(e, "store: fsync %s", db->log_path);
+	return 0;
+}
+
+/* Handle a bad record at off: torn tail, or corruption (repair or refuse). */
+static int bad_record(struct st_db *db, struct reader *r, off_t off, const char *why, bool undecodable,
+		      struct err *e)
+{
+	off_t next = -1;
+	char aside[PATH_MAX + 64];
+
+	/* A record that frames and checksums but does not decode was written
+	 * whole by someone: dropping it silently could lose a transaction. */
+	if (!undecodable && scan_forward(r, off, &next, e) < 0)
+		return -1;
+	if (!undecodable && next < 0) {
+		log_warn(MOD, "log %s: torn tail at offset %lld (%s): dropping %lld bytes after %llu good transactions",
+			 db->log_path, (long long)off, why, (long long)(r->size - off),
+			 (unsigned long long)db->records);
+		if (truncate_log(db, off, e) < 0)
+			return -1;
+		db->truncated_bytes += (uint64_t)(r->size - off);
+		db->size = off;
+		return 0;
+	}
+	if (!db->repair)
+		return err_set(e, "store: log %s: corrupt record at offset %lld (%s); start with -db-repair "
+			       "to keep the %llu transactions before it and move the rest aside",
+			       db->log_path, (long long)off, why, (unsigned long long)db->records);
+	if (move_aside(db, r, off, aside, sizeof(aside), e) < 0)
+		return -1;
+	if (truncate_log(db, off, e) < 0)
+		return -1;
+	log_warn(MOD, "log %s: corrupt record at offset %lld (%s): repaired: kept the %llu transactions before it, "
+		 "moved %lld bytes to %s", db->log_path, (long long)off, why,
+		 (unsigned long long)db->records, (long long)(r->size - off), aside);
+	db->size = off;
+	return 0;
+}
+
+static int replay(struct st_db *db, off_t size, struct err *e)
+{
+	struct reader r = { db, size, NULL, 0, 0, 0 };
+	struct json_limits lim = { ST_JSON_DEPTH_MAX + 8, ST_RECORD_MAX };
+	off_t off = ST_HEADER_BYTES;
+	int rc = 0;
+
+	while (off < size) {
+		enum rec_state st;
+		size_t plen = 0;
+		const char *p;
+		struct json *doc = NULL;
+		struct st_op *ops = NULL;
+		size_t nops = 0;
+		struct err pe;
+		char why[ERR_MSG_MAX + 32];
+
+		if (rec_check(&r, off, &st, &plen, e) < 0) {
+			rc = -1;
+			break;
+		}
+		if (st != REC_OK) {
+			rc = bad_record(db, &r, off, rec_state_name(st), false, e);
+			break;
+		}
+		if (rd_get(&r, off + ST_RECORD_HEAD_BYTES, plen, &p, e) < 0) {
+			rc = -1;
+			break;
+		}
+		if (json_parse(p, plen, &lim, &doc, &pe) < 0 || decode_ops(db, doc, &ops, &nops, &pe) < 0) {
+			json_free(doc);
+			snprintf(why, sizeof(why), "undecodable transaction: %s", pe.msg);
+			rc = bad_record(db, &r, off, why, true, e);
+			break;
+		}
+		apply_decoded(db, doc, ops, nops);
+		free(ops);
+		json_free(doc);
+		off += ST_RECORD_HEAD_BYTES + (off_t)plen;
+		db->size = off;
+	}
+	free(r.buf);
+	return rc;
+}
+
+/* ---- opening and closing ---- */
+
+static char *path_join(const char *dir, const char *name)
+{
+	struct buf b = BUF_INIT;
+
+	buf_addf(&b, "%s/%s", dir, name);
+	return buf_detach(&b, NULL);
+}
+
+/* Create an empty log atomically: a crash leaves no log or a whole header. */
+static int create_log(struct st_db *db, struct err *e)
+{
+	char h[ST_HEADER_BYTES];
+	int fd = sys_open(db, db->new_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0)
+		return err_errno(e, "store: create %s", db->new_path);
+	make_header(h);
+	if (sys_pwrite_all(db, fd, h, sizeof(h), 0) < 0 || sys_fsync_fd(db, fd) < 0) {
+		err_errno(e, "store: write %s", db->new_path);
+		goto fail;
+	}
+	if (db->sys->rename(db->new_path, db->log_path) < 0) {
+		err_errno(e, "store: rename %s to %s", db->new_path, db->log_path);
+		goto fail;
+	}
+	if (fsync_dir(db, e) < 0) {
+		sys_close_fd(db, fd);
+		return -1;
+	}
+	db->fd = fd;
+	db->size = ST_HEADER_BYTES;
+	return 0;
+fail:
+	sys_close_fd(db, fd);
+	db->sys->unlink(db->new_path);
+	return -1;
+}
+
+static int check_header(struct st_db *db, off_t size, struct err *e)
+{
+	char h[ST_HEADER_BYTES], want[ST_HEADER_BYTES];
+
+	make_header(want);
+	if (size < ST_HEADER_BYTES) {
+		/* Only a header that never finished being written (impossible
+		 * with create_log's rename, but not on every file system) is
+		 * forgiven: its bytes must be a prefix of a good header. */
+		if (size > 0 && sys_pread_full(db, db->fd, h, (size_t)size, 0) < 0)
+			return err_errno(e, "store: read %s", db->log_path);
+		if (size > 0 && memcmp(h, want, (size_t)size) != 0)
+			return err_set(e, "store: %s is not a denv store log (%lld bytes, bad magic)",
+				       db->log_path, (long long)size);
+		log_warn(MOD, "log %s: incomplete header (%lld bytes): starting an empty log",
+			 db->log_path, (long long)size);
+		if (sys_pwrite_all(db, db->fd, want, sizeof(want), 0) < 0 || sys_fsync_fd(db, db->fd) < 0)
+			return err_errno(e, "store: write %s", db->log_path);
+		db->size = ST_HEADER_BYTES;
+		return 1;
+	}
+	if (sys_pread_full(db, db->fd, h, sizeof(h), 0) < 0)
+		return err_errno(e, "store: read %s", db->log_path);
+	if (memcmp(h, st_magic, 8) != 0)
+		return err_set(e, "store: %s is not a denv store log (bad magic)", db->log_path);
+	if (get_u32(h + 12) != crc(h, 12))
+		return err_set(e, "store: %s: header corrupt (bad crc)", db->log_path);
+	if (get_u32(h + 8) != ST_FORMAT_VERSION)
+		return err_set(e, "store: %s: format version %u; this build reads version %d",
+			       db->log_path, get_u32(h + 8), ST_FORMAT_VERSION);
+	return 0;
+}
+
+static int open_lock(struct st_db *db, struct err *e)
+{
+	int r;
+
+	db->lock_fd = sys_open(db, db->lock_path, O_RDWR | O_CREAT, 0600);
+	if (db->lock_fd < 0)
+		return err_errno(e, "store: open %s", db->lock_path);
+	do
+		r = db->sys->flock(db->lock_fd, LOCK_EX | LOCK_NB);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		if (errno == EWOULDBLOCK)
+			return err_set(e, "store: %s is in use by another process", db->dir);
+		return err_errno(e, "store: lock %s", db->lock_path);
+	}
+	return 0;
+}
+
+int st_open(const char *path, const struct st_opts *opts, struct st_db **out, struct err *e)
+{
+	struct st_db *db;
+	struct stat st;
+	int hr;
+
+	*out = NULL;
+	if (!path || !*path)
+		return err_set(e, "store: no directory given");
+	if (strlen(path) > PATH_MAX - 64)
+		return err_set(e, "store: path too long: %s", path);
+	if (fs_mkdir_p(path, 0700, e) < 0)
+		return err_prefix(e, "store");
+	db = xcalloc(1, sizeof(*db));
+	db->sys = opts && opts->sys ? opts->sys : st_sys_default();
+	db->ev = opts ? opts->ev : NULL;
+	db->repair = opts && opts->repair;
+	db->auto_compact = !(opts && opts->no_auto_compact);
+	db->dir = xstrdup(path);
+	db->log_path = path_join(path, "log");
+	db->tmp_path = path_join(path, "log.compact");
+	db->new_path = path_join(path, "log.new");
+	db->lock_path = path_join(path, "lock");
+	db->fd = db->lock_fd = -1;
+	db->rng = (uint32_t)time(NULL) ^ (uint32_t)getpid() ^ 0x9e3779b9u;
+	if (!db->rng)
+		db->rng = 1;
+	buf_init(&db->wbuf, ST_RECORD_MAX + ST_RECORD_HEAD_BYTES + 1);
+	db->token = xcalloc(1, sizeof(*db->token));
+	db->token->db = db;
+
+	if (open_lock(db, e) < 0)
+		goto fail;
+	/* Leftovers of a compaction or creation that a crash interrupted: the
+	 * log itself was never replaced by them, so they hold nothing needed. */
+	if (db->sys->unlink(db->tmp_path) < 0 && errno != ENOENT) {
+		err_errno(e, "store: remove %s", db->tmp_path);
+		goto fail;
+	}
+	if (db->sys->unlink(db->new_path) < 0 && errno != ENOENT) {
+		err_errno(e, "store: remove %s", db->new_path);
+		goto fail;
+	}
+	db->fd = sys_open(db, db->log_path, O_RDWR, 0);
+	if (db->fd < 0 && errno == ENOENT) {
+		if (create_log(db, e) < 0)
+			goto fail;
+		*out = db;
+		return 0;
+	}
+	if (db->fd < 0) {
+		err_errno(e, "store: open %s", db->log_path);
+		goto fail;
+	}
+	if (db->sys->fstat(db->fd, &st) < 0) {
+		err_errno(e, "store: stat %s", db->log_path);
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err_set(e, "store: %s is not a regular file", db->log_path);
+		goto fail;
+	}
+	hr = check_header(db, st.st_size, e);
+	if (hr < 0)
+		goto fail;
+	db->size = ST_HEADER_BYTES;
+	if (hr == 0 && replay(db, st.st_size, e) < 0)
+		goto fail;
+	*out = db;
+	return 0;
+fail:
+	st_close(db);
+	return -1;
+}
+
+static void flush(struct st_db *db);
+
+void st_close(struct st_db *db)
+{
+	if (!db)
+		return;
+	db->closing = true;
+	flush(db);
+	if (db->token->queued)
+		db->token->db = NULL;	/* the queued flush frees it */
+	else
+		free(db->token);
+	for (size_t i = 0; i < db->ntables; i++) {
+		struct st_table *t = &db->tables[i];
+		tree_free_rows(t->root);
+		for (int j = 0; j < t->nix; j++)
+			free(t->ixfield[j]);
+		free(t->name);
+	}
+	free(db->tables);
+	free(db->pending);
+	buf_release(&db->wbuf);
+	sys_close_fd(db, db->fd);
+	sys_close_fd(db, db->lock_fd);
+	free(db->dir);
+	free(db->log_path);
+	free(db->tmp_path);
+	free(db->new_path);
+	free(db->lock_path);
+	free(db);
+}
+
+int st_table(struct st_db *db, const char *table, const char *const index_fields[], struct err *e)
+{
+	struct st_table *t;
+
+	if (!name_ok(table))
+		return err_set(e, "store: bad table name");
+	t = table_find(db, table);
+	if (!t) {
+		if (db->ntables >= ST_TABLES_MAX)
+			return err_set(e, "store: more than %d tables", ST_TABLES_MAX);
+		t = table_get(db, table);
+	}
+	for (size_t i = 0; index_fields && index_fields[i]; i++) {
+		const char *f = index_fields[i];
+		bool have = false;
+		if (!name_ok(f))
+			return err_set(e, "store: table %s: bad index field name", table);
+		for (int j = 0; j < t->nix && !have; j++)
+			have = strcmp(t->ixfield[j], f) == 0;
+		if (have)
+			continue;
+		if (t->nix >= ST_INDEXES_MAX)
+			return err_set(e, "store: table %s: more than %d indexes", table, ST_INDEXES_MAX);
+		t->ixfield[t->nix] = xstrdup(f);
+		t->ixroot[t->nix] = NULL;
+		t->nix++;
+		/* Build the new index from the rows replay already loaded. */
+		if (t->root) {
+			struct titer it = { 0 };
+			struct tkey k = { "", 0, "", 0, false };
+			struct tnode *n;
+			it_seek(&it, t->root, &k, false);
+			while ((n = it_next(&it)))
+				ix_add_one(db, t, n->row, t->nix - 1);
+			it_release(&it);
+		}
+	}
+	return 0;
+}
+
+/* ---- reading ---- */
+
+const struct json *st_get(struct st_db *db, const char *table, const char *id)
+{
+	struct st_table *t;
+	struct st_row *r;
+
+	if (!table || !id || !(t = table_find(db, table)))
+		return NULL;
+	r = row_find(t, id, strlen(id));
+	return r ? r->json : NULL;
+}
+
+static int find_index(const struct st_table *t, const char *field)
+{
+	for (int i = 0; i < t->nix; i++)
+		if (strcmp(t->ixfield[i], field) == 0)
+			return i;
+	return -1;
+}
+
+int st_scan(struct st_db *db, const char *table, const char *field, const char *value,
+	    const struct st_range *range, st_scan_fn fn, void *arg, struct err *e)
+{
+	struct st_table *t;
+	struct tnode *root, *n;
+	struct titer it = { 0 };
+	struct tkey k = { "", 0, "", 0, false };
+	bool rev = range && range->reverse;
+	size_t limit = range ? range->limit : 0, seen = 0;
+
+	if (!name_ok(table))
+		return err_set(e, "store: bad table name");
+	if (field && (!name_ok(field) || !value))
+		return err_set(e, "store: scan of %s: bad index field or value", table);
+	t = table_find(db, table);
+	if (!t)
+		return 0;
+	root = t->root;
+	if (field) {
+		int i = find_index(t, field);
+		if (i < 0)
+			return err_set(e, "store: table %s has no index on %s", table, field);
+		root = t->ixroot[i];
+		k.v = value;
+		k.vlen = strlen(value);
+	}
+	if (range && range->after) {
+		k.id = range->after;
+		k.idlen = strlen(range->after);
+	} else if (rev) {
+		k.id_inf = true;
+	}
+	it_seek(&it, root, &k, rev);
+	db->scanning++;
+	while ((n = it_next(&it))) {
+		if (n->vlen != k.vlen || memcmp(n->v, k.v, k.vlen) != 0)
+			break;	/* past the index entry for value */
+		if (fn(n->row->id, n->row->json, arg) != 0)
+			break;
+		if (limit && ++seen >= limit)
+			break;
+	}
+	db->scanning--;
+	it_release(&it);
+	return 0;
+}
+
+size_t st_count(struct st_db *db, const char *table, const char *field, const char *value)
+{
+	struct st_table *t;
+	struct tnode *n;
+	struct titer it = { 0 };
+	struct tkey k = { "", 0, "", 0, false };
+	size_t count = 0;
+	int i;
+
+	if (!table || !(t = table_find(db, table)))
+		return 0;
+	if (!field)
+		return t->nrows;
+	if (!value || (i = find_index(t, field)) < 0)
+		return 0;
+	k.v = value;
+	k.vlen = strlen(value);
+	it_seek(&it, t->ixroot[i], &k, false);
+	while ((n = it_next(&it)) && n->vlen == k.vlen && memcmp(n->v, k.v, k.vlen) == 0)
+		count++;
+	it_release(&it);
+	return count;
+}
+
+bool st_failed(const struct st_db *db)
+{
+	return db->failed;
+}
+
+void st_stats(const struct st_db *db, struct st_stats *out)
+{
+	out->log_bytes = db->size;
+	out->records = db->records;
+	out->live_rows = db->live_rows;
+	out->log_ops = db->log_ops;
+	out->fsyncs = db->fsyncs;
+	out->compactions = db->compactions;
+	out->truncated_bytes = db->truncated_bytes;
+}
+
+/* ---- transactions ---- */
+
+struct st_txn *st_begin(struct st_db *db)
+{
+	struct st_txn *t = xcalloc(1, sizeof(*t));
+
+	t->db = db;
+	return t;
+}
+
+static int txn_poison(struct st_txn *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Remember the first bad argument: st_commit reports it. */
+static int txn_poison(struct st_txn *t, const char *fmt, ...)
+{
+	va_list ap;
+	struct buf b = BUF_INIT;
+
+	if (t->bad)
+		return -1;
+	t->bad = true;
+	va_start(ap, fmt);
+	buf_vaddf(&b, fmt, ap);
+	va_end(ap);
+	err_set(&t->err, "%s", b.data);
+	buf_release(&b);
+	return -1;
+}
+
+static int txn_add(struct st_txn *t, bool del, const char *table, const char *id, struct json *row)
+{
+	struct st_op *o;
+	const char *why = NULL;
+
+	if (t->bad) {
+		json_free(row);
+		return -1;
+	}
+	if (!name_ok(table)) {
+		json_free(row);
+		return txn_poison(t, "store: bad table name \"%.64s\"", table ? table : "(null)");
+	}
+	if (!id || !id_ok(id, strnlen(id, ST_ID_MAX + 1))) {
+		json_free(row);
+		return txn_poison(t, "store: %s: bad row id \"%.256s\" (empty, too long or not UTF-8)", table,
+				  id ? id : "(null)");
+	}
+	if (!del && (!row || row->type != JSON_OBJECT)) {
+		json_free(row);
+		return txn_poison(t, "store: %s/%s: a row must be a JSON object", table, id);
+	}
+	if (!del && row_check(row, 0, &why) < 0) {
+		json_free(row);
+		return txn_poison(t, "store: %s/%s: row refused: %s", table, id, why);
+	}
+	if (t->n >= ST_TXN_OPS_MAX) {
+		json_free(row);
+		return txn_poison(t, "store: %s/%s: too many operations in one transaction", table, id);
+	}
+	if (t->n == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 8;
+		t->ops = xrealloc(t->ops, t->cap * sizeof(*t->ops));
+	}
+	o = &t->ops[t->n++];
+	o->del = del;
+	o->table = xstrdup(table);
+	o->id = xstrdup(id);
+	o->row = row;
+	return 0;
+}
+
+int st_put(struct st_txn *txn, const char *table, const char *id, struct json *row)
+{
+	return txn_add(txn, false, table, id, row);
+}
+
+int st_delete(struct st_txn *txn, const char *table, const char *id)
+{
+	return txn_add(txn, true, table, id, NULL);
+}
+
+void st_abort(struct st_txn *txn)
+{
+	if (!txn)
+		return;
+	for (size_t i = 0; i < txn->n; i++) {
+		free((char *)txn->ops[i].table);
+		free((char *)txn->ops[i].id);
+		json_free(txn->ops[i].row);
+	}
+	free(txn->ops);
+	free(txn);
+}
+
+/* Append bytes to the log. On a failed or short write the log is cut back
+ * to where it was, so that no later record lands after half a record; if
+ * even that fails, the store refuses further commits. */
+static int log_append(struct st_db *db, const char *p, size_t n, struct err *e)
+{
+	off_t off = db->size;
+
+	if (sys_pwrite_all(db, db->fd, p, n, off) == 0) {
+		db->size += (off_t)n;
+		return 0;
+	}
+	err_errno(e, "store: write %s", db->log_path);
+	if (sys_ftruncate_fd(db, db->fd, off) < 0) {
+		db->failed = true;
+		err_errno(&db->fail_err, "store: write %s failed and it could not be cut back to %lld bytes; "
+			  "refusing further commits (restart to replay what is on disk)",
+			  db->log_path, (long long)off);
+		err_set(e, "%s", db->fail_err.msg);
+	}
+	return -1;
+}
+
+static void flush_cb(struct ev *ev, void *arg);
+
+static void set_failed_fsync(struct st_db *db)
+{
+	db->failed = true;
+	err_errno(&db->fail_err, "store: fsync %s; refusing further commits "
+		  "(restart to replay what is on disk)", db->log_path);
+}
+
+/* fsync the log and call the queued done_fns. */
+static void flush(struct st_db *db)
+{
+	struct st_pending *list;
+	size_t n = db->npending;
+	int status = 0;
+	struct err e;
+
+	if (!n)
+		return;
+	if (db->failed) {
+		status = -1;
+	} else if (sys_fsync_fd(db, db->fd) < 0) {
+		set_failed_fsync(db);
+		status = -1;
+	} else {
+		db->fsyncs++;
+	}
+	/* done_fns may commit again: those queue up afresh for the next turn. */
+	list = db->pending;
+	db->pending = NULL;
+	db->npending = db->pending_cap = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!list[i].fn)
+			continue;
+		if (status < 0) {
+			e = db->fail_err;
+			list[i].fn(-1, &e, list[i].arg);
+		} else {
+			list[i].fn(0, NULL, list[i].arg);
+		}
+	}
+	free(list);
+}
+
+static void maybe_compact(struct st_db *db)
+{
+	struct err e;
+	uint64_t dead = db->log_ops - db->live_rows;
+
+	if (!db->auto_compact || db->failed || db->closing || db->scanning)
+		return;
+	if (db->size < ST_COMPACT_MIN_BYTES || dead <= db->live_rows || db->log_ops < db->compact_after_ops)
+		return;
+	if (st_compact(db, &e) < 0) {
+		/* Try again once the log has grown by half as much again. */
+		db->compact_after_ops = db->log_ops + db->log_ops / 2 + 1;
+		log_warn(MOD, "automatic compaction failed (will retry later): %s", e.msg);
+	}
+}
+
+static void flush_cb(struct ev *ev, void *arg)
+{
+	struct st_flush_token *tok = arg;
+	struct st_db *db = tok->db;
+
+	tok->queued = false;
+	if (!db) {
+		free(tok);
+		return;
+	}
+	flush(db);
+	maybe_compact(db);
+}
+
+int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
+{
+	struct st_db *db = txn->db;
+	struct buf *b = &db->wbuf;
+	size_t newtables = 0;
+	int rc = 0;
+
+	if (txn->bad) {
+		*e = txn->err;
+		goto refuse;
+	}
+	if (db->failed) {
+		*e = db->fail_err;
+		goto refuse;
+	}
+	if (db->closing) {
+		err_set(e, "store: commit while the store is closing");
+		goto refuse;
+	}
+	if (db->scanning) {
+		err_set(e, "store: commit from inside an st_scan callback");
+		goto refuse;
+	}
+	if (txn->n == 0)
+		goto queue;
+	for (size_t i = 0; i < txn->n; i++) {
+		bool seen = false;
+		if (txn->ops[i].del || table_find(db, txn->ops[i].table))
+			continue;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = !txn->ops[j].del && strcmp(txn->ops[j].table, txn->ops[i].table) == 0;
+		if (!seen && db->ntables + ++newtables > ST_TABLES_MAX) {
+			err_set(e, "store: more than %d tables", ST_TABLES_MAX);
+			goto refuse;
+		}
+	}
+	rec_begin(b);
+	for (size_t i = 0; i < txn->n; i++) {
+		if (rec_add_op(b, i == 0, txn->ops[i].table, txn->ops[i].id, txn->ops[i].row) < 0) {
+			err_set(e, "store: transaction larger than %zu bytes", ST_RECORD_MAX);
+			goto refuse;
+		}
+	}
+	if (rec_end(b) < 0) {
+		err_set(e, "store: transaction larger than %zu bytes", ST_RECORD_MAX);
+		goto refuse;
+	}
+	if (log_append(db, b->data, b->len, e) < 0)
+		goto refuse;
+	if (b->cap > ST_COMPACT_RECORD_BYTES * 2)
+		buf_release(b);	/* one huge transaction should not pin its buffer */
+	for (size_t i = 0; i < txn->n; i++) {
+		apply_op(db, txn->ops[i].table, txn->ops[i].id, txn->ops[i].row);
+		txn->ops[i].row = NULL;
+	}
+	db->records++;
+	db->log_ops += txn->n;
+queue:
+	if (db->ev) {
+		if (db->npending == db->pending_cap) {
+			db->pending_cap = db->pending_cap ? db->pending_cap * 2 : 16;
+			db->pending = xrealloc(db->pending, db->pending_cap * sizeof(*db->pending));
+		}
+		db->pending[db->npending++] = (struct st_pending){ done, arg };
+		if (!db->token->queued) {
+			db->token->queued = true;
+			ev_defer(db->ev, flush_cb, db->token);
+		}
+		st_abort(txn);
+		return 0;
+	}
+	if (txn->n > 0) {
+		if (sys_fsync_fd(db, db->fd) < 0) {
+			set_failed_fsync(db);
+			*e = db->fail_err;
+			rc = -1;
+		} else {
+			db->fsyncs++;
+		}
+	}
+	st_abort(txn);
+	if (done)
+		done(rc, rc < 0 ? e : NULL, arg);
+	if (rc == 0)
+		maybe_compact(db);
+	return rc;
+refuse:
+	st_abort(txn);
+	if (!db->ev && done)
+		done(-1, e, arg);
+	return -1;
+}
+
+/* ---- compaction ---- */
+
+static int compact_write(struct st_db *db, int fd, off_t *off, struct buf *b, struct err *e)
+{
+	if (rec_end(b) < 0)
+		return err_set(e, "store: compaction: record too large");	/* cannot happen: see below */
+	if (sys_pwrite_all(db, fd, b->data, b->len, *off) < 0)
+		return err_errno(e, "store: write %s", db->tmp_path);
+	*off += (off_t)b->len;
+	return 0;
+}
+
+int st_compact(struct st_db *db, struct err *e)
+{
+	char h[ST_HEADER_BYTES];
+	struct buf rec, op;
+	off_t off = ST_HEADER_BYTES;
+	uint64_t nrec = 0;
+	size_t inrec = 0;
+	int fd;
+	int64_t t0 = ev_mono_ms();
+
+	if (db->failed) {
+		*e = db->fail_err;
+		return -1;
+	}
+	if (db->scanning)
+		return err_set(e, "store: compaction from inside an st_scan callback");
+	fd = sys_open(db, db->tmp_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return err_errno(e, "store: create %s", db->tmp_path);
+	buf_init(&rec, ST_RECORD_MAX + ST_RECORD_HEAD_BYTES + 1);
+	buf_init(&op, ST_RECORD_MAX + 1);
+	make_header(h);
+	if (sys_pwrite_all(db, fd, h, sizeof(h), 0) < 0) {
+		err_errno(e, "store: write %s", db->tmp_path);
+		goto fail;
+	}
+	rec_begin(&rec);
+	for (size_t i = 0; i < db->ntables; i++) {
+		struct st_table *t = &db->tables[i];
+		struct titer it = { 0 };
+		struct tkey k = { "", 0, "", 0, false };
+		struct tnode *n;
+
+		it_seek(&it, t->root, &k, false);
+		while ((n = it_next(&it))) {
+			/* Each put is encoded alone first, so that a record is cut
+			 * before it would pass ST_RECORD_MAX. A single put always
+			 * fits: it came from a record no larger. */
+			buf_reset(&op);
+			if (rec_add_op(&op, true, t->name, n->row->id, n->row->json) < 0) {
+				it_release(&it);
+				err_set(e, "store: compaction: row %s/%s too large", t->name, n->row->id);
+				goto fail;
+			}
+			if (inrec && rec.len + 1 + op.len + 2 > ST_RECORD_MAX + ST_RECORD_HEAD_BYTES) {
+				if (compact_write(db, fd, &off, &rec, e) < 0) {
+					it_release(&it);
+					goto fail;
+				}
+				nrec++;
+				rec_begin(&rec);
+				inrec = 0;
+			}
+			if ((inrec && buf_addch(&rec, ',') < 0) || buf_add(&rec, op.data, op.len) < 0) {
+				it_release(&it);
+				err_set(e, "store: compaction: row %s/%s too large", t->name, n->row->id);
+				goto fail;
+			}
+			inrec++;
+			if (rec.len >= ST_COMPACT_RECORD_BYTES) {
+				if (compact_write(db, fd, &off, &rec, e) < 0) {
+					it_release(&it);
+					goto fail;
+				}
+				nrec++;
+				rec_begin(&rec);
+				inrec = 0;
+			}
+		}
+		it_release(&it);
+	}
+	if (inrec) {
+		if (compact_write(db, fd, &off, &rec, e) < 0)
+			goto fail;
+		nrec++;
+	}
+	if (sys_fsync_fd(db, fd) < 0) {
+		err_errno(e, "store: fsync %s", db->tmp_path);
+		goto fail;
+	}
+	if (db->sys->rename(db->tmp_path, db->log_path) < 0) {
+		err_errno(e, "store: rename %s to %s", db->tmp_path, db->log_path);
+		goto fail;
+	}
+	/* From here the new file is the log: switch to it whatever happens. */
+	sys_close_fd(db, db->fd);
+	db->fd = fd;
+	db->size = off;
+	db->records = nrec;
+	db->log_ops = db->live_rows;
+	db->compactions++;
+	db->compact_after_ops = 0;
+	buf_release(&rec);
+	buf_release(&op);
+	if (fsync_dir(db, e) < 0) {
+		/* Without a durable rename, commits appended to the new file
+		 * could vanish with it in a crash: nothing more may be promised. */
+		db->failed = true;
+		db->fail_err = *e;
+		return -1;
+	}
+	log_debug(MOD, "compacted %s: %llu rows, %lld bytes, %lld ms", db->log_path,
+		  (unsigned long long)db->live_rows, (long long)off, (long long)(ev_mono_ms() - t0));
+	return 0;
+fail:
+	buf_release(&rec);
+	buf_release(&op);
+	sys_close_fd(db, fd);
+	db->sys->unlink(db->tmp_path);
+	return -1;
+}

@@ -1,0 +1,217 @@
+/*
+ * store.h: the control plane's embedded database (DESIGN.md, "Store").
+ *
+ * A store is a directory holding one append-only log of records. Every record
+ * is one transaction; replay at open rebuilds in-memory tables (rows are JSON
+ * objects keyed by a string id, kept in id order) and their secondary indexes
+ * (exact match on a top-level string field).
+ *
+ * Files in the directory:
+ *   log            the record log (see "File format" below)
+ *   lock           flock(2)ed while a process has the store open
+ *   log.new        temp file while a fresh log is created (removed at open)
+ *   log.compact    temp file while compaction runs (removed at open)
+ *   log.corrupt-<offset>-<unix time>
+ *                  what -db-repair moved aside: the bytes from the first
+ *                  corrupt record to the end of the log, kept for a person
+ *
+ * File format (all integers little-endian):
+ *   header   16 bytes: "denvstor" (8), version u32 (= ST_FORMAT_VERSION),
+ *            crc32 of the first 12 bytes u32
+ *   record   len u32 | crc32 u32 (zlib crc32 of payload) | payload (len bytes)
+ *   payload  one JSON object describing one transaction:
+ *              {"ops":[{"put":"<table>","id":"<id>","row":{...}},
+ *                      {"del":"<table>","id":"<id>"}, ...]}
+ *            ops apply in order; a transaction is all-or-nothing on replay
+ *            because its CRC covers all of it. Compaction writes the live rows
+ *            as put-only records of at most ST_COMPACT_RECORD_BYTES.
+ *
+ * Durability (group commit):
+ *  - with an ev loop (st_opts.ev), st_commit writes the record (no fsync),
+ *    applies it to memory and queues done_fn; one ev_defer callback per loop
+ *    turn fsyncs once and then calls every queued done_fn. A reply that
+ *    depends on a commit must be sent from done_fn.
+ *  - without a loop, st_commit fsyncs before it returns and calls done_fn
+ *    before returning (tools and tests).
+ *  - a committed row is visible to st_get/st_scan as soon as st_commit
+ *    returns, before its fsync. This is deliberate: the writer's reply still
+ *    waits for done_fn, and a reader in the same turn can at worst see a row
+ *    that a crash in the next few milliseconds loses and that nobody was told
+ *    was saved. If the fsync then fails the store goes read-only for commits
+ *    (st_failed) and the process should restart, replaying what is on disk.
+ *
+ * Pointers: st_get and st_scan hand out rows owned by the store. A row pointer
+ * stays valid until a commit that puts or deletes that row, or st_close.
+ * Compaction does not move rows. Callers must not modify rows; st_put takes
+ * a row the caller built (or json_dup'ed).
+ *
+ * Not re-entrant: st_scan callbacks must not commit (st_commit fails if they
+ * try). done_fn callbacks may commit (the commit lands in the next turn).
+ */
+#ifndef DENV_STORE_H
+#define DENV_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+#include "json/json.h"
+
+struct ev;
+
+/* ---- limits ---- */
+
+#define ST_FORMAT_VERSION 1
+#define ST_HEADER_BYTES 16
+#define ST_RECORD_HEAD_BYTES 8		/* len + crc */
+/* Largest record payload (one transaction). Also bounds one row. A length
+ * field above this is treated as corruption, never as a size to allocate. */
+#define ST_RECORD_MAX ((size_t)16 << 20)
+#define ST_RECORD_MIN 2			/* "{}": rejects zero-filled tails (len 0, crc 0) */
+#define ST_NAME_MAX 64			/* table and index field names */
+#define ST_ID_MAX 256			/* row ids */
+#define ST_TABLES_MAX 256
+#define ST_INDEXES_MAX 8		/* per table */
+#define ST_TXN_OPS_MAX 100000		/* puts + deletes in one transaction */
+#define ST_JSON_DEPTH_MAX 64		/* nesting of a row (plus the record's own two levels) */
+/* Compaction rewrites the live rows into records of about this size. */
+#define ST_COMPACT_RECORD_BYTES ((size_t)1 << 20)
+/* Automatic compaction: when the log holds more dead ops (overwritten or
+ * deleted puts, and deletes) than live rows, and is at least this large. */
+#define ST_COMPACT_MIN_BYTES ((off_t)4 << 20)
+/* Replay reads the log through a window of this many bytes (or one record). */
+#define ST_READ_CHUNK ((size_t)1 << 20)
+
+/* ---- the system-call table ---- */
+
+/*
+ * Every system call on the log goes through this table (after sqlite's
+ * unix VFS syscall table) so that tests can fail the Nth write or fsync, or
+ * kill the process at an exact point. Members follow the libc calls; each
+ * returns what libc returns and sets errno. The store retries EINTR and
+ * loops over short writes itself.
+ */
+struct st_sys {
+	int (*open)(const char *path, int flags, mode_t mode);
+	int (*close)(int fd);
+	ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
+	ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
+	int (*fsync)(int fd);
+	int (*ftruncate)(int fd, off_t len);
+	int (*rename)(const char *from, const char *to);
+	int (*unlink)(const char *path);
+	int (*fstat)(int fd, struct stat *st);
+	int (*flock)(int fd, int op);
+};
+
+/* The real calls. Tests copy it, replace members, and pass the copy. */
+const struct st_sys *st_sys_default(void);
+
+/* ---- opening ---- */
+
+struct st_opts {
+	bool repair;			/* -db-repair: keep the good prefix of a corrupt log, move the rest aside */
+	struct ev *ev;			/* group commit on this loop; NULL: fsync in every st_commit */
+	const struct st_sys *sys;	/* NULL: st_sys_default() */
+	bool no_auto_compact;		/* tests and benchmarks: compact only on st_compact */
+};
+
+struct st_db;
+
+/* Open (creating if absent) the store in directory path. opts may be NULL.
+ * A torn tail is truncated with a warning; a corrupt record followed by good
+ * ones fails (naming the offset) unless opts->repair. -1 and e on failure. */
+int st_open(const char *path, const struct st_opts *opts, struct st_db **out, struct err *e);
+
+/* Close. Pending commits (with a loop) are fsynced and their done_fn called
+ * first. Safe with NULL. */
+void st_close(struct st_db *db);
+
+/* Declare a table and its indexes (NULL-terminated list of top-level string
+ * fields, or NULL for none). Tables also spring into existence on first put.
+ * Indexes are not stored in the log: declare them after st_open, on every
+ * start; an index added to a table with rows is built from them. */
+int st_table(struct st_db *db, const char *table, const char *const index_fields[], struct err *e);
+
+/* ---- reading ---- */
+
+/* The row, owned by the store (see "Pointers" above), or NULL if absent. */
+const struct json *st_get(struct st_db *db, const char *table, const char *id);
+
+/* Called for each row of a scan, in id order. Return 0 to go on, anything
+ * else to stop. Must not commit. */
+typedef int (*st_scan_fn)(const char *id, const struct json *row, void *arg);
+
+/* Which part of a scan: rows strictly after `after` (strictly before, when
+ * reverse) in id order, at most limit (0 = no limit). NULL range = all. */
+struct st_range {
+	const char *after;
+	size_t limit;
+	bool reverse;			/* descending id order: newest first for ULIDs */
+};
+
+/* Visit the rows of table (field NULL) or those whose string field `field`
+ * equals value exactly (field must be indexed with st_table). A missing
+ * table is empty. 0, or -1 (field not indexed, bad names). */
+int st_scan(struct st_db *db, const char *table, const char *field, const char *value,
+	    const struct st_range *range, st_scan_fn fn, void *arg, struct err *e);
+
+/* Rows in table (field NULL) or in the index entry field = value. An
+ * unknown table or unindexed field counts 0. */
+size_t st_count(struct st_db *db, const char *table, const char *field, const char *value);
+
+/* ---- writing ---- */
+
+struct st_txn;
+
+/* status 0: the transaction is durable. -1: it is not known to be (e says
+ * why); the store refuses commits from then on. */
+typedef void (*st_done_fn)(int status, struct err *e, void *arg);
+
+struct st_txn *st_begin(struct st_db *db);
+
+/* Put row (a JSON object; ownership taken, even on failure) as table/id.
+ * Reads inside the transaction do not see its own writes. A bad argument
+ * (name, id, non-object, too many ops) fails here and poisons the txn so
+ * that st_commit fails with the same message. 0 / -1. */
+int st_put(struct st_txn *txn, const char *table, const char *id, struct json *row);
+/* Delete table/id (deleting an absent row is not an error). 0 / -1. */
+int st_delete(struct st_txn *txn, const char *table, const char *id);
+
+/*
+ * Commit and free txn. With an ev loop: -1 means refused (nothing written,
+ * nothing applied, done_fn never called); 0 means applied in memory and
+ * done_fn (if not NULL) will be called exactly once at the end of this
+ * turn with the fsync status. Without a loop: the status of the whole
+ * commit including its fsync is returned, and also handed to done_fn (if
+ * not NULL) before st_commit returns. An empty transaction commits nothing
+ * and succeeds.
+ */
+int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e);
+/* Drop txn without writing. Safe with NULL. */
+void st_abort(struct st_txn *txn);
+
+/* Rewrite the log with only the live rows, now (see DESIGN: temp file, fsync,
+ * rename, fsync dir). Queued done_fns stay queued; they are covered. */
+int st_compact(struct st_db *db, struct err *e);
+
+/* ---- state ---- */
+
+/* True after an fsync (or an unrecoverable write) failed: commits are refused. */
+bool st_failed(const struct st_db *db);
+
+struct st_stats {
+	off_t log_bytes;	/* size of the log file */
+	uint64_t records;	/* records (transactions) in the log */
+	uint64_t live_rows;	/* rows in all tables */
+	uint64_t log_ops;	/* puts and deletes in the log */
+	uint64_t fsyncs;	/* fsyncs of the log since open */
+	uint64_t compactions;	/* since open */
+	uint64_t truncated_bytes;	/* torn tail dropped at open */
+};
+void st_stats(const struct st_db *db, struct st_stats *out);
+
+#endif
