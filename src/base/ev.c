@@ -280,6 +280,14 @@ int ev_child_add(struct ev *ev, pid_t pid, ev_child_fn fn, void *arg)
 		install_handler(SIGCHLD);
 		ev->sigchld_installed = true;
 	}
+	for (size_t i = 0; i < ev->nchildren; i++) {
+		if (ev->children[i].pid == pid) {
+			/* watched again after ev_child_del */
+			ev->children[i] = (struct ev_child){ pid, fn, arg };
+			ev->check_children = true;
+			return 0;
+		}
+	}
 	ev->children[ev->nchildren++] = (struct ev_child){ pid, fn, arg };
 	/* The child may have exited before we watched it: look at the next turn. */
 	ev->check_children = true;
@@ -288,9 +296,12 @@ int ev_child_add(struct ev *ev, pid_t pid, ev_child_fn fn, void *arg)
 
 void ev_child_del(struct ev *ev, pid_t pid)
 {
+	/* Keep the entry without a callback so that the child is still reaped
+	 * (and its status dropped) instead of staying a zombie. */
 	for (size_t i = 0; i < ev->nchildren; i++) {
 		if (ev->children[i].pid == pid) {
-			ev->children[i] = ev->children[--ev->nchildren];
+			ev->children[i].fn = NULL;
+			ev->children[i].arg = NULL;
 			return;
 		}
 	}
@@ -308,9 +319,14 @@ static void reap_children(struct ev *ev)
 			continue;
 		}
 		ev->children[i] = ev->children[--ev->nchildren];
-		if (r == c.pid)
-			c.fn(ev, c.pid, status, c.arg);
 		/* r < 0 (ECHILD): someone else reaped it; nothing to report. */
+		if (r == c.pid && c.fn) {
+			c.fn(ev, c.pid, status, c.arg);
+			/* The callback may have added or removed watches and so moved
+			 * entries around i: look at all of them again next turn
+			 * rather than miss a child that has already exited. */
+			ev->check_children = true;
+		}
 	}
 }
 
