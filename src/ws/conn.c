@@ -277,10 +277,12 @@ static void handle(struct ws_conn *c, const struct ws_rx_event *ev)
 		c->got_close = true;
 		c->peer_code = ev->code;
 		snprintf(c->peer_reason, sizeof(c->peer_reason), "%.*s", (int)ev->len, (const char *)ev->data);
-		/* Echo the code (RFC 6455 5.5.1); a close without a code gets one
-		 * without a code. */
+		/* Echo the code (RFC 6455 5.5.1), and the reason too, so that
+		 * both ends report the same close; a close without a code gets
+		 * one without a code. */
 		if (!c->sent_close)
-			queue_close(c, ev->code == WS_CLOSE_NO_STATUS ? 0 : ev->code, "", 0);
+			queue_close(c, ev->code == WS_CLOSE_NO_STATUS ? 0 : ev->code, c->peer_reason,
+				    strlen(c->peer_reason));
 		return;
 	case WS_RX_ERROR:
 		fail(c, ev->code, ev->why);
@@ -447,8 +449,8 @@ out:
 /* ---- public ---- */
 
 int ws_conn_open(struct ev *ev, const struct ws_transport *t, void *ctx, enum ws_role role,
-		 const struct ws_opts *o, const void *leftover, size_t leftover_len,
-		 struct ws_conn **out, struct err *e)
+		 const struct ws_opts *o, const void *preamble, size_t preamble_len,
+		 const void *leftover, size_t leftover_len, struct ws_conn **out, struct err *e)
 {
 	struct ws_conn *c;
 
@@ -477,6 +479,8 @@ int ws_conn_open(struct ev *ev, const struct ws_transport *t, void *ctx, enum ws
 		memcpy(c->rbuf, leftover, leftover_len);
 	c->rlen = leftover_len;
 	c->rx = ws_rx_new(role, c->o.max_message);
+	if (preamble_len)
+		buf_add(&c->out, preamble, preamble_len);
 	if (ev_fd_add(ev, c->fd, EV_READ, on_fd, c) < 0) {
 		err_errno(e, "websocket: watch fd %d", c->fd);
 		t->free(ctx);
@@ -636,5 +640,5 @@ int ws_conn_open_fd(struct ev *ev, int fd, enum ws_role role, const struct ws_op
 		*out = NULL;
 		return -1;
 	}
-	return ws_conn_open(ev, &fd_transport, io, role, o, NULL, 0, out, e);
+	return ws_conn_open(ev, &fd_transport, io, role, o, NULL, 0, NULL, 0, out, e);
 }

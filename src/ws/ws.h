@@ -232,14 +232,18 @@ struct ws_transport {
 	void (*free)(void *ctx);
 };
 
+/* src/http's struct stream as a transport (ctx is the struct stream *). */
+extern const struct ws_transport ws_stream_transport;
+
 /*
  * Run a connection whose handshake is done, over transport t with context ctx
- * (owned by the connection from now on, even on failure). leftover: bytes
- * already read past the handshake, processed as frames.
+ * (owned by the connection from now on, even on failure). preamble: bytes to
+ * write before any frame (the server's 101 response; NULL for none).
+ * leftover: bytes already read past the handshake, processed as frames.
  */
 int ws_conn_open(struct ev *ev, const struct ws_transport *t, void *ctx, enum ws_role role,
-		 const struct ws_opts *o, const void *leftover, size_t leftover_len,
-		 struct ws_conn **out, struct err *e);
+		 const struct ws_opts *o, const void *preamble, size_t preamble_len,
+		 const void *leftover, size_t leftover_len, struct ws_conn **out, struct err *e);
 /* The same over a connected socket fd (made non-blocking; closed by the connection). */
 int ws_conn_open_fd(struct ev *ev, int fd, enum ws_role role, const struct ws_opts *o,
 		    struct ws_conn **out, struct err *e);

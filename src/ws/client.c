@@ -1,0 +1,219 @@
+/* client.c: ws_dial: blocking connect and handshake, then the loop. See ws.h. */
+#include "ws/ws.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "http/http.h"
+
+/* Wait for what the stream asked for, until the deadline. 0, or -1 with e. */
+static int wait_stream(struct stream *s, int64_t deadline, const char *what, const char *url, struct err *e)
+{
+	struct pollfd p;
+	int64_t left = deadline - ev_mono_ms();
+	int r;
+
+	if (left <= 0)
+		return err_set(e, "websocket %s: timed out %s", url, what);
+	p.fd = stream_fd(s);
+	p.events = (short)((stream_wants(s) & EV_WRITE) ? POLLOUT : POLLIN);
+	p.revents = 0;
+	r = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+	if (r < 0 && errno != EINTR)
+		return err_errno(e, "websocket %s: poll", url);
+	return 0;
+}
+
+/* Header lines from the caller: "Name: value\r\n"..., nothing that could
+ * end the head early or smuggle a second request. */
+static int check_extra(const char *h, struct err *e)
+{
+	size_t n = strlen(h);
+	const char *line = h;
+
+	if (n > WS_MAX_EXTRA_HEADERS)
+		return err_set(e, "websocket dial: extra headers over %d bytes", WS_MAX_EXTRA_HEADERS);
+	while (*line) {
+		const char *end = strstr(line, "\r\n");
+		const char *colon;
+		if (!end)
+			return err_set(e, "websocket dial: extra header lines must each end in CRLF");
+		colon = memchr(line, ':', (size_t)(end - line));
+		if (!colon || colon == line)
+			return err_set(e, "websocket dial: extra header \"%.*s\" has no name", (int)(end - line), line);
+		for (const char *c = line; c < end; c++)
+			if (*c == '\r' || *c == '\n' || *c == '\0')
+				return err_set(e, "websocket dial: stray CR or LF in extra headers");
+		line = end + 2;
+	}
+	return 0;
+}
+
+/* Printable start of a refused handshake's body, for the error message. */
+static void snippet(const char *p, size_t n, char *out, size_t outsz)
+{
+	size_t k = 0;
+
+	if (n > WS_ERROR_BODY_SNIPPET)
+		n = WS_ERROR_BODY_SNIPPET;
+	for (size_t i = 0; i < n && k + 1 < outsz; i++) {
+		unsigned char ch = (unsigned char)p[i];
+		out[k++] = (ch < 0x20 || ch == 0x7F) ? ' ' : (char)ch;
+	}
+	while (k > 0 && out[k - 1] == ' ')
+		k--;
+	out[k] = '\0';
+}
+
+static bool resp_has(const struct http_response_head *h, const char *name, const char *token)
+{
+	const struct http_header *f = http_header_find(h->headers, h->nheaders, name);
+
+	return f && http_token_has(f->value, f->value_len, token);
+}
+
+static bool resp_value_is(const struct http_response_head *h, const char *name, const char *want)
+{
+	const struct http_header *f = http_header_find(h->headers, h->nheaders, name);
+
+	return f && f->value_len == strlen(want) && memcmp(f->value, want, f->value_len) == 0;
+}
+
+int ws_dial(struct ev *ev, const char *url, const char *extra_headers,
+	    const struct ws_opts *o, struct ws_conn **out, struct err *e)
+{
+	struct ws_url u;
+	struct stream *s = NULL;
+	struct buf req = BUF_INIT, in;
+	char key[WS_KEY_LEN + 1], want[WS_ACCEPT_LEN + 1];
+	struct http_response_head *head = NULL;
+	int64_t timeout = o->dial_timeout_ms > 0 ? o->dial_timeout_ms : WS_DIAL_TIMEOUT_MS_DEFAULT;
+	int64_t deadline = ev_mono_ms() + timeout;
+	size_t off = 0;
+	int hl = 0, rc = -1;
+
+	*out = NULL;
+	buf_init(&in, WS_MAX_HANDSHAKE + WS_READ_CHUNK);
+	if (ws_parse_url(url, &u, e) < 0)
+		goto out;
+	if (extra_headers && check_extra(extra_headers, e) < 0)
+		goto out;
+	if (ws_make_key(key, e) < 0 || ws_accept_for_key(key, want, e) < 0)
+		goto out;
+	if (stream_dial(u.host, u.port, u.tls, (int)timeout, &s, e) < 0) {
+		err_prefix(e, "websocket %s", url);
+		goto out;
+	}
+
+	buf_addf(&req, "GET %s HTTP/1.1\r\nHost: %s%s%s", u.path,
+		 strchr(u.host, ':') ? "[" : "", u.host, strchr(u.host, ':') ? "]" : "");
+	if (u.port != (u.tls ? 443 : 80))
+		buf_addf(&req, ":%u", (unsigned)u.port);
+	buf_addf(&req, "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+		 "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s\r\n",
+		 key, extra_headers ? extra_headers : "");
+
+	while (off < req.len) {
+		ssize_t n = stream_write(s, req.data + off, req.len - off);
+		if (n > 0) {
+			off += (size_t)n;
+		} else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			if (wait_stream(s, deadline, "sending the handshake", url, e) < 0)
+				goto out;
+		} else {
+			err_errno(e, "websocket %s: sending the handshake", url);
+			goto out;
+		}
+	}
+
+	head = xmalloc(sizeof(*head));
+	for (;;) {
+		ssize_t n;
+		if (in.len) {
+			hl = http_parse_response_head(in.data, in.len, head);
+			if (hl < 0) {
+				err_set(e, "websocket %s: the server's answer is not an HTTP response", url);
+				goto out;
+			}
+			if (hl > 0)
+				break;
+			if (in.len >= WS_MAX_HANDSHAKE) {
+				err_set(e, "websocket %s: handshake response head over %d bytes", url, WS_MAX_HANDSHAKE);
+				goto out;
+			}
+		}
+		if (buf_grow(&in, WS_READ_CHUNK) < 0) {
+			err_set(e, "websocket %s: handshake response too big", url);
+			goto out;
+		}
+		n = stream_read(s, in.data + in.len, WS_READ_CHUNK);
+		if (n > 0) {
+			buf_setlen(&in, in.len + (size_t)n);
+		} else if (n == 0) {
+			err_set(e, "websocket %s: the server closed the connection during the handshake", url);
+			goto out;
+		} else if (errno == EAGAIN || errno == EINTR) {
+			if (wait_stream(s, deadline, "waiting for the handshake response", url, e) < 0)
+				goto out;
+		} else {
+			err_errno(e, "websocket %s: reading the handshake response", url);
+			goto out;
+		}
+	}
+
+	if (head->status != 101) {
+		/* Quote the start of the body: that is where the server says why
+		 * (a 401 "invalid token", a 404 for a wrong path). */
+		const struct http_header *cl = http_header_find(head->headers, head->nheaders, "Content-Length");
+		size_t want_body = WS_ERROR_BODY_SNIPPET;
+		char body[WS_ERROR_BODY_SNIPPET + 1];
+		int status = head->status;
+		if (cl) {
+			size_t v = 0, i;
+			for (i = 0; i < cl->value_len && cl->value[i] >= '0' && cl->value[i] <= '9' && v < 1000000; i++)
+				v = v * 10 + (size_t)(cl->value[i] - '0');
+			if (v < want_body)
+				want_body = v;
+		}
+		while (in.len - (size_t)hl < want_body && buf_grow(&in, WS_READ_CHUNK) == 0) {
+			ssize_t n = stream_read(s, in.data + in.len, WS_READ_CHUNK);
+			if (n > 0)
+				buf_setlen(&in, in.len + (size_t)n);
+			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+				break;
+			else if (wait_stream(s, deadline, "", url, e) < 0 || ev_mono_ms() >= deadline)
+				break;
+		}
+		snippet(in.data + hl, in.len - (size_t)hl, body, sizeof(body));
+		err_set(e, "websocket %s: the server answered HTTP %d %.*s%s%s", url, status,
+			(int)head->reason_len, head->reason, body[0] ? ": " : "", body);
+		e->code = status;
+		goto out;
+	}
+	if (!resp_has(head, "Upgrade", "websocket") || !resp_has(head, "Connection", "upgrade")) {
+		err_set(e, "websocket %s: 101 response without Upgrade: websocket / Connection: Upgrade", url);
+		goto out;
+	}
+	if (!resp_value_is(head, "Sec-WebSocket-Accept", want)) {
+		err_set(e, "websocket %s: wrong Sec-WebSocket-Accept in the server's answer", url);
+		goto out;
+	}
+	if (http_header_find(head->headers, head->nheaders, "Sec-WebSocket-Extensions") ||
+	    http_header_find(head->headers, head->nheaders, "Sec-WebSocket-Protocol")) {
+		err_set(e, "websocket %s: the server chose an extension or subprotocol we did not offer", url);
+		goto out;
+	}
+	rc = ws_conn_open(ev, &ws_stream_transport, s, WS_CLIENT, o, NULL, 0,
+			  in.data + hl, in.len - (size_t)hl, out, e);
+	s = NULL;	/* the connection owns it now, even on failure */
+out:
+	stream_free(s);
+	free(head);
+	buf_release(&req);
+	buf_release(&in);
+	return rc;
+}
