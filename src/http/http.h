@@ -245,6 +245,8 @@ void http_client_free(struct http_client *c);
  * refused", "timeout after 5000 ms reading response from 127.0.0.1:8080"... */
 int http_client_do(struct http_client *c, const struct http_client_req *req,
 		   struct http_client_resp *resp, struct err *e);
+/* Connections dialled so far (tests check keep-alive reuse with it). */
+size_t http_client_dials(const struct http_client *c);
 
 /* Asynchronous client on the loop: same requests, completion by callback. */
 struct http_aclient;
@@ -261,7 +263,8 @@ void http_aclient_free(struct http_aclient *ac);
  * never called from inside this function. */
 struct http_acall *http_aclient_do(struct http_aclient *ac, const struct http_client_req *req,
 				   size_t max_body, http_aclient_fn fn, void *arg, struct err *e);
-/* Abandon a call in flight: fn will not be called. */
+size_t http_aclient_dials(const struct http_aclient *ac);
+/* Abandon a call in flight: fn will not be called. Not from inside its own fn. */
 void http_acall_cancel(struct http_acall *call);
 
 /* Split an http(s) URL. host gets the bare host (no brackets); path the path
