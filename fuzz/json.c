@@ -36,11 +36,18 @@ static void roundtrip(const struct json *v, int flags)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct json *v = NULL, *d, *s = NULL;
-	struct err e;
+	struct json *v = NULL, *d, *s = NULL, *t = NULL;
+	struct err e, e2;
 	struct buf b = BUF_INIT;
+	struct json_limits tight = { 4, 256 };
+	int rc = json_parse((const char *)data, size, NULL, &v, &e);
 
-	if (json_parse((const char *)data, size, NULL, &v, &e) == 0) {
+	/* Tighter limits may only refuse more, never accept something else. */
+	if (json_parse((const char *)data, size, &tight, &t, &e2) == 0)
+		must(rc == 0 && json_equal(v, t));
+	json_free(t);
+
+	if (rc == 0) {
 		roundtrip(v, JSON_COMPACT);
 		roundtrip(v, JSON_PRETTY);
 		d = json_dup(v);
