@@ -473,6 +473,11 @@ int tar_reader_feed(struct tar_reader *r, const void *p, size_t len, size_t *use
 				*used = pos;
 				return fail(r, e);
 			}
+			if (rc == TAR_EV_END) {
+				/* everything after the end marker is ignored */
+				r->off += len - pos;
+				pos = len;
+			}
 			if (rc != TAR_EV_MORE) {
 				ev->entry = r->have_ent ? &r->ent : NULL;
 				*used = pos;
