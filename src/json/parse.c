@@ -214,10 +214,9 @@ static int hex4(const unsigned char *p, const unsigned char *end, uint32_t *out)
 
 /*
  * Decode the rest of a string whose first escape is at p; s is just after the
- * opening quote. The decoded text never outgrows the raw text (every escape
- * is at least as long as what it stands for), so one scratch buffer the size
- * of the rest of the input could do; we size it by the raw string instead,
- * growing as we go.
+ * opening quote. Text is decoded into the parser's scratch buffer (reused
+ * across strings, grown as needed) and copied once into its own allocation
+ * at the closing quote, so escaped strings cost two copies, plain ones one.
  */
 static int parse_escaped(struct parser *ps, const unsigned char *s, const unsigned char *p,
 			 const unsigned char **after, char **out, size_t *out_len)
