@@ -1,0 +1,78 @@
+/* api_envs.c: reading environments, their versions and deployments, and a
+ * deployment with its phases. Routes that act on a host are the
+ * orchestrator's ([F5]). */
+#include "base/str.h"
+#include "cp/cp.h"
+
+/* The caller's environment named by {env}, or NULL after a 404. */
+static const struct json *team_env(struct cp *cp, struct http_req *req, struct cp_caller *who)
+{
+	if (cp_auth(cp, req, CP_AUTH_TEAM, who) < 0)
+		return NULL;
+	return cp_team_row(cp, req, "environments", who->team_id, http_req_param(req, "env"), "environment");
+}
+
+static void h_env_get(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	const struct json *env = team_env(cp, req, &who);
+	struct json *resp;
+
+	if (!env)
+		return;
+	resp = json_new_object();
+	json_object_set(resp, "environment", cp_public(env, "environments"));
+	/* No host hub yet: nothing is connected. */
+	json_object_set_bool(resp, "connected", false);
+	cp_reply(req, 200, resp);
+}
+
+static void h_env_versions(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	const struct json *env = team_env(cp, req, &who);
+	struct json *resp;
+
+	if (!env)
+		return;
+	resp = json_new_object();
+	json_object_set(resp, "versions",
+			cp_list(cp, "versions", "EnvID", json_get_str(env, "ID"), false, 0, NULL, NULL));
+	cp_reply(req, 200, resp);
+}
+
+static void h_env_deployments(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	const struct json *env = team_env(cp, req, &who);
+	struct json *resp;
+
+	if (!env)
+		return;
+	resp = json_new_object();
+	json_object_set(resp, "deployments",
+			cp_list(cp, "deployments", "EnvID", json_get_str(env, "ID"), true, 0, NULL, NULL));
+	cp_reply(req, 200, resp);
+}
+
+static void h_deployment_get(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	const struct json *dep;
+
+	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
+		return;
+	dep = cp_team_row(cp, req, "deployments", who.team_id, http_req_param(req, "dep"), "deployment");
+	if (dep)
+		cp_reply(req, 200, cp_deployment_view(cp, dep));
+}
+
+int cp_api_envs(struct cp *cp)
+{
+	if (cp_route(cp, "GET", "/v1/envs/{env}", 0, h_env_get) < 0 ||
+	    cp_route(cp, "GET", "/v1/envs/{env}/versions", 0, h_env_versions) < 0 ||
+	    cp_route(cp, "GET", "/v1/envs/{env}/deployments", 0, h_env_deployments) < 0 ||
+	    cp_route(cp, "GET", "/v1/deployments/{dep}", 0, h_deployment_get) < 0)
+		return -1;
+	return 0;
+}

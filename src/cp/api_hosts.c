@@ -1,0 +1,441 @@
+/* api_hosts.c: clouds, join tokens, hosts and targets (targets.md). */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/crypto.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "cp/cp.h"
+
+/* ---- providers ---- */
+
+bool cp_provider_is_driver(const char *provider)
+{
+	return str_eq(provider, "e2b") || str_eq(provider, "daytona");
+}
+
+static bool provider_known(const char *p)
+{
+	return str_eq(p, "manual") || str_eq(p, "hetzner") || cp_provider_is_driver(p);
+}
+
+/* The static capability row of a hosted provider (targets.md). */
+struct json *cp_provider_table(const char *provider)
+{
+	static const struct {
+		const char *provider, *snapshot, *fork, *fork_time, *egress, *gpu, *notes;
+	} rows[] = {
+		{ "e2b", "pause (sandbox persisted)", "", "n/a", "provider network config", "no",
+		  "one sandbox per environment; pause/resume keeps state, no branch" },
+		{ "daytona", "snapshot to image", "new sandbox from snapshot", "tens of seconds", "limited", "partial",
+		  "" },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct json *t;
+
+		if (!str_eq(rows[i].provider, provider))
+			continue;
+		t = json_new_object();
+		json_object_set_str(t, "provider", rows[i].provider);
+		json_object_set_bool(t, "multi_service", false);
+		json_object_set_str(t, "snapshot", rows[i].snapshot);
+		json_object_set_str(t, "fork", rows[i].fork);
+		json_object_set_str(t, "fork_time", rows[i].fork_time);
+		json_object_set_str(t, "egress_deny", rows[i].egress);
+		json_object_set_str(t, "caps", "provider tier");
+		json_object_set_str(t, "gpu", rows[i].gpu);
+		json_object_set_bool(t, "verify", false);
+		json_object_set_str(t, "notes", rows[i].notes);
+		return t;
+	}
+	return NULL;
+}
+
+/* A config key whose value is a credential: "token", or any key containing
+ * "secret" or "key" (case-insensitive). */
+static bool secret_key(const char *k)
+{
+	char low[ST_NAME_MAX * 4];
+	size_t i;
+
+	for (i = 0; k[i] && i + 1 < sizeof(low); i++)
+		low[i] = (char)tolower((unsigned char)k[i]);
+	low[i] = '\0';
+	return str_eq(low, "token") || strstr(low, "secret") || strstr(low, "key");
+}
+
+/* A cloud as shown: credentials replaced by "•••". */
+static struct json *cloud_public(const struct json *row)
+{
+	struct json *c = json_dup(row);
+	struct json *cfg = json_get(c, "Config");
+
+	for (size_t i = 0; cfg && cfg->type == JSON_OBJECT && i < cfg->u.obj.n; i++)
+		if (secret_key(cfg->u.obj.m[i].key)) {
+			json_free(cfg->u.obj.m[i].val);
+			cfg->u.obj.m[i].val = json_new_str("\xe2\x80\xa2\xe2\x80\xa2\xe2\x80\xa2");
+		}
+	return c;
+}
+
+/* Check and complete a provider's config. -1 after answering 400. */
+static int provider_config(struct http_req *req, const char *provider, struct json *cfg)
+{
+	static const char *const hetzner_defaults[][2] = {
+		{ "server_type", "cpx31" }, { "location", "nbg1" }, { "image", "ubuntu-24.04" },
+	};
+
+	for (size_t i = 0; i < cfg->u.obj.n; i++)
+		if (cfg->u.obj.m[i].val->type != JSON_STRING) {
+			cp_fail(req, 400, "%s: config.%s must be a string", provider, cfg->u.obj.m[i].key);
+			return -1;
+		}
+	if (str_eq(provider, "manual"))
+		return 0;
+	if (!json_get_str(cfg, "token") || !*json_get_str(cfg, "token")) {
+		cp_fail(req, 400, "%s: config.token is required", provider);
+		return -1;
+	}
+	if (str_eq(provider, "hetzner"))
+		for (size_t i = 0; i < sizeof(hetzner_defaults) / sizeof(hetzner_defaults[0]); i++) {
+			const char *v = json_get_str(cfg, hetzner_defaults[i][0]);
+
+			if (!v || !*v)
+				json_object_set_str(cfg, hetzner_defaults[i][0], hetzner_defaults[i][1]);
+		}
+	return 0;
+}
+
+/* Read {provider, name?, config?} (and token? for targets/connect) into a new
+ * cloud row. NULL after answering 400/409. */
+static struct json *cloud_from_body(struct cp *cp, struct http_req *req, const char *team_id,
+				    const struct json *body, bool drivers_only)
+{
+	const char *provider = NULL, *name = NULL, *token = NULL;
+	const struct json *c = json_get(body, "config");
+	struct json *cfg, *row;
+	char id[ID_MAX];
+
+	if (cp_req_str(req, body, "provider", &provider) < 0 || cp_opt_str(req, body, "name", &name) < 0 ||
+	    cp_opt_str(req, body, "token", &token) < 0)
+		return NULL;
+	if (drivers_only ? !cp_provider_is_driver(provider) : !provider_known(provider)) {
+		cp_fail(req, 400, drivers_only ? "provider must be e2b or daytona, got \"%s\""
+					       : "provider must be manual, hetzner, e2b or daytona, got \"%s\"",
+			provider);
+		return NULL;
+	}
+	if (c && c->type != JSON_NULL && c->type != JSON_OBJECT) {
+		http_respond_error(req, 400, "config must be an object");
+		return NULL;
+	}
+	if (!name || !*name)
+		name = provider;
+	if (!cp_valid_name(name)) {
+		cp_fail(req, 400, "name must be 1 to %d letters, digits, '.', '_' or '-'", CP_NAME_MAX);
+		return NULL;
+	}
+	if (cp_find(cp, "clouds", "TeamID", team_id, "Name", name)) {
+		cp_fail(req, 409, "cloud \"%s\" already exists", name);
+		return NULL;
+	}
+	cfg = c && c->type == JSON_OBJECT ? json_dup(c) : json_new_object();
+	if (token && *token)
+		json_object_set_str(cfg, "token", token);
+	if (provider_config(req, provider, cfg) < 0) {
+		json_free(cfg);
+		return NULL;
+	}
+	id_new("cloud", id);
+	row = json_new_object();
+	json_object_set_str(row, "ID", id);
+	json_object_set_str(row, "TeamID", team_id);
+	json_object_set_str(row, "Provider", provider);
+	json_object_set_str(row, "Name", name);
+	json_object_set(row, "Config", cfg);
+	json_object_set(row, "CreatedAt", cp_now_json());
+	return row;
+}
+
+static void h_clouds_list(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	struct json *rows, *list, *resp;
+
+	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
+		return;
+	rows = cp_list(cp, "clouds", "TeamID", who.team_id, false, 0, NULL, NULL);
+	list = json_new_array();
+	for (size_t i = 0; i < json_len(rows); i++)
+		json_array_push(list, cloud_public(json_at(rows, i)));
+	json_free(rows);
+	resp = json_new_object();
+	json_object_set(resp, "clouds", list);
+	cp_reply(req, 200, resp);
+}
+
+static void h_clouds_create(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	struct json *body = NULL, *row, *resp;
+	struct st_txn *txn;
+	char id[ID_MAX];
+
+	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0 || cp_body(req, &body) < 0)
+		return;
+	row = cloud_from_body(cp, req, who.team_id, body, false);
+	if (row) {
+		str_copy(id, sizeof(id), json_get_str(row, "ID"));
+		resp = json_new_object();
+		json_object_set(resp, "cloud", cloud_public(row));
+		txn = st_begin(cp->db);
+		st_put(txn, "clouds", id, row);
+		cp_commit_reply(cp, txn, req, 201, resp, NULL, NULL);
+	}
+	json_free(body);
+}
+
+/* ---- join tokens ---- */
+
+/* The paste-able install line: download denvd from this server, then join. */
+static void join_command(const struct cp *cp, const char *token, char *out, size_t n)
+{
+	const char *d = cp->cfg.denvd_url;
+	bool absolute = str_has_prefix(d, "http://") || str_has_prefix(d, "https://");
+
+	snprintf(out, n,
+		 "curl -fsSL %s%s -o denvd && chmod +x denvd && sudo ./denvd install --server %s --token %s",
+		 absolute ? "" : cp->cfg.public_url, d, cp->cfg.public_url, token);
+}
+
+static void h_join_token(struct cp *cp, struct http_req *req)
+{
+	const char *cloud_id = NULL;
+	char token[CRYPTO_TOKEN_MAX], hash[SHA256_HEX_LEN + 1], id[ID_MAX], exp[CLOCK_RFC3339_MAX];
+	char cmd[2048];
+	struct cp_caller who;
+	struct json *body = NULL, *row, *resp;
+	struct st_txn *txn;
+	struct err e;
+
+	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0 || cp_body(req, &body) < 0)
+		return;
+	if (cp_opt_str(req, body, "cloud_id", &cloud_id) < 0)
+		goto out;
+	if (cloud_id && *cloud_id && !cp_team_row(cp, req, "clouds", who.team_id, cloud_id, "cloud"))
+		goto out;
+	if (crypto_token("djt", CP_TOKEN_BYTES, token, sizeof(token), &e) < 0 ||
+	    sha256_hex(token, strlen(token), hash) < 0) {
+		cp_fail(req, 500, "join token: %s", e.msg);
+		goto out;
+	}
+	id_new("jtok", id);
+	clock_format_rfc3339(clock_now_ns() + (int64_t)CP_JOIN_TOKEN_TTL_S * 1000000000, exp);
+	row = json_new_object();
+	json_object_set_str(row, "ID", id);
+	json_object_set_str(row, "TeamID", who.team_id);
+	json_object_set_str(row, "CloudID", cloud_id ? cloud_id : "");
+	json_object_set_str(row, "Hash", hash);
+	json_object_set(row, "CreatedAt", cp_now_json());
+	json_object_set_str(row, "ExpiresAt", exp);
+	json_object_set(row, "UsedAt", json_new_null());
+	join_command(cp, token, cmd, sizeof(cmd));
+	resp = json_new_object();
+	json_object_set_str(resp, "token", token);
+	json_object_set_int(resp, "expires_in_sec", CP_JOIN_TOKEN_TTL_S);
+	json_object_set_str(resp, "command", cmd);
+	memset(token, 0, sizeof(token));
+	memset(cmd, 0, sizeof(cmd));
+	txn = st_begin(cp->db);
+	st_put(txn, "join_tokens", id, row);
+	cp_commit_reply(cp, txn, req, 201, resp, NULL, NULL);
+out:
+	json_free(body);
+}
+
+/* ---- hosts and targets ---- */
+
+/* The provider of a driver host (its cloud's), or NULL for a sidecar. */
+static const char *host_driver(struct cp *cp, const struct json *host)
+{
+	const char *cloud_id = json_get_str(host, "CloudID");
+	const struct json *cloud = cloud_id && *cloud_id ? st_get(cp->db, "clouds", cloud_id) : NULL;
+	const char *provider = json_get_str(cloud, "Provider");
+
+	return cp_provider_is_driver(provider) ? provider : NULL;
+}
+
+static struct json *host_view(struct cp *cp, const struct json *host)
+{
+	struct json *h = cp_public(host, "hosts");
+
+	/* No host hub yet: only driver hosts (no stream needed) are connected. */
+	json_object_set_bool(h, "connected", host_driver(cp, host) != NULL);
+	return h;
+}
+
+static void h_hosts(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	struct json *rows, *list, *resp;
+
+	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
+		return;
+	rows = cp_list(cp, "hosts", "TeamID", who.team_id, false, 0, NULL, NULL);
+	list = json_new_array();
+	for (size_t i = 0; i < json_len(rows); i++)
+		json_array_push(list, host_view(cp, json_at(rows, i)));
+	json_free(rows);
+	resp = json_new_object();
+	json_object_set(resp, "hosts", list);
+	cp_reply(req, 200, resp);
+}
+
+static struct json *driver_host_new(const char *team_id, const struct json *cloud)
+{
+	const char *provider = json_get_str(cloud, "Provider");
+	struct json *h = json_new_object();
+	char id[ID_MAX];
+
+	id_new("host", id);
+	json_object_set_str(h, "ID", id);
+	json_object_set_str(h, "TeamID", team_id);
+	json_object_set_str(h, "CloudID", json_get_str(cloud, "ID"));
+	json_object_set_str(h, "Name", provider);
+	json_object_set_str(h, "Status", "connected");
+	json_object_set_str(h, "ProviderRef", provider);
+	json_object_set(h, "LastSeenAt", json_new_null());
+	json_object_set(h, "CreatedAt", cp_now_json());
+	json_object_set(h, "Capabilities", cp_provider_table(provider));
+	return h;
+}
+
+/* Driver clouds without their one driver host get it now (targets.md,
+ * "EnsureDriverHosts"). Returns the transaction (NULL when there is nothing
+ * to add); copies of the new rows go to added. */
+static struct st_txn *ensure_driver_hosts(struct cp *cp, const char *team_id, struct json *added)
+{
+	struct json *clouds = cp_list(cp, "clouds", "TeamID", team_id, false, 0, NULL, NULL);
+	struct st_txn *txn = NULL;
+
+	for (size_t i = 0; i < json_len(clouds); i++) {
+		const struct json *c = json_at(clouds, i);
+		struct json *h;
+		char id[ID_MAX];
+
+		if (!cp_provider_is_driver(json_get_str(c, "Provider")) ||
+		    st_count(cp->db, "hosts", "CloudID", json_get_str(c, "ID")) > 0)
+			continue;
+		h = driver_host_new(team_id, c);
+		str_copy(id, sizeof(id), json_get_str(h, "ID"));
+		json_array_push(added, json_dup(h));
+		if (!txn)
+			txn = st_begin(cp->db);
+		st_put(txn, "hosts", id, h);
+	}
+	json_free(clouds);
+	return txn;
+}
+
+static struct json *target_view(struct cp *cp, const struct json *host, const char *provider)
+{
+	struct json *t = host_view(cp, host);
+	char kind[64];
+
+	snprintf(kind, sizeof(kind), "%s%s", provider ? "driver:" : "sidecar", provider ? provider : "");
+	json_object_set_str(t, "kind", kind);
+	if (provider)
+		json_object_set_str(t, "provider", provider);
+	json_object_set(t, "capabilities", json_dup(json_get(host, "Capabilities")));
+	if (provider)
+		json_object_set(t, "table", cp_provider_table(provider));
+	return t;
+}
+
+/* The team's hosts as targets, sidecars first; extra holds host rows not
+ * yet committed. */
+static struct json *targets_list(struct cp *cp, const char *team_id, const struct json *extra)
+{
+	struct json *rows = cp_list(cp, "hosts", "TeamID", team_id, false, 0, NULL, NULL);
+	struct json *out = json_new_array();
+
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < json_len(rows) + json_len(extra); i++) {
+			const struct json *h = i < json_len(rows) ? json_at(rows, i) : json_at(extra, i - json_len(rows));
+			const char *provider = host_driver(cp, h);
+
+			if ((pass == 0) == (provider == NULL))
+				json_array_push(out, target_view(cp, h, provider));
+		}
+	json_free(rows);
+	return out;
+}
+
+static void h_targets(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	struct st_txn *txn;
+	struct json *resp, *added;
+
+	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
+		return;
+	added = json_new_array();
+	txn = ensure_driver_hosts(cp, who.team_id, added);
+	resp = json_new_object();
+	json_object_set(resp, "targets", targets_list(cp, who.team_id, added));
+	json_free(added);
+	if (txn)
+		cp_commit_reply(cp, txn, req, 200, resp, NULL, NULL);
+	else
+		cp_reply(req, 200, resp);
+}
+
+static void h_targets_connect(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	struct json *body = NULL, *cloud, *host, *resp, *info;
+	struct st_txn *txn;
+	char cid[ID_MAX], hid[ID_MAX];
+	const char *provider;
+
+	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0 || cp_body(req, &body) < 0)
+		return;
+	cloud = cloud_from_body(cp, req, who.team_id, body, true);
+	if (!cloud)
+		goto out;
+	provider = json_get_str(cloud, "Provider");
+	host = driver_host_new(who.team_id, cloud);
+	str_copy(cid, sizeof(cid), json_get_str(cloud, "ID"));
+	str_copy(hid, sizeof(hid), json_get_str(host, "ID"));
+	/* The token is checked for presence only: this server does not call
+	 * the provider's API yet (see denv-cp(8), BUGS). */
+	info = json_new_object();
+	json_object_set_str(info, "provider", provider);
+	json_object_set_bool(info, "token_checked", false);
+	resp = json_new_object();
+	json_object_set(resp, "cloud", cloud_public(cloud));
+	json_object_set(resp, "host", cp_public(host, "hosts"));
+	json_object_set(resp, "info", info);
+	json_object_set(resp, "capabilities", cp_provider_table(provider));
+	txn = st_begin(cp->db);
+	st_put(txn, "clouds", cid, cloud);
+	st_put(txn, "hosts", hid, host);
+	cp_commit_reply(cp, txn, req, 201, resp, NULL, NULL);
+out:
+	json_free(body);
+}
+
+int cp_api_hosts(struct cp *cp)
+{
+	if (cp_route(cp, "GET", "/v1/clouds", 0, h_clouds_list) < 0 ||
+	    cp_route(cp, "POST", "/v1/clouds", CP_BODY_JSON, h_clouds_create) < 0 ||
+	    cp_route(cp, "POST", "/v1/join-tokens", CP_BODY_JSON, h_join_token) < 0 ||
+	    cp_route(cp, "GET", "/v1/hosts", 0, h_hosts) < 0 ||
+	    cp_route(cp, "GET", "/v1/targets", 0, h_targets) < 0 ||
+	    cp_route(cp, "POST", "/v1/targets/connect", CP_BODY_JSON, h_targets_connect) < 0)
+		return -1;
+	return 0;
+}

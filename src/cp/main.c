@@ -1,0 +1,290 @@
+/* main.c: denv-cp's flags and environment (config.md, denv-cp(8)), start-up,
+ * and graceful shutdown on SIGINT/SIGTERM. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/ev.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "cp/cp.h"
+
+static const char usage_text[] =
+	"usage: denv-cp [flags]\n"
+	"\n"
+	"The denv control plane: REST API, host hub and orchestrator.\n"
+	"\n"
+	"flags (each falls back to the environment variable shown):\n"
+	"  -addr ADDR        listen address (DENV_ADDR; default :8080)\n"
+	"  -db DIR           store directory (DENV_DB; default denv.db)\n"
+	"  -db-repair        keep the good part of a corrupt store log, move the rest aside\n"
+	"  -public-url URL   URL sidecars use to reach this server (DENV_PUBLIC_URL;\n"
+	"                    default http://localhost:8080)\n"
+	"  -denvd-url URL    where installers download denvd (DENV_DENVD_URL; default /denvd)\n"
+	"  -tls-cert FILE    PEM certificate chain; with -tls-key, serve HTTPS\n"
+	"  -tls-key FILE     PEM private key\n"
+	"  -v                debug logging (one line per request)\n"
+	"  -h, --help        this text\n"
+	"\n"
+	"environment: DENV_TEAM, DENV_BOOTSTRAP_KEY, DENV_CONSOLE_URL, DENV_DEV_LOGIN,\n"
+	"DENV_RELEASES_DIR, DENV_GITHUB_CLIENT_ID, DENV_GITHUB_CLIENT_SECRET,\n"
+	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
+	"DENV_GITHUB_API_URL. See denv-cp(8).\n";
+
+static const char *env_or(const char *name, const char *fallback)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : fallback;
+}
+
+/* Drop trailing slashes (so "URL" + "/path" joins cleanly); returns a copy. */
+static const char *no_trailing_slash(const char *s)
+{
+	char *c;
+	size_t n;
+
+	if (!s)
+		return NULL;
+	c = xstrdup(s);
+	n = strlen(c);
+	while (n > 0 && c[n - 1] == '/')
+		c[--n] = '\0';
+	return c;
+}
+
+static void config_from_env(struct cp_config *c)
+{
+	c->addr = env_or("DENV_ADDR", ":8080");
+	c->db = env_or("DENV_DB", NULL);
+	c->public_url = env_or("DENV_PUBLIC_URL", "http://localhost:8080");
+	c->denvd_url = env_or("DENV_DENVD_URL", "/denvd");
+	c->team_name = env_or("DENV_TEAM", "default");
+	c->bootstrap_key = env_or("DENV_BOOTSTRAP_KEY", NULL);
+	c->console_url = env_or("DENV_CONSOLE_URL", NULL);
+	c->dev_login = str_eq(getenv("DENV_DEV_LOGIN"), "1");
+	c->gh_client_id = env_or("DENV_GITHUB_CLIENT_ID", NULL);
+	c->gh_client_secret = env_or("DENV_GITHUB_CLIENT_SECRET", NULL);
+	c->gh_app_id = env_or("DENV_GITHUB_APP_ID", NULL);
+	c->gh_app_key = env_or("DENV_GITHUB_APP_PRIVATE_KEY", NULL);
+	c->gh_webhook_secret = env_or("DENV_GITHUB_WEBHOOK_SECRET", NULL);
+	c->gh_api_url = env_or("DENV_GITHUB_API_URL", "https://api.github.com");
+	c->releases_dir = env_or("DENV_RELEASES_DIR", "bin");
+}
+
+/* Go-style flags: -name value, -name=value, --name too. Returns 0, 1 (help
+ * printed) or -1 (usage error, reported). */
+static int parse_flags(int argc, char **argv, struct cp_config *c)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} strs[] = {
+		{ "addr", offsetof(struct cp_config, addr) },
+		{ "db", offsetof(struct cp_config, db) },
+		{ "public-url", offsetof(struct cp_config, public_url) },
+		{ "denvd-url", offsetof(struct cp_config, denvd_url) },
+		{ "tls-cert", offsetof(struct cp_config, tls_cert) },
+		{ "tls-key", offsetof(struct cp_config, tls_key) },
+	};
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = NULL;
+		char name[64];
+		size_t n;
+		bool done = false;
+
+		if (a[0] != '-' || !a[1]) {
+			fprintf(stderr, "denv-cp: unexpected argument %s\n%s", a, usage_text);
+			return -1;
+		}
+		a += a[1] == '-' ? 2 : 1;
+		n = strcspn(a, "=");
+		if (n >= sizeof(name)) {
+			fprintf(stderr, "denv-cp: unknown flag %s\n%s", argv[i], usage_text);
+			return -1;
+		}
+		memcpy(name, a, n);
+		name[n] = '\0';
+		if (a[n] == '=')
+			val = a + n + 1;
+		if (str_eq(name, "h") || str_eq(name, "help")) {
+			fputs(usage_text, stdout);
+			return 1;
+		}
+		if (str_eq(name, "v") || str_eq(name, "db-repair")) {
+			bool on = !val || str_eq(val, "true") || str_eq(val, "1");
+
+			*(str_eq(name, "v") ? &c->verbose : &c->db_repair) = on;
+			continue;
+		}
+		for (size_t k = 0; k < sizeof(strs) / sizeof(strs[0]) && !done; k++) {
+			if (!str_eq(name, strs[k].name))
+				continue;
+			if (!val && i + 1 >= argc) {
+				fprintf(stderr, "denv-cp: flag needs an argument: -%s\n%s", name, usage_text);
+				return -1;
+			}
+			*(const char **)((char *)c + strs[k].off) = val ? val : argv[++i];
+			done = true;
+		}
+		if (!done) {
+			fprintf(stderr, "denv-cp: unknown flag -%s\n%s", name, usage_text);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The store is ours; a Postgres backend does not exist yet. */
+static int check_db(struct cp_config *c)
+{
+	if (!c->db && getenv("DENV_DB_HOST") && *getenv("DENV_DB_HOST")) {
+		fprintf(stderr, "denv-cp: DENV_DB_HOST is set, but Postgres is not supported yet; "
+				"unset it and use -db DIR (the embedded store)\n");
+		return -1;
+	}
+	if (!c->db)
+		c->db = "denv.db";
+	if (str_has_prefix(c->db, "postgres://") || str_has_prefix(c->db, "postgresql://")) {
+		fprintf(stderr, "denv-cp: -db: Postgres is not supported yet; use -db DIR (the embedded store)\n");
+		return -1;
+	}
+	if (c->bootstrap_key && !str_has_prefix(c->bootstrap_key, "dak_")) {
+		fprintf(stderr, "denv-cp: DENV_BOOTSTRAP_KEY must start with dak_\n");
+		return -1;
+	}
+	if (!c->tls_cert != !c->tls_key) {
+		fprintf(stderr, "denv-cp: -tls-cert and -tls-key go together\n");
+		return -1;
+	}
+	return 0;
+}
+
+static void shutdown_done(struct http_server *srv, void *arg)
+{
+	ev_stop(((struct cp *)arg)->ev);
+}
+
+static void on_signal(struct ev *ev, int signo, void *arg)
+{
+	struct cp *cp = arg;
+
+	if (cp->stopping) {
+		log_warn("cp", "second signal: stopping now");
+		ev_stop(ev);
+		return;
+	}
+	cp->stopping = true;
+	log_info("cp", "signal %d: shutting down (waiting up to %d s for requests)", signo,
+		 CP_SHUTDOWN_GRACE_MS / 1000);
+	http_server_shutdown(cp->srv, CP_SHUTDOWN_GRACE_MS, shutdown_done, cp);
+}
+
+static int add_routes(struct cp *cp)
+{
+	int (*groups[])(struct cp *) = {
+		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
+		cp_api_events, cp_api_hosts, cp_api_github,
+		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
+	};
+
+	for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+		if (groups[i](cp) < 0)
+			return -1;
+	return 0;
+}
+
+/* "127.0.0.1:0" -> "127.0.0.1:<port>", ":8080" -> "0.0.0.0:8080" for the log line. */
+static void log_listening(const struct cp *cp)
+{
+	const char *addr = cp->cfg.addr;
+	const char *colon = strrchr(addr, ':');
+	int host_len = colon ? (int)(colon - addr) : 0;
+
+	log_info("cp", "listening on %s://%.*s:%d (store %s)", cp->cfg.tls_cert ? "https" : "http",
+		 host_len ? host_len : 7, host_len ? addr : "0.0.0.0", http_server_port(cp->srv), cp->cfg.db);
+}
+
+static int run(struct cp *cp)
+{
+	struct http_server_opts hopts = { 0 };
+	struct err e;
+
+	cp->ev = ev_new();
+	if (cp_db_open(cp, &e) < 0 || cp_bootstrap(cp, &e) < 0) {
+		fprintf(stderr, "denv-cp: %s\n", e.msg);
+		return 1;
+	}
+	cp_templates_check();
+	hopts.listen = cp->cfg.addr;
+	hopts.tls_cert = cp->cfg.tls_cert;
+	hopts.tls_key = cp->cfg.tls_key;
+	cp->srv = http_server_new(cp->ev, &hopts, &e);
+	if (!cp->srv) {
+		fprintf(stderr, "denv-cp: listen %s: %s\n", cp->cfg.addr, e.msg);
+		return 1;
+	}
+	if (add_routes(cp) < 0)
+		return 1;
+	ev_signal_add(cp->ev, SIGINT, on_signal, cp);
+	ev_signal_add(cp->ev, SIGTERM, on_signal, cp);
+	signal(SIGPIPE, SIG_IGN);
+	if (cp->cfg.gh_app_id && !cp->cfg.gh_webhook_secret)
+		log_warn("cp", "GitHub App configured without DENV_GITHUB_WEBHOOK_SECRET: webhooks are refused");
+	log_listening(cp);
+	if (ev_run(cp->ev) < 0) {
+		log_error("cp", "event loop failed");
+		return 1;
+	}
+	log_info("cp", "stopped");
+	return 0;
+}
+
+static void cleanup(struct cp *cp)
+{
+	/* The store first: its pending done callbacks answer parked requests. */
+	st_close(cp->db);
+	if (cp->srv)
+		http_server_free(cp->srv);
+	cp_routes_free(cp);
+	while (cp->devices) {
+		struct cp_device *d = cp->devices;
+
+		cp->devices = d->next;
+		free(d->api_key);
+		free(d);
+	}
+	while (cp->oauth) {
+		struct cp_oauth_state *s = cp->oauth;
+
+		cp->oauth = s->next;
+		free(s->ret);
+		free(s);
+	}
+	if (cp->ev)
+		ev_free(cp->ev);
+	free((char *)cp->cfg.public_url);
+	free((char *)cp->cfg.console_url);
+}
+
+int main(int argc, char **argv)
+{
+	struct cp cp;
+	int rc;
+
+	memset(&cp, 0, sizeof(cp));
+	config_from_env(&cp.cfg);
+	rc = parse_flags(argc, argv, &cp.cfg);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	if (check_db(&cp.cfg) < 0)
+		return 2;
+	cp.cfg.public_url = no_trailing_slash(cp.cfg.public_url);
+	cp.cfg.console_url = no_trailing_slash(cp.cfg.console_url);
+	log_set_level(cp.cfg.verbose ? LOG_DEBUG : LOG_INFO);
+	rc = run(&cp);
+	cleanup(&cp);
+	return rc;
+}
