@@ -41,7 +41,7 @@ int buf_add(struct buf *b, const void *p, size_t n);
 int buf_adds(struct buf *b, const char *s);
 int buf_addch(struct buf *b, char c);
 int buf_addf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int buf_vaddf(struct buf *b, const char *fmt, va_list ap);
+int buf_vaddf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Shorten to n bytes (n <= len). */
 void buf_truncate(struct buf *b, size_t n);

@@ -1,4 +1,4 @@
-/* caps.c: the resource caps every service gets (memory, pids, cpus). */
+/* caps.c: the resource caps of every service: memory, pids, cpus. */
 #include <ctype.h>
 #include <math.h>
 #include <stdint.h>
