@@ -193,7 +193,9 @@ int ws_parse_url(const char *url, struct ws_url *u, struct err *e);
 
 struct ws_conn;
 
-/* A complete message. data is ours; it is valid during the call only. */
+/* A complete message. data is ours and valid during the call only;
+ * data[len] is a NUL byte, so text can be handed to a C-string parser (a text
+ * message may itself contain NULs: use len). */
 typedef void (*ws_message_fn)(struct ws_conn *c, bool is_binary, const void *data, size_t len, void *arg);
 /*
  * The connection is over (TCP closed). code/reason:

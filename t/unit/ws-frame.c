@@ -335,6 +335,7 @@ static void test_rx(void)
 		size_t used = ws_rx_feed(rx, b.data, b.len, &ev);
 		ok(ev.kind == WS_RX_BINARY && ev.len == sizeof(big) && memcmp(ev.data, big, sizeof(big)) == 0,
 		   "big payload intact");
+		ok(ev.data[ev.len] == '\0', "message data is NUL-terminated");
 		used += ws_rx_feed(rx, b.data + used, b.len - used, &ev);
 		ok(ev.kind == WS_RX_TEXT && ev.len == 126 && used == b.len, "then the next message, all input consumed");
 		ws_rx_free(rx);
