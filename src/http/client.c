@@ -694,8 +694,11 @@ static void acall_step(struct http_acall *call)
 		int r = stream_handshake(call->s, &e);
 		if (r < 0) {
 			char why[ERR_MSG_MAX];
-			str_copy(why, sizeof(why), e.msg);
-			err_set(&e, "%s with %s", why, call->peer);
+			const char *m = e.msg;
+			if (str_has_prefix(m, "tls handshake: "))
+				m += strlen("tls handshake: ");
+			str_copy(why, sizeof(why), m);
+			err_set(&e, "tls handshake with %s: %s", call->peer, why);
 			acall_fail(call, &e);
 			return;
 		}
