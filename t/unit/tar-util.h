@@ -101,13 +101,15 @@ static inline void manifest_at(const char *root, const char *rel, struct buf *ou
 		names[n++] = strdup(de->d_name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), cmp_str);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_str);
 	for (size_t i = 0; i < n; i++) {
 		char sub[8192], full[8192], target[8192] = "";
 		struct stat st;
 		uint64_t h = 1469598103934665603ULL;
 		snprintf(sub, sizeof(sub), "%s%s%s", rel, rel[0] ? "/" : "", names[i]);
-		snprintf(full, sizeof(full), "%s/%s", root, sub);
+		if (snprintf(full, sizeof(full), "%s/%s", root, sub) >= (int)sizeof(full))
+			abort();
 		lstat(full, &st);
 		if (S_ISREG(st.st_mode)) {
 			int fd = open(full, O_RDONLY);
