@@ -6,6 +6,7 @@
  * before it answered (the usual keep-alive race). Redirects are not followed.
  */
 #include "http/http.h"
+#include "http/http_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -824,4 +825,38 @@ struct http_acall *http_aclient_do(struct http_aclient *ac, const struct http_cl
 	ac->calls = call;
 	ev_timer_start(ac->ev, &call->timer, 0, acall_on_timer, call);
 	return call;
+}
+
+/* ---- test hook (http_int.h) ---- */
+
+int http_int_read_response(const char *data, size_t len, const size_t *steps, size_t nsteps,
+			   bool head_req, struct http_client_resp *resp, struct err *e)
+{
+	struct reader rr;
+	size_t off = 0, k = 0;
+	int r = 0;
+
+	reader_init(&rr, resp, head_req);
+	while (off < len) {
+		size_t n = nsteps ? steps[k++ % nsteps] : len;
+		if (n == 0)
+			n = 1;
+		if (n > len - off)
+			n = len - off;
+		if (buf_add(&rr.in, data + off, n) < 0) {
+			r = err_set(e, "response head too large");
+			goto out;
+		}
+		off += n;
+		rr.got_bytes = true;
+		r = reader_feed(&rr, e);
+		if (r != 0)
+			goto out;
+	}
+	r = reader_eof(&rr, "peer", e);
+	if (r < 0)
+		r = rr.phase == RR_DONE ? 1 : -1;
+out:
+	reader_release(&rr);
+	return r;
 }

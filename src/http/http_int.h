@@ -1,0 +1,16 @@
+/*
+ * http_int.h: internals of the http module that its tests and fuzz targets
+ * reach; not for other modules.
+ */
+#ifndef DENV_HTTP_INT_H
+#define DENV_HTTP_INT_H
+
+#include "http/http.h"
+
+/* Run the clients' response reader over data fed in pieces of the sizes
+ * steps[0..nsteps) (cycled), as if read from a socket that then reaches EOF.
+ * 1 response complete, -1 error (e), 0 incomplete at EOF. */
+int http_int_read_response(const char *data, size_t len, const size_t *steps, size_t nsteps,
+			   bool head_req, struct http_client_resp *resp, struct err *e);
+
+#endif
