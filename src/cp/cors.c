@@ -56,7 +56,6 @@ static void trampoline(struct http_req *req, void *arg)
 {
 	struct cp_route *r = arg;
 
-	log_debug("cp", "%s %s from %s", http_req_method(req), http_req_path(req), http_req_peer(req));
 	cp_cors_headers(r->cp, req);
 	r->fn(r->cp, req);
 }

@@ -1,0 +1,822 @@
+"""Integration test of denv-cp's REST API (everything that needs no host).
+
+Starts bin/denv-cp on a temporary store, drives every route over HTTP with
+the standard library only, restarts it on the same store, and prints TAP.
+Run by t/integ/cp-api.sh.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+import http.client
+
+TOP = os.environ.get("DENV_TOP", os.getcwd())
+BIN = os.path.join(TOP, "bin", "denv-cp")
+BOOT_KEY = "dak_integration_bootstrap_key_0123456789"
+CONSOLE = "http://console.example"
+BULLETS = "\u2022\u2022\u2022"
+PHASES = ["resolve", "place", "provision", "join", "prepare", "start",
+          "health", "warm", "snapshot", "ingress", "verdict"]
+
+# ---- TAP ----
+
+_n = 0
+_failed = 0
+
+
+def ok(cond, name, diag=None):
+    global _n, _failed
+    _n += 1
+    if cond:
+        print("ok %d - %s" % (_n, name))
+    else:
+        _failed += 1
+        print("not ok %d - %s" % (_n, name))
+        if diag is not None:
+            for line in str(diag).splitlines()[:20]:
+                print("#   " + line)
+    sys.stdout.flush()
+    return cond
+
+
+def is_(got, want, name):
+    return ok(got == want, name, "got:  %r\nwant: %r" % (got, want))
+
+
+# ---- the server ----
+
+class Server:
+    def __init__(self, store, env=None, args=None):
+        self.store = store
+        self.errpath = store + ".stderr"
+        e = dict(os.environ)
+        for k in list(e):
+            if k.startswith("DENV_"):
+                del e[k]
+        e.update(env or {})
+        self.err = open(self.errpath, "ab")
+        self.start = self.err.tell()  # this run's part of the file
+        self.proc = subprocess.Popen(
+            [BIN, "-addr", "127.0.0.1:0", "-db", store, "-v"] + (args or []),
+            stdout=subprocess.DEVNULL, stderr=self.err, env=e)
+        self.port = None
+        deadline = time.time() + 10
+        while time.time() < deadline and self.port is None:
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.stderr(own=True))
+            if m:
+                self.port = int(m.group(1))
+                break
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        if self.port is None:
+            raise RuntimeError("denv-cp did not start:\n" + self.stderr())
+
+    def stderr(self, own=False):
+        """The stderr file; own: only what this run wrote."""
+        with open(self.errpath, "rb") as f:
+            return f.read()[self.start if own else 0:].decode("utf-8", "replace")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self.err.close()
+        return rc
+
+    def call(self, method, path, body=None, key=None, headers=None, raw=None):
+        h = dict(headers or {})
+        if key:
+            h["Authorization"] = "Bearer " + key
+        data = raw
+        if body is not None:
+            data = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            c.request(method, path, body=data, headers=h)
+            r = c.getresponse()
+            payload = r.read()
+            hdrs = {k.lower(): v for k, v in r.getheaders()}
+        finally:
+            c.close()
+        try:
+            doc = json.loads(payload) if payload else None
+        except ValueError:
+            doc = payload
+        return r.status, doc, hdrs
+
+
+def status_of_big(server, method, path, payload, key):
+    """Status of a request whose body the server may refuse before reading
+    it all (413): write what the peer takes, then read the answer."""
+    import socket
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    head = ("%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+            "Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+            % (method, path, key, len(payload))).encode()
+    try:
+        sock.sendall(head + payload)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except (ConnectionResetError, socket.timeout):
+        pass
+    sock.close()
+    m = re.match(rb"HTTP/1\.1 (\d+)", data)
+    return int(m.group(1)) if m else None
+
+
+def err_of(doc):
+    return doc.get("error") if isinstance(doc, dict) else doc
+
+
+# ---- the quickstart compose (spec/quickstart.md), with line breaks ----
+
+QUICKSTART = """x-denv:
+  kind: rl-environment
+  agent:
+    service: box
+  verifier:
+    image: busybox:1.36
+    command: ["sh", "-c", "[ \\"$(cat /submission/home/agent/answer.txt)\\" = 42 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt"]
+    collect: ["/home/agent/answer.txt"]
+services:
+  db:
+    image: postgres:16-alpine
+    environment: { POSTGRES_PASSWORD: world }
+    volumes: ["pg:/var/lib/postgresql/data"]
+    healthcheck: { test: ["CMD-SHELL", "pg_isready -U postgres"], interval: 2s, retries: 30 }
+  box:
+    image: python:3.12-slim
+    user: "1000:1000"
+    command: ["sleep", "infinity"]
+    environment: { HOME: /home/agent, PGHOST: db, PGPASSWORD: world }
+    volumes: ["home:/home/agent"]
+    depends_on: [db]
+volumes: { pg: {}, home: {} }
+"""
+
+# Refusals with the exact messages of compose.md.
+REFUSALS = [
+    ("services: {}\n", "compose: no services"),
+    ("services:\n  app:\n    build: .\n",
+     'compose: service "app" has no image (build is not supported in v0; push an image)'),
+    ("services:\n  app:\n    image: a\n    network_mode: host\n",
+     'compose: service "app" uses network_mode: host, which cannot be forked'),
+    ("services:\n  app:\n    image: a\n    privileged: true\n",
+     'compose: service "app" asks for privileged or cap_add, which is refused'),
+    ("services:\n  app:\n    image: a\n    volumes: [\"/srv:/data\"]\n",
+     'compose: service "app" bind-mounts "/srv"; only named volumes are forkable'),
+    ("services:\n  app:\n    image: a\n    volumes: [\"v:/data\"]\n",
+     'compose: service "app" uses undeclared volume "v"'),
+    ("x-denv:\n  egress: maybe\nservices:\n  app: {image: a}\n",
+     'compose: x-denv.egress must be deny or allow, got "maybe"'),
+    ("x-denv:\n  agent: {service: app}\nservices:\n  app: {image: a}\n",
+     'compose: x-denv.agent.service "app" must set a non-root user (user: "1000:1000"); the agent is never root'),
+    ("x-denv:\n  agent: {service: app}\n  verifier: {image: g}\nservices:\n  app: {image: a, user: \"1000\"}\n",
+     "compose: x-denv.verifier.command is required"),
+]
+
+
+# ---- store log seeding (for the restart test: rows no route creates yet) ----
+
+def append_records(store, ops_list):
+    """Append transactions to the store's log in its on-disk format."""
+    with open(os.path.join(store, "log"), "ab") as f:
+        for ops in ops_list:
+            payload = json.dumps({"ops": ops}, separators=(",", ":")).encode()
+            f.write(struct.pack("<II", len(payload), zlib.crc32(payload) & 0xffffffff))
+            f.write(payload)
+
+
+def crockford_ulid(ms, n):
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    v = (ms << 80) | n
+    s = ""
+    for _ in range(26):
+        s = alphabet[v & 31] + s
+        v >>= 5
+    return s
+
+
+# ---- the tests ----
+
+def test_basics(s):
+    st, doc, _ = s.call("GET", "/health")
+    is_((st, doc), (200, {"status": "ok"}), "GET /health")
+    st, doc, _ = s.call("GET", "/v1/me", key=BOOT_KEY)
+    ok(st == 200 and doc["team"]["Name"] == "acme", "bootstrap key from DENV_BOOTSTRAP_KEY works, team DENV_TEAM", doc)
+    is_(doc["teams"][0]["Role"], "key", "/v1/me with a key: one team with role key")
+    ok("user" not in doc, "/v1/me with a key has no user")
+    for what, hdr in [("no credentials", {}), ("unknown key", {"Authorization": "Bearer dak_nope"}),
+                      ("unknown session", {"Authorization": "Bearer dst_nope"}),
+                      ("other token kind", {"Authorization": "Bearer xyz"}),
+                      ("basic auth", {"Authorization": "Basic Zm9vOmJhcg=="})]:
+        st, doc, _ = s.call("GET", "/v1/projects", headers=hdr)
+        ok(st == 401 and isinstance(err_of(doc), str), "401 with %s" % what, (st, doc))
+    st, doc, _ = s.call("POST", "/v1/projects", key=BOOT_KEY, raw=b"{nope", headers={"Content-Type": "application/json"})
+    ok(st == 400 and "invalid JSON" in err_of(doc), "400 on invalid JSON", (st, doc))
+    st, doc, _ = s.call("POST", "/v1/projects", key=BOOT_KEY, body=[1, 2])
+    is_((st, err_of(doc)), (400, "body must be a JSON object"), "400 on a non-object body")
+    st, doc, _ = s.call("GET", "/v1/no-such-route", key=BOOT_KEY)
+    is_((st, err_of(doc)), (404, "not found"), "unknown /v1 path is a JSON 404")
+    return doc
+
+
+def test_keys(s, state):
+    st, doc, _ = s.call("POST", "/v1/keys", key=BOOT_KEY, body={"name": "ci"})
+    ok(st == 201 and doc["api_key"].startswith("dak_") and doc["key"]["Name"] == "ci", "POST /v1/keys 201", (st, doc))
+    ok("Hash" not in doc["key"] and doc["api_key"] not in json.dumps(doc["key"]), "key row carries no key material")
+    ci = doc["api_key"]
+    state["ci_key"] = ci
+    state["secrets"].append(ci)
+    st, doc, _ = s.call("POST", "/v1/keys", key=ci)
+    ok(st == 201 and doc["key"]["Name"] == "key", "POST /v1/keys without a body: name defaults to key", (st, doc))
+    doomed, doomed_id = doc["api_key"], doc["key"]["ID"]
+    state["secrets"].append(doomed)
+    st, doc, _ = s.call("GET", "/v1/keys", key=BOOT_KEY)
+    names = sorted(k["Name"] for k in doc["keys"])
+    is_(names, ["bootstrap", "ci", "key"], "GET /v1/keys lists the team's keys")
+    ok(all("Hash" not in k for k in doc["keys"]), "GET /v1/keys shows no hashes")
+    fields = {"ID", "TeamID", "Name", "CreatedBy", "CreatedAt", "LastUsedAt", "RevokedAt"}
+    is_(set(doc["keys"][0].keys()), fields, "key fields are the contract's")
+    boot = [k for k in doc["keys"] if k["Name"] == "bootstrap"][0]
+    ok(boot["LastUsedAt"] is not None, "LastUsedAt is set once a key is used")
+    st, doc, _ = s.call("GET", "/v1/me", key=doomed)
+    is_(st, 200, "a new key works")
+    st, doc, _ = s.call("DELETE", "/v1/keys/" + doomed_id, key=BOOT_KEY)
+    is_((st, doc), (200, {"revoked": True}), "DELETE /v1/keys/{id} revokes")
+    st, doc, _ = s.call("GET", "/v1/me", key=doomed)
+    is_(st, 401, "a revoked key is refused")
+    state["revoked_key"] = doomed
+    st, doc, _ = s.call("DELETE", "/v1/keys/key_nope", key=BOOT_KEY)
+    is_(st, 404, "DELETE of an unknown key is 404")
+    st, doc, _ = s.call("POST", "/v1/keys", key=BOOT_KEY, body={"name": 7})
+    is_((st, err_of(doc)), (400, "name must be a string"), "POST /v1/keys with a bad name type is 400")
+    big = json.dumps({"name": "x" * (1 << 20)}).encode()
+    is_(status_of_big(s, "POST", "/v1/keys", big, BOOT_KEY), 413, "a JSON body over 1 MiB is 413")
+
+
+def test_sessions(s, state):
+    st, doc, _ = s.call("POST", "/auth/dev-login", body={"email": "ada@example.com", "name": "Ada"})
+    ok(st == 200 and doc["token"].startswith("dst_"), "POST /auth/dev-login gives a dst_ session", (st, doc))
+    ses = doc["token"]
+    state["session"] = ses
+    state["secrets"].append(ses)
+    st, doc, _ = s.call("POST", "/auth/dev-login", body={"email": "not-an-address"})
+    is_(st, 400, "dev login with a bad email is 400")
+    st, doc, _ = s.call("POST", "/auth/dev-login", body={})
+    is_((st, err_of(doc)), (400, "email is required"), "dev login without email is 400")
+    st, doc, _ = s.call("GET", "/v1/me", key=ses)
+    ok(st == 200 and doc["user"]["Email"] == "ada@example.com" and doc["teams"][0]["Role"] == "owner",
+       "/v1/me with a session: user and a personal team (owner)", doc)
+    personal = doc["team"]["ID"]
+    state["personal_team"] = personal
+    st, doc, _ = s.call("GET", "/v1/teams", key=ses)
+    ok(st == 200 and [t["ID"] for t in doc["teams"]] == [personal], "GET /v1/teams", doc)
+    st, doc, _ = s.call("POST", "/v1/teams", key=ses, body={"name": "research"})
+    ok(st == 201 and doc["team"]["Name"] == "research", "POST /v1/teams 201", (st, doc))
+    research = doc["team"]["ID"]
+    state["research_team"] = research
+    st, doc, _ = s.call("POST", "/v1/teams", key=ses, body={})
+    is_(st, 400, "POST /v1/teams without a name is 400")
+    st, doc, _ = s.call("GET", "/v1/teams", key=ses)
+    ok({t["ID"]: t["Role"] for t in doc["teams"]} == {personal: "owner", research: "owner"},
+       "GET /v1/teams lists both memberships with roles", doc)
+    st, doc, _ = s.call("GET", "/v1/me", key=ses, headers={"X-Denv-Team": research})
+    is_(doc["team"]["ID"], research, "X-Denv-Team selects the team (by id)")
+    st, doc, _ = s.call("GET", "/v1/me", key=ses, headers={"X-Denv-Team": "research"})
+    is_(doc["team"]["ID"], research, "X-Denv-Team selects the team (by name)")
+    st, doc, _ = s.call("GET", "/v1/projects", key=ses, headers={"X-Denv-Team": state["boot_team"]})
+    is_(st, 403, "X-Denv-Team of a team the user is not in is 403")
+    st, doc, _ = s.call("GET", "/v1/teams", key=BOOT_KEY)
+    is_(st, 403, "a user route with an API key is 403")
+    st, doc, _ = s.call("POST", "/v1/teams", key=BOOT_KEY, body={"name": "x"})
+    is_(st, 403, "POST /v1/teams with an API key is 403")
+    # A second user, for membership refusals.
+    st, doc, _ = s.call("POST", "/auth/dev-login", body={"email": "bob@example.com"})
+    state["bob"] = doc["token"]
+    state["secrets"].append(doc["token"])
+    st, doc, _ = s.call("GET", "/v1/me", key=state["bob"])
+    state["bob_team"] = doc["team"]["ID"]
+    ok(doc["team"]["Name"] == "bob", "a dev-login user's personal team is named after the email's local part", doc)
+
+
+def test_device(s, state):
+    st, doc, _ = s.call("POST", "/v1/device/code")
+    ok(st == 200 and doc["device_code"].startswith("ddc_") and re.match(r"^[A-Z]{4}-[A-Z]{4}$", doc["user_code"]),
+       "POST /v1/device/code", (st, doc))
+    is_((doc["verification_uri"], doc["expires_in"], doc["interval"]),
+        (CONSOLE + "/app/device/", 900, 5), "device code: verification_uri, expires_in, interval")
+    is_(doc["verification_uri_complete"], CONSOLE + "/app/device/?code=" + doc["user_code"], "verification_uri_complete")
+    dc, uc = doc["device_code"], doc["user_code"]
+    st, doc, _ = s.call("POST", "/v1/device/token", body={"device_code": dc})
+    is_((st, doc), (428, {"error": "authorization_pending"}), "token before approval: 428 authorization_pending")
+    st, doc, _ = s.call("POST", "/v1/device/token", body={"device_code": "ddc_unknown"})
+    is_((st, doc), (400, {"error": "invalid_device_code"}), "unknown device code: 400 invalid_device_code")
+    st, doc, _ = s.call("POST", "/v1/device/token", body={})
+    is_((st, doc), (400, {"error": "invalid_device_code"}), "no device code: 400 invalid_device_code")
+    st, doc, _ = s.call("POST", "/v1/device/approve", key=BOOT_KEY, body={"user_code": uc, "team_id": state["boot_team"]})
+    is_(st, 403, "approve with an API key is 403")
+    st, doc, _ = s.call("POST", "/v1/device/approve", key=state["bob"],
+                        body={"user_code": uc, "team_id": state["personal_team"]})
+    is_(st, 403, "approve for a team the user is not in is 403")
+    st, doc, _ = s.call("POST", "/v1/device/approve", key=state["session"],
+                        body={"user_code": "BBBB-BBBB", "team_id": state["personal_team"]})
+    is_(st, 404, "approve an unknown user code is 404")
+    st, doc, _ = s.call("POST", "/v1/device/approve", key=state["session"], body={"user_code": uc})
+    is_((st, err_of(doc)), (400, "team_id is required"), "approve without team_id is 400")
+    st, doc, _ = s.call("POST", "/v1/device/approve", key=state["session"],
+                        body={"user_code": uc, "team_id": state["research_team"], "name": "laptop"})
+    ok(st == 200 and doc["approved"] is True and doc["team_id"] == state["research_team"]
+       and doc["key_id"].startswith("key_"), "approve: {approved, key_id, team_id}", (st, doc))
+    st, doc, _ = s.call("POST", "/v1/device/approve", key=state["session"],
+                        body={"user_code": uc, "team_id": state["research_team"]})
+    is_(st, 409, "approving the same code twice is 409")
+    st, doc, _ = s.call("POST", "/v1/device/token", body={"device_code": dc})
+    ok(st == 200 and doc["api_key"].startswith("dak_") and doc["team"]["ID"] == state["research_team"]
+       and set(doc["team"]) == {"ID", "Name", "CreatedAt"}, "token after approval: api_key and team", (st, doc))
+    dev_key = doc.get("api_key")
+    state["device_key"] = dev_key
+    state["secrets"].append(dev_key)
+    st, doc, _ = s.call("POST", "/v1/device/token", body={"device_code": dc})
+    is_(st, 410, "the key is handed out once: then 410")
+    st, doc, _ = s.call("GET", "/v1/me", key=dev_key)
+    ok(st == 200 and doc["team"]["ID"] == state["research_team"], "the device key belongs to the approved team", doc)
+    st, doc, _ = s.call("GET", "/v1/keys", key=dev_key)
+    ok([k["Name"] for k in doc["keys"]] == ["laptop"] and doc["keys"][0]["CreatedBy"] == state["ada_id"],
+       "device key is named and created by the approving user", doc)
+
+
+def test_projects(s, state):
+    st, doc, _ = s.call("POST", "/v1/projects", key=BOOT_KEY,
+                        body={"name": "ops-world", "kind": "rl-environment", "source": "github:you/ops-world"})
+    ok(st == 201 and doc["project"]["Name"] == "ops-world", "POST /v1/projects 201", (st, doc))
+    p = doc["project"]
+    is_(set(p), {"ID", "TeamID", "Name", "Kind", "Source", "CreatedAt"}, "project fields")
+    envs = doc["environments"]
+    ok(len(envs) == 1 and envs[0]["Name"] == "alpha", "the project comes with its alpha environment", envs)
+    is_(set(envs[0]), {"ID", "ProjectID", "Name", "Stage", "HostID", "ParentVersionID", "CurrentVersionID",
+                       "Status", "CreatedAt", "Endpoints"}, "environment fields")
+    state["project"] = p
+    state["alpha"] = envs[0]["ID"]
+    st, doc, _ = s.call("POST", "/v1/projects", key=BOOT_KEY, body={"name": "ops-world"})
+    is_(st, 409, "duplicate project name is 409")
+    st, doc, _ = s.call("POST", "/v1/projects", key=BOOT_KEY, body={"name": "agentic", "kind": "agent"})
+    ok(st == 201 and doc["project"]["Kind"] == "agent", "kind agent", doc)
+    st, doc, _ = s.call("POST", "/v1/projects", key=BOOT_KEY, body={"name": "plain"})
+    ok(st == 201 and doc["project"]["Kind"] == "rl-environment", "kind defaults to rl-environment", doc)
+    st, doc, _ = s.call("POST", "/v1/projects", key=BOOT_KEY, body={"name": "x", "kind": "game"})
+    is_(st, 400, "unknown kind is 400")
+    st, doc, _ = s.call("POST", "/v1/projects", key=BOOT_KEY, body={})
+    is_((st, err_of(doc)), (400, "name is required"), "project without a name is 400")
+    st, doc, _ = s.call("POST", "/v1/projects", key=BOOT_KEY, body={"name": "has space"})
+    is_(st, 400, "a bad project name is 400")
+    st, doc, _ = s.call("GET", "/v1/projects", key=BOOT_KEY)
+    is_(sorted(x["Name"] for x in doc["projects"]), ["agentic", "ops-world", "plain"], "GET /v1/projects")
+    st, doc, _ = s.call("GET", "/v1/projects/ops-world/envs", key=BOOT_KEY)
+    ok(st == 200 and [e["ID"] for e in doc["environments"]] == [state["alpha"]], "envs by project name", doc)
+    st, doc, _ = s.call("GET", "/v1/projects/%s/envs" % p["ID"], key=BOOT_KEY)
+    ok(st == 200 and len(doc["environments"]) == 1, "envs by project id", doc)
+    st, doc, _ = s.call("GET", "/v1/projects/nope/envs", key=BOOT_KEY)
+    is_(st, 404, "unknown project is 404")
+    # Another team: the same name is fine there, and neither sees the other's.
+    st, doc, _ = s.call("POST", "/v1/projects", key=state["session"], body={"name": "ops-world"})
+    is_(st, 201, "the same project name in another team is allowed")
+    other = doc["project"]["ID"]
+    state["other_alpha"] = doc["environments"][0]["ID"]
+    st, doc, _ = s.call("GET", "/v1/projects/%s/envs" % other, key=BOOT_KEY)
+    is_(st, 404, "another team's project id is 404")
+    st, doc, _ = s.call("GET", "/v1/envs/%s" % state["other_alpha"], key=BOOT_KEY)
+    is_(st, 404, "another team's environment is 404")
+    st, doc, _ = s.call("GET", "/v1/projects/ops-world/envs", key=state["session"])
+    ok(st == 200 and doc["environments"][0]["ID"] == state["other_alpha"], "a name resolves within the caller's team", doc)
+
+
+def test_source(s, state):
+    st, doc, _ = s.call("GET", "/v1/projects/ops-world/source", key=BOOT_KEY)
+    want = {"ProjectID": state["project"]["ID"], "Repo": "you/ops-world", "DefaultBranch": "main",
+            "ComposePath": "docker-compose.yaml", "InstallationID": 0, "DeployBranches": False, "LastDeployedSHA": ""}
+    is_((st, doc and doc.get("source")), (200, want), "GET /v1/projects/{p}/source")
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/source", key=BOOT_KEY,
+                        body={"default_branch": "trunk", "compose_path": "envs/ops/compose.yaml", "deploy_branches": True})
+    ok(st == 200 and doc["source"]["DefaultBranch"] == "trunk" and doc["source"]["ComposePath"] == "envs/ops/compose.yaml"
+       and doc["source"]["DeployBranches"] is True, "POST source updates fields", (st, doc))
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/source", key=BOOT_KEY,
+                        body={"default_branch": "", "compose_path": "", "installation_id": 0, "deploy_branches": None})
+    ok(st == 200 and doc["source"]["DefaultBranch"] == "trunk" and doc["source"]["DeployBranches"] is True,
+       "empty strings, 0 and null leave fields unchanged", doc)
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/source", key=BOOT_KEY, body={"installation_id": 42})
+    is_(st, 400, "an installation not linked to the team is 400")
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/source", key=BOOT_KEY, body={"compose_path": "../x.yaml"})
+    is_(st, 400, "a compose path outside the repository is 400")
+    st, doc, _ = s.call("GET", "/v1/projects/plain/source", key=BOOT_KEY)
+    is_(st, 404, "a project without a GitHub source: 404")
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy-from-source", key=BOOT_KEY, body={})
+    ok(st == 503 and "GitHub App" in err_of(doc), "deploy-from-source without the GitHub App is 503", (st, doc))
+
+
+def test_deploy(s, state):
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY, body={"compose": QUICKSTART})
+    ok(st == 202, "quickstart deploy is 202", (st, doc))
+    dep, phases = doc["deployment"], doc["phases"]
+    is_([p["Name"] for p in phases], PHASES, "11 deploy phases in order")
+    ok(all(p["Status"] == "pending" and p["DeploymentID"] == dep["ID"] for p in phases), "every phase pending")
+    is_([p["Seq"] for p in phases], list(range(1, 12)), "phase Seq 1..11")
+    is_(set(phases[0]), {"DeploymentID", "Seq", "Name", "Status", "Evidence", "Error", "StartedAt", "FinishedAt"},
+        "phase fields")
+    is_((dep["Kind"], dep["Status"], dep["EnvID"], dep["ProjectID"]),
+        ("deploy", "pending", state["alpha"], state["project"]["ID"]), "deployment: kind, status, env, project")
+    is_(set(dep), {"ID", "ProjectID", "EnvID", "Kind", "Status", "VersionID", "TargetEnvID", "Params", "Error",
+                   "CreatedAt", "FinishedAt"}, "deployment fields")
+    spec = dep["Params"]["spec"]
+    is_([x["name"] for x in spec["services"]], ["box", "db"], "Params.spec holds the resolved spec (sorted services)")
+    is_(spec["agent"], {"service": "box"}, "Params.spec keeps x-denv.agent")
+    is_(dep["Params"]["warm"], None, "no warm given: Params.warm is null")
+    state["dep"] = dep["ID"]
+    st, doc, _ = s.call("GET", "/v1/deployments/" + dep["ID"], key=BOOT_KEY)
+    ok(st == 200 and doc["deployment"]["ID"] == dep["ID"] and [p["Name"] for p in doc["phases"]] == PHASES,
+       "GET /v1/deployments/{dep}", (st, doc))
+    st, doc, _ = s.call("GET", "/v1/deployments/" + dep["ID"], key=state["session"])
+    is_(st, 404, "another team's deployment is 404")
+    st, doc, _ = s.call("GET", "/v1/deployments/dep_nope", key=BOOT_KEY)
+    is_(st, 404, "unknown deployment is 404")
+    st, doc, _ = s.call("GET", "/v1/envs/%s/deployments" % state["alpha"], key=BOOT_KEY)
+    ok(st == 200 and [d["ID"] for d in doc["deployments"]] == [dep["ID"]], "GET /v1/envs/{env}/deployments", doc)
+    st, doc, _ = s.call("GET", "/v1/envs/%s/versions" % state["alpha"], key=BOOT_KEY)
+    is_((st, doc), (200, {"versions": []}), "GET /v1/envs/{env}/versions (none before [F5] runs)")
+    st, doc, _ = s.call("GET", "/v1/envs/%s" % state["alpha"], key=BOOT_KEY)
+    ok(st == 200 and doc["environment"]["ID"] == state["alpha"] and doc["connected"] is False,
+       "GET /v1/envs/{env}: {environment, connected}", doc)
+    st, doc, _ = s.call("GET", "/v1/envs/env_nope/versions", key=BOOT_KEY)
+    is_(st, 404, "versions of an unknown env is 404")
+
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY,
+                        body={"env": "feature-x", "compose": QUICKSTART, "warm": ["psql", "-c", "select 1"]})
+    ok(st == 202 and doc["deployment"]["Params"]["warm"] == ["psql", "-c", "select 1"],
+       "deploy to a new env name with warm: 202, Params.warm", (st, doc))
+    st, doc, _ = s.call("GET", "/v1/projects/ops-world/envs", key=BOOT_KEY)
+    is_(sorted(e["Name"] for e in doc["environments"]), ["alpha", "feature-x"], "deploying to a new name creates it")
+    for text, msg in REFUSALS:
+        st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY, body={"compose": text})
+        is_((st, err_of(doc)), (400, msg), "refused compose: " + msg)
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY, body={"env": "alpha"})
+    is_((st, err_of(doc)), (400, "compose is required"), "deploy without compose is 400")
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY, body={"compose": QUICKSTART, "warm": "x"})
+    is_((st, err_of(doc)), (400, "warm must be an array of strings"), "deploy with a bad warm is 400")
+    st, doc, _ = s.call("POST", "/v1/projects/nope/deploy", key=BOOT_KEY, body={"compose": QUICKSTART})
+    is_(st, 404, "deploy to an unknown project is 404")
+    pad = "# " + "x" * (1400 * 1024) + "\n"
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY, body={"compose": pad + QUICKSTART})
+    ok(st != 413, "a 1.4 MiB deploy body is under the deploy route's 2 MiB limit", (st, doc))
+    big = json.dumps({"compose": "# " + "x" * (2100 * 1024) + "\n" + QUICKSTART}).encode()
+    is_(status_of_big(s, "POST", "/v1/projects/ops-world/deploy", big, BOOT_KEY), 413,
+        "a deploy body over 2 MiB is 413")
+
+
+def test_templates(s, state):
+    st, doc, _ = s.call("GET", "/v1/templates", key=BOOT_KEY)
+    ok(st == 200 and doc["kinds"] == ["rl-environment", "agent"], "GET /v1/templates: kinds", doc)
+    names = {t["name"]: t for t in doc["templates"]}
+    ok(set(names) == {"rl-environment-ops", "agent-runtime"}, "both templates listed", list(names))
+    ops = names.get("rl-environment-ops", {})
+    ok(ops.get("kind") == "rl-environment" and "warm" in ops and "compose" in ops and "description" in ops,
+       "template fields", ops)
+    st, doc, _ = s.call("GET", "/v1/templates?kind=agent", key=BOOT_KEY)
+    is_([t["name"] for t in doc["templates"]], ["agent-runtime"], "?kind=agent filters")
+    st, doc, _ = s.call("GET", "/v1/templates?kind=game", key=BOOT_KEY)
+    is_(st, 400, "?kind=unknown is 400")
+    for name, t in sorted(names.items()):
+        st, doc, _ = s.call("POST", "/v1/projects/plain/deploy", key=BOOT_KEY,
+                            body={"env": name, "compose": t["compose"], "warm": t.get("warm")})
+        ok(st == 202, "template %s passes the compose reader (deploy 202)" % name, (st, doc))
+
+
+def test_events(s, state):
+    st, doc, _ = s.call("GET", "/v1/events", key=BOOT_KEY)
+    is_(st, 400, "GET /v1/events without subject is 400")
+    st, doc, _ = s.call("GET", "/v1/events?subject=nope", key=BOOT_KEY)
+    is_(st, 400, "a malformed subject is 400")
+    st, doc, _ = s.call("GET", "/v1/events?subject=env:" + state["alpha"], key=BOOT_KEY)
+    is_((st, doc), (200, {"events": []}), "GET /v1/events?subject=env:<id>")
+
+
+def test_clouds(s, state):
+    st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY, body={"provider": "manual"})
+    ok(st == 201 and doc["cloud"]["Provider"] == "manual" and doc["cloud"]["Name"] == "manual", "manual cloud 201", doc)
+    state["manual_cloud"] = doc["cloud"]["ID"]
+    is_(set(doc["cloud"]), {"ID", "TeamID", "Provider", "Name", "Config", "CreatedAt"}, "cloud fields")
+    st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY, body={"provider": "hetzner", "name": "hz"})
+    is_((st, err_of(doc)), (400, "hetzner: config.token is required"), "hetzner without a token is 400")
+    st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY,
+                        body={"provider": "hetzner", "name": "hz", "config": {"token": "hz-secret-token", "location": "fsn1",
+                                                                               "ssh_key": "abc", "client_secret": "s"}})
+    ok(st == 201, "hetzner cloud 201", (st, doc))
+    cfg = doc["cloud"]["Config"]
+    is_(cfg, {"token": BULLETS, "location": "fsn1", "ssh_key": BULLETS, "client_secret": BULLETS,
+              "server_type": "cpx31", "image": "ubuntu-24.04"}, "defaults filled, secrets shown as bullets")
+    state["secrets"].append("hz-secret-token")
+    st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY, body={"provider": "aws"})
+    is_(st, 400, "unknown provider is 400")
+    st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY, body={"provider": "e2b", "config": "x"})
+    is_(st, 400, "config that is not an object is 400")
+    st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY, body={"provider": "manual"})
+    is_(st, 409, "a duplicate cloud name is 409")
+    st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY, body={"provider": "e2b", "config": {"token": "e2b-tok"}})
+    ok(st == 201 and doc["cloud"]["Config"]["token"] == BULLETS, "e2b cloud 201", doc)
+    state["e2b_cloud"] = doc["cloud"]["ID"]
+    st, doc, _ = s.call("GET", "/v1/clouds", key=BOOT_KEY)
+    ok(st == 200 and sorted(c["Name"] for c in doc["clouds"]) == ["e2b", "hz", "manual"] and
+       "hz-secret-token" not in json.dumps(doc), "GET /v1/clouds masks tokens", doc)
+    st, doc, _ = s.call("GET", "/v1/clouds", key=state["session"])
+    is_(doc["clouds"], [], "clouds are per team")
+
+
+def test_join_tokens(s, state):
+    st, doc, _ = s.call("POST", "/v1/join-tokens", key=BOOT_KEY)
+    ok(st == 201 and doc["token"].startswith("djt_") and doc["expires_in_sec"] == 3600, "POST /v1/join-tokens 201", doc)
+    cmd = doc["command"]
+    ok("http://cp.example:8080/denvd" in cmd and doc["token"] in cmd and "--server http://cp.example:8080" in cmd,
+       "command uses -public-url, the denvd route and the token", cmd)
+    state["secrets"].append(doc["token"])
+    st, doc, _ = s.call("POST", "/v1/join-tokens", key=BOOT_KEY, body={"cloud_id": state["manual_cloud"]})
+    is_(st, 201, "join token for a cloud of the team")
+    state["secrets"].append(doc["token"])
+    st, doc, _ = s.call("POST", "/v1/join-tokens", key=state["session"], body={"cloud_id": state["manual_cloud"]})
+    is_(st, 404, "join token for another team's cloud is 404")
+
+
+def test_targets(s, state):
+    st, doc, _ = s.call("GET", "/v1/hosts", key=BOOT_KEY)
+    is_((st, doc), (200, {"hosts": []}), "GET /v1/hosts before any driver host exists")
+    st, doc, _ = s.call("GET", "/v1/targets", key=BOOT_KEY)
+    ok(st == 200 and len(doc["targets"]) == 1, "GET /v1/targets creates the e2b cloud's driver host", doc)
+    t = doc["targets"][0]
+    ok(t["kind"] == "driver:e2b" and t["provider"] == "e2b" and t["connected"] is True and t["table"]["provider"] == "e2b"
+       and t["CloudID"] == state["e2b_cloud"], "driver target: kind, provider, connected, table", t)
+    st, doc, _ = s.call("GET", "/v1/targets", key=BOOT_KEY)
+    is_(len(doc["targets"]), 1, "one driver host per cloud")
+    st, doc, _ = s.call("GET", "/v1/hosts", key=BOOT_KEY)
+    ok(len(doc["hosts"]) == 1 and doc["hosts"][0]["connected"] is True and
+       set(doc["hosts"][0]) == {"ID", "TeamID", "CloudID", "Name", "Status", "ProviderRef", "LastSeenAt", "CreatedAt",
+                                "Capabilities", "connected"}, "GET /v1/hosts fields", doc)
+    st, doc, _ = s.call("POST", "/v1/targets/connect", key=BOOT_KEY, body={"provider": "daytona", "token": "dt-tok"})
+    ok(st == 201 and set(doc) == {"cloud", "host", "info", "capabilities"} and doc["cloud"]["Config"]["token"] == BULLETS
+       and doc["host"]["CloudID"] == doc["cloud"]["ID"], "POST /v1/targets/connect 201", (st, doc))
+    st, doc, _ = s.call("POST", "/v1/targets/connect", key=BOOT_KEY, body={"provider": "hetzner", "token": "x"})
+    is_(st, 400, "targets/connect for a non-hosted provider is 400")
+    st, doc, _ = s.call("POST", "/v1/targets/connect", key=BOOT_KEY, body={"provider": "e2b", "name": "e2b-2"})
+    is_(st, 400, "targets/connect without a token is 400")
+    st, doc, _ = s.call("GET", "/v1/targets", key=BOOT_KEY)
+    is_(sorted(t["kind"] for t in doc["targets"]), ["driver:daytona", "driver:e2b"], "both driver targets listed")
+    st, doc, _ = s.call("GET", "/v1/targets", key=state["session"])
+    is_(doc["targets"], [], "targets are per team")
+
+
+def test_github(s, state):
+    st, doc, _ = s.call("GET", "/v1/github/installations", key=BOOT_KEY)
+    is_((st, doc), (200, {"installations": [], "configured": False}), "installations: configured false")
+    st, doc, _ = s.call("POST", "/v1/github/installations/5/link", key=BOOT_KEY)
+    is_(st, 503, "link without the app is 503")
+    st, doc, _ = s.call("GET", "/v1/github/repos?installation=5", key=BOOT_KEY)
+    is_(st, 503, "repos without the app is 503")
+    st, doc, _ = s.call("POST", "/webhooks/github", body={"zen": "x"}, headers={"X-GitHub-Event": "ping"})
+    is_(st, 503, "webhook without the app is 503")
+    st, doc, _ = s.call("GET", "/auth/github/start?return=http://localhost:3100/app/")
+    is_(st, 503, "GitHub sign-in not configured: /auth/github/start 503")
+    st, doc, _ = s.call("GET", "/auth/github/callback?state=x&code=y")
+    is_(st, 503, "GitHub sign-in not configured: /auth/github/callback 503")
+
+
+def test_releases(s, state, releases):
+    st, doc, _ = s.call("GET", "/denvd")
+    ok(st == 404 and "not on this server" in err_of(doc), "/denvd absent: 404", (st, doc))
+    st, doc, _ = s.call("GET", "/denvd-linux-arm64")
+    is_(st, 404, "/denvd-linux-arm64 absent: 404")
+    st, doc, _ = s.call("GET", "/denvd?arch=mips")
+    is_(st, 400, "/denvd?arch=mips is 400")
+    with open(os.path.join(releases, "denvd-linux-arm64"), "wb") as f:
+        f.write(b"\x7fELF arm64 build")
+    with open(os.path.join(releases, "denvd-linux-amd64"), "wb") as f:
+        f.write(b"\x7fELF amd64 build")
+    st, body, h = s.call("GET", "/denvd?arch=arm64")
+    is_((st, body), (200, b"\x7fELF arm64 build"), "/denvd?arch=arm64 serves the arm64 build")
+    st, body, h = s.call("GET", "/denvd")
+    is_((st, body), (200, b"\x7fELF amd64 build"), "/denvd serves amd64")
+    st, body, h = s.call("GET", "/denvd-linux-amd64")
+    ok(st == 200 and h.get("content-type") == "application/octet-stream", "/denvd-linux-amd64 200 octet-stream", h)
+
+
+def test_cors(s, state):
+    _, _, h = s.call("GET", "/v1/me", key=BOOT_KEY, headers={"Origin": CONSOLE})
+    is_((h.get("access-control-allow-origin"), h.get("access-control-allow-headers"),
+         h.get("access-control-allow-methods"), h.get("access-control-max-age")),
+        (CONSOLE, "Authorization, Content-Type, X-Denv-Team", "GET, POST, PUT, DELETE, OPTIONS", "600"),
+        "CORS headers for the console origin")
+    _, _, h = s.call("GET", "/v1/me", key=BOOT_KEY, headers={"Origin": "http://localhost:5173"})
+    is_(h.get("access-control-allow-origin"), "http://localhost:5173", "CORS for http://localhost:*")
+    _, _, h = s.call("GET", "/v1/me", key=BOOT_KEY, headers={"Origin": "http://127.0.0.1:9"})
+    is_(h.get("access-control-allow-origin"), "http://127.0.0.1:9", "CORS for http://127.0.0.1:*")
+    _, _, h = s.call("GET", "/v1/me", key=BOOT_KEY, headers={"Origin": "http://evil.example"})
+    is_(h.get("access-control-allow-origin"), None, "no CORS for another origin")
+    _, _, h = s.call("GET", "/v1/me", headers={"Origin": CONSOLE})
+    is_(h.get("access-control-allow-origin"), CONSOLE, "CORS headers on errors too (401)")
+    _, _, h = s.call("GET", "/health", headers={"Origin": CONSOLE})
+    is_(h.get("access-control-allow-origin"), None, "no CORS outside /v1/ and /auth/")
+    st, _, h = s.call("OPTIONS", "/v1/projects", headers={"Origin": CONSOLE, "Access-Control-Request-Method": "POST"})
+    ok(st == 204 and h.get("access-control-allow-origin") == CONSOLE, "OPTIONS /v1/... is 204 with CORS", (st, h))
+    st, _, h = s.call("OPTIONS", "/auth/dev-login", headers={"Origin": "http://localhost:3100"})
+    ok(st == 204 and h.get("access-control-allow-origin") == "http://localhost:3100", "OPTIONS /auth/... is 204", (st, h))
+
+
+def seed_rows(store, state):
+    """Rows no route of this issue creates (events, a sidecar host), put
+    straight into the log while denv-cp is stopped."""
+    team, other = state["boot_team"], state["personal_team"]
+    subject = "env:" + state["alpha"]
+    base = int(time.time() * 1000) - 100000
+    ops = []
+    for i in range(205):
+        eid = "evt_" + crockford_ulid(base + i, i)
+        ops.append({"put": "events", "id": eid, "row": {"ID": eid, "TeamID": team, "Subject": subject,
+                                                        "Kind": "test.seq", "Body": {"i": i}, "At": "2026-01-01T00:00:00Z"}})
+    for i in range(3):
+        eid = "evt_" + crockford_ulid(base + 500 + i, i)
+        ops.append({"put": "events", "id": eid, "row": {"ID": eid, "TeamID": other, "Subject": subject,
+                                                        "Kind": "test.other", "Body": {}, "At": "2026-01-01T00:00:00Z"}})
+    hid = "host_" + crockford_ulid(base, 7)
+    ops.append({"put": "hosts", "id": hid, "row": {"ID": hid, "TeamID": team, "CloudID": "", "Name": "box-1",
+                                                    "Status": "unreachable", "ProviderRef": "", "LastSeenAt": None,
+                                                    "CreatedAt": "2026-01-01T00:00:00Z", "Capabilities": {"storage": "dir"}}})
+    append_records(store, [ops])
+
+
+def test_restart(s, state):
+    st, doc, _ = s.call("GET", "/v1/me", key=BOOT_KEY)
+    ok(st == 200 and doc["team"]["Name"] == "acme", "after restart: the bootstrap key still works", doc)
+    ok("created team" not in s.stderr().split("restart-marker")[-1], "the bootstrap team is not created again")
+    st, doc, _ = s.call("GET", "/v1/me", key="dak_a_different_bootstrap_key")
+    is_(st, 401, "a new DENV_BOOTSTRAP_KEY is ignored on a store with teams")
+    for name in ("ci_key", "device_key"):
+        st, doc, _ = s.call("GET", "/v1/me", key=state[name])
+        is_(st, 200, "after restart: %s still works" % name)
+    st, doc, _ = s.call("GET", "/v1/me", key=state["revoked_key"])
+    is_(st, 401, "after restart: the revoked key stays refused")
+    st, doc, _ = s.call("GET", "/v1/me", key=state["session"])
+    ok(st == 200 and doc["user"]["Email"] == "ada@example.com", "after restart: the session still works", doc)
+    st, doc, _ = s.call("GET", "/v1/projects", key=BOOT_KEY)
+    is_(sorted(x["Name"] for x in doc["projects"]), ["agentic", "ops-world", "plain"], "after restart: projects")
+    st, doc, _ = s.call("GET", "/v1/projects/ops-world/envs", key=BOOT_KEY)
+    is_(sorted(e["Name"] for e in doc["environments"]), ["alpha", "feature-x"], "after restart: environments")
+    st, doc, _ = s.call("GET", "/v1/deployments/" + state["dep"], key=BOOT_KEY)
+    ok(st == 200 and [p["Name"] for p in doc["phases"]] == PHASES, "after restart: deployment and phases", doc)
+    st, doc, _ = s.call("GET", "/v1/projects/ops-world/source", key=BOOT_KEY)
+    is_(doc["source"]["DefaultBranch"], "trunk", "after restart: source settings")
+    st, doc, _ = s.call("GET", "/v1/clouds", key=BOOT_KEY)
+    is_(len(doc["clouds"]), 4, "after restart: clouds")
+    st, doc, _ = s.call("GET", "/v1/keys", key=BOOT_KEY)
+    revoked = [k for k in doc["keys"] if k["RevokedAt"]]
+    is_(len(revoked), 1, "after restart: the revoked key is listed as revoked")
+    st, doc, _ = s.call("GET", "/v1/teams", key=state["session"])
+    is_(len(doc["teams"]), 2, "after restart: memberships")
+    # Seeded rows.
+    st, doc, _ = s.call("GET", "/v1/events?subject=env:" + state["alpha"], key=BOOT_KEY)
+    evs = doc["events"]
+    ok(len(evs) == 200, "events: at most 200", len(evs))
+    ok(all(e["TeamID"] == state["boot_team"] for e in evs), "events: only the caller's team")
+    is_([e["Body"]["i"] for e in evs[:3]], [204, 203, 202], "events: newest first")
+    st, doc, _ = s.call("GET", "/v1/events?subject=env:" + state["alpha"], key=state["session"])
+    is_(len(doc["events"]), 3, "events: the other team sees its own only")
+    st, doc, _ = s.call("GET", "/v1/targets", key=BOOT_KEY)
+    kinds = [t["kind"] for t in doc["targets"]]
+    is_(kinds[0], "sidecar", "targets: sidecars first")
+    ok(doc["targets"][0]["connected"] is False and doc["targets"][0]["capabilities"] == {"storage": "dir"},
+       "sidecar target: not connected (no hub yet), capabilities from its row", doc["targets"][0])
+    _, _, h = s.call("GET", "/v1/me", key=BOOT_KEY, headers={"Origin": CONSOLE})
+    is_(h.get("access-control-allow-origin"), None, "without DENV_CONSOLE_URL no CORS headers")
+    st, _, _ = s.call("OPTIONS", "/v1/projects", headers={"Origin": CONSOLE})
+    ok(st != 204, "without DENV_CONSOLE_URL OPTIONS is not answered as a preflight", st)
+    st, doc, _ = s.call("POST", "/auth/dev-login", body={"email": "ada@example.com"})
+    is_(st, 404, "without DENV_DEV_LOGIN=1 dev login is 404")
+
+
+def test_flags(tmp):
+    def run(args, env=None):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("DENV_")}
+        e.update(env or {})
+        p = subprocess.run([BIN] + args, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+    rc, out, err = run(["-h"])
+    ok(rc == 0 and "-addr" in out and "-db-repair" in out and "-public-url" in out, "-h prints usage, exit 0", (rc, out))
+    rc, out, err = run(["--help"])
+    is_(rc, 0, "--help exits 0")
+    rc, out, err = run(["-bogus"])
+    ok(rc == 2 and "unknown flag" in err, "an unknown flag exits 2", (rc, err))
+    rc, out, err = run(["-db", "postgres://u:p@db/denv"])
+    ok(rc != 0 and "Postgres is not supported" in err, "a postgres:// DSN is refused clearly", (rc, err))
+    rc, out, err = run([], {"DENV_DB_HOST": "db.internal"})
+    ok(rc != 0 and "Postgres is not supported" in err, "DENV_DB_HOST is refused clearly", (rc, err))
+    # No DENV_BOOTSTRAP_KEY: a key is generated, printed once, and works.
+    store = os.path.join(tmp, "gen")
+    s = Server(store)
+    m = re.search(r"(dak_[A-Za-z0-9_-]+)", s.stderr())
+    ok(m is not None, "without DENV_BOOTSTRAP_KEY a dak_ key is printed to stderr", s.stderr())
+    key = m.group(1) if m else "dak_x"
+    st, doc, _ = s.call("GET", "/v1/me", key=key)
+    ok(st == 200 and doc["team"]["Name"] == "default", "the generated key works; DENV_TEAM defaults to default", doc)
+    is_(s.stop(), 0, "SIGTERM: exit status 0")
+    with open(store + ".stderr", "a") as f:
+        f.write("restart-marker\n")
+    s = Server(store)
+    ok(key not in s.stderr().split("restart-marker")[-1], "restart: the key is not printed again")
+    st, doc, _ = s.call("GET", "/v1/me", key=key)
+    is_(st, 200, "restart: the generated key still works")
+    s.stop()
+
+
+def main():
+    if not os.access(BIN, os.X_OK):
+        print("1..0 # SKIP %s is not built" % BIN)
+        return 0
+    tmp = tempfile.mkdtemp(prefix="denv-cp-test-")
+    releases = os.path.join(tmp, "releases")
+    os.mkdir(releases)
+    store = os.path.join(tmp, "store")
+    env = {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_TEAM": "acme", "DENV_DEV_LOGIN": "1",
+           "DENV_CONSOLE_URL": CONSOLE + "/", "DENV_RELEASES_DIR": releases,
+           "DENV_PUBLIC_URL": "http://cp.example:8080"}
+    state = {"secrets": []}
+    s = None
+    try:
+        s = Server(store, env)
+        doc = s.call("GET", "/v1/me", key=BOOT_KEY)[1]
+        state["boot_team"] = doc["team"]["ID"]
+        test_basics(s)
+        test_keys(s, state)
+        test_sessions(s, state)
+        state["ada_id"] = s.call("GET", "/v1/me", key=state["session"])[1]["user"]["ID"]
+        test_device(s, state)
+        test_projects(s, state)
+        test_source(s, state)
+        test_deploy(s, state)
+        test_templates(s, state)
+        test_events(s, state)
+        test_clouds(s, state)
+        test_join_tokens(s, state)
+        test_targets(s, state)
+        test_github(s, state)
+        test_releases(s, state, releases)
+        test_cors(s, state)
+        is_(s.stop(), 0, "SIGTERM: denv-cp exits 0")
+        log = s.stderr()
+        leaked = [x[:8] + "..." for x in state["secrets"] + [BOOT_KEY] if x and x in log]
+        is_(leaked, [], "no key, session or token appears in the log (-v)")
+        seed_rows(store, state)
+        with open(store + ".stderr", "a") as f:
+            f.write("restart-marker\n")
+        env2 = dict(env)
+        del env2["DENV_CONSOLE_URL"]
+        del env2["DENV_DEV_LOGIN"]
+        env2["DENV_BOOTSTRAP_KEY"] = "dak_a_different_bootstrap_key"
+        s = Server(store, env2)
+        test_restart(s, state)
+        is_(s.stop(), 0, "second SIGTERM: exit 0")
+        s = None
+        test_flags(tmp)
+    except Exception as ex:  # report, don't hide, a crash of the test itself
+        import traceback
+        ok(False, "test run raised %s" % type(ex).__name__, traceback.format_exc())
+        if s is not None:
+            print("# denv-cp stderr tail:")
+            for line in s.stderr().splitlines()[-15:]:
+                print("#   " + line)
+            s.proc.kill()
+    finally:
+        if _failed == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print("# kept %s for inspection" % tmp)
+    print("1..%d" % _n)
+    return 1 if _failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
