@@ -5,10 +5,18 @@
  * fed in pseudo-random chunks. Checks the assembler's promises: it always
  * makes progress, never consumes more than given, delivers only valid UTF-8
  * text within the limit, and control payloads of at most 125 bytes.
+ * With bit 4 of byte 0 set, the same bytes also go through a whole struct
+ * ws_conn over a socketpair (echoing every message, closing from inside
+ * callbacks), to exercise the connection's state machine; it must end with
+ * exactly one on_close once the peer's bytes run out.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/ev.h"
 
 #include "base/utf8.h"
 #include "ws/ws.h"
@@ -16,6 +24,89 @@
 static const size_t limits[8] = { 0, 1, 16, 125, 126, 1000, 65536, 70000 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+struct conn_state {
+	struct ws_conn *c;
+	int closes, messages;
+	uint8_t mode;
+};
+
+static void c_message(struct ws_conn *c, bool is_binary, const void *d, size_t len, void *arg)
+{
+	struct conn_state *st = arg;
+	struct err e;
+
+	if (st->closes)
+		abort();	/* no callback after on_close */
+	st->messages++;
+	if (!is_binary && !utf8_valid(d, len))
+		abort();
+	if (is_binary)
+		ws_send_binary(c, d, len, &e);
+	else
+		ws_send_text(c, d, len, &e);
+	if ((st->mode & 0x20) && st->messages == 2)
+		ws_close(c, 4000, "enough");
+	if ((st->mode & 0x40) && st->messages == 3) {
+		ws_conn_free(c);
+		st->c = NULL;
+	}
+}
+
+static void c_close(struct ws_conn *c, int code, const char *reason, void *arg)
+{
+	struct conn_state *st = arg;
+
+	if (st->closes++)
+		abort();	/* exactly once */
+	if (code < 1000 || code > 4999)
+		abort();
+}
+
+static void run_conn(enum ws_role role, size_t max, uint8_t mode, const uint8_t *data, size_t size)
+{
+	struct conn_state st;
+	struct ws_opts o;
+	struct ev *ev = ev_new();
+	struct err e;
+	int sv[2];
+	size_t off = 0;
+
+	memset(&st, 0, sizeof(st));
+	memset(&o, 0, sizeof(o));
+	st.mode = mode;
+	o.max_message = max;
+	o.close_timeout_ms = 50;
+	o.on_message = c_message;
+	o.on_close = c_close;
+	o.arg = &st;
+	if (!ev || socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) < 0)
+		abort();
+	if (ws_conn_open_fd(ev, sv[0], role, &o, &st.c, &e) < 0)
+		abort();
+	/* Feed the peer's bytes, then EOF; the peer never reads, so the
+	 * connection's writes pile up in the socket (and in its queue). */
+	for (int turn = 0; turn < 2000 && !st.closes && st.c; turn++) {
+		if (off < size) {
+			ssize_t n = write(sv[1], data + off, size - off);
+			if (n > 0)
+				off += (size_t)n;
+		} else if (off == size) {
+			shutdown(sv[1], SHUT_WR);
+			off++;
+		}
+		/* Drain what the connection wrote so it never stalls on a full socket. */
+		char sink[65536];
+		while (read(sv[1], sink, sizeof(sink)) > 0)
+			;
+		ev_run_once(ev, 5);
+	}
+	if (st.c && !st.closes)
+		abort();	/* EOF must always end the connection */
+	ws_conn_free(st.c);
+	close(sv[1]);
+	ev_free(ev);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -96,5 +187,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		off += n;
 	}
 	ws_rx_free(rx);
+	if (data[0] & 0x10)
+		run_conn(role, max == WS_MAX_MESSAGE_DEFAULT ? 0 : max, data[0], data + 2, size - 2);
 	return 0;
 }
