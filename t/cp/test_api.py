@@ -18,7 +18,7 @@ import zlib
 import http.client
 
 TOP = os.environ.get("DENV_TOP", os.getcwd())
-BIN = os.path.join(TOP, "bin", "denv-cp")
+BIN = os.environ.get("DENV_CP_BIN") or os.path.join(TOP, "bin", "denv-cp")
 BOOT_KEY = "dak_integration_bootstrap_key_0123456789"
 CONSOLE = "http://console.example"
 BULLETS = "\u2022\u2022\u2022"
