@@ -717,6 +717,78 @@ def test_restart(s, state):
     is_(st, 404, "without DENV_DEV_LOGIN=1 dev login is 404")
 
 
+def signed(secret, body):
+    import hashlib
+    import hmac
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def test_github_configured(tmp):
+    """The GitHub routes with the app and OAuth configured (no GitHub reachable)."""
+    secret = "whsec-test"
+    env = {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_DEV_LOGIN": "1", "DENV_CONSOLE_URL": CONSOLE,
+           "DENV_GITHUB_APP_ID": "1234", "DENV_GITHUB_APP_PRIVATE_KEY": "not-a-real-key",
+           "DENV_GITHUB_WEBHOOK_SECRET": secret, "DENV_GITHUB_CLIENT_ID": "Iv1.client",
+           "DENV_GITHUB_CLIENT_SECRET": "oauth-secret", "DENV_PUBLIC_URL": "http://cp.example:8080"}
+    s = Server(os.path.join(tmp, "gh"), env)
+    try:
+        st, doc, h = s.call("GET", "/auth/github/start?return=http://localhost:3100/app/")
+        loc = h.get("location", "")
+        ok(st == 302 and loc.startswith("https://github.com/login/oauth/authorize?client_id=Iv1.client")
+           and "scope=read%3Auser%20user%3Aemail" in loc and "state=" in loc
+           and "redirect_uri=http%3A%2F%2Fcp.example%3A8080%2Fauth%2Fgithub%2Fcallback" in loc,
+           "/auth/github/start redirects to GitHub with scopes, callback and state", (st, loc))
+        st, doc, h = s.call("GET", "/auth/github/start?return=https://evil.example/")
+        is_(st, 400, "a return URL that is not the console or loopback is 400")
+        st, doc, h = s.call("GET", "/auth/github/start")
+        is_(st, 302, "/auth/github/start without return (default /app/)")
+        st, doc, _ = s.call("GET", "/auth/github/callback?state=bogus&code=x")
+        is_((st, err_of(doc)), (400, "unknown or expired state"), "callback with an unknown state is 400")
+
+        ping = json.dumps({"zen": "hi"}).encode()
+        st, doc, _ = s.call("POST", "/webhooks/github", raw=ping,
+                            headers={"X-GitHub-Event": "ping", "X-Hub-Signature-256": signed("wrong", ping)})
+        is_(st, 401, "webhook with a bad signature is 401")
+        st, doc, _ = s.call("POST", "/webhooks/github", raw=ping, headers={"X-GitHub-Event": "ping"})
+        is_(st, 401, "webhook without a signature is 401")
+        st, doc, _ = s.call("POST", "/webhooks/github", raw=ping,
+                            headers={"X-GitHub-Event": "ping", "X-Hub-Signature-256": signed(secret, ping)})
+        is_((st, doc), (200, {"ok": True}), "signed ping is 200")
+        inst = json.dumps({"action": "created", "installation": {"id": 77, "account": {"login": "you"}}}).encode()
+        st, doc, _ = s.call("POST", "/webhooks/github", raw=inst,
+                            headers={"X-GitHub-Event": "installation", "X-Hub-Signature-256": signed(secret, inst)})
+        is_(st, 200, "installation created is recorded")
+        st, doc, _ = s.call("GET", "/v1/github/installations", key=BOOT_KEY)
+        is_((st, doc), (200, {"installations": [], "configured": True}), "unlinked installations are not listed")
+        st, doc, _ = s.call("POST", "/v1/github/installations/78/link", key=BOOT_KEY)
+        is_(st, 404, "linking an installation the app has not reported is 404")
+        st, doc, _ = s.call("POST", "/v1/projects", key=BOOT_KEY, body={"name": "ops", "source": "github:you/ops"})
+        st, doc, _ = s.call("POST", "/v1/projects/ops/deploy-from-source", key=BOOT_KEY, body={})
+        is_(st, 409, "deploy-from-source without a linked installation is 409")
+        st, doc, _ = s.call("POST", "/v1/github/installations/77/link", key=BOOT_KEY)
+        ok(st == 200 and doc["installation"]["InstallationID"] == 77 and doc["installation"]["AccountLogin"] == "you",
+           "link an installation: {installation}", (st, doc))
+        st, doc, _ = s.call("GET", "/v1/github/installations", key=BOOT_KEY)
+        is_([i["InstallationID"] for i in doc["installations"]], [77], "the linked installation is listed")
+        st, doc, _ = s.call("POST", "/auth/dev-login", body={"email": "eve@example.com"})
+        eve = doc["token"]
+        st, doc, _ = s.call("POST", "/v1/github/installations/77/link", key=eve)
+        is_(st, 409, "linking an installation linked to another team is 409")
+        st, doc, _ = s.call("POST", "/v1/projects/ops/source", key=BOOT_KEY, body={"installation_id": 77})
+        ok(st == 200 and doc["source"]["InstallationID"] == 77, "source accepts a linked installation", (st, doc))
+        st, doc, _ = s.call("GET", "/v1/github/repos", key=BOOT_KEY)
+        is_(st, 400, "repos without ?installation is 400")
+        st, doc, _ = s.call("GET", "/v1/github/repos?installation=77", key=eve)
+        is_(st, 404, "repos of another team's installation is 404")
+        push = json.dumps({"ref": "refs/heads/main", "after": "abc123", "repository": {"full_name": "you/ops"}}).encode()
+        st, doc, _ = s.call("POST", "/webhooks/github", raw=push,
+                            headers={"X-GitHub-Event": "push", "X-Hub-Signature-256": signed(secret, push)})
+        ok(st == 200 and doc["ok"] is True and doc["sha"] == "abc123" and doc["branch"] == "main"
+           and len(doc["projects"]) == 1, "push: {ok, sha, branch, projects}", (st, doc))
+    finally:
+        is_(s.stop(), 0, "GitHub-configured server exits 0")
+
+
 def test_flags(tmp):
     def run(args, env=None):
         e = {k: v for k, v in os.environ.items() if not k.startswith("DENV_")}
@@ -800,6 +872,7 @@ def main():
         test_restart(s, state)
         is_(s.stop(), 0, "second SIGTERM: exit 0")
         s = None
+        test_github_configured(tmp)
         test_flags(tmp)
     except Exception as ex:  # report, don't hide, a crash of the test itself
         import traceback
