@@ -425,6 +425,64 @@ static void test_shutdown(void)
 	close(busy);
 }
 
+/* Short timeouts and a connection cap on a second server. */
+static void test_timeouts(void)
+{
+	struct http_server_opts o = { .listen = "127.0.0.1:0", .header_timeout_ms = 300, .idle_timeout_ms = 300,
+				      .body_timeout_ms = 300, .max_conns = 2 };
+	struct err e;
+	bool eof;
+	char *r;
+	int a, b, c;
+	int64_t t0;
+
+	srv = http_server_new(loop, &o, &e);
+	http_route(srv, "POST", "/echo", 0, h_echo, NULL);
+	http_route(srv, "GET", "/json", 0, h_json, NULL);
+
+	a = dial();
+	sys_write_all(a, "GET /json HTTP/1.1\r\nHost: x\r\n\r\n", strlen("GET /json HTTP/1.1\r\nHost: x\r\n\r\n"));
+	r = pump(a, "}", &eof, 1000);
+	free(r);
+	t0 = ev_mono_ms();
+	r = pump(a, NULL, &eof, 2000);
+	ok(eof && ev_mono_ms() - t0 >= 200, "idle keep-alive connection closed after the idle timeout (%lld ms)",
+	   (long long)(ev_mono_ms() - t0));
+	free(r);
+	close(a);
+
+	a = dial();
+	t0 = ev_mono_ms();
+	r = pump(a, NULL, &eof, 2000);
+	ok(eof && ev_mono_ms() - t0 >= 200, "silent new connection closed after the header timeout");
+	free(r);
+	close(a);
+
+	a = dial();
+	sys_write_all(a, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab",
+		      strlen("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab"));
+	t0 = ev_mono_ms();
+	r = pump(a, NULL, &eof, 2000);
+	ok(eof && ev_mono_ms() - t0 >= 200, "stalled body dropped after the body timeout");
+	free(r);
+	close(a);
+
+	a = dial();
+	b = dial();
+	for (int i = 0; i < 10; i++)
+		ev_run_once(loop, 5);
+	c = dial();
+	r = pump(c, NULL, &eof, 1000);
+	ok(strstr(r, "503") && eof, "over max connections: 503 and close");
+	free(r);
+	is_int(http_server_conns(srv), 2, "two connections kept");
+	close(a);
+	close(b);
+	close(c);
+	http_server_free(srv);
+	srv = NULL;
+}
+
 int main(void)
 {
 	struct http_server_opts o = { .listen = "127.0.0.1:0" };
@@ -452,6 +510,7 @@ int main(void)
 	test_async_client();
 	test_shutdown();
 	http_server_free(srv);
+	test_timeouts();
 	buf_release(&leftover);
 	ev_free(loop);
 	{
