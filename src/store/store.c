@@ -386,6 +386,97 @@ static void ix_add_one(struct st_db *db, struct st_table *t, struct st_row *r, i
 	t->ixroot[i] = t_insert(t->ixroot[i], n);
 }
 
+/* An entry of the sort that builds an index in bulk: the value's first
+ * bytes and the row's position in id order sit in the array itself, so most
+ * comparisons never touch the (cache-cold) rows. */
+struct ix_sort {
+	uint64_t prefix;	/* first 8 bytes of the value, big-endian, zero-padded */
+	uint64_t seq;		/* position in id order: breaks ties between equal values */
+	struct tnode *n;
+};
+
+static int ix_sort_cmp(const void *a, const void *b)
+{
+	const struct ix_sort *x = a, *y = b;
+	int c;
+
+	if (x->prefix != y->prefix)
+		return x->prefix < y->prefix ? -1 : 1;
+	if (x->n->vlen > 8 || y->n->vlen > 8) {
+		c = bytes_cmp(x->n->v, x->n->vlen, y->n->v, y->n->vlen);
+		if (c)
+			return c;
+	} else if (x->n->vlen != y->n->vlen) {
+		/* same first bytes, both short: the shorter sorts first */
+		return x->n->vlen < y->n->vlen ? -1 : 1;
+	}
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* A balanced tree from sorted nodes. Priorities fall with depth so that the
+ * heap order holds; later inserts (random priorities) settle below. */
+static struct tnode *build_balanced(struct tnode **v, size_t lo, size_t hi, uint32_t prio)
+{
+	size_t mid;
+	struct tnode *n;
+
+	if (lo >= hi)
+		return NULL;
+	mid = lo + (hi - lo) / 2;
+	n = v[mid];
+	n->prio = prio;
+	n->l = build_balanced(v, lo, mid, prio - 1);
+	n->r = build_balanced(v, mid + 1, hi, prio - 1);
+	return n;
+}
+
+/*
+ * Build index i of a table that already has rows (an index declared after
+ * replay): sort the entries and build the tree in one go, several times
+ * faster than a million single inserts that each miss the cache all the way
+ * down.
+ */
+static void ix_build(struct st_table *t, int i)
+{
+	struct ix_sort *v = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*v));
+	struct tnode **nodes;
+	struct titer it = { 0 };
+	struct tkey k = { "", 0, "", 0, false };
+	struct tnode *rn;
+	size_t cnt = 0;
+
+	it_seek(&it, t->root, &k, false);
+	while ((rn = it_next(&it))) {
+		struct st_row *r = rn->row;
+		struct json *val = json_get(r->json, t->ixfield[i]);
+		struct tnode *n;
+
+		if (!val || val->type != JSON_STRING)
+			continue;
+		n = xcalloc(1, sizeof(*n));
+		n->v = val->u.str.s;
+		n->vlen = val->u.str.len;
+		n->row = r;
+		n->ix = i;
+		n->next_ix = r->ixhead;
+		r->ixhead = n;
+		v[cnt].prefix = 0;
+		for (size_t b = 0; b < 8; b++)
+			v[cnt].prefix = v[cnt].prefix << 8 | (b < n->vlen ? (unsigned char)n->v[b] : 0);
+		v[cnt].seq = cnt;
+		v[cnt].n = n;
+		cnt++;
+	}
+	it_release(&it);
+	qsort(v, cnt, sizeof(*v), ix_sort_cmp);
+	nodes = xmalloc((cnt ? cnt : 1) * sizeof(*nodes));
+	for (size_t j = 0; j < cnt; j++)
+		nodes[j] = v[j].n;
+	t->ixroot[i] = build_balanced(nodes, 0, cnt, UINT32_MAX);
+	free(nodes);
+	free(v);
+}
+
 static void ix_add(struct st_db *db, struct st_table *t, struct st_row *r)
 {
 	for (int i = 0; i < t->nix; i++)
@@ -1254,16 +1345,8 @@ int st_table(struct st_db *db, const char *table, const char *const index_fields
 		t->ixfield[t->nix] = xstrdup(f);
 		t->ixroot[t->nix] = NULL;
 		t->nix++;
-		/* Build the new index from the rows replay already loaded. */
-		if (t->root) {
-			struct titer it = { 0 };
-			struct tkey k = { "", 0, "", 0, false };
-			struct tnode *n;
-			it_seek(&it, t->root, &k, false);
-			while ((n = it_next(&it)))
-				ix_add_one(db, t, n->row, t->nix - 1);
-			it_release(&it);
-		}
+		if (t->root)
+			ix_build(t, t->nix - 1);
 	}
 	return 0;
 }

@@ -406,10 +406,125 @@ static void test_group_commit(void)
 	free(dir);
 }
 
+/* ---- a randomized model check of indexes ---- */
+
+#define MIDS 300
+#define MVALS 7
+
+/* Field values: short ones, ones sharing a long prefix (past the 8 bytes the
+ * bulk build compares inline), one with a NUL-free prefix of another. */
+static const char *const mvals[MVALS] = {
+	"a", "ab", "b", "project-0000000001", "project-0000000002", "project-00000000012", "",
+};
+
+struct model {
+	int f[MIDS];	/* value index of field F, -1 absent, -2 a number, -3 "ab\0" */
+	bool present[MIDS];
+};
+
+static bool model_matches(struct st_db *db, const struct model *m, const char *when)
+{
+	bool good = true;
+
+	for (int v = 0; v < MVALS && good; v++) {
+		struct buf want = BUF_INIT;
+		char *got;
+		for (int i = 0; i < MIDS; i++) {
+			if (!m->present[i] || m->f[i] != v)
+				continue;
+			if (want.len)
+				buf_addch(&want, ',');
+			buf_addf(&want, "id%04d", i);
+		}
+		got = scan_ids(db, "m", "F", mvals[v], NULL);
+		if (strcmp(got, want.data) != 0) {
+			tap_diag("%s: F=\"%s\": got %s, want %s", when, mvals[v], got, want.data);
+			good = false;
+		}
+		free(got);
+		buf_release(&want);
+	}
+	return good;
+}
+
+static void test_random_model(void)
+{
+	char *dir = dir_named("model");
+	static const char *const ix[] = { "F", NULL };
+	struct model m;
+	struct st_db *db;
+	struct err e;
+	bool good = true;
+	size_t live = 0;
+
+	memset(&m, 0, sizeof(m));
+	srand(7);
+	st_open(dir, NULL, &db, &e);
+	st_table(db, "m", ix, &e);
+	for (int round = 0; round < 40; round++) {
+		struct st_txn *t = st_begin(db);
+		for (int k = 0; k < 50; k++) {
+			int i = rand() % MIDS, what = rand() % 10;
+			char id[16];
+			snprintf(id, sizeof(id), "id%04d", i);
+			if (what < 2) {
+				st_delete(t, "m", id);
+				m.present[i] = false;
+			} else {
+				struct json *r = json_new_object();
+				int v = rand() % (MVALS + 3) - 3;
+				if (v >= 0)
+					json_object_set_str(r, "F", mvals[v]);
+				else if (v == -3)	/* "ab" plus a NUL: sorts right after "ab" */
+					json_object_set(r, "F", json_new_strn("ab\0", 3));
+				else if (v == -2)
+					json_object_set_int(r, "F", 5);
+				json_object_set_int(r, "k", k);
+				st_put(t, "m", id, r);
+				m.present[i] = true;
+				m.f[i] = v;
+			}
+		}
+		st_commit(t, NULL, NULL, &e);
+		good = good && model_matches(db, &m, "live");
+	}
+	ok(good, "2000 random puts, updates and deletes: every index entry matches a model");
+	for (int i = 0; i < MIDS; i++)
+		live += m.present[i];
+	is_int(st_count(db, "m", NULL, NULL), live, "row count matches the model");
+	st_close(db);
+	st_open(dir, NULL, &db, &e);
+	st_table(db, "m", ix, &e);
+	ok(model_matches(db, &m, "replayed"), "replay and a bulk-built index match the model");
+	st_compact(db, &e);
+	st_close(db);
+	st_open(dir, NULL, &db, &e);
+	st_table(db, "m", ix, &e);
+	ok(model_matches(db, &m, "compacted"), "after compaction too");
+	/* The bulk-built tree must take later updates like any other. */
+	{
+		struct st_txn *t = st_begin(db);
+		for (int i = 0; i < MIDS; i += 3) {
+			char id[16];
+			struct json *r = json_new_object();
+			snprintf(id, sizeof(id), "id%04d", i);
+			json_object_set_str(r, "F", mvals[i % MVALS]);
+			st_put(t, "m", id, r);
+			m.present[i] = true;
+			m.f[i] = i % MVALS;
+		}
+		st_commit(t, NULL, NULL, &e);
+	}
+	ok(model_matches(db, &m, "updated after bulk build"), "updates after a bulk build match the model");
+	st_close(db);
+	free(dir);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
 	test_tables_and_indexes();
+	test_random_model();
 	test_refusals();
 	test_group_commit();
 	return tap_done();
