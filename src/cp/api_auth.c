@@ -1,6 +1,7 @@
 /* api_auth.c: signing in. Dev login, the device flow the CLI uses, and the
  * GitHub OAuth routes. Device codes and OAuth states live in memory only
  * (config.md, "Process notes"). */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,22 @@ static int user_code_new(char out[10], struct err *e)
 	return 0;
 }
 
+/* What a person types: any case, the dash optional. */
+static const char *user_code_normal(const char *in, char out[10])
+{
+	size_t j = 0;
+
+	for (; *in && j < 9; in++) {
+		if (*in == '-' || *in == ' ')
+			continue;
+		if (j == 4)
+			out[j++] = '-';
+		out[j++] = (char)toupper((unsigned char)*in);
+	}
+	out[j] = '\0';
+	return *in ? "" : out;
+}
+
 static void h_device_code(struct cp *cp, struct http_req *req)
 {
 	char code[CRYPTO_TOKEN_MAX], uri[512];
@@ -274,7 +291,7 @@ struct json *cp_key_create(struct st_txn *txn, const char *team_id, const char *
 static void h_device_approve(struct cp *cp, struct http_req *req)
 {
 	const char *code = NULL, *team_id = NULL, *name = "cli";
-	char key[CRYPTO_TOKEN_MAX];
+	char key[CRYPTO_TOKEN_MAX], norm[10];
 	struct cp_caller who;
 	struct cp_device *d;
 	struct json *body = NULL, *row, *resp;
@@ -290,7 +307,7 @@ static void h_device_approve(struct cp *cp, struct http_req *req)
 	if (!*name)
 		name = "cli";
 	devices_prune(cp);
-	d = device_by_user_code(cp, code);
+	d = device_by_user_code(cp, user_code_normal(code, norm));
 	if (!d) {
 		http_respond_error(req, 404, "unknown or expired user_code");
 		goto out;
@@ -311,7 +328,7 @@ static void h_device_approve(struct cp *cp, struct http_req *req)
 		goto out;
 	}
 	a = xcalloc(1, sizeof(*a));
-	str_copy(a->user_code, sizeof(a->user_code), code);
+	str_copy(a->user_code, sizeof(a->user_code), d->user_code);
 	str_copy(a->team_id, sizeof(a->team_id), team_id);
 	a->api_key = xstrdup(key);
 	memset(key, 0, sizeof(key));

@@ -2,6 +2,7 @@
  * the store's Hash indexes; the token itself is never stored or logged. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/clock.h"
 #include "base/crypto.h"

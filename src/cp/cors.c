@@ -96,21 +96,22 @@ static void unknown(struct cp *cp, struct http_req *req)
 }
 
 /*
- * Registered after every other route. The preflight routes exist only when
- * CORS is on. The catch-alls keep unknown /v1/ and /auth/ paths a JSON 404
- * (with CORS headers) rather than the 405 a preflight route would cause.
+ * Registered after every other route, and only when CORS is on. A preflight
+ * route on /v1/{rest...} would turn every unknown path under it into a 405
+ * (the path matches, the method does not), so catch-alls for the other
+ * methods keep unknown paths a JSON 404 with CORS headers. Without CORS the
+ * router's own 404 and 405 answers stand.
  */
 int cp_cors_routes(struct cp *cp)
 {
-	static const char *const methods[] = { "GET", "POST", "PUT", "DELETE", NULL };
+	static const char *const methods[] = { "OPTIONS", "GET", "POST", "PUT", "DELETE", NULL };
 	static const char *const prefixes[] = { "/v1/{rest...}", "/auth/{rest...}", NULL };
 
-	for (const char *const *p = prefixes; *p; p++) {
-		if (cp->cfg.console_url && cp_route(cp, "OPTIONS", *p, 0, preflight) < 0)
-			return -1;
+	if (!cp->cfg.console_url)
+		return 0;
+	for (const char *const *p = prefixes; *p; p++)
 		for (const char *const *m = methods; *m; m++)
-			if (cp_route(cp, *m, *p, 0, unknown) < 0)
+			if (cp_route(cp, *m, *p, 0, str_eq(*m, "OPTIONS") ? preflight : unknown) < 0)
 				return -1;
-	}
 	return 0;
 }

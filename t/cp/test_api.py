@@ -344,9 +344,10 @@ def test_device(s, state):
     st, doc, _ = s.call("POST", "/v1/device/approve", key=state["session"], body={"user_code": uc})
     is_((st, err_of(doc)), (400, "team_id is required"), "approve without team_id is 400")
     st, doc, _ = s.call("POST", "/v1/device/approve", key=state["session"],
-                        body={"user_code": uc, "team_id": state["research_team"], "name": "laptop"})
+                        body={"user_code": uc.lower().replace("-", ""), "team_id": state["research_team"],
+                              "name": "laptop"})
     ok(st == 200 and doc["approved"] is True and doc["team_id"] == state["research_team"]
-       and doc["key_id"].startswith("key_"), "approve: {approved, key_id, team_id}", (st, doc))
+       and doc["key_id"].startswith("key_"), "approve (code typed in lower case, no dash): {approved, key_id, team_id}", (st, doc))
     st, doc, _ = s.call("POST", "/v1/device/approve", key=state["session"],
                         body={"user_code": uc, "team_id": state["research_team"]})
     is_(st, 409, "approving the same code twice is 409")
@@ -715,6 +716,10 @@ def test_restart(s, state):
     ok(st != 204, "without DENV_CONSOLE_URL OPTIONS is not answered as a preflight", st)
     st, doc, _ = s.call("POST", "/auth/dev-login", body={"email": "ada@example.com"})
     is_(st, 404, "without DENV_DEV_LOGIN=1 dev login is 404")
+    st, doc, _ = s.call("GET", "/v1/nope", key=BOOT_KEY)
+    is_(st, 404, "without CORS an unknown path is the router's 404")
+    st, doc, _ = s.call("DELETE", "/v1/projects", key=BOOT_KEY)
+    is_(st, 405, "without CORS a wrong method is the router's 405")
 
 
 def signed(secret, body):
