@@ -257,7 +257,8 @@ struct st_pending {
  * whichever of the two comes last. */
 struct st_flush_token {
 	struct st_db *db;
-	bool queued;
+	bool queued;		/* an ev_defer of flush_cb is pending */
+	bool running;		/* flush_cb is on the stack */
 };
 
 struct st_db {
@@ -1291,12 +1292,12 @@ static void flush(struct st_db *db);
 
 void st_close(struct st_db *db)
 {
-	if (!db)
-		return;
+	if (!db || db->closing)
+		return;		/* (closing: called again from a done_fn during close) */
 	db->closing = true;
 	flush(db);
-	if (db->token->queued)
-		db->token->db = NULL;	/* the queued flush frees it */
+	if (db->token->queued || db->token->running)
+		db->token->db = NULL;	/* flush_cb frees it */
 	else
 		free(db->token);
 	for (size_t i = 0; i < db->ntables; i++) {
@@ -1590,7 +1591,7 @@ static void flush(struct st_db *db)
 	struct st_pending *list;
 	size_t n = db->npending;
 	int status = 0;
-	struct err e;
+	struct err e, fail;
 
 	if (!n)
 		return;
@@ -1602,15 +1603,17 @@ static void flush(struct st_db *db)
 	} else {
 		db->fsyncs++;
 	}
-	/* done_fns may commit again: those queue up afresh for the next turn. */
+	/* done_fns may commit again (those queue up afresh for the next turn)
+	 * or even close the store: nothing below touches db. */
 	list = db->pending;
 	db->pending = NULL;
 	db->npending = db->pending_cap = 0;
+	fail = db->fail_err;
 	for (size_t i = 0; i < n; i++) {
 		if (!list[i].fn)
 			continue;
 		if (status < 0) {
-			e = db->fail_err;
+			e = fail;	/* each callback may scribble on its copy */
 			list[i].fn(-1, &e, list[i].arg);
 		} else {
 			list[i].fn(0, NULL, list[i].arg);
@@ -1638,15 +1641,20 @@ static void maybe_compact(struct st_db *db)
 static void flush_cb(struct ev *ev, void *arg)
 {
 	struct st_flush_token *tok = arg;
-	struct st_db *db = tok->db;
 
 	tok->queued = false;
-	if (!db) {
-		free(tok);
+	if (!tok->db) {
+		free(tok);	/* the store was closed while this was queued */
 		return;
 	}
-	flush(db);
-	maybe_compact(db);
+	/* A done_fn may close the store: st_close then leaves the token to us. */
+	tok->running = true;
+	flush(tok->db);
+	if (tok->db)
+		maybe_compact(tok->db);
+	tok->running = false;
+	if (!tok->db && !tok->queued)
+		free(tok);
 }
 
 int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
@@ -1730,10 +1738,11 @@ queue:
 		}
 	}
 	st_abort(txn);
-	if (done)
-		done(rc, rc < 0 ? e : NULL, arg);
+	/* Compact before done_fn: a done_fn may close the store. */
 	if (rc == 0)
 		maybe_compact(db);
+	if (done)
+		done(rc, rc < 0 ? e : NULL, arg);
 	return rc;
 refuse:
 	st_abort(txn);

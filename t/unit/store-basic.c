@@ -520,6 +520,41 @@ static void test_random_model(void)
 	free(dir);
 }
 
+static void close_in_done(int status, struct err *e, void *arg)
+{
+	acks.ok++;
+	st_close(arg);
+}
+
+/* A done_fn that closes the store (a shutdown path): no use after free. */
+static void test_close_from_done(void)
+{
+	char *dir = dir_named("closedone");
+	struct ev *ev = ev_new();
+	struct st_opts o = { .ev = ev };
+	struct st_db *db;
+	struct err e;
+	struct st_txn *t;
+
+	memset(&acks, 0, sizeof(acks));
+	ok(st_open(dir, &o, &db, &e) == 0, "open");
+	t = st_begin(db);
+	st_put(t, "a", "x", row("{}"));
+	st_commit(t, close_in_done, db, &e);
+	t = st_begin(db);
+	st_put(t, "a", "y", row("{}"));
+	st_commit(t, on_done, NULL, &e);
+	ev_run_once(ev, 0);
+	ev_run_once(ev, 0);
+	is_int(acks.ok, 2, "both done_fns ran, the first of them closing the store");
+	ok(st_open(dir, NULL, &db, &e) == 0 && st_count(db, "a", NULL, NULL) == 2, "both rows are there");
+	t = st_begin(db);
+	st_put(t, "a", "z", row("{}"));
+	ok(st_commit(t, close_in_done, db, &e) == 0, "without a loop, a done_fn may close the store too");
+	ev_free(ev);
+	free(dir);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
@@ -527,5 +562,6 @@ int main(void)
 	test_random_model();
 	test_refusals();
 	test_group_commit();
+	test_close_from_done();
 	return tap_done();
 }
