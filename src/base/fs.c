@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/str.h"
 #include "base/sys.h"
 
 int fs_mkdir_p(const char *path, mode_t mode, struct err *e)
@@ -26,11 +27,15 @@ int fs_mkdir_p(const char *path, mode_t mode, struct err *e)
 			continue;
 		char saved = *p;
 		*p = '\0';
-		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-			return err_errno(e, "mkdir %s", tmp);
-		if (errno == EEXIST) {
+		if (mkdir(tmp, mode) < 0) {
 			struct stat st;
-			if (stat(tmp, &st) == 0 && !S_ISDIR(st.st_mode))
+			if (errno != EEXIST)
+				return err_errno(e, "mkdir %s", tmp);
+			/* stat, not lstat: a symlink to a directory is fine, a
+			 * dangling one is not */
+			if (stat(tmp, &st) < 0)
+				return err_errno(e, "mkdir %s", tmp);
+			if (!S_ISDIR(st.st_mode))
 				return err_set(e, "mkdir %s: exists and is not a directory", tmp);
 		}
 		*p = saved;
@@ -99,25 +104,39 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 int fs_read_file(const char *path, struct buf *out, size_t max, struct err *e)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t start = out->len;
+	size_t start = out->len, limit = max;
 
 	if (fd < 0)
 		return err_errno(e, "open %s", path);
+	/* the buffer's own cap can be the tighter limit */
+	if (out->max - out->len < limit)
+		limit = out->max - out->len;
 	for (;;) {
+		size_t want = limit - (out->len - start);
 		ssize_t r;
-		if (out->len - start >= max || buf_grow(out, 65536) < 0) {
-			/* one more byte would tell us whether the file is larger than max */
+		if (want == 0) {
+			/* one more byte tells whether the file is larger than the limit */
 			char c;
-			if (sys_read(fd, &c, 1) == 0)
+			r = sys_read(fd, &c, 1);
+			if (r == 0)
 				break;
+			if (r < 0)
+				err_errno(e, "read %s", path);
+			else
+				err_set(e, "read %s: larger than %zu bytes", path, limit);
 			sys_close(fd);
 			buf_truncate(out, start);
-			return err_set(e, "read %s: larger than %zu bytes", path, max);
+			return -1;
 		}
-		size_t room = out->cap - out->len - 1;
-		if (room > max - (out->len - start))
-			room = max - (out->len - start);
-		r = sys_read(fd, out->data + out->len, room);
+		if (want > FS_READ_CHUNK)
+			want = FS_READ_CHUNK;
+		if (buf_grow(out, want) < 0) {	/* cannot happen: want fits under max */
+			err_set(e, "read %s: larger than %zu bytes", path, limit);
+			sys_close(fd);
+			buf_truncate(out, start);
+			return -1;
+		}
+		r = sys_read(fd, out->data + out->len, want);
 		if (r < 0) {
 			err_errno(e, "read %s", path);
 			sys_close(fd);
@@ -132,49 +151,145 @@ int fs_read_file(const char *path, struct buf *out, size_t max, struct err *e)
 	return 0;
 }
 
-/* Remove the entry name inside dirfd, recursing into directories without
- * following symlinks (O_NOFOLLOW on every open, unlinkat on links). */
-static int remove_at(int dirfd, const char *name, const char *shown, struct err *e, int depth)
+/* Names in the directory open at dirfd, as a malloc'd list (str_list_free). */
+static char **list_dir(int dirfd, const char *shown, struct err *e)
 {
-	struct stat st;
-	DIR *d;
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	size_t n = 0, cap = 16;
+	char **names;
 	struct dirent *de;
-	int fd, rc = 0;
+	DIR *d;
 
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : err_errno(e, "stat %s", shown);
-	if (!S_ISDIR(st.st_mode)) {
-		if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
-			return err_errno(e, "remove %s", shown);
-		return 0;
+	if (fd < 0) {
+		err_errno(e, "open %s", shown);
+		return NULL;
 	}
-	if (depth > 4096)
-		return err_set(e, "remove %s: directory tree too deep", shown);
-	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return err_errno(e, "open %s", shown);
 	d = fdopendir(fd);
 	if (!d) {
+		err_errno(e, "open %s", shown);
 		sys_close(fd);
-		return err_errno(e, "open %s", shown);
+		return NULL;
 	}
+	names = xmalloc(cap * sizeof(*names));
+	errno = 0;
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (remove_at(fd, de->d_name, shown, e, depth + 1) < 0) {
-			rc = -1;
-			break;
+		if (n + 2 > cap) {
+			cap *= 2;
+			names = xrealloc(names, cap * sizeof(*names));
 		}
+		names[n++] = xstrdup(de->d_name);
+	}
+	names[n] = NULL;
+	if (errno) {
+		err_errno(e, "read directory %s", shown);
+		closedir(d);
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+		return NULL;
 	}
 	closedir(d);
-	if (rc == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		return err_errno(e, "remove %s", shown);
+	return names;
+}
+
+/* Empty the directory open at *dirfd, never following a symlink (fstatat
+ * with AT_SYMLINK_NOFOLLOW, O_NOFOLLOW on every open, unlinkat on links).
+ * Past FS_REMOVE_FDS levels the parent's fd is closed while a child is
+ * emptied and reopened through ".." after (checked by device and inode), so
+ * a deep tree does not need one open fd per level. *dirfd may change. */
+static int clear_dir(int *dirfd, const char *shown, int depth, struct err *e)
+{
+	char **names;
+	int rc = 0;
+
+	if (depth > FS_REMOVE_DEPTH_MAX)
+		return err_set(e, "remove %s: directory tree deeper than %d levels", shown, FS_REMOVE_DEPTH_MAX);
+	names = list_dir(*dirfd, shown, e);
+	if (!names)
+		return -1;
+	for (char **np = names; *np && rc == 0; np++) {
+		const char *name = *np;
+		struct stat st, parent;
+		int child;
+
+		if (fstatat(*dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				rc = err_errno(e, "remove %s: stat %s", shown, name);
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			if (unlinkat(*dirfd, name, 0) < 0 && errno != ENOENT)
+				rc = err_errno(e, "remove %s: %s", shown, name);
+			continue;
+		}
+		child = openat(*dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (child < 0) {
+			rc = err_errno(e, "remove %s: open %s", shown, name);
+			continue;
+		}
+		if (depth >= FS_REMOVE_FDS) {
+			if (fstat(*dirfd, &parent) < 0) {
+				rc = err_errno(e, "remove %s: stat", shown);
+				close(child);
+				continue;
+			}
+			close(*dirfd);
+			*dirfd = -1;
+		}
+		rc = clear_dir(&child, shown, depth + 1, e);
+		if (*dirfd < 0) {
+			struct stat now;
+			*dirfd = openat(child, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (*dirfd < 0) {
+				if (rc == 0)
+					rc = err_errno(e, "remove %s: reopen parent of %s", shown, name);
+			} else if (fstat(*dirfd, &now) < 0 || now.st_dev != parent.st_dev ||
+				   now.st_ino != parent.st_ino) {
+				if (rc == 0)
+					rc = err_set(e, "remove %s: directory moved during removal", shown);
+			}
+		}
+		close(child);
+		if (rc == 0 && unlinkat(*dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+			rc = err_errno(e, "remove %s: %s", shown, name);
+	}
+	str_list_free(names);
 	return rc;
 }
 
 int fs_remove_all(const char *path, struct err *e)
 {
-	return remove_at(AT_FDCWD, path, path, e, 0);
+	char p[PATH_MAX];
+	size_t len = strlen(path);
+	struct stat st;
+	int fd, rc;
+
+	/* "link/" would resolve the symlink: remove the link itself instead */
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	if (len == 0 || len >= sizeof(p))
+		return err_set(e, "remove %s: path empty or too long", path);
+	memcpy(p, path, len);
+	p[len] = '\0';
+	if (strcmp(p, "/") == 0)
+		return err_set(e, "remove /: refusing to remove the root directory");
+	if (fstatat(AT_FDCWD, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : err_errno(e, "stat %s", p);
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlink(p) < 0 && errno != ENOENT)
+			return err_errno(e, "remove %s", p);
+		return 0;
+	}
+	fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return err_errno(e, "open %s", p);
+	rc = clear_dir(&fd, p, 0, e);
+	sys_close(fd);
+	if (rc == 0 && rmdir(p) < 0 && errno != ENOENT)
+		return err_errno(e, "remove %s", p);
+	return rc;
 }
 
 int fs_exists(const char *path)

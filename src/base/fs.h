@@ -10,6 +10,14 @@
 #include "base/buf.h"
 #include "base/err.h"
 
+/* Bytes read per read(2) in fs_read_file. */
+#define FS_READ_CHUNK 65536
+/* fs_remove_all: deepest tree it removes, and how many levels keep their
+ * directory fd open (deeper ones are reopened through "..", so a deep tree
+ * never runs into RLIMIT_NOFILE). */
+#define FS_REMOVE_DEPTH_MAX 4096
+#define FS_REMOVE_FDS 32
+
 /* mkdir -p with mode for the directories it creates. Existing dirs are fine. */
 int fs_mkdir_p(const char *path, mode_t mode, struct err *e);
 
@@ -17,11 +25,13 @@ int fs_mkdir_p(const char *path, mode_t mode, struct err *e);
  * rename(2) over path, fsync the directory. Readers see old or new, never half. */
 int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode, struct err *e);
 
-/* Read a whole file into out (appending). Fails if it is larger than max bytes. */
+/* Read a whole file into out (appending). Fails if it is larger than max
+ * bytes, or than the room left under out's own cap; out is then unchanged. */
 int fs_read_file(const char *path, struct buf *out, size_t max, struct err *e);
 
-/* rm -rf that never follows a symlink: links are removed, not their targets.
- * A missing path is not an error. */
+/* rm -rf that never follows a symlink: links are removed, not their targets
+ * (also for "link/": trailing slashes are ignored). A missing path is not an
+ * error; "/" is refused. */
 int fs_remove_all(const char *path, struct err *e);
 
 /* fsync a directory, so that entries created or renamed in it are durable. */

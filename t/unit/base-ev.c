@@ -382,6 +382,11 @@ static pid_t fork_exit(int code, const int gate[2])
 {
 	pid_t pid = fork();
 
+	if (pid < 0) {
+		/* never go on to kill(-1, ...) below */
+		perror("fork");
+		exit(2);
+	}
 	if (pid == 0) {
 		char c;
 		close(gate[1]);
@@ -413,6 +418,8 @@ static void test_child(void)
 	/* a child that already exited before it was watched */
 	pipe2(gate, O_CLOEXEC);
 	pid2 = fork();
+	if (pid2 < 0)
+		exit(2);
 	if (pid2 == 0)
 		_exit(3);
 	close(gate[1]);
