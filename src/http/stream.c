@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,6 +197,10 @@ void stream_free(struct stream *s)
 
 static void tls_ctx_common(SSL_CTX *ctx)
 {
+	/* OpenSSL writes to the socket with write(2), not send(MSG_NOSIGNAL):
+	 * a peer that closed would kill a CLI with SIGPIPE. The event loop
+	 * ignores it already (ev_new); do the same for blocking users. */
+	signal(SIGPIPE, SIG_IGN);
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	/* Partial writes and a moving write buffer: our output buffers grow
 	 * and compact between retries of the same bytes. */

@@ -35,14 +35,15 @@ start_server() {
 	pids="$pids $!"
 	i=0
 	port=
-	while [ $i -lt 100 ]; do
+	while [ $i -lt 400 ]; do
 		port=$(sed -n 's/^port //p' "$T/$name.out" 2>/dev/null)
 		[ -n "$port" ] && return 0
 		sleep 0.05
 		i=$((i + 1))
 	done
-	echo "# server $name did not start: $(cat "$T/$name.err")"
-	return 1
+	ok 1 "server $name starts: $(cat "$T/$name.err")"
+	echo "1..$n"
+	exit 1
 }
 
 free_port() {
@@ -61,7 +62,7 @@ sys.exit(1)
 EOF
 }
 
-start_server plain || exit 1
+start_server plain
 P=$port
 U="http://127.0.0.1:$P"
 
@@ -137,7 +138,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/key.pem" -out "$T/cert.pem
 	-subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" >/dev/null 2>&1
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/key2.pem" -out "$T/cert2.pem" -days 2 \
 	-subj "/CN=other.example" -addext "subjectAltName=DNS:other.example" >/dev/null 2>&1
-start_server tls -tls-cert "$T/cert.pem" -tls-key "$T/key.pem" || exit 1
+start_server tls -tls-cert "$T/cert.pem" -tls-key "$T/key.pem"
 S=$port
 out=$(curl -s --cacert "$T/cert.pem" "https://127.0.0.1:$S/hello")
 echo "$out" | grep -q '"hello":"world"'

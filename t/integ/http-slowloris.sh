@@ -26,12 +26,12 @@ fi
 spid=$!
 port=
 i=0
-while [ -z "$port" ] && [ $i -lt 100 ]; do
+while [ -z "$port" ] && [ $i -lt 400 ]; do
 	sleep 0.05
 	port=$(sed -n 's/^port //p' "$T/srv.out" 2>/dev/null)
 	i=$((i + 1))
 done
-[ -n "$port" ] || { echo "1..0 # SKIP server did not start"; exit 0; }
+[ -n "$port" ] || { echo "not ok 1 - server starts: $(cat "$T/srv.err")"; echo "1..1"; exit 1; }
 
 python3 - "$port" "$CLI" <<'EOF'
 import socket, subprocess, sys, time
