@@ -130,7 +130,8 @@ static int read_mount(const char *name, const struct json *v, const struct json 
 			return err_set(e, "compose: service \"%s\" volume \"%s\" must be <volume>:<path>",
 				       name, source ? source : target ? target : "?");
 		ro = json_get_bool(v, "read_only", false);
-		snprintf(spec, sizeof(spec), "%s:%s", source, target);
+		if (snprintf(spec, sizeof(spec), "%s:%s", source, target) >= (int)sizeof(spec))
+			return err_set(e, "compose: service \"%s\" volume \"%s\" is too long", name, source);
 	} else if (v->type != JSON_STRING || v->u.str.len >= sizeof(spec)) {
 		return err_set(e, "compose: service \"%s\" volumes must be strings <volume>:<path>", name);
 	} else {
@@ -157,7 +158,9 @@ static int read_mount(const char *name, const struct json *v, const struct json 
 	}
 	if (!json_get(declared, src))
 		return err_set(e, "compose: service \"%s\" uses undeclared volume \"%s\"", name, src);
-	snprintf(spec, sizeof(spec), "%s:%s%s", src, path, ro ? ":ro" : "");
+	/* src and path are pieces of one string shorter than SPEC_MAX_STRING. */
+	if (snprintf(spec, sizeof(spec), "%s:%s%s", src, path, ro ? ":ro" : "") >= (int)sizeof(spec))
+		return err_set(e, "compose: service \"%s\" volume \"%s\" is too long", name, src);
 	json_array_push(mounts, json_new_str(spec));
 	return 0;
 }
