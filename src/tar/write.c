@@ -400,8 +400,10 @@ int tar_write_dir(struct tar_writer *w, const char *path, const struct tar_meta 
 	struct tar_entry ent;
 	int rc;
 
+	if (!path[0])
+		return err_set(e, "tar: a directory entry needs a name");
 	buf_adds(&p, path);
-	if (!p.len || p.data[p.len - 1] != '/')
+	if (p.data[p.len - 1] != '/')
 		buf_addch(&p, '/');
 	ent = meta_entry(TAR_DIR, p.data, NULL, m, 0755);
 	rc = tar_write_header(w, &ent, e);

@@ -392,8 +392,42 @@ static void test_gnu_extract(void)
 	free(want);
 }
 
+/* Something else in the destination swaps a file we extracted for another
+ * regular file before the hard link to it arrives: the inode check refuses. */
+static void test_hardlink_tamper(void)
+{
+	char dest[600], p[700];
+	struct buf arch = BUF_INIT;
+	struct tar_writer *w = tar_writer_new_buf(&arch);
+	struct tar_extract *x;
+	struct err e;
+
+	tar_write_file(w, "a", NULL, "data", 4, &e);
+	tar_write_hardlink(w, "h", "a", NULL, &e);
+	tar_writer_finish(w, &e);
+	tar_writer_free(w);
+	snprintf(dest, sizeof(dest), "%s/tamper", tap_tmpdir());
+	mkdir(dest, 0755);
+	x = tar_extract_new(dest, NULL, 0, &e);
+	ok(tar_extract_feed(x, arch.data, 1024, &e) == 0, "first entry extracted");
+	/* a new inode while the old one still exists, so the number cannot be reused */
+	snprintf(p, sizeof(p), "%s/a.new", dest);
+	write_file(p, "other", 5, 0644);
+	{
+		char to[700];
+		snprintf(to, sizeof(to), "%s/a", dest);
+		rename(p, to);
+	}
+	ok(tar_extract_feed(x, arch.data + 1024, arch.len - 1024, &e) == -1 &&
+	   contains(e.msg, "entry \"h\": hard link target \"a\" changed since it was extracted"), "swapped target: %s", e.msg);
+	ok(tar_extract_finish(x, &e) == -1, "and the extraction stays failed");
+	tar_extract_free(x);
+	buf_release(&arch);
+}
+
 int main(void)
 {
+	test_hardlink_tamper();
 	test_attacks();
 	test_modes_owner_times();
 	test_limits();
