@@ -1,4 +1,5 @@
 /* compose.c: a compose document into a Spec: services, volumes, x-denv. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,6 +224,25 @@ static int read_verifier(const struct json *x, struct json *spec, struct err *e)
 	return 0;
 }
 
+/* x-denv keys we read; others (clock, ingress...) are not supported yet and
+ * are reported in the Spec's warnings instead of being dropped silently. */
+static const char *const xdenv_keys[] = { "kind", "egress", "warm", "agent", "verifier", NULL };
+
+static void warn_unknown_xdenv(const struct json *x, struct json *warnings)
+{
+	char w[160];
+
+	for (size_t i = 0; x && x->type == JSON_OBJECT && i < x->u.obj.n; i++) {
+		size_t k = 0;
+		while (xdenv_keys[k] && strcmp(xdenv_keys[k], x->u.obj.m[i].key))
+			k++;
+		if (xdenv_keys[k])
+			continue;
+		snprintf(w, sizeof(w), "x-denv.%.64s is not supported yet and is ignored", x->u.obj.m[i].key);
+		json_array_push(warnings, json_new_str(w));
+	}
+}
+
 static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 {
 	const struct json *egress = json_get(x, "egress"), *warm = json_get(x, "warm");
@@ -277,6 +297,7 @@ int spec_from_compose(const struct json *compose, struct json **out, struct err 
 		json_free(warnings);
 		return -1;
 	}
+	warn_unknown_xdenv(json_get(compose, "x-denv"), warnings);
 	json_object_set(spec, "warnings", warnings);
 	*out = spec;
 	return 0;
