@@ -9,6 +9,9 @@
  *   bit 0  prepend a valid header (so most inputs reach the records)
  *   bit 1  open with repair
  *   bit 2  compact after opening
+ *   bit 3  recompute the CRC of every record that frames (with bit 0 the
+ *          records start right after the header), so that mutated payloads
+ *          reach the JSON decoding instead of stopping at the checksum
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -93,8 +96,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (write(fd, h, sizeof(h)) != (ssize_t)sizeof(h))
 			abort();
 	}
-	if (size && write(fd, data, size) != (ssize_t)size)
-		abort();
+	if (size) {
+		uint8_t *copy = malloc(size);
+		if (!copy)
+			abort();
+		memcpy(copy, data, size);
+		if (flags & 8) {
+			size_t off = (flags & 1) ? 0 : ST_HEADER_BYTES;
+			while (off + 8 <= size) {
+				uint32_t len = (uint32_t)copy[off] | (uint32_t)copy[off + 1] << 8 |
+					       (uint32_t)copy[off + 2] << 16 | (uint32_t)copy[off + 3] << 24;
+				uint32_t c;
+				if (len > size - off - 8)
+					break;
+				c = (uint32_t)crc32(0, copy + off + 8, len);
+				for (int i = 0; i < 4; i++)
+					copy[off + 4 + i] = (uint8_t)(c >> (8 * i));
+				off += 8 + (size_t)len;
+			}
+		}
+		if (write(fd, copy, size) != (ssize_t)size)
+			abort();
+		free(copy);
+	}
 	close(fd);
 
 	o.repair = flags & 2;

@@ -341,7 +341,7 @@ int main(void)
 			run_child(dir, p[1], self_at, seed + (unsigned)iter);
 		}
 		close(p[1]);
-		pump(p[0], &r, 5000, 'R');
+		pump(p[0], &r, 30000, 'R');
 		if (mode == 3) {
 			self_kills++;
 			pump(p[0], &r, 10000, 0);	/* until it kills itself */
@@ -393,7 +393,7 @@ int main(void)
 			break;
 	}
 	ok(failures == 0, "%d kills: every acknowledged transaction survived, none half applied", KILLS);
-	ok(acked_ever > KILLS, "the children made progress (%d transactions acknowledged)", (int)acked_ever);
+	ok(acked_ever >= 50, "the children made progress (%d transactions acknowledged)", (int)acked_ever);
 	ok(mid_compaction > 0, "some kills landed inside a compaction (%d)", mid_compaction);
 	tap_diag("kills: %d timed by the parent, %d self-kills at a random system call; %d inside a compaction "
 		 "(%d left a temp file to clean up); %d reopens truncated a torn tail; last transaction %d; %lld ms",
