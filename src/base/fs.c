@@ -2,6 +2,7 @@
 #include "base/fs.h"
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -259,6 +260,14 @@ static int clear_dir(int *dirfd, const char *shown, int depth, struct err *e)
 	return rc;
 }
 
+static bool is_root_dir(const struct stat *st)
+{
+	struct stat root;
+
+	return S_ISDIR(st->st_mode) && stat("/", &root) == 0 &&
+	       root.st_dev == st->st_dev && root.st_ino == st->st_ino;
+}
+
 int fs_remove_all(const char *path, struct err *e)
 {
 	char p[PATH_MAX];
@@ -273,10 +282,11 @@ int fs_remove_all(const char *path, struct err *e)
 		return err_set(e, "remove %s: path empty or too long", path);
 	memcpy(p, path, len);
 	p[len] = '\0';
-	if (strcmp(p, "/") == 0)
-		return err_set(e, "remove /: refusing to remove the root directory");
 	if (fstatat(AT_FDCWD, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : err_errno(e, "stat %s", p);
+	/* Compare identities, not spellings: "/", "/.", "/etc/.." are all the root. */
+	if (is_root_dir(&st))
+		return err_set(e, "remove %s: refusing to remove the root directory", path);
 	if (!S_ISDIR(st.st_mode)) {
 		if (unlink(p) < 0 && errno != ENOENT)
 			return err_errno(e, "remove %s", p);

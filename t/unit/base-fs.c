@@ -11,6 +11,7 @@
 
 #include "base/fs.h"
 #include "base/str.h"
+#include <sys/wait.h>
 #include "tap.h"
 
 static char base[512];
@@ -201,10 +202,45 @@ static void test_remove_all(void)
 	put(at("single"), "x");
 	ok(fs_remove_all(at("single"), &e) == 0 && !fs_exists(at("single")), "a single file");
 	ok(fs_remove_all(at("does/not/exist"), &e) == 0, "missing path is not an error");
-	/* fs_remove_all refuses "/", but that is deliberately not exercised
-	 * here: these tests run as root, and a regression would wipe the
-	 * machine (running this file against the old fs.c did delete /etc). */
 	ok(fs_remove_all("", &e) == -1, "empty path refused");
+}
+
+/* Each spelling of the root must be refused. Never against the real root:
+ * a regression here once deleted /etc. A child chroots into a scratch jail
+ * first, so the worst a regression can do is empty the jail. */
+static void test_remove_root_refused(void)
+{
+	static const char *const roots[] = { "/", "/.", "//", "/./", "/sub/..", "/sub/../.", NULL };
+	int status, failed = 0;
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		ok(1, "# SKIP root refusal needs root for chroot");
+		return;
+	}
+	mkdir(at("jail"), 0755);
+	mkdir(at("jail/sub"), 0755);
+	put(at("jail/canary"), "x");
+	pid = fork();
+	if (pid < 0) {
+		ok(0, "fork for the chroot jail");
+		return;
+	}
+	if (pid == 0) {
+		struct err ce;
+		if (chroot(at("jail")) < 0 || chdir("/") < 0)
+			_exit(100);
+		for (int i = 0; roots[i]; i++)
+			if (fs_remove_all(roots[i], &ce) != -1 || access("/canary", F_OK) != 0)
+				_exit(1 + i);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	if (WIFEXITED(status) && WEXITSTATUS(status) > 0 && WEXITSTATUS(status) < 100)
+		failed = WEXITSTATUS(status);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "every spelling of / is refused (in a chroot jail)%s%s",
+	   failed ? ": not refused: " : "", failed ? roots[failed - 1] : "");
+	ok(fs_exists(at("jail/canary")), "  and the jail's contents survive");
 }
 
 /* A chain of depth directories named "d123456789" below dir, built with
@@ -266,6 +302,7 @@ int main(void)
 	test_write_atomic();
 	test_read_file();
 	test_remove_all();
+	test_remove_root_refused();
 	test_remove_deep();
 	{
 		struct err e;
