@@ -1822,7 +1822,7 @@ int st_compact(struct st_db *db, struct err *e)
 				goto fail;
 			}
 			inrec++;
-			if (rec.len >= ST_COMPACT_RECORD_BYTES) {
+			if (rec.len >= ST_COMPACT_RECORD_BYTES || inrec >= ST_TXN_OPS_MAX) {
 				if (compact_write(db, fd, &off, &rec, e) < 0) {
 					it_release(&it);
 					goto fail;

@@ -46,7 +46,14 @@
  * a row the caller built (or json_dup'ed).
  *
  * Not re-entrant: st_scan callbacks must not commit (st_commit fails if they
- * try). done_fn callbacks may commit (the commit lands in the next turn).
+ * try), compact or close. done_fn callbacks may commit (the commit lands in
+ * the next turn) and may close the store.
+ *
+ * Crashes: a SIGKILL at any point, compaction included, loses nothing that
+ * was acknowledged (t/unit/store-crash.c). After a power loss, the disk may
+ * hold the later records of the last fsync group but not an earlier one;
+ * that looks like mid-log corruption and start-up asks for -db-repair,
+ * which then drops only transactions whose fsync never completed.
  */
 #ifndef DENV_STORE_H
 #define DENV_STORE_H

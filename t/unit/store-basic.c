@@ -555,6 +555,50 @@ static void test_close_from_done(void)
 	free(dir);
 }
 
+/* Automatic compaction once dead records outweigh live rows past ST_COMPACT_MIN_BYTES. */
+static void test_auto_compaction(void)
+{
+	for (int with_loop = 0; with_loop < 2; with_loop++) {
+		char *dir = dir_named(with_loop ? "autoc-ev" : "autoc");
+		struct ev *ev = with_loop ? ev_new() : NULL;
+		struct st_opts o = { .ev = ev };
+		struct st_db *db;
+		struct err e;
+		struct st_stats s;
+		char *big = xmalloc(65537);
+		int commits = 0;
+
+		memset(big, 'x', 65536);
+		big[65536] = '\0';
+		st_open(dir, &o, &db, &e);
+		do {
+			struct st_txn *t = st_begin(db);
+			struct json *r = json_new_object();
+			char id[16];
+			snprintf(id, sizeof(id), "r%d", commits % 4);
+			json_object_set_str(r, "big", big);
+			st_put(t, "a", id, r);
+			st_commit(t, NULL, NULL, &e);
+			if (ev)
+				ev_run_once(ev, 0);
+			st_stats(db, &s);
+		} while (++commits < 200 && s.compactions == 0);
+		ok(s.compactions == 1, "%s: rewriting 4 rows of 64 KiB compacts automatically (after %d commits)",
+		   with_loop ? "with a loop" : "without a loop", commits);
+		ok(s.log_bytes < ST_COMPACT_MIN_BYTES / 2, "the log shrank to %lld bytes", (long long)s.log_bytes);
+		is_int(s.log_ops, 4, "and holds the 4 live rows");
+		st_close(db);
+		ok(st_open(dir, NULL, &db, &e) == 0 && st_count(db, "a", NULL, NULL) == 4, "reopens with the 4 rows");
+		st_close(db);
+		if (ev) {
+			ev_run_once(ev, 0);
+			ev_free(ev);
+		}
+		free(big);
+		free(dir);
+	}
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
@@ -563,5 +607,6 @@ int main(void)
 	test_refusals();
 	test_group_commit();
 	test_close_from_done();
+	test_auto_compaction();
 	return tap_done();
 }
