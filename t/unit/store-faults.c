@@ -433,6 +433,114 @@ static void test_open_faults(void)
 	free(dir);
 }
 
+/* ---- ordering: what must reach the disk before what ---- */
+
+static struct buf trace = BUF_INIT;
+static char fd_names[64][32];
+
+static void trace_add(const char *what, int fd)
+{
+	const char *name = fd >= 0 && fd < 64 ? fd_names[fd] : "?";
+
+	buf_addf(&trace, "%s(%s) ", what, name);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+static int t_open(const char *path, int flags, mode_t mode)
+{
+	int fd = open(path, flags, mode);
+
+	if (fd >= 0 && fd < 64)
+		snprintf(fd_names[fd], sizeof(fd_names[fd]), "%s", (flags & O_DIRECTORY) ? "dir" : base_name(path));
+	return fd;
+}
+
+static ssize_t t_pwrite(int fd, const void *p, size_t n, off_t off)
+{
+	trace_add("write", fd);
+	return pwrite(fd, p, n, off);
+}
+
+static int t_fsync(int fd)
+{
+	trace_add("fsync", fd);
+	return fsync(fd);
+}
+
+static int t_rename(const char *a, const char *b)
+{
+	buf_addf(&trace, "rename(%s->%s) ", base_name(a), base_name(b));
+	/* An open fd follows its file to the new name. */
+	for (int fd = 0; fd < 64; fd++)
+		if (strcmp(fd_names[fd], base_name(a)) == 0)
+			snprintf(fd_names[fd], sizeof(fd_names[fd]), "%s", base_name(b));
+	return rename(a, b);
+}
+
+static void t_done(int status, struct err *e, void *arg)
+{
+	buf_addf(&trace, "done%d ", status);
+}
+
+static void test_ordering(void)
+{
+	char *dir = dir_named("order");
+	struct st_sys sys = *st_sys_default();
+	struct ev *ev = ev_new();
+	struct st_opts o = { .ev = ev, .sys = &sys, .no_auto_compact = true };
+	struct st_db *db;
+	struct err e;
+
+	sys.open = t_open;
+	sys.pwrite = t_pwrite;
+	sys.fsync = t_fsync;
+	sys.rename = t_rename;
+	ok(st_open(dir, &o, &db, &e) == 0, "open with a tracing table");
+	buf_reset(&trace);
+	for (int i = 0; i < 3; i++)
+		st_commit(txn_n(db, i), t_done, NULL, &e);
+	buf_adds(&trace, "| ");
+	ev_run_once(ev, 0);
+	is_str(trace.data, "write(log) write(log) write(log) | fsync(log) done0 done0 done0 ",
+	       "group commit: three writes, nothing acknowledged in the turn, one fsync, then every done_fn");
+
+	buf_reset(&trace);
+	ok(st_compact(db, &e) == 0, "compact");
+	is_str(trace.data, "write(log.compact) write(log.compact) fsync(log.compact) rename(log.compact->log) fsync(dir) ",
+	       "compaction: temp file written and fsynced before the rename; the directory fsynced after");
+	buf_reset(&trace);
+	st_commit(txn_n(db, 3), t_done, NULL, &e);
+	ev_run_once(ev, 0);
+	is_str(trace.data, "write(log) fsync(log) done0 ", "after compaction, commits go to the new log");
+	st_close(db);
+	ev_run_once(ev, 0);
+	ev_free(ev);
+
+	o.ev = NULL;
+	ok(st_open(dir, &o, &db, &e) == 0, "open without a loop");
+	buf_reset(&trace);
+	st_commit(txn_n(db, 4), t_done, NULL, &e);
+	is_str(trace.data, "write(log) fsync(log) done0 ", "without a loop: write, fsync, then done_fn");
+	st_close(db);
+	buf_release(&trace);
+	free(dir);
+
+	/* Creating a store: header fsynced before the rename that publishes it. */
+	dir = dir_named("order-create");
+	buf_reset(&trace);
+	ok(st_open(dir, &o, &db, &e) == 0, "create a store");
+	is_str(trace.data, "write(log.new) fsync(log.new) rename(log.new->log) fsync(dir) ",
+	       "creation: header written and fsynced, renamed into place, directory fsynced");
+	st_close(db);
+	buf_release(&trace);
+	free(dir);
+}
+
 int main(void)
 {
 	log_set_level(LOG_WARN);
@@ -442,5 +550,6 @@ int main(void)
 	test_write_fails();
 	test_compaction_faults();
 	test_open_faults();
+	test_ordering();
 	return tap_done();
 }
