@@ -1631,10 +1631,19 @@ static void maybe_compact(struct st_db *db)
 		return;
 	if (db->size < ST_COMPACT_MIN_BYTES || dead <= db->live_rows || db->log_ops < db->compact_after_ops)
 		return;
-	if (st_compact(db, &e) < 0) {
-		/* Try again once the log has grown by half as much again. */
-		db->compact_after_ops = db->log_ops + db->log_ops / 2 + 1;
-		log_warn(MOD, "automatic compaction failed (will retry later): %s", e.msg);
+	{
+		int64_t t0 = ev_mono_ms();
+		off_t before = db->size;
+
+		if (st_compact(db, &e) < 0) {
+			/* Try again once the log has grown by half as much again. */
+			db->compact_after_ops = db->log_ops + db->log_ops / 2 + 1;
+			log_warn(MOD, "automatic compaction failed (will retry later): %s", e.msg);
+			return;
+		}
+		log_info(MOD, "compacted %s: %lld -> %lld bytes, %llu rows, %lld ms", db->log_path,
+			 (long long)before, (long long)db->size, (unsigned long long)db->live_rows,
+			 (long long)(ev_mono_ms() - t0));
 	}
 }
 
