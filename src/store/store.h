@@ -134,7 +134,8 @@ struct st_db;
 int st_open(const char *path, const struct st_opts *opts, struct st_db **out, struct err *e);
 
 /* Close. Pending commits (with a loop) are fsynced and their done_fn called
- * first. Safe with NULL. */
+ * first. Safe with NULL. With a loop, a flush may still be queued on it: let
+ * the loop turn once more before ev_free, or that small token leaks. */
 void st_close(struct st_db *db);
 
 /* Declare a table and its indexes (NULL-terminated list of top-level string
@@ -181,6 +182,8 @@ typedef void (*st_done_fn)(int status, struct err *e, void *arg);
 struct st_txn *st_begin(struct st_db *db);
 
 /* Put row (a JSON object; ownership taken, even on failure) as table/id.
+ * The row must survive a write and a parse unchanged: valid UTF-8 in every
+ * string and key, no NaN or infinity, at most ST_JSON_DEPTH_MAX deep.
  * Reads inside the transaction do not see its own writes. A bad argument
  * (name, id, non-object, too many ops) fails here and poisons the txn so
  * that st_commit fails with the same message. 0 / -1. */
@@ -201,8 +204,13 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e);
 /* Drop txn without writing. Safe with NULL. */
 void st_abort(struct st_txn *txn);
 
-/* Rewrite the log with only the live rows, now (see DESIGN: temp file, fsync,
- * rename, fsync dir). Queued done_fns stay queued; they are covered. */
+/* Rewrite the log with only the live rows, now (temp file, fsync, rename,
+ * fsync dir). Queued done_fns stay queued; they are covered. Synchronous:
+ * with a loop it blocks the turn (about 1-2 s for a million rows here). It
+ * also runs by itself after a flush or sync commit when dead ops outnumber
+ * live rows and the log is at least ST_COMPACT_MIN_BYTES (unless
+ * st_opts.no_auto_compact). A failure before the rename leaves the store as
+ * it was; a failed directory fsync after it makes the store refuse commits. */
 int st_compact(struct st_db *db, struct err *e);
 
 /* ---- state ---- */
