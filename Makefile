@@ -37,7 +37,7 @@ module_of = $(firstword $(subst -, ,$(1)))
 # Programs: each from its own directory plus the library.
 CP_SRCS  = $(call module_srcs,cp)
 SC_SRCS  = $(call module_srcs,sidecar)
-CLI_SRCS = $(call module_srcs,cli) $(call module_srcs,tui)
+CLI_SRCS = $(strip $(call module_srcs,cli) $(call module_srcs,tui))
 BINS = $(if $(CP_SRCS),bin/denv-cp) $(if $(SC_SRCS),bin/denvd) $(if $(CLI_SRCS),bin/denv)
 LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
