@@ -481,8 +481,11 @@ static int quoted(struct parser *p)
 				return -1;
 			continue;
 		}
-		run = p->pos;
-		while (at(p, run) != '\0' && at(p, run) != q && at(p, run) != '\\' && !is_ws0(at(p, run)))
+		/* A run of ordinary characters; c itself is one (a backslash only
+		 * escapes in double quotes), so the run is never empty. */
+		run = p->pos + 1;
+		while (at(p, run) != '\0' && at(p, run) != q && !(q == '"' && at(p, run) == '\\') &&
+		       !is_ws0(at(p, run)))
 			run++;
 		if (put(p, p->s + p->pos, run - p->pos) < 0)
 			return -1;
