@@ -31,7 +31,11 @@ DEPS_ws    = base json http ws
 DEPS_store = base json store
 DEPS_spec  = base json yaml spec
 deps_of = $(if $(DEPS_$(1)),$(DEPS_$(1)),$(LIB_MODULES))
-objs_of = $(foreach m,$(call deps_of,$(1)),$(patsubst %.c,$(2)/%.o,$(call module_srcs,$(m))))
+# Tests of a program (t/unit/cp-*.c, sidecar-*.c, cli-*.c) also link that
+# program's sources, all but its main.c.
+prog_srcs = $(filter-out src/$(1)/main.c,$(call module_srcs,$(1)))
+objs_of = $(foreach m,$(call deps_of,$(1)),$(patsubst %.c,$(2)/%.o,$(call module_srcs,$(m)))) \
+	$(if $(filter cp sidecar cli,$(1)),$(patsubst %.c,$(2)/%.o,$(call prog_srcs,$(1))))
 module_of = $(firstword $(subst -, ,$(1)))
 
 # Programs: each from its own directory plus the library.
@@ -93,10 +97,10 @@ bin/denv: $(CLI_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_OBJS)
 define unit_rule
 $(BUILD)/t/$(1): $(BUILD)/obj/t/unit/$(1).o $(BUILD)/obj/t/tap.o $(call objs_of,$(call module_of,$(1)),$(BUILD)/obj)
 	@mkdir -p $$(@D)
-	$$(Q)$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LIBS)
+	$$(Q)$$(CC) $$(ALL_CFLAGS) -o $$@ $$^ $$(LIBS) $$(CURSES_LIBS)
 $(BUILD)/t-asan/$(1): $(BUILD)/asan/t/unit/$(1).o $(BUILD)/asan/t/tap.o $(call objs_of,$(call module_of,$(1)),$(BUILD)/asan)
 	@mkdir -p $$(@D)
-	$$(Q)$$(CC) $$(SAN_CFLAGS) -o $$@ $$^ $$(LIBS)
+	$$(Q)$$(CC) $$(SAN_CFLAGS) -o $$@ $$^ $$(LIBS) $$(CURSES_LIBS)
 endef
 $(foreach u,$(UNITS),$(eval $(call unit_rule,$(u))))
 
