@@ -22,6 +22,11 @@ run_prove() {
 	out=$(mktemp)
 	if prove -j2 "$@" >"$out" 2>&1; then status=ok; else status=FAIL; failed="$failed $name"; fi
 	cat "$out"
+	# prove hides diagnostics: show what each failing file said about its failures.
+	for f in $(sed -n 's/^\([^ ]*\) *(Wstat: .*/\1/p' "$out"); do
+		echo "-- $f (rerun, failures only):"
+		"$f" 2>&1 | awk '/^not ok/ {show=1; print; next} /^#/ && show {print; next} {show=0}' | head -n 60
+	done
 	counts=$(sed -n 's/^Files=\([0-9]*\), Tests=\([0-9]*\).*/\1 files, \2 tests/p' "$out")
 	summary="$summary; $name $status ($counts)"
 	rm -f "$out"
