@@ -48,15 +48,30 @@ if [ -n "$missing" ]; then
 	fi
 fi
 
-# Python packages for the test suites (independent peers such as `websockets`).
+# Python packages for the test suites (independent peers such as `websockets`,
+# and the real Harbor, Inspect and OpenEnv). Harbor needs Python >= 3.12, so
+# the venv uses the newest 3.12+ interpreter present (pyenv's included),
+# falling back to Debian's python3.
 venv=python/.venv
 req=t/requirements.txt
 stamp=$venv/.req-stamp
-if [ ! -x "$venv/bin/python" ]; then
-	# Debian's python3 first (its venv module is what python3-venv installs).
+pick_python() {
+	for py in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin/python3 \
+		/root/.pyenv/versions/3.12*/bin/python3 /usr/bin/python3 python3; do
+		p=$(command -v "$py" 2>/dev/null) || continue
+		"$p" -c 'import venv, ensurepip' >/dev/null 2>&1 && { echo "$p"; return 0; }
+	done
+	return 1
+}
+py=$(pick_python) || { echo "deps: no python3 with venv (install Debian package python3-venv)" >&2; exit 1; }
+if [ ! -x "$venv/bin/python" ] || ! cmp -s "$venv/.python" - <<PY
+$py
+PY
+then
+	echo "deps: creating $venv with $py"
 	rm -rf "$venv"
-	/usr/bin/python3 -m venv "$venv" 2>/dev/null || python3 -m venv "$venv" ||
-		{ echo "deps: cannot create $venv" >&2; exit 1; }
+	"$py" -m venv "$venv" || { echo "deps: cannot create $venv with $py" >&2; exit 1; }
+	echo "$py" >"$venv/.python"
 fi
 if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
 	echo "deps: pip install -r $req into $venv"
