@@ -32,6 +32,9 @@ run_prove() {
 	rm -f "$out"
 }
 
+echo "== lint"
+if sh t/lint.sh; then summary="lint ok"; else failed="$failed lint"; summary="lint FAIL"; fi
+
 run_prove unit "$build"/t/*
 run_prove asan "$build"/t-asan/*
 
