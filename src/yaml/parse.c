@@ -42,6 +42,7 @@ struct props {
 struct anchor {
 	const char *name;	/* points into the text */
 	size_t len;
+	size_t prev;		/* index + 1 of the previous anchor in the same hash chain, 0 = none */
 	struct json *node;	/* in the result, or in p->keep */
 	char *text;		/* a scalar's text, so that an alias can serve as a key; else NULL */
 	size_t text_len;
@@ -59,6 +60,7 @@ struct parser {
 	int flow_n;		/* indentation of the block node around the current flow collection */
 	struct anchor *anchors;
 	size_t nanchors, anchors_cap;
+	size_t *anchor_tab;	/* hash of names: index + 1 of the latest anchor in each chain */
 	struct json *keep;	/* anchored nodes that are not part of the result (keys, merge values) */
 	struct buf sb;		/* the scalar being read */
 	locale_t cloc;		/* "C" numeric locale for strtod, made on first use */
@@ -948,10 +950,21 @@ static size_t measure(const struct json *v, unsigned *height)
 	return n;
 }
 
+#define ANCHOR_BUCKETS 1024	/* chains of the anchor-name hash */
+
+static size_t name_hash(const char *k, size_t n)
+{
+	uint64_t h = 14695981039346656037ULL;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)k[i]) * 1099511628211ULL;
+	return (size_t)(h % ANCHOR_BUCKETS);
+}
+
 /* Remember pr's anchor (if any) for node; text is the scalar's text or NULL. */
 static void add_anchor(struct parser *p, const struct props *pr, struct json *node, const char *text, size_t tlen)
 {
 	struct anchor *a;
+	size_t h;
 
 	if (!pr->anchor)
 		return;
@@ -959,7 +972,12 @@ static void add_anchor(struct parser *p, const struct props *pr, struct json *no
 		p->anchors_cap = p->anchors_cap ? p->anchors_cap * 2 : 16;
 		p->anchors = xrealloc(p->anchors, p->anchors_cap * sizeof(*p->anchors));
 	}
+	if (!p->anchor_tab)
+		p->anchor_tab = xcalloc(ANCHOR_BUCKETS, sizeof(*p->anchor_tab));
+	h = name_hash(pr->anchor, pr->anchor_len);
 	a = &p->anchors[p->nanchors++];
+	a->prev = p->anchor_tab[h];
+	p->anchor_tab[h] = p->nanchors;
 	a->name = pr->anchor;
 	a->len = pr->anchor_len;
 	a->node = node;
@@ -968,10 +986,15 @@ static void add_anchor(struct parser *p, const struct props *pr, struct json *no
 	a->size = measure(node, &a->height);
 }
 
+/* Forget the anchors defined after the first keep_n (latest first, so that
+ * each chain head goes back to what it was). */
 static void drop_anchors(struct parser *p, size_t keep_n)
 {
-	while (p->nanchors > keep_n)
-		free(p->anchors[--p->nanchors].text);
+	while (p->nanchors > keep_n) {
+		struct anchor *a = &p->anchors[--p->nanchors];
+		p->anchor_tab[name_hash(a->name, a->len)] = a->prev;
+		free(a->text);
+	}
 }
 
 /* "*name" at p->pos: the anchor it names (the latest definition). */
@@ -984,7 +1007,7 @@ static int alias_ref(struct parser *p, const struct anchor **out)
 		i++;
 	if (i == st)
 		return fail(p, p->pos, "alias name is missing after '*'");
-	for (size_t k = p->nanchors; k > 0; k--) {
+	for (size_t k = p->anchor_tab ? p->anchor_tab[name_hash(p->s + st, i - st)] : 0; k; k = p->anchors[k - 1].prev) {
 		const struct anchor *a = &p->anchors[k - 1];
 		if (a->len == i - st && memcmp(a->name, p->s + st, a->len) == 0) {
 			*out = a;
@@ -1818,7 +1841,7 @@ static int flow_seq(struct parser *p, const struct props *pr, struct json **out)
 	arr = json_new_array();
 	p->pos++;
 	for (;;) {
-		size_t estart, anchors0, nodes0;
+		size_t estart, anchors0;
 
 		if (skip_flow(p, open, what) < 0)
 			goto bad;
@@ -1836,7 +1859,6 @@ static int flow_seq(struct parser *p, const struct props *pr, struct json **out)
 		}
 		estart = p->pos;
 		anchors0 = p->nanchors;
-		nodes0 = p->nodes;
 		if (flow_node(p, open, what, &v, &jl) < 0)
 			goto bad;
 		if (skip_flow(p, open, what) < 0) {
@@ -1844,10 +1866,11 @@ static int flow_seq(struct parser *p, const struct props *pr, struct json **out)
 			goto bad;
 		}
 		if (cur(p) == ':' && (jl || value_colon(p, p->pos, true))) {
-			/* The entry was a key: read it again as one. */
+			/* The entry was a key: read it again as one. The nodes of the
+			 * first reading stay counted, so that re-reading cannot be
+			 * used to copy aliases without limit. */
 			json_free(v);
 			drop_anchors(p, anchors0);
-			p->nodes = nodes0;
 			p->pos = estart;
 			if (flow_pair(p, open, &v) < 0)
 				goto bad;
@@ -2001,6 +2024,8 @@ int yaml_parse(const char *text, size_t len, const struct yaml_limits *lim, stru
 	p.e = e;
 	p.flow_n = -1;
 	p.max_depth = lim && lim->max_depth ? lim->max_depth : YAML_MAX_DEPTH_DEFAULT;
+	if (p.max_depth > YAML_MAX_DEPTH_CAP)
+		p.max_depth = YAML_MAX_DEPTH_CAP;
 	p.max_nodes = lim && lim->max_nodes ? lim->max_nodes : YAML_MAX_NODES_DEFAULT;
 	p.max_scalar = lim && lim->max_scalar ? lim->max_scalar : YAML_MAX_SCALAR_DEFAULT;
 	p.keep = json_new_array();
@@ -2010,6 +2035,7 @@ int yaml_parse(const char *text, size_t len, const struct yaml_limits *lim, stru
 
 	drop_anchors(&p, 0);
 	free(p.anchors);
+	free(p.anchor_tab);
 	json_free(p.keep);
 	buf_release(&p.sb);
 	buf_release(&norm);

@@ -49,6 +49,7 @@
 /* Defaults for the limits; callers may pass tighter ones. */
 #define YAML_MAX_SIZE_DEFAULT ((size_t)8 << 20)	/* bytes of input */
 #define YAML_MAX_DEPTH_DEFAULT 128		/* nested collections, alias expansions included */
+#define YAML_MAX_DEPTH_CAP 1024		/* a larger max_depth is lowered to this: the parser recurses */
 #define YAML_MAX_NODES_DEFAULT ((size_t)100000)	/* nodes in the result, counting every alias copy */
 #define YAML_MAX_SCALAR_DEFAULT ((size_t)4 << 20)	/* bytes of one scalar after unescaping */
 

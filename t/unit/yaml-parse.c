@@ -167,6 +167,8 @@ static const struct tcase cases[] = {
 	{ "nested merges", "a: &a {x: 1}\nb: &b\n  <<: *a\n  y: 2\nc:\n  <<: *b\n  z: 3\n",
 	  "{\"a\":{\"x\":1},\"b\":{\"x\":1,\"y\":2},\"c\":{\"x\":1,\"y\":2,\"z\":3}}" },
 	{ "quoted << is an ordinary key", "\"<<\": 1\n", "{\"<<\":1}" },
+	{ "anchor on a flow key re-read as a pair", "[&a x: 1, *a]", "[{\"x\":1},\"x\"]" },
+	{ "alias as a flow pair key", "- &k 1\n- [*k : 2]\n", "[1,[{\"1\":2}]]" },
 	{ "alias in flow", "a: &a x\nb: [*a, {k: *a}]\n", "{\"a\":\"x\",\"b\":[\"x\",{\"k\":\"x\"}]}" },
 	/* core schema */
 	{ "null forms", "[~, null, Null, NULL, nULL]", "[null,null,null,null,\"nULL\"]" },
@@ -226,6 +228,30 @@ static void test_many_keys(void)
 	buf_release(&b);
 }
 
+/* Many anchors, some redefined: each alias finds the latest definition. */
+static void test_many_anchors(void)
+{
+	struct buf b = BUF_INIT;
+	struct json *v = NULL;
+	struct err e;
+	bool good = true;
+
+	for (int i = 0; i < 2000; i++)
+		buf_addf(&b, "- &a%d %d\n", i % 1500, i);
+	for (int i = 0; i < 1500; i++)
+		buf_addf(&b, "- *a%d\n", i);
+	if (!ok(yaml_parse(b.data, b.len, NULL, &v, &e) == 0, "3500 anchors and aliases parse"))
+		tap_diag("%s", e.msg);
+	for (int i = 0; i < 1500 && v; i++) {
+		int64_t want = i < 500 ? i + 1500 : i;
+		const struct json *x = json_at(v, 2000 + (size_t)i);
+		good = good && x && x->type == JSON_INT && x->u.i == want;
+	}
+	ok(good, "every alias names the latest anchor of its name");
+	json_free(v);
+	buf_release(&b);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -248,5 +274,6 @@ int main(void)
 		json_free(want);
 	}
 	test_many_keys();
+	test_many_anchors();
 	return tap_done();
 }
