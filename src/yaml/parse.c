@@ -656,20 +656,20 @@ static int block_scalar(struct parser *p, int n)
 	if (ind) {
 		k = (n < 0 ? 0 : n) + ind;
 	} else {
-		/* The first non-blank line sets the indentation. */
+		/* The first non-blank line sets the indentation; leading
+		 * space-only lines count too (as in libyaml), so that they are
+		 * empty lines rather than content. */
 		size_t q = p->pos;
 		k = n + 1;
 		for (;;) {
 			size_t ls = q;
 			while (at(p, q) == ' ')
 				q++;
-			if (at(p, q) == '\n') {
-				q++;
-				continue;
-			}
-			if (at(p, q) != '\0' && (int)(q - ls) > k)
+			if ((int)(q - ls) > k && (at(p, q) == '\n' || (int)(q - ls) > n))
 				k = (int)(q - ls);
-			break;
+			if (at(p, q) != '\n')
+				break;
+			q++;
 		}
 		if (k < 0)
 			k = 0;

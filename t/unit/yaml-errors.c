@@ -64,6 +64,8 @@ static const struct ecase cases[] = {
 	{ "'- ' in a flow sequence", "[- a]", "1:2: '-' followed by a space cannot start a value here; quote the value" },
 	/* block scalars */
 	{ "indentation indicator 0", "a: |0\n  x\n", "1:5: block scalar indentation indicator must be 1 to 9" },
+	{ "leading space-only line longer than the first content line", "s: |\n    \n  x\n",
+	  "3:3: bad indentation of a mapping entry" },
 	{ "junk after a block scalar indicator", "a: |x\n", "1:5: unexpected text after a block scalar indicator" },
 	/* keys */
 	{ "duplicate key", "a: 1\na: 2\n", "2:1: duplicate key \"a\"" },

@@ -133,6 +133,7 @@ static const struct tcase cases[] = {
 	{ "literal at end of input", "s: |\n  x", "{\"s\":\"x\"}" },
 	{ "literal keeps tabs and #", "s: |\n  \tx # not a comment\n", "{\"s\":\"\\tx # not a comment\\n\"}" },
 	{ "literal with leading blank lines", "s: |\n\n  \n  x\n", "{\"s\":\"\\n\\nx\\n\"}" },
+	{ "space-only lines of an empty folded scalar", "a: >\n   \n\n  \nb: |\n \nc: 1\n", "{\"a\":\"\",\"b\":\"\",\"c\":1}" },
 	{ "empty literal", "a: |\nb: 1\n", "{\"a\":\"\",\"b\":1}" },
 	{ "empty literal keep", "a: |+\n\nb: 1\n", "{\"a\":\"\\n\",\"b\":1}" },
 	{ "literal in a sequence", "- |\n  a\n  b\n- c\n", "[\"a\\nb\\n\",\"c\"]" },
