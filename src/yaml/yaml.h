@@ -22,8 +22,9 @@
  *   bool   true True TRUE false False FALSE                -> JSON_BOOL
  *          (yes/no/on/off are YAML 1.1 and stay strings)
  *   int    [-+]?[0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+            -> JSON_INT;
- *          an integer beyond int64 becomes a JSON_DOUBLE (nearest value), or
- *          stays a string if it is beyond the double range too
+ *          an integer beyond int64 becomes a JSON_DOUBLE (decimal: the
+ *          nearest double; octal/hex: summed in double precision), or stays
+ *          a string if it is beyond the double range too
  *   float  [-+]?(.[0-9]+|[0-9]+(.[0-9]*)?)([eE][-+]?[0-9]+)? -> JSON_DOUBLE;
  *          .inf, -.inf and .nan have no JSON form and stay strings, as does
  *          a float that overflows a double
@@ -37,6 +38,27 @@
  * ordinary key). Keys written in the mapping win over merged ones wherever
  * they appear, and earlier maps in a list win over later ones. Merged members
  * follow the mapping's own members in the output order.
+ *
+ * Tags: !!str makes any scalar a string; !!int, !!float, !!bool, !!null
+ * require text of that type ("!!int abc" is an error; !!float turns an
+ * integer into a double); !!map / !!seq require that collection, and on an
+ * empty node give {} / []. "!" (non-specific) makes a string. The verbatim
+ * forms !<tag:yaml.org,2002:str> etc. are the same tags.
+ *
+ * Details a user may meet:
+ *  - double-quoted \xXX is the code point U+00XX (so "\xe9" is "é"), and a
+ *    \uD83D\uDE00 surrogate pair is combined; a lone surrogate is an error;
+ *  - tabs may separate tokens on a line and fill blank lines, never indent;
+ *  - line breaks are LF, CRLF or CR (U+0085 is not a line break, as in 1.2);
+ *  - continuation lines of a flow collection must be indented more than the
+ *    block node around it (a closing bracket may sit at its column); a line
+ *    further left gives "unclosed flow sequence" / "unclosed flow mapping";
+ *  - "[a: 1]" is a single-pair mapping inside a sequence;
+ *  - anchor names are any run of non-space characters except ",[]{}" and
+ *    ':' (so "*a: x" is an alias key, as libyaml reads it);
+ *  - a top-level block scalar may have its content at column 0;
+ *  - block scalar auto-indentation counts leading space-only lines, as
+ *    libyaml does.
  */
 #ifndef DENV_YAML_H
 #define DENV_YAML_H

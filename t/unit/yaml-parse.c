@@ -170,6 +170,7 @@ static const struct tcase cases[] = {
 	{ "quoted << is an ordinary key", "\"<<\": 1\n", "{\"<<\":1}" },
 	{ "anchor on a flow key re-read as a pair", "[&a x: 1, *a]", "[{\"x\":1},\"x\"]" },
 	{ "alias as a flow pair key", "- &k 1\n- [*k : 2]\n", "[1,[{\"1\":2}]]" },
+	{ "*a: is an alias key", "a: &a k\nb:\n  *a: x\n", "{\"a\":\"k\",\"b\":{\"k\":\"x\"}}" },
 	{ "alias in flow", "a: &a x\nb: [*a, {k: *a}]\n", "{\"a\":\"x\",\"b\":[\"x\",{\"k\":\"x\"}]}" },
 	/* core schema */
 	{ "null forms", "[~, null, Null, NULL, nULL]", "[null,null,null,null,\"nULL\"]" },
