@@ -1,0 +1,238 @@
+/*
+ * cli.h: the denv command-line client.
+ *
+ * Layout (after crun): main.c holds the command table and dispatch; each
+ * cmd_*.c holds one command group; args.c parses flags, config.c finds the
+ * credential, client.c talks to the REST API, wait.c follows a deployment.
+ * Everything but main.c is linked into the unit tests (t/unit/cli-*.c).
+ *
+ * Exit codes: 0 success, 1 an error (printed as "denv: <message>" on
+ * stderr), 2 a usage error (the message, then the command's usage).
+ */
+#ifndef DENV_CLI_H
+#define DENV_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+
+struct json;
+struct http_client;
+
+/* ---- limits and defaults ---- */
+
+#define CLI_DEFAULT_SERVER "http://localhost:8080"
+#define CLI_MAX_FLAGS 16			/* flags one command declares */
+#define CLI_MAX_ARGS 4096			/* command-line words we look at */
+#define CLI_HTTP_TIMEOUT_MS (5 * 60 * 1000)	/* per request */
+#define CLI_MAX_RESPONSE ((size_t)256 << 20)	/* largest body we accept (files get) */
+#define CLI_FILES_MAX ((size_t)32 << 20)	/* archive limit of PUT /files */
+#define CLI_POLL_MS 700				/* deployment polling interval */
+#define CLI_STREAM_REFRESH_MS 5000		/* re-read a deployment this often even when streaming */
+#define CLI_STREAM_DIAL_MS 5000			/* give up on the live stream after this */
+#define CLI_NAME_MAX 64				/* project / environment names */
+#define CLI_ID_MAX 128				/* ids we accept or build */
+#define CLI_CONFIG_MAX ((size_t)64 << 10)	/* config.json */
+#define CLI_DEVICE_EXPIRY_S 900			/* device code lifetime when the server does not say */
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* ---- flags (args.c) ---- */
+
+enum cli_flag_kind { CLI_STR, CLI_BOOL };
+
+struct cli_flag {
+	const char *name;	/* long name without dashes: "service" */
+	char short_name;	/* 'f' for -f, or 0 */
+	enum cli_flag_kind kind;
+	const char *metavar;	/* "NAME" in the help; NULL for booleans */
+	const char *help;
+};
+
+struct cli_args {
+	const struct cli_flag *flags;	/* the table parsed against (NULL-name terminated) */
+	const char *val[CLI_MAX_FLAGS];	/* value of each flag, NULL when not given */
+	int npos;
+	const char **pos;		/* positional words (malloc'd array of views into argv) */
+	bool help;			/* --help / -h was given */
+};
+
+/*
+ * Parse argv[0..argc) (the words after the command name) against flags.
+ * Flags may come before, between or after positionals: --name v, --name=v,
+ * -name v (Go style), -f v for a short name; booleans take no separate value
+ * (--wait, --wait=false). "--" ends the flags. When stop_after > 0, the first
+ * word that is not a flag once stop_after positionals were seen starts the
+ * positional tail: it and every word after it are positionals (exec's argv).
+ * 0, or -1 with e (a usage error: unknown flag, missing or bad value).
+ * Release with cli_args_release.
+ */
+int cli_args_parse(const struct cli_flag *flags, int stop_after, int argc, char **argv,
+		   struct cli_args *a, struct err *e);
+void cli_args_release(struct cli_args *a);
+/* A string flag's value, or NULL when it was not given. */
+const char *cli_flag_str(const struct cli_args *a, const char *name);
+/* A boolean flag's value: def when not given. */
+bool cli_flag_bool(const struct cli_args *a, const char *name, bool def);
+/* Whether name was given at all. */
+bool cli_flag_set(const struct cli_args *a, const char *name);
+/* Go's boolean spellings: 1 t T TRUE true True, 0 f F FALSE false False. 0 / -1. */
+int cli_parse_bool(const char *s, bool *out);
+
+/* ---- configuration (config.c) ---- */
+
+/* What configuration is read from; tests fill it by hand. NULL = unset. */
+struct cli_env {
+	const char *flag_server;	/* --server */
+	const char *api_key;		/* DENV_API_KEY */
+	const char *server;		/* DENV_SERVER */
+	const char *xdg_config_home;	/* XDG_CONFIG_HOME */
+	const char *home;		/* HOME */
+};
+
+struct cli_config {
+	char *server;		/* never NULL after cli_config_resolve; no trailing '/' */
+	char *api_key;		/* NULL when not signed in */
+	char *team;		/* from the file, may be NULL */
+	char *path;		/* the config file's path (may not exist); NULL without HOME */
+	const char *key_source;	/* "DENV_API_KEY", "config file" or NULL */
+};
+
+/* $XDG_CONFIG_HOME/denv/config.json, else $HOME/.config/denv/config.json
+ * (a relative XDG_CONFIG_HOME is ignored, as the XDG spec says). */
+int cli_config_path(const struct cli_env *env, struct buf *out, struct err *e);
+/*
+ * Precedence: the key is DENV_API_KEY, else the file's api_key. The server is
+ * --server, else DENV_SERVER, else the file's server, else the default. The
+ * file is read only when DENV_API_KEY is unset (a key from the environment
+ * never pairs with a server saved for another key). A missing file is no
+ * error; an unreadable or malformed one is.
+ */
+int cli_config_resolve(const struct cli_env *env, struct cli_config *cfg, struct err *e);
+void cli_config_release(struct cli_config *cfg);
+/* Write {server, api_key, team} to path, mode 0600, atomically; creates the
+ * directory (0700). */
+int cli_config_save(const char *path, const char *server, const char *api_key, const char *team,
+		    struct err *e);
+/* The exact message for a command run without a credential. */
+#define CLI_NOT_SIGNED_IN "not signed in: run `denv login` or set DENV_API_KEY"
+
+/* ---- names (ref.c) ---- */
+
+/*
+ * Split an environment reference. "<project>/<env>" gives 1 with both parts
+ * copied; anything without '/' is an id: 0 with nothing copied. -1 with e for
+ * a malformed reference ("a/", "/b", "a/b/c", over-long parts).
+ */
+int cli_ref_split(const char *ref, char *project, size_t psize, char *env, size_t esize, struct err *e);
+
+/* ---- the API client (client.c) ---- */
+
+struct cli {
+	struct cli_config cfg;
+	struct http_client *http;
+};
+
+void cli_init(struct cli *c);
+void cli_release(struct cli *c);
+/* e = CLI_NOT_SIGNED_IN unless a key is configured. */
+int cli_need_key(struct cli *c, struct err *e);
+
+/* Append s percent-encoded for a path segment or a query value. */
+int cli_escape(struct buf *out, const char *s);
+
+/*
+ * One JSON request: method, path (already escaped, starting with '/'), body
+ * (NULL: none). A 2xx answer is parsed into *out (NULL for an empty body;
+ * out may be NULL). Any other status is an error with the server's "error"
+ * message (or the status and the start of the body). e->code is the status.
+ */
+int cli_call(struct cli *c, const char *method, const char *path, const struct json *body,
+	     struct json **out, struct err *e);
+/* The same for raw bodies (files): content_type may be NULL; the response
+ * body goes to resp (its cap bounds it). */
+int cli_call_raw(struct cli *c, const char *method, const char *path, const char *content_type,
+		 const void *body, size_t len, struct buf *resp, struct err *e);
+/* Print v indented to stdout. */
+int cli_print_json(const struct json *v, struct err *e);
+/* GET path and print the answer. */
+int cli_get_print(struct cli *c, const char *path, struct err *e);
+/* Resolve an environment reference ("env_…" or "<project>/<env>") to an id. */
+int cli_resolve_env(struct cli *c, const char *ref, char *id, size_t size, struct err *e);
+
+/* ---- following a deployment (wait.c) ---- */
+
+/* Tracks the phase statuses already printed. */
+struct cli_watch {
+	char **status;		/* per phase index, last printed status */
+	size_t n;
+};
+void cli_watch_release(struct cli_watch *w);
+/* Print one line for each phase of doc ({deployment, phases}) whose status
+ * changed since the last call. Returns the number of lines printed. */
+int cli_watch_print(struct cli_watch *w, const struct json *doc, struct buf *out);
+/* Whether a deployment status is final. */
+bool cli_status_final(const char *status);
+
+/*
+ * Follow deployment dep until it ends: live event stream when the server
+ * offers it, else GET every CLI_POLL_MS. Prints one line per phase change,
+ * then "deployment <id>: <status>". *final (may be NULL) gets the last
+ * {deployment, phases} document. 0 when the deployment ended (whatever its
+ * status), -1 with e when it could not be followed.
+ */
+int cli_wait(struct cli *c, const char *dep, struct json **final, struct err *e);
+/* After a 202 {deployment, phases}: with wait, follow it and return
+ * CLI_FAIL unless it succeeded; without, print the response. extra (may be
+ * NULL) runs on the final document before the exit code is decided (verify
+ * prints the reward). */
+int cli_started(struct cli *c, const struct json *resp, bool wait,
+		void (*extra)(const struct json *final), struct err *e);
+
+/* ---- files (cmd_files.c) ---- */
+
+/* Extract a downloaded archive under dir (created if missing) with the safe
+ * extraction; *written counts the files and links created. */
+int cli_files_extract(const void *p, size_t len, const char *dir, uint64_t *written, struct err *e);
+
+/* ---- commands ---- */
+
+struct cli_cmd {
+	const char *name;
+	const char *args;		/* positional synopsis: "<env> <version>" */
+	const char *summary;
+	const struct cli_flag *flags;	/* NULL-name terminated; may be NULL */
+	int min_pos, max_pos;		/* max_pos -1: unbounded */
+	int stop_after;			/* see cli_args_parse */
+	bool no_auth;			/* runs without a credential */
+	int (*run)(struct cli *c, const struct cli_args *a, struct err *e);
+	const struct cli_cmd *subs;	/* a group: its subcommands (NULL-name terminated) */
+};
+
+/* Tables exported by the cmd_*.c files. */
+extern const struct cli_cmd cli_cmd_login, cli_cmd_whoami, cli_cmd_keys;
+extern const struct cli_cmd cli_cmd_templates, cli_cmd_init, cli_cmd_project, cli_cmd_deploy;
+extern const struct cli_cmd cli_cmd_cloud, cli_cmd_host;
+extern const struct cli_cmd cli_cmd_env, cli_cmd_fork, cli_cmd_snapshot, cli_cmd_verify,
+	cli_cmd_rollback, cli_cmd_exec;
+extern const struct cli_cmd cli_cmd_files, cli_cmd_deployment, cli_cmd_events;
+
+/* The flag every deployment-starting command has. */
+#define CLI_FLAG_WAIT { "wait", 0, CLI_BOOL, NULL, "follow the deployment until it ends (default true; --wait=false to return at once)" }
+
+/* Print the usage of cmd (parent: the group it belongs to, or NULL). */
+void cli_usage(FILE *f, const struct cli_cmd *parent, const struct cli_cmd *cmd);
+
+/*
+ * Run argv (argv[0] is the program) with the given command table and
+ * environment lookup: the whole CLI minus process exit. Returns the exit
+ * code. getenv_fn is getenv in main, a fake in tests.
+ */
+int cli_main(const struct cli_cmd *const *table, int argc, char **argv,
+	     const char *(*getenv_fn)(const char *));
+
+#endif

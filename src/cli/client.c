@@ -1,0 +1,216 @@
+/* client.c: the REST API as the commands use it. See cli.h. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/str.h"
+#include "http/http.h"
+#include "json/json.h"
+
+void cli_init(struct cli *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->http = http_client_new();
+}
+
+void cli_release(struct cli *c)
+{
+	if (c->http)
+		http_client_free(c->http);
+	cli_config_release(&c->cfg);
+	memset(c, 0, sizeof(*c));
+}
+
+int cli_need_key(struct cli *c, struct err *e)
+{
+	return c->cfg.api_key ? 0 : err_set(e, "%s", CLI_NOT_SIGNED_IN);
+}
+
+int cli_escape(struct buf *out, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		int r;
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		    strchr("-._~", ch))
+			r = buf_addch(out, (char)ch);
+		else
+			r = buf_addf(out, "%%%c%c", hex[ch >> 4], hex[ch & 15]);
+		if (r < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The server's {"error": "..."} message, or the status and the body's start. */
+static int http_error(const struct http_client_resp *r, struct err *e)
+{
+	struct json *doc = NULL;
+	struct err ignore;
+	const char *msg = NULL;
+
+	if (json_parse(r->body.data, r->body.len, NULL, &doc, &ignore) == 0)
+		msg = json_get_str(doc, "error");
+	if (msg && *msg)
+		err_set(e, "%s", msg);
+	else if (r->body.len)
+		err_set(e, "%d %s: %.200s", r->status, http_status_text(r->status), r->body.data);
+	else
+		err_set(e, "%d %s", r->status, http_status_text(r->status));
+	json_free(doc);
+	e->code = r->status;
+	return -1;
+}
+
+int cli_call_raw(struct cli *c, const char *method, const char *path, const char *content_type,
+		 const void *body, size_t len, struct buf *resp, struct err *e)
+{
+	struct http_client_req req = { 0 };
+	struct http_client_resp r = HTTP_CLIENT_RESP_INIT;
+	struct buf url = BUF_INIT, auth = BUF_INIT, ctype = BUF_INIT;
+	const char *headers[5];
+	int nh = 0, rc = -1;
+
+	buf_addf(&url, "%s%s", c->cfg.server, path);
+	/* The key goes only into this header: never into a message or a log. */
+	if (c->cfg.api_key) {
+		buf_addf(&auth, "Authorization: Bearer %s", c->cfg.api_key);
+		headers[nh++] = auth.data;
+	}
+	if (content_type) {
+		buf_addf(&ctype, "Content-Type: %s", content_type);
+		headers[nh++] = ctype.data;
+	}
+	headers[nh++] = "User-Agent: denv-cli";
+	headers[nh] = NULL;
+	req.method = method;
+	req.url = url.data;
+	req.headers = headers;
+	req.body = body;
+	req.body_len = len;
+	req.timeout_ms = CLI_HTTP_TIMEOUT_MS;
+	buf_init(&r.body, resp->max ? resp->max : CLI_MAX_RESPONSE);
+	if (http_client_do(c->http, &req, &r, e) < 0)
+		goto out;
+	if (r.status < 200 || r.status > 299) {
+		http_error(&r, e);
+		goto out;
+	}
+	if (buf_add(resp, r.body.data, r.body.len) < 0) {
+		err_set(e, "response too large");
+		goto out;
+	}
+	rc = 0;
+out:
+	memset(auth.data, 0, auth.len);
+	buf_release(&auth);
+	buf_release(&ctype);
+	buf_release(&url);
+	http_client_resp_release(&r);
+	return rc;
+}
+
+int cli_call(struct cli *c, const char *method, const char *path, const struct json *body,
+	     struct json **out, struct err *e)
+{
+	struct buf in = BUF_INIT, resp = BUF_INIT;
+	struct json *doc = NULL;
+	int rc = -1;
+
+	if (out)
+		*out = NULL;
+	if (body && json_write(&in, body, JSON_COMPACT) < 0) {
+		err_set(e, "request body too large");
+		goto done;
+	}
+	if (cli_call_raw(c, method, path, body ? "application/json" : NULL, in.data, in.len, &resp, e) < 0)
+		goto done;
+	if (resp.len && json_parse(resp.data, resp.len, NULL, &doc, e) < 0) {
+		err_prefix(e, "%s %s: bad JSON from the server", method, path);
+		goto done;
+	}
+	if (out)
+		*out = doc;
+	else
+		json_free(doc);
+	rc = 0;
+done:
+	buf_release(&in);
+	buf_release(&resp);
+	return rc;
+}
+
+int cli_print_json(const struct json *v, struct err *e)
+{
+	struct buf out = BUF_INIT;
+	int rc = 0;
+
+	if (!v)
+		v = &(struct json){ .type = JSON_NULL };
+	if (json_write(&out, v, JSON_PRETTY) < 0 || fwrite(out.data, 1, out.len, stdout) != out.len ||
+	    fflush(stdout) != 0)
+		rc = err_set(e, "cannot write the output");
+	buf_release(&out);
+	return rc;
+}
+
+int cli_get_print(struct cli *c, const char *path, struct err *e)
+{
+	struct json *doc;
+	int rc;
+
+	if (cli_call(c, "GET", path, NULL, &doc, e) < 0)
+		return -1;
+	rc = cli_print_json(doc, e);
+	json_free(doc);
+	return rc;
+}
+
+/* Look name up among the project's environments. */
+static int find_env(struct cli *c, const char *project, const char *name, char *id, size_t size,
+		    struct err *e)
+{
+	struct buf path = BUF_INIT;
+	struct json *doc = NULL;
+	const struct json *envs;
+	int rc = -1;
+
+	buf_adds(&path, "/v1/projects/");
+	cli_escape(&path, project);
+	buf_adds(&path, "/envs");
+	if (cli_call(c, "GET", path.data, NULL, &doc, e) < 0) {
+		err_prefix(e, "project %s", project);
+		goto out;
+	}
+	envs = json_get(doc, "environments");
+	for (size_t i = 0; i < json_len(envs); i++) {
+		const struct json *env = json_at(envs, i);
+
+		if (str_eq(json_get_str(env, "Name"), name) && json_get_str(env, "ID")) {
+			rc = str_copy(id, size, json_get_str(env, "ID")) < 0 ? err_set(e, "id too long") : 0;
+			goto out;
+		}
+	}
+	err_set(e, "project %s has no environment named %s", project, name);
+out:
+	json_free(doc);
+	buf_release(&path);
+	return rc;
+}
+
+int cli_resolve_env(struct cli *c, const char *ref, char *id, size_t size, struct err *e)
+{
+	char project[CLI_NAME_MAX], name[CLI_NAME_MAX];
+	int r = cli_ref_split(ref, project, sizeof(project), name, sizeof(name), e);
+
+	if (r < 0)
+		return -1;
+	if (r == 0)
+		return str_copy(id, size, ref) < 0 ? err_set(e, "environment id too long") : 0;
+	return find_env(c, project, name, id, size, e);
+}

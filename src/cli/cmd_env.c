@@ -1,0 +1,270 @@
+/* cmd_env.c: env, fork, snapshot, verify, rollback, exec. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/str.h"
+#include "json/json.h"
+
+/* "/v1/envs/<id><suffix>" for the environment named by ref. */
+static int env_path(struct cli *c, const char *ref, const char *suffix, struct buf *path, struct err *e)
+{
+	char id[CLI_ID_MAX];
+
+	if (cli_resolve_env(c, ref, id, sizeof(id), e) < 0)
+		return -1;
+	buf_adds(path, "/v1/envs/");
+	cli_escape(path, id);
+	buf_adds(path, suffix);
+	return 0;
+}
+
+/* GET or DELETE an environment route and print the answer. */
+static int env_simple(struct cli *c, const char *method, const char *ref, const char *suffix, struct err *e)
+{
+	struct buf path = BUF_INIT;
+	struct json *resp = NULL;
+	int rc = -1;
+
+	if (env_path(c, ref, suffix, &path, e) == 0 && cli_call(c, method, path.data, NULL, &resp, e) == 0)
+		rc = cli_print_json(resp, e);
+	json_free(resp);
+	buf_release(&path);
+	return rc;
+}
+
+static int run_env_get(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return env_simple(c, "GET", a->pos[0], "", e);
+}
+
+static int run_env_versions(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return env_simple(c, "GET", a->pos[0], "/versions", e);
+}
+
+static int run_env_deployments(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return env_simple(c, "GET", a->pos[0], "/deployments", e);
+}
+
+/* Destroy starts a deployment but does not wait (the environment goes away). */
+static int run_env_destroy(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return env_simple(c, "DELETE", a->pos[0], "", e);
+}
+
+static const struct cli_cmd env_subs[] = {
+	{ .name = "get", .args = "<env>", .summary = "show an environment and whether its host is connected",
+	  .min_pos = 1, .max_pos = 1, .run = run_env_get },
+	{ .name = "versions", .args = "<env>", .summary = "list an environment's versions", .min_pos = 1,
+	  .max_pos = 1, .run = run_env_versions },
+	{ .name = "deployments", .args = "<env>", .summary = "list an environment's deployments",
+	  .min_pos = 1, .max_pos = 1, .run = run_env_deployments },
+	{ .name = "destroy", .args = "<env>", .summary = "start destroying an environment (does not wait)",
+	  .min_pos = 1, .max_pos = 1, .run = run_env_destroy },
+	{ 0 },
+};
+
+const struct cli_cmd cli_cmd_env = {
+	.name = "env", .summary = "inspect and destroy environments", .subs = env_subs,
+};
+
+/* POST an environment action and follow the deployment it starts. */
+static int env_action(struct cli *c, const struct cli_args *a, const char *suffix, const struct json *body,
+		      void (*extra)(const struct json *), struct err *e)
+{
+	struct buf path = BUF_INIT;
+	struct json *resp = NULL;
+	int rc = CLI_FAIL;
+
+	if (env_path(c, a->pos[0], suffix, &path, e) == 0 && cli_call(c, "POST", path.data, body, &resp, e) == 0)
+		rc = cli_started(c, resp, cli_flag_bool(a, "wait", true), extra, e);
+	json_free(resp);
+	buf_release(&path);
+	return rc;
+}
+
+/* ---- fork ---- */
+
+/* <source name>-fork-<unix seconds> when the source's name is known. */
+static void default_fork_name(struct cli *c, const char *ref, struct json *body)
+{
+	char name[CLI_NAME_MAX * 2], proj[CLI_NAME_MAX], env[CLI_NAME_MAX];
+	struct err e;
+
+	if (cli_ref_split(ref, proj, sizeof(proj), env, sizeof(env), &e) != 1) {
+		struct buf path = BUF_INIT;
+		struct json *doc = NULL;
+
+		/* An id: ask for the name; without it the server picks one. */
+		if (env_path(c, ref, "", &path, &e) == 0 && cli_call(c, "GET", path.data, NULL, &doc, &e) == 0)
+			str_copy(env, sizeof(env), json_get_str(json_get(doc, "environment"), "Name") ?
+						   json_get_str(json_get(doc, "environment"), "Name") : "");
+		else
+			env[0] = '\0';
+		json_free(doc);
+		buf_release(&path);
+	}
+	if (!env[0])
+		return;
+	snprintf(name, sizeof(name), "%.40s-fork-%lld", env, (long long)time(NULL));
+	json_object_set_str(body, "name", name);
+}
+
+static int run_fork(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	struct json *body = json_new_object();
+	int rc;
+
+	if (cli_flag_str(a, "name"))
+		json_object_set_str(body, "name", cli_flag_str(a, "name"));
+	else
+		default_fork_name(c, a->pos[0], body);
+	if (cli_flag_str(a, "version"))
+		json_object_set_str(body, "version", cli_flag_str(a, "version"));
+	rc = env_action(c, a, "/fork", body, NULL, e);
+	json_free(body);
+	return rc;
+}
+
+static const struct cli_flag fork_flags[] = {
+	{ "name", 0, CLI_STR, "NAME", "name of the new environment (default <env>-fork-<unix time>)" },
+	{ "version", 0, CLI_STR, "VER", "healthy version to fork (default: the current one)" },
+	CLI_FLAG_WAIT,
+	{ 0 },
+};
+
+const struct cli_cmd cli_cmd_fork = {
+	.name = "fork", .args = "<env>", .summary = "create a new environment from a version of this one",
+	.flags = fork_flags, .min_pos = 1, .max_pos = 1, .run = run_fork,
+};
+
+/* ---- snapshot ---- */
+
+static int run_snapshot(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return env_action(c, a, "/snapshot", NULL, NULL, e);
+}
+
+static const struct cli_flag wait_only_flags[] = { CLI_FLAG_WAIT, { 0 } };
+
+const struct cli_cmd cli_cmd_snapshot = {
+	.name = "snapshot", .args = "<env>", .summary = "capture the live state as a new version",
+	.flags = wait_only_flags, .min_pos = 1, .max_pos = 1, .run = run_snapshot,
+};
+
+/* ---- verify ---- */
+
+/* The verdict phase's evidence: reward and source, printed last. */
+static void print_reward(const struct json *final)
+{
+	const struct json *phases = json_get(final, "phases"), *ev = NULL, *reward, *refused;
+	struct buf text = BUF_INIT;
+
+	for (size_t i = 0; i < json_len(phases); i++)
+		if (str_eq(json_get_str(json_at(phases, i), "Name"), "verdict"))
+			ev = json_get(json_at(phases, i), "Evidence");
+	refused = json_get(ev, "refused");
+	if (refused && refused->type != JSON_NULL && refused->type != JSON_BOOL && json_len(refused) > 0) {
+		json_write(&text, refused, JSON_COMPACT);
+		printf("refused: %s\n", text.data);
+		buf_reset(&text);
+	}
+	reward = json_get(ev, "reward");
+	if (reward)
+		json_write(&text, reward, JSON_COMPACT);
+	else
+		buf_adds(&text, "null");
+	printf("reward: %s (source: %s)\n", text.data, json_get_str(ev, "source") ? json_get_str(ev, "source") : "none");
+	fflush(stdout);
+	buf_release(&text);
+}
+
+static int run_verify(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	struct json *body = json_new_object();
+	int rc;
+
+	json_object_set_bool(body, "resume", cli_flag_bool(a, "resume", false));
+	rc = env_action(c, a, "/verify", body, print_reward, e);
+	json_free(body);
+	return rc;
+}
+
+static const struct cli_flag verify_flags[] = {
+	{ "resume", 0, CLI_BOOL, NULL, "unfreeze the agent service afterwards" },
+	CLI_FLAG_WAIT,
+	{ 0 },
+};
+
+const struct cli_cmd cli_cmd_verify = {
+	.name = "verify", .args = "<env>",
+	.summary = "freeze the agent, collect its submission, grade it on a fork; prints the reward",
+	.flags = verify_flags, .min_pos = 1, .max_pos = 1, .run = run_verify,
+};
+
+/* ---- rollback ---- */
+
+static int run_rollback(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	struct json *body = json_new_object();
+	int rc;
+
+	json_object_set_str(body, "version", a->pos[1]);
+	rc = env_action(c, a, "/rollback", body, NULL, e);
+	json_free(body);
+	return rc;
+}
+
+const struct cli_cmd cli_cmd_rollback = {
+	.name = "rollback", .args = "<env> <version>",
+	.summary = "return an environment to a healthy snapshot of its own", .flags = wait_only_flags,
+	.min_pos = 2, .max_pos = 2, .run = run_rollback,
+};
+
+/* ---- exec ---- */
+
+static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	const char *service = cli_flag_str(a, "service"), *timeout = cli_flag_str(a, "timeout");
+	struct json *body, *cmd, *resp = NULL;
+	struct buf path = BUF_INIT;
+	int64_t t = 0;
+	int rc = -1;
+
+	if (!service || !*service)
+		return err_set(e, "exec: --service is required"), CLI_USAGE;
+	if (timeout && (str_to_i64(timeout, &t) < 0 || t <= 0))
+		return err_set(e, "exec: --timeout must be a positive number of seconds"), CLI_USAGE;
+	body = json_new_object();
+	cmd = json_new_array();
+	json_object_set_str(body, "service", service);
+	for (int i = 1; i < a->npos; i++)
+		json_array_push(cmd, json_new_str(a->pos[i]));
+	json_object_set(body, "cmd", cmd);
+	if (t > 0)
+		json_object_set_int(body, "timeout_sec", t);
+	/* A non-zero exit code of the command is data, not a CLI error. */
+	if (env_path(c, a->pos[0], "/exec", &path, e) == 0 && cli_call(c, "POST", path.data, body, &resp, e) == 0)
+		rc = cli_print_json(resp, e);
+	json_free(body);
+	json_free(resp);
+	buf_release(&path);
+	return rc;
+}
+
+static const struct cli_flag exec_flags[] = {
+	{ "service", 0, CLI_STR, "S", "service to run the command in (required)" },
+	{ "timeout", 0, CLI_STR, "SEC", "server-side timeout in seconds (default 120)" },
+	{ 0 },
+};
+
+const struct cli_cmd cli_cmd_exec = {
+	.name = "exec", .args = "<env> [--] <cmd> [args...]",
+	.summary = "run a command in a service; prints {exit_code, stdout, stderr}",
+	.flags = exec_flags, .min_pos = 2, .max_pos = -1, .stop_after = 1, .run = run_exec,
+};

@@ -1,0 +1,91 @@
+/* cmd_infra.c: cloud and host (where environments run). */
+#include "cli/cli.h"
+
+#include "json/json.h"
+
+/* POST body and print the answer. */
+static int post_print(struct cli *c, const char *path, const struct json *body, struct err *e)
+{
+	struct json *resp = NULL;
+	int rc = cli_call(c, "POST", path, body, &resp, e) < 0 ? -1 : cli_print_json(resp, e);
+
+	json_free(resp);
+	return rc;
+}
+
+/* ---- cloud ---- */
+
+static int run_cloud_connect(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	static const char *const keys[][2] = {
+		{ "token", "token" }, { "server-type", "server_type" }, { "location", "location" },
+	};
+	struct json *body = json_new_object(), *config = json_new_object();
+	int rc;
+
+	json_object_set_str(body, "provider", a->pos[0]);
+	if (cli_flag_str(a, "name"))
+		json_object_set_str(body, "name", cli_flag_str(a, "name"));
+	/* Only what was given: the provider fills in its own defaults. */
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (cli_flag_str(a, keys[i][0]))
+			json_object_set_str(config, keys[i][1], cli_flag_str(a, keys[i][0]));
+	json_object_set(body, "config", config);
+	rc = post_print(c, "/v1/clouds", body, e);
+	json_free(body);
+	return rc;
+}
+
+static int run_cloud_list(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return cli_get_print(c, "/v1/clouds", e);
+}
+
+static const struct cli_flag cloud_connect_flags[] = {
+	{ "name", 0, CLI_STR, "N", "name of the cloud" },
+	{ "token", 0, CLI_STR, "T", "the provider's API token (checked by the provider first)" },
+	{ "server-type", 0, CLI_STR, "T", "machine type for provisioned hosts (hetzner)" },
+	{ "location", 0, CLI_STR, "L", "where provisioned hosts run (hetzner)" },
+	{ 0 },
+};
+
+static const struct cli_cmd cloud_subs[] = {
+	{ .name = "connect", .args = "<provider>",
+	  .summary = "record a cloud account: manual, hetzner, e2b or daytona",
+	  .flags = cloud_connect_flags, .min_pos = 1, .max_pos = 1, .run = run_cloud_connect },
+	{ .name = "list", .summary = "list the team's clouds (secrets masked)", .max_pos = 0,
+	  .run = run_cloud_list },
+	{ 0 },
+};
+
+const struct cli_cmd cli_cmd_cloud = {
+	.name = "cloud", .summary = "connect and list cloud accounts", .subs = cloud_subs,
+};
+
+/* ---- host ---- */
+
+static int run_host_list(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return cli_get_print(c, "/v1/hosts", e);
+}
+
+static int run_host_join_token(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	struct json *body = json_new_object();
+	int rc = post_print(c, "/v1/join-tokens", body, e);
+
+	json_free(body);
+	return rc;
+}
+
+static const struct cli_cmd host_subs[] = {
+	{ .name = "list", .summary = "list the team's hosts and whether each is connected", .max_pos = 0,
+	  .run = run_host_list },
+	{ .name = "join-token", .summary = "mint a single-use token (1 hour) and the command that joins a host",
+	  .max_pos = 0, .run = run_host_join_token },
+	{ 0 },
+};
+
+const struct cli_cmd cli_cmd_host = {
+	.name = "host", .summary = "list hosts and mint join tokens", .subs = host_subs,
+};

@@ -1,0 +1,278 @@
+/*
+ * wait.c: follow a deployment until it ends (--wait, deployment watch).
+ *
+ * The deployment document (GET /v1/deployments/{id}) is the only source of
+ * truth. The live event stream (GET /v1/events/stream, a WebSocket) only
+ * says when to read it again, so a missed or unexpected event can cost a
+ * delay but never a wrong line. Without the stream we read it every 700 ms.
+ */
+#include "cli/cli.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/ev.h"
+#include "base/str.h"
+#include "json/json.h"
+#include "ws/ws.h"
+
+/* Consecutive failed reads of the deployment we ride out (a restarting server). */
+#define WAIT_MAX_ERRORS 10
+/* Longest evidence text on a phase line. */
+#define WAIT_DETAIL_MAX 200
+
+bool cli_status_final(const char *s)
+{
+	return str_eq(s, "succeeded") || str_eq(s, "failed") || str_eq(s, "rolled_back");
+}
+
+void cli_watch_release(struct cli_watch *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		free(w->status[i]);
+	free(w->status);
+	w->status = NULL;
+	w->n = 0;
+}
+
+/* What follows the status on a phase line: the error, else the evidence. */
+static void phase_detail(const struct json *ph, struct buf *out)
+{
+	const char *err = json_get_str(ph, "Error");
+	const struct json *ev = json_get(ph, "Evidence");
+	struct buf text = BUF_INIT;
+
+	if (err && *err) {
+		buf_addf(out, "  %s", err);
+		return;
+	}
+	if (!ev || ev->type == JSON_NULL || (ev->type == JSON_OBJECT && json_len(ev) == 0))
+		return;
+	json_write(&text, ev, JSON_COMPACT);
+	if (text.len > WAIT_DETAIL_MAX)
+		buf_addf(out, "  %.*s...", WAIT_DETAIL_MAX, text.data);
+	else
+		buf_addf(out, "  %s", text.data);
+	buf_release(&text);
+}
+
+int cli_watch_print(struct cli_watch *w, const struct json *doc, struct buf *out)
+{
+	const struct json *phases = json_get(doc, "phases");
+	size_t n = json_len(phases);
+	int lines = 0;
+
+	if (n > w->n) {
+		w->status = xrealloc(w->status, n * sizeof(*w->status));
+		memset(w->status + w->n, 0, (n - w->n) * sizeof(*w->status));
+		w->n = n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct json *ph = json_at(phases, i);
+		const char *st = json_get_str(ph, "Status");
+
+		if (!st || str_eq(st, w->status[i]))
+			continue;
+		/* A phase that has not started yet is not news. */
+		if (!w->status[i] && str_eq(st, "pending"))
+			continue;
+		free(w->status[i]);
+		w->status[i] = xstrdup(st);
+		buf_addf(out, "  %-10s %-8s", json_get_str(ph, "Name") ? json_get_str(ph, "Name") : "?", st);
+		phase_detail(ph, out);
+		while (out->len && out->data[out->len - 1] == ' ')
+			buf_truncate(out, out->len - 1);
+		buf_addch(out, '\n');
+		lines++;
+	}
+	return lines;
+}
+
+/* One follower: what the stream callbacks and the loop share. */
+struct waiter {
+	struct cli *c;
+	struct buf path;
+	struct cli_watch watch;
+	struct json *doc;
+	struct ev *ev;
+	struct ws_conn *ws;
+	bool dirty;		/* an event arrived since the last read */
+	int errors;
+};
+
+/* Read the deployment and print what changed. 1 when it has ended. */
+static int refresh(struct waiter *w, struct err *e)
+{
+	struct json *doc;
+	struct buf out = BUF_INIT;
+	const char *st;
+
+	w->dirty = false;
+	if (cli_call(w->c, "GET", w->path.data, NULL, &doc, e) < 0) {
+		/* 4xx will not get better; anything else may (restart, network). */
+		if ((e->code >= 400 && e->code < 500) || ++w->errors > WAIT_MAX_ERRORS)
+			return -1;
+		return 0;
+	}
+	w->errors = 0;
+	json_free(w->doc);
+	w->doc = doc;
+	cli_watch_print(&w->watch, doc, &out);
+	fwrite(out.data, 1, out.len, stdout);
+	fflush(stdout);
+	buf_release(&out);
+	st = json_get_str(json_get(doc, "deployment"), "Status");
+	return cli_status_final(st) ? 1 : 0;
+}
+
+static void on_ws_message(struct ws_conn *conn, bool binary, const void *data, size_t len, void *arg)
+{
+	struct waiter *w = arg;
+
+	/* Any event of the team may be about this deployment's phases
+	 * (dep:<id>, or env:<id> of its environment): read it again. */
+	w->dirty = true;
+}
+
+static void on_ws_close(struct ws_conn *conn, int code, const char *reason, void *arg)
+{
+	struct waiter *w = arg;
+
+	ws_conn_free(conn);
+	w->ws = NULL;
+}
+
+/* ws(s)://<server>/v1/events/stream */
+static void stream_url(const char *server, struct buf *out)
+{
+	if (str_has_prefix(server, "https://"))
+		buf_addf(out, "wss://%s", server + 8);
+	else if (str_has_prefix(server, "http://"))
+		buf_addf(out, "ws://%s", server + 7);
+	else
+		buf_adds(out, server);
+	buf_adds(out, "/v1/events/stream");
+}
+
+/* Try the live stream; on any failure we simply poll. */
+static void open_stream(struct waiter *w)
+{
+	struct ws_opts o = { 0 };
+	struct buf url = BUF_INIT, hdr = BUF_INIT;
+	struct err e;
+
+	if (getenv("DENV_NO_STREAM") && *getenv("DENV_NO_STREAM"))
+		return;
+	w->ev = ev_new();
+	stream_url(w->c->cfg.server, &url);
+	if (w->c->cfg.api_key)
+		buf_addf(&hdr, "Authorization: Bearer %s\r\n", w->c->cfg.api_key);
+	o.dial_timeout_ms = CLI_STREAM_DIAL_MS;
+	o.ping_interval_ms = 30000;
+	o.on_message = on_ws_message;
+	o.on_close = on_ws_close;
+	o.arg = w;
+	if (ws_dial(w->ev, url.data, hdr.len ? hdr.data : NULL, &o, &w->ws, &e) < 0)
+		w->ws = NULL;
+	memset(hdr.data, 0, hdr.len);
+	buf_release(&hdr);
+	buf_release(&url);
+}
+
+static void sleep_ms(int ms)
+{
+	poll(NULL, 0, ms);
+}
+
+/* Wait for the next reason to read the deployment. */
+static void next_turn(struct waiter *w)
+{
+	int64_t until;
+
+	if (!w->ws) {
+		sleep_ms(CLI_POLL_MS);
+		return;
+	}
+	until = ev_mono_ms() + CLI_STREAM_REFRESH_MS;
+	while (w->ws && !w->dirty && ev_mono_ms() < until)
+		ev_run_once(w->ev, until - ev_mono_ms());
+	/* Events come in bursts (one per phase): let the burst land. */
+	if (w->dirty)
+		ev_run_once(w->ev, 50);
+}
+
+int cli_wait(struct cli *c, const char *dep, struct json **final, struct err *e)
+{
+	struct waiter w = { .c = c, .path = BUF_INIT };
+	int r, rc = -1;
+
+	buf_adds(&w.path, "/v1/deployments/");
+	cli_escape(&w.path, dep);
+	r = refresh(&w, e);
+	if (r == 0) {
+		open_stream(&w);
+		/* Anything that happened while we were connecting. */
+		r = refresh(&w, e);
+	}
+	while (r == 0) {
+		next_turn(&w);
+		r = refresh(&w, e);
+	}
+	if (r < 0) {
+		err_prefix(e, "deployment %s", dep);
+		goto out;
+	}
+	printf("deployment %s: %s\n", dep, json_get_str(json_get(w.doc, "deployment"), "Status"));
+	fflush(stdout);
+	if (final) {
+		*final = w.doc;
+		w.doc = NULL;
+	}
+	rc = 0;
+out:
+	if (w.ws)
+		ws_conn_free(w.ws);
+	if (w.ev)
+		ev_free(w.ev);
+	json_free(w.doc);
+	cli_watch_release(&w.watch);
+	buf_release(&w.path);
+	return rc;
+}
+
+int cli_started(struct cli *c, const struct json *resp, bool wait,
+		void (*extra)(const struct json *final), struct err *e)
+{
+	const struct json *dep = json_get(resp, "deployment");
+	const char *id = json_get_str(dep, "ID"), *env = json_get_str(dep, "EnvID"), *st, *why;
+	struct json *final = NULL;
+	int rc;
+
+	if (!wait)
+		return cli_print_json(resp, e) < 0 ? CLI_FAIL : CLI_OK;
+	if (!id)
+		return err_set(e, "the server answered without a deployment id"), CLI_FAIL;
+	if (env && *env)
+		printf("deployment %s (environment %s)\n", id, env);
+	else
+		printf("deployment %s\n", id);
+	fflush(stdout);
+	if (cli_wait(c, id, &final, e) < 0)
+		return CLI_FAIL;
+	if (extra)
+		extra(final);
+	dep = json_get(final, "deployment");
+	st = json_get_str(dep, "Status");
+	why = json_get_str(dep, "Error");
+	rc = CLI_OK;
+	if (!str_eq(st, "succeeded")) {
+		/* rolled_back is a failed deploy too: the change did not land. */
+		err_set(e, "deployment %s %s%s%s", id, str_eq(st, "rolled_back") ? "rolled back" : "failed",
+			why && *why ? ": " : "", why && *why ? why : "");
+		rc = CLI_FAIL;
+	}
+	json_free(final);
+	return rc;
+}
