@@ -1,0 +1,525 @@
+"""The denv REST client: sandboxes, versions, exec and file transfer.
+
+Every call is synchronous. A refused request raises ``DenvError`` (a
+``RuntimeError``) whose text is ``denv <METHOD> <path>: <status> <message>``;
+a request that gets no answer in time raises ``DenvTimeout``, which is both a
+``DenvError`` and a ``TimeoutError``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import re
+import shlex
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import httpx
+
+DEFAULT_SERVER = "http://localhost:8080"
+MAX_ARCHIVE = 32 * 1024 * 1024  # the API refuses larger uploads with 413
+FINAL_STATUSES = ("succeeded", "failed", "rolled_back")
+# Extra seconds on top of a server-side wait before the HTTP request gives up.
+HTTP_MARGIN = 60.0
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class DenvError(RuntimeError):
+    """A request the control plane refused, or could not be made."""
+
+    def __init__(self, method: str, path: str, status: int | str, message: str) -> None:
+        self.method = method
+        self.path = path
+        self.status = status
+        self.message = message
+        super().__init__(f"denv {method} {path}: {status} {message}")
+
+
+class DenvTimeout(DenvError, TimeoutError):
+    """No answer within the HTTP timeout (or the server answered 504)."""
+
+
+@dataclass
+class Sandbox:
+    id: str
+    name: str
+    status: str
+    endpoints: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Verdict:
+    deployment_id: str
+    reward: float | None
+    refused: list[str]
+    missing: list[str]
+    source: str
+    status: str
+    evidence: dict[str, Any]
+
+
+def shell_command(
+    script: str,
+    *,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    user: str | int | None = None,
+) -> list[str]:
+    """One argv that runs ``script`` with bash if the image has it, else sh.
+
+    ``env`` is exported first, then ``cwd`` is entered (a failed ``cd`` fails
+    the command). A ``user`` other than root wraps it all in
+    ``su -s /bin/sh <user> -c``; a numeric uid is looked up in /etc/passwd.
+    """
+    lines: list[str] = []
+    for key, value in (env or {}).items():
+        if not _ENV_NAME.match(key):
+            raise ValueError(f"denv: invalid environment variable name {key!r}")
+        lines.append(f"export {key}={shlex.quote(str(value))}")
+    if cwd:
+        lines.append(f"cd -- {shlex.quote(cwd)} || exit $?")
+    lines.append(script)
+    body = "\n".join(lines)
+    pick = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi'
+    argv = ["sh", "-c", pick, "sh", body]
+    if user is None or str(user) in ("root", "0"):
+        return argv
+    inner = shlex.join(argv)
+    if isinstance(user, int) or str(user).isdigit():
+        uid = int(user)
+        name = f"\"$(awk -F: '$3=={uid} {{print $1; exit}}' /etc/passwd)\""
+        return ["sh", "-c", f"exec su -s /bin/sh {name} -c {shlex.quote(inner)}"]
+    return ["su", "-s", "/bin/sh", str(user), "-c", inner]
+
+
+def _tar_member_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """Extraction filter: skip devices and FIFOs, refuse escapes (data filter)."""
+    if member.isdev():
+        return None
+    return tarfile.data_filter(member, dest)
+
+
+def _strip_root(members: list[tarfile.TarInfo], root: str) -> list[tarfile.TarInfo]:
+    """The members below ``root`` (a top directory name), renamed relative to it.
+
+    This is ``docker cp src/.``: the archive of a directory holds the directory
+    itself as its first entry; its contents are what the caller wants.
+    """
+    out: list[tarfile.TarInfo] = []
+    for m in members:
+        name = m.name
+        while name.startswith("./"):
+            name = name[2:]
+        name = name.rstrip("/")
+        if root:
+            if name == root:
+                continue
+            if not name.startswith(root + "/"):
+                continue
+            name = name[len(root) + 1 :]
+        if name in ("", "."):
+            continue
+        m.name = name
+        out.append(m)
+    return out
+
+
+class Client:
+    """A client of one control plane, authenticated by a team API key."""
+
+    def __init__(
+        self,
+        server: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 900.0,
+    ) -> None:
+        self.server = (server or os.environ.get("DENV_SERVER") or DEFAULT_SERVER).rstrip("/")
+        key = api_key or os.environ.get("DENV_API_KEY")
+        if not key:
+            raise RuntimeError("DENV_API_KEY is not set")
+        self.api_key = key
+        self.timeout = timeout
+        self.poll_interval = 0.5
+        self._http = httpx.Client(
+            base_url=self.server,
+            headers={"Authorization": f"Bearer {key}", "User-Agent": "denv-python/0.1.0"},
+            timeout=timeout,
+            trust_env=False,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- transport ----
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str] | None = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        t = self.timeout if timeout is None else timeout
+        try:
+            r = self._http.request(
+                method, path, json=json, params=params, content=content,
+                headers=headers, timeout=t,
+            )
+        except httpx.TimeoutException:
+            raise DenvTimeout(method, path, "timeout", f"no answer within {t:g} s") from None
+        except httpx.HTTPError as e:
+            raise DenvError(method, path, "unreachable", f"{self.server}: {e}") from None
+        if r.status_code >= 400:
+            message = r.reason_phrase or "error"
+            try:
+                doc = r.json()
+                if isinstance(doc, dict) and doc.get("error"):
+                    message = str(doc["error"])
+            except ValueError:
+                text = r.text.strip()
+                if text:
+                    message = text[:500]
+            cls = DenvTimeout if r.status_code == 504 else DenvError
+            raise cls(method, path, r.status_code, message)
+        return r
+
+    def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        r = self._request(method, path, **kw)
+        if not r.content:
+            return {}
+        try:
+            doc = r.json()
+        except ValueError:
+            raise DenvError(method, path, r.status_code, "answer is not JSON") from None
+        if not isinstance(doc, dict):
+            raise DenvError(method, path, r.status_code, "answer is not a JSON object")
+        return doc
+
+    # ---- deployments ----
+
+    def deployment(self, dep_id: str) -> dict[str, Any]:
+        """``GET /v1/deployments/{id}``: ``{deployment, phases}``."""
+        return self._json("GET", f"/v1/deployments/{dep_id}")
+
+    def wait_deployment(self, dep_id: str, timeout_sec: float) -> dict[str, Any]:
+        """Poll a deployment until it is final; ``{deployment, phases}``."""
+        deadline = time.monotonic() + timeout_sec
+        while True:
+            doc = self.deployment(dep_id)
+            if (doc.get("deployment") or {}).get("Status") in FINAL_STATUSES:
+                return doc
+            if time.monotonic() >= deadline:
+                raise DenvTimeout(
+                    "GET", f"/v1/deployments/{dep_id}", "timeout",
+                    f"deployment not finished within {timeout_sec:g} s",
+                )
+            time.sleep(self.poll_interval)
+
+    @staticmethod
+    def _dep_id(doc: dict[str, Any], method: str, path: str) -> str:
+        dep = doc.get("deployment") or {}
+        dep_id = dep.get("ID")
+        if not dep_id:
+            raise DenvError(method, path, "?", "answer has no deployment id")
+        return str(dep_id)
+
+    # ---- projects ----
+
+    def ensure_project(self, name: str, kind: str = "rl-environment") -> None:
+        """Create the project unless it exists (``POST /v1/projects``; 409 is fine)."""
+        try:
+            self._json("POST", "/v1/projects", json={"name": name, "kind": kind})
+        except DenvError as e:
+            if e.status != 409:
+                raise
+
+    def deploy(
+        self,
+        project: str,
+        compose: str,
+        env: str | None = None,
+        warm: Sequence[str] | None = None,
+        timeout_sec: int = 900,
+    ) -> dict[str, Any]:
+        """Deploy compose text to an environment of a project; the final deployment object."""
+        path = f"/v1/projects/{project}/deploy"
+        body: dict[str, Any] = {"compose": compose}
+        if env:
+            body["env"] = env
+        if warm:
+            body["warm"] = [str(w) for w in warm]
+        doc = self._json("POST", path, json=body)
+        dep_id = self._dep_id(doc, "POST", path)
+        final = self.wait_deployment(dep_id, timeout_sec)
+        dep = final.get("deployment") or {}
+        if dep.get("Status") != "succeeded":
+            raise DenvError("POST", path, dep.get("Status", "?"),
+                            str(dep.get("Error") or f"deployment {dep_id} did not succeed"))
+        if not dep.get("EnvID"):
+            dep["EnvID"] = (doc.get("deployment") or {}).get("EnvID")
+        return dep
+
+    # ---- sandboxes and versions ----
+
+    def sandbox(
+        self,
+        *,
+        image: str | None = None,
+        from_version: str | None = None,
+        cmd: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        ports: Sequence[int | str] | None = None,
+        egress: str = "deny",
+        volumes: Sequence[str] | None = None,
+        name: str | None = None,
+        project: str | None = None,
+        timeout_sec: int = 600,
+    ) -> Sandbox:
+        """``POST /v1/sandboxes``: an environment from an image or a version, healthy."""
+        if not image and not from_version:
+            raise ValueError("denv: sandbox needs image or from_version")
+        if image and from_version:
+            raise ValueError("denv: sandbox takes image or from_version, not both")
+        if egress not in ("deny", "allow"):
+            raise ValueError(f"denv: egress must be deny or allow, not {egress!r}")
+        body: dict[str, Any] = {"egress": egress, "timeout_sec": int(timeout_sec)}
+        if image:
+            body["image"] = image
+            if cmd is not None:
+                body["cmd"] = [str(c) for c in cmd]
+            if env:
+                body["env"] = {str(k): str(v) for k, v in env.items()}
+            if ports:
+                body["ports"] = [str(p) for p in ports]
+            if volumes is not None:
+                body["volumes"] = [str(v) for v in volumes]
+        else:
+            body["from_version"] = from_version
+        if name:
+            body["name"] = name
+        if project:
+            body["project"] = project
+        doc = self._json("POST", "/v1/sandboxes", json=body,
+                         timeout=max(self.timeout, timeout_sec + HTTP_MARGIN))
+        return self._sandbox_of(doc.get("environment") or {})
+
+    @staticmethod
+    def _sandbox_of(env: dict[str, Any]) -> Sandbox:
+        eps = env.get("Endpoints") or {}
+        endpoints = {str(k): str(v) for k, v in eps.items()} if isinstance(eps, dict) else {}
+        return Sandbox(
+            id=str(env.get("ID", "")),
+            name=str(env.get("Name", "")),
+            status=str(env.get("Status", "")),
+            endpoints=endpoints,
+            raw=env,
+        )
+
+    def environment(self, env_id: str) -> dict[str, Any]:
+        """``GET /v1/envs/{id}``: the environment object."""
+        return self._json("GET", f"/v1/envs/{env_id}").get("environment") or {}
+
+    def destroy(self, env_id: str) -> None:
+        """``DELETE /v1/envs/{id}``; returns when the destroy deployment is final."""
+        path = f"/v1/envs/{env_id}"
+        doc = self._json("DELETE", path)
+        dep = (doc.get("deployment") or {}).get("ID")
+        if not dep:
+            return
+        final = self.wait_deployment(str(dep), 300)
+        d = final.get("deployment") or {}
+        if d.get("Status") != "succeeded":
+            raise DenvError("DELETE", path, d.get("Status", "?"),
+                            str(d.get("Error") or "destroy did not succeed"))
+
+    def current_version(self, env_id: str) -> str:
+        return str(self.environment(env_id).get("CurrentVersionID") or "")
+
+    def snapshot(self, env_id: str, timeout_sec: int = 300) -> str:
+        """Capture live state as a new version; its id."""
+        path = f"/v1/envs/{env_id}/snapshot"
+        doc = self._json("POST", path)
+        dep_id = self._dep_id(doc, "POST", path)
+        final = self.wait_deployment(dep_id, timeout_sec)
+        dep = final.get("deployment") or {}
+        if dep.get("Status") != "succeeded":
+            raise DenvError("POST", path, dep.get("Status", "?"),
+                            str(dep.get("Error") or f"snapshot {dep_id} did not succeed"))
+        version = dep.get("VersionID") or (doc.get("deployment") or {}).get("VersionID")
+        if not version:
+            raise DenvError("POST", path, "?", f"snapshot {dep_id} names no version")
+        return str(version)
+
+    def fork(
+        self,
+        env_id: str,
+        name: str | None = None,
+        timeout_sec: int = 600,
+        live: bool = True,
+    ) -> Sandbox:
+        """A new environment from ``env_id``: its live state (snapshot first) or its current version."""
+        if live:
+            version = self.snapshot(env_id, timeout_sec=min(timeout_sec, 300) or 300)
+        else:
+            version = self.current_version(env_id)
+            if not version:
+                raise DenvError("GET", f"/v1/envs/{env_id}", "?", "environment has no current version")
+        return self.sandbox(from_version=version, name=name, timeout_sec=timeout_sec)
+
+    def verify(self, env_id: str, resume: bool = False, timeout_sec: int = 900) -> Verdict:
+        """Run the environment's verifier; the verdict phase's record."""
+        path = f"/v1/envs/{env_id}/verify"
+        doc = self._json("POST", path, json={"resume": bool(resume)})
+        dep_id = self._dep_id(doc, "POST", path)
+        final = self.wait_deployment(dep_id, timeout_sec)
+        dep = final.get("deployment") or {}
+        status = str(dep.get("Status", ""))
+        evidence: dict[str, Any] = {}
+        for ph in final.get("phases") or []:
+            if ph.get("Name") == "verdict" and isinstance(ph.get("Evidence"), dict):
+                evidence = ph["Evidence"]
+        # A failed verify with no verdict to read is an error; one whose verdict
+        # recorded the outcome (reward null) is returned as it stands.
+        if status != "succeeded" and "reward" not in evidence:
+            raise DenvError("POST", path, status or "?",
+                            str(dep.get("Error") or f"verify {dep_id} failed"))
+        reward = evidence.get("reward")
+        refused = []
+        for r in evidence.get("refused") or []:
+            if isinstance(r, dict):
+                refused.append(f"{r.get('path', '?')}: {r.get('reason', '?')}")
+            else:
+                refused.append(str(r))
+        return Verdict(
+            deployment_id=dep_id,
+            reward=float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None,
+            refused=refused,
+            missing=[str(m) for m in evidence.get("missing") or []],
+            source=str(evidence.get("source") or "error"),
+            status=status,
+            evidence=evidence,
+        )
+
+    # ---- inside an environment ----
+
+    def exec(self, env_id: str, service: str, cmd: Sequence[str], timeout_sec: int = 120) -> ExecResult:
+        if isinstance(cmd, str):
+            raise TypeError("denv: exec takes an argv list; use shell_command() for a script")
+        doc = self._json(
+            "POST", f"/v1/envs/{env_id}/exec",
+            json={"service": service, "cmd": [str(c) for c in cmd], "timeout_sec": int(timeout_sec)},
+            timeout=max(30.0, timeout_sec + HTTP_MARGIN),
+        )
+        return ExecResult(
+            exit_code=int(doc.get("exit_code", -1)),
+            stdout=str(doc.get("stdout") or ""),
+            stderr=str(doc.get("stderr") or ""),
+        )
+
+    def put_tar(self, env_id: str, service: str, path: str, tar_bytes: bytes) -> None:
+        """Extract an archive into ``path`` (created if missing) inside the service."""
+        self._request(
+            "PUT", f"/v1/envs/{env_id}/files", params={"service": service, "path": path},
+            content=bytes(tar_bytes), headers={"Content-Type": "application/x-tar"},
+        )
+
+    def get_tar(self, env_id: str, service: str, path: str) -> bytes:
+        """A tar of ``path`` (its first entry is ``path`` itself, as ``docker cp`` makes it)."""
+        r = self._request("GET", f"/v1/envs/{env_id}/files", params={"service": service, "path": path})
+        return r.content
+
+    @staticmethod
+    def _split(target_path: str) -> tuple[str, str]:
+        target_path = str(target_path)
+        if not target_path.startswith("/"):
+            raise ValueError(f"denv: {target_path!r} is not an absolute path")
+        parent, base = posixpath.split(target_path.rstrip("/"))
+        if not base:
+            raise ValueError(f"denv: {target_path!r} names no file")
+        return parent or "/", base
+
+    def put_bytes(self, env_id: str, service: str, target_path: str, data: bytes, mode: int = 0o644) -> None:
+        parent, base = self._split(target_path)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            info = tarfile.TarInfo(base)
+            info.size = len(data)
+            info.mode = mode
+            info.mtime = int(time.time())
+            tf.addfile(info, io.BytesIO(data))
+        self.put_tar(env_id, service, parent, buf.getvalue())
+
+    def put_file(self, env_id: str, service: str, source: str | os.PathLike[str], target_path: str) -> None:
+        src = Path(source)
+        data = src.read_bytes()
+        self.put_bytes(env_id, service, target_path, data, mode=src.stat().st_mode & 0o7777)
+
+    def put_dir(self, env_id: str, service: str, source_dir: str | os.PathLike[str], target_dir: str) -> None:
+        """Upload the contents of ``source_dir`` into ``target_dir`` (not the directory itself)."""
+        src = Path(source_dir)
+        if not src.is_dir():
+            raise NotADirectoryError(f"denv: {src} is not a directory")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            for child in sorted(src.iterdir()):
+                tf.add(child, arcname=child.name, recursive=True)
+        self.put_tar(env_id, service, str(target_dir), buf.getvalue())
+
+    def get_bytes(self, env_id: str, service: str, source_path: str) -> bytes:
+        """The first regular file of the archive of ``source_path``."""
+        data = self.get_tar(env_id, service, source_path)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
+            for m in tf:
+                if m.isfile():
+                    f = tf.extractfile(m)
+                    if f is not None:
+                        return f.read()
+        raise FileNotFoundError(f"denv: no regular file at {source_path}")
+
+    def get_file(self, env_id: str, service: str, source_path: str, target: str | os.PathLike[str]) -> None:
+        data = self.get_bytes(env_id, service, source_path)
+        dst = Path(target)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(data)
+
+    def get_dir(self, env_id: str, service: str, source_dir: str, target_dir: str | os.PathLike[str]) -> None:
+        """Extract the contents of ``source_dir`` under ``target_dir`` (``docker cp src/.``)."""
+        data = self.get_tar(env_id, service, source_dir)
+        dst = Path(target_dir)
+        dst.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
+            members = tf.getmembers()
+            root = ""
+            if members:
+                first = members[0].name
+                while first.startswith("./"):
+                    first = first[2:]
+                first = first.rstrip("/")
+                base = posixpath.basename(str(source_dir).rstrip("/"))
+                if members[0].isdir() and first and first == base:
+                    root = first
+            tf.extractall(dst, members=_strip_root(members, root), filter=_tar_member_filter)
