@@ -1,6 +1,5 @@
 /* api_envs.c: reading environments, their versions and deployments, and a
- * deployment with its phases. Routes that act on a host are the
- * orchestrator's ([F5]). */
+ * deployment with its phases. Routes that act on a host are in api_ops.c. */
 #include "base/str.h"
 #include "cp/cp.h"
 
@@ -22,8 +21,7 @@ static void h_env_get(struct cp *cp, struct http_req *req)
 		return;
 	resp = json_new_object();
 	json_object_set(resp, "environment", cp_public(env, "environments"));
-	/* No host hub yet: nothing is connected. */
-	json_object_set_bool(resp, "connected", false);
+	json_object_set_bool(resp, "connected", cp_host_connected(cp, json_get_str(env, "HostID")));
 	cp_reply(req, 200, resp);
 }
 

@@ -272,8 +272,9 @@ static struct json *host_view(struct cp *cp, const struct json *host)
 {
 	struct json *h = cp_public(host, "hosts");
 
-	/* No host hub yet: only driver hosts (no stream needed) are connected. */
-	json_object_set_bool(h, "connected", host_driver(cp, host) != NULL);
+	/* A driver host needs no stream (and may not be committed yet). */
+	json_object_set_bool(h, "connected",
+			     host_driver(cp, host) != NULL || cp_host_connected(cp, json_get_str(host, "ID")));
 	return h;
 }
 

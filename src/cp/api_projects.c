@@ -349,7 +349,7 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 	json_object_set(params, "warm", warm);
 	warm = NULL;
 	resp = cp_deployment_create(txn, who.team_id, pid, env_id, "deploy", params);
-	cp_commit_reply(cp, txn, req, 202, resp, NULL, NULL);
+	cp_commit_deploy(cp, txn, req, 202, resp, env_id);
 out:
 	json_free(spec);
 	json_free(warm);

@@ -47,6 +47,27 @@
 #define CP_BRANCH_MAX 255
 #define CP_ROW_ID_MAX 160			/* composite row ids (member, phase) */
 
+/* The host hub, commands and the orchestrator ([F5]). */
+#define CP_HUB_MAX_MESSAGE ((size_t)16 << 20)	/* one frame from a sidecar (protocol.md) */
+#define CP_HUB_MAX_QUEUED ((size_t)192 << 20)	/* frames queued to one sidecar: a few 32 MiB archives */
+#define CP_HUB_MAX_CONNS 4096			/* host streams at once, admitted or not */
+#define CP_HELLO_TIMEOUT_MS 10000		/* a new stream must say hello within this */
+#define CP_HOST_GRACE_MS 60000			/* no frame for this long: the host is unreachable */
+#define CP_COMMAND_TIMEOUT_MS (15 * 60 * 1000)	/* one phase's command (orchestrator CommandTimeout) */
+#define CP_EXEC_TIMEOUT_DEFAULT_S 120		/* env.exec without timeout_sec */
+#define CP_EXEC_TIMEOUT_MAX_S 86400
+#define CP_EXEC_SLACK_MS 10000			/* env.exec waits timeout_sec plus this */
+#define CP_WARM_TIMEOUT_S 600			/* the deploy's warm command */
+#define CP_HEALTH_TIMEOUT_S 30			/* `true` after a snapshot */
+#define CP_CHUNK_BYTES ((size_t)4 << 20)	/* archive bytes per chunk frame (before base64) */
+#define CP_INLINE_BYTES ((size_t)4 << 20)	/* archives up to this size travel inline as tar_b64 */
+#define CP_RESULT_STORE_MAX ((size_t)256 << 10)	/* a bigger command result is stored as its size only */
+#define CP_SANDBOX_TIMEOUT_DEFAULT_S 600	/* POST /v1/sandboxes without timeout_sec */
+#define CP_SANDBOX_TIMEOUT_MAX_S 86400
+#define CP_EVENT_SUBS_MAX 1024			/* live event streams at once */
+#define CP_EVENT_SUB_QUEUED ((size_t)8 << 20)	/* a stream that falls this far behind is closed */
+#define CP_SHORT_ID 6				/* characters of a ULID used in generated names */
+
 /* ---- configuration (flags and environment, see main.c and denv-cp(8)) ---- */
 
 struct cp_config {
@@ -69,6 +90,8 @@ struct cp_config {
 	const char *gh_webhook_secret;
 	const char *gh_api_url;
 	const char *releases_dir;
+	int64_t host_grace_ms;		/* DENV_HOST_GRACE_SEC (tests); default CP_HOST_GRACE_MS */
+	int64_t command_timeout_ms;	/* DENV_COMMAND_TIMEOUT_SEC (tests); default CP_COMMAND_TIMEOUT_MS */
 };
 
 /* ---- in-memory state that config.md says is not stored ---- */
@@ -95,6 +118,11 @@ struct cp_oauth_state {
 };
 
 struct cp_route;
+struct cp_conn;
+struct cp_cmd;
+struct cp_run;
+struct cp_watch;
+struct cp_sub;
 
 struct cp {
 	struct ev *ev;
@@ -107,6 +135,14 @@ struct cp {
 	size_t noauth;
 	struct cp_route *routes;	/* handler trampolines, freed at exit */
 	bool stopping;
+	struct cp_conn *conns;		/* host streams (hub.c) */
+	size_t nconns;
+	uint64_t conn_serial;
+	struct cp_cmd *cmds;		/* commands waiting for a result (cmd.c) */
+	struct cp_run *runs;		/* deployments running (orch.c) */
+	struct cp_watch *watches;	/* callers waiting for a deployment to finish */
+	struct cp_sub *subs;		/* live event streams (events.c) */
+	size_t nsubs;
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -133,6 +169,9 @@ int cp_api_events(struct cp *cp);
 int cp_api_hosts(struct cp *cp);
 int cp_api_misc(struct cp *cp);
 int cp_api_github(struct cp *cp);
+int cp_api_ops(struct cp *cp);		/* fork, snapshot, rollback, verify, destroy, exec, files */
+int cp_api_sandboxes(struct cp *cp);
+int cp_hub_routes(struct cp *cp);	/* GET /v1/hosts/stream */
 
 /* ---- store (db.c) ---- */
 
@@ -186,6 +225,11 @@ void cp_commit_reply(struct cp *cp, struct st_txn *txn, struct http_req *req, in
 		     struct json *resp, cp_after_fn after, void *after_arg);
 /* Commit a write that no reply waits for (LastUsedAt, driver hosts); failures are logged. */
 void cp_commit_quiet(struct st_txn *txn, const char *what);
+/* Merge fields (an object, taken) into a copy of table/id and commit it
+ * quietly. -1 if the row is absent. */
+int cp_update(struct cp *cp, const char *table, const char *id, struct json *fields);
+/* {k1: v1, k2: v2, ...}: pairs of (const char *, struct json * taken), NULL-ended. */
+struct json *cp_obj(const char *key, ...);
 
 /* The request body as a JSON object (an empty body is {}). -1 after answering 400. */
 int cp_body(struct http_req *req, struct json **out);
@@ -232,10 +276,99 @@ const char *const *cp_phase_names(const char *kind);
  * {deployment, phases} is the reply body (the caller owns it). */
 struct json *cp_deployment_create(struct st_txn *txn, const char *team_id, const char *project_id,
 				  const char *env_id, const char *kind, struct json *params);
+/* The same with VersionID set (snapshot, verify, fork). */
+struct json *cp_deployment_create_v(struct st_txn *txn, const char *team_id, const char *project_id,
+				    const char *env_id, const char *kind, struct json *params, const char *version_id);
+/* The phase row id of seq (1-based) in dep. */
+void cp_phase_id(const char *dep_id, int seq, char out[CP_ROW_ID_MAX]);
+/* A new version row (not yet put): Number is one past the environment's versions. */
+struct json *cp_version_new(struct cp *cp, const struct json *env, const struct json *spec);
+/* A short lowercase tail of a fresh ULID for generated names ("sbx-<tail>"). */
+void cp_short_name(const char *prefix, char *out, size_t n);
 /* {deployment, phases} as stored. */
 struct json *cp_deployment_view(struct cp *cp, const struct json *dep);
 /* A new environment row (not yet put). */
 struct json *cp_env_new(const char *team_id, const char *project_id, const char *name, const char *stage);
+
+/* ---- events (events.c) ---- */
+
+/* Append an event (body taken) to txn, or commit it by itself when txn is
+ * NULL, and push it to the team's live streams. */
+void cp_event(struct cp *cp, struct st_txn *txn, const char *team_id, const char *subject, const char *kind,
+	      struct json *body);
+void cp_events_close_all(struct cp *cp);
+int cp_events_stream_route(struct cp *cp);
+
+/* ---- host hub (hub.c) ---- */
+
+/* Whether the host can take commands now: a sidecar with an open stream, or a driver host. */
+bool cp_host_connected(struct cp *cp, const char *host_id);
+/* Send one frame to a connected sidecar. -1 with e when it has no stream or the queue is full. */
+int cp_hub_send(struct cp *cp, const char *host_id, const struct json *frame, struct err *e);
+/* Start-up: no stream is open, so no sidecar is connected. */
+void cp_hub_start(struct cp *cp);
+/* Close every stream: 1001 on shutdown; free_all drops them at exit. */
+void cp_hub_shutdown(struct cp *cp);
+void cp_hub_free_all(struct cp *cp);
+
+/* ---- commands (cmd.c) ---- */
+
+/* A command's result. data: the archive that came in chunk frames (NULL if none). */
+struct cp_result {
+	bool ok;
+	const char *error;		/* when !ok */
+	const struct json *payload;	/* may be NULL */
+	const struct buf *data;
+};
+typedef void (*cp_cmd_fn)(struct cp *cp, const struct cp_result *res, void *arg);
+
+/*
+ * Record a command in the store, then (once durable) write it to the host's
+ * stream; re-sent with the same id whenever the host reconnects, until a
+ * result or timeout_ms. payload is taken; data (taken, may be NULL) is an
+ * archive sent in chunk frames before the command. fn is called exactly
+ * once, never from inside this call, unless the command is cancelled.
+ */
+struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_id, const char *kind,
+			   struct json *payload, struct buf *data, int64_t timeout_ms, cp_cmd_fn fn, void *arg);
+/* Forget the caller: the command still runs and its row gets the result. */
+void cp_cmd_cancel(struct cp_cmd *cmd);
+const char *cp_cmd_id(const struct cp_cmd *cmd);
+/* Frames from an admitted host: ack, progress, chunk, result. */
+void cp_cmd_frame(struct cp *cp, const char *host_id, const char *type, const struct json *frame);
+/* The host is back: send its unanswered commands again. */
+void cp_cmd_host_up(struct cp *cp, const char *host_id);
+/* Start-up: commands left unanswered by a previous run are failed. */
+void cp_cmd_recover(struct cp *cp);
+void cp_cmd_free_all(struct cp *cp);
+/* The archive of an env.get result: chunked data, or payload.tar_b64. */
+int cp_result_archive(const struct cp_result *res, struct buf *out, struct err *e);
+
+/* ---- orchestrator (orch.c, orch_deploy.c, orch_kinds.c) ---- */
+
+/* Start the environment's oldest pending deployment unless one is running. */
+void cp_orch_kick(struct cp *cp, const char *env_id);
+/* Start-up: deployments a previous run left running are failed; pending ones start. */
+void cp_orch_start(struct cp *cp);
+void cp_orch_free_all(struct cp *cp);
+/* Call fn once when deployment dep_id finishes (dep is its row). */
+typedef void (*cp_watch_fn)(struct cp *cp, const struct json *dep, void *arg);
+struct cp_watch *cp_orch_watch(struct cp *cp, const char *dep_id, cp_watch_fn fn, void *arg);
+void cp_orch_unwatch(struct cp *cp, struct cp_watch *w);
+/* Commit txn (taken), answer req with status and resp, then start the
+ * environment's queue. */
+void cp_commit_deploy(struct cp *cp, struct st_txn *txn, struct http_req *req, int status, struct json *resp,
+		      const char *env_id);
+
+/* A fork of version into a new environment name: puts the environment and a
+ * pending fork deployment into txn, returns {deployment, phases}; env_id gets
+ * the new id and env_out (may be NULL) a public copy of the environment. */
+struct json *cp_fork_create(struct cp *cp, struct st_txn *txn, const char *team_id, const struct json *version,
+			    const char *name, char env_id[ID_MAX], struct json **env_out);
+/* given when valid and free in the project, else a name made from prefix;
+ * NULL after answering 400/409. */
+const char *cp_new_env_name(struct cp *cp, struct http_req *req, const char *project_id, const char *given,
+			    const char *prefix, char *buf, size_t n);
 
 /* ---- templates (templates.c) ---- */
 

@@ -1,5 +1,6 @@
-/* deploy.c: deployment and phase rows (deployments.md). This issue only
- * creates them pending; the orchestrator ([F5]) runs them. */
+/* deploy.c: deployment, phase and version rows (deployments.md). They are
+ * created pending here; the orchestrator (orch.c) runs them. */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,13 +58,52 @@ struct json *cp_env_new(const char *team_id, const char *project_id, const char 
 }
 
 /* Phase row ids sort by sequence within a deployment: "<dep>.<seq, 2 digits>". */
-static void phase_id(const char *dep_id, int seq, char out[CP_ROW_ID_MAX])
+void cp_phase_id(const char *dep_id, int seq, char out[CP_ROW_ID_MAX])
 {
 	snprintf(out, CP_ROW_ID_MAX, "%s.%02d", dep_id, seq);
 }
 
+struct json *cp_version_new(struct cp *cp, const struct json *env, const struct json *spec)
+{
+	const char *env_id = json_get_str(env, "ID");
+	struct json *v = json_new_object();
+	char id[ID_MAX];
+
+	id_new("ver", id);
+	json_object_set_str(v, "ID", id);
+	json_object_set_str(v, "TeamID", json_get_str(env, "TeamID"));
+	json_object_set_str(v, "ProjectID", json_get_str(env, "ProjectID"));
+	json_object_set_str(v, "EnvID", env_id);
+	json_object_set_int(v, "Number", (int64_t)st_count(cp->db, "versions", "EnvID", env_id) + 1);
+	json_object_set(v, "Spec", spec ? json_dup(spec) : json_new_null());
+	json_object_set_str(v, "Snapshot", "");
+	json_object_set_bool(v, "Healthy", false);
+	json_object_set(v, "CreatedAt", cp_now_json());
+	return v;
+}
+
+void cp_short_name(const char *prefix, char *out, size_t n)
+{
+	char id[ID_MAX], tail[CP_SHORT_ID + 1];
+	size_t len;
+
+	/* The random end of a ULID: two names made in the same millisecond differ. */
+	id_new("x", id);
+	len = strlen(id);
+	for (size_t i = 0; i < CP_SHORT_ID; i++)
+		tail[i] = (char)tolower((unsigned char)id[len - CP_SHORT_ID + i]);
+	tail[CP_SHORT_ID] = '\0';
+	snprintf(out, n, "%s%s", prefix, tail);
+}
+
 struct json *cp_deployment_create(struct st_txn *txn, const char *team_id, const char *project_id,
 				  const char *env_id, const char *kind, struct json *params)
+{
+	return cp_deployment_create_v(txn, team_id, project_id, env_id, kind, params, "");
+}
+
+struct json *cp_deployment_create_v(struct st_txn *txn, const char *team_id, const char *project_id,
+				    const char *env_id, const char *kind, struct json *params, const char *version_id)
 {
 	const char *const *names = cp_phase_names(kind);
 	struct json *dep = json_new_object(), *phases = json_new_array(), *out = json_new_object();
@@ -76,7 +116,7 @@ struct json *cp_deployment_create(struct st_txn *txn, const char *team_id, const
 	json_object_set_str(dep, "EnvID", env_id);
 	json_object_set_str(dep, "Kind", kind);
 	json_object_set_str(dep, "Status", "pending");
-	json_object_set_str(dep, "VersionID", "");
+	json_object_set_str(dep, "VersionID", version_id ? version_id : "");
 	json_object_set_str(dep, "TargetEnvID", "");
 	json_object_set(dep, "Params", params ? params : json_new_object());
 	json_object_set_str(dep, "Error", "");
@@ -95,7 +135,7 @@ struct json *cp_deployment_create(struct st_txn *txn, const char *team_id, const
 		json_object_set(ph, "StartedAt", json_new_null());
 		json_object_set(ph, "FinishedAt", json_new_null());
 		json_array_push(phases, json_dup(ph));
-		phase_id(id, seq, pid);
+		cp_phase_id(id, seq, pid);
 		st_put(txn, "phases", pid, ph);
 	}
 	json_object_set(out, "deployment", cp_public(dep, "deployments"));

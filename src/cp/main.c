@@ -39,6 +39,18 @@ static const char *env_or(const char *name, const char *fallback)
 	return v && *v ? v : fallback;
 }
 
+/* A positive number of seconds from the environment, in ms; fallback_ms
+ * when unset or not a positive number. Tests shorten waits with these. */
+static int64_t seconds_env(const char *name, int64_t fallback_ms)
+{
+	const char *v = getenv(name);
+	int64_t s;
+
+	if (!v || !*v || str_to_i64(v, &s) < 0 || s <= 0 || s > 7 * 24 * 3600)
+		return fallback_ms;
+	return s * 1000;
+}
+
 /* Drop trailing slashes (so "URL" + "/path" joins cleanly); returns a copy. */
 static const char *no_trailing_slash(const char *s)
 {
@@ -71,6 +83,8 @@ static void config_from_env(struct cp_config *c)
 	c->gh_webhook_secret = env_or("DENV_GITHUB_WEBHOOK_SECRET", NULL);
 	c->gh_api_url = env_or("DENV_GITHUB_API_URL", "https://api.github.com");
 	c->releases_dir = env_or("DENV_RELEASES_DIR", "bin");
+	c->host_grace_ms = seconds_env("DENV_HOST_GRACE_SEC", CP_HOST_GRACE_MS);
+	c->command_timeout_ms = seconds_env("DENV_COMMAND_TIMEOUT_SEC", CP_COMMAND_TIMEOUT_MS);
 }
 
 /* Go-style flags: -name value, -name=value, --name too. Returns 0, 1 (help
@@ -177,6 +191,8 @@ static void on_signal(struct ev *ev, int signo, void *arg)
 		return;
 	}
 	cp->stopping = true;
+	cp_hub_shutdown(cp);
+	cp_events_close_all(cp);
 	log_info("cp", "signal %d: shutting down (waiting up to %d s for requests)", signo,
 		 CP_SHUTDOWN_GRACE_MS / 1000);
 	http_server_shutdown(cp->srv, CP_SHUTDOWN_GRACE_MS, shutdown_done, cp);
@@ -186,7 +202,8 @@ static int add_routes(struct cp *cp)
 {
 	int (*groups[])(struct cp *) = {
 		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
-		cp_api_events, cp_api_hosts, cp_api_github,
+		cp_api_events, cp_api_hosts, cp_api_github, cp_api_ops, cp_api_sandboxes,
+		cp_hub_routes,
 		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
 	};
 
@@ -228,6 +245,11 @@ static int run(struct cp *cp)
 	}
 	if (add_routes(cp) < 0)
 		return 1;
+	/* What a previous run left: hosts marked connected, commands and
+	 * deployments in flight. Then the queues start. */
+	cp_hub_start(cp);
+	cp_cmd_recover(cp);
+	cp_orch_start(cp);
 	ev_signal_add(cp->ev, SIGINT, on_signal, cp);
 	ev_signal_add(cp->ev, SIGTERM, on_signal, cp);
 	signal(SIGPIPE, SIG_IGN);
@@ -244,7 +266,13 @@ static int run(struct cp *cp)
 
 static void cleanup(struct cp *cp)
 {
-	/* The store first: its pending done callbacks answer parked requests. */
+	/* Runs and commands first (their callbacks must not fire into freed
+	 * state), then the store: its pending done callbacks answer parked
+	 * requests. */
+	cp_orch_free_all(cp);
+	cp_cmd_free_all(cp);
+	cp_hub_free_all(cp);
+	cp_events_close_all(cp);
 	st_close(cp->db);
 	if (cp->srv)
 		http_server_free(cp->srv);

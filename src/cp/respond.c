@@ -91,6 +91,40 @@ void cp_commit_quiet(struct st_txn *txn, const char *what)
 		log_error("cp", "%s: %s", what, e.msg);
 }
 
+int cp_update(struct cp *cp, const char *table, const char *id, struct json *fields)
+{
+	const struct json *row = st_get(cp->db, table, id);
+	struct json *upd;
+	struct st_txn *txn;
+
+	if (!row) {
+		json_free(fields);
+		return -1;
+	}
+	upd = json_dup(row);
+	for (size_t i = 0; fields && i < fields->u.obj.n; i++) {
+		json_object_set(upd, fields->u.obj.m[i].key, fields->u.obj.m[i].val);
+		fields->u.obj.m[i].val = json_new_null();	/* moved */
+	}
+	json_free(fields);
+	txn = st_begin(cp->db);
+	st_put(txn, table, id, upd);
+	cp_commit_quiet(txn, "row update");
+	return 0;
+}
+
+struct json *cp_obj(const char *key, ...)
+{
+	struct json *o = json_new_object();
+	va_list ap;
+
+	va_start(ap, key);
+	for (const char *k = key; k; k = va_arg(ap, const char *))
+		json_object_set(o, k, va_arg(ap, struct json *));
+	va_end(ap);
+	return o;
+}
+
 int cp_body(struct http_req *req, struct json **out)
 {
 	struct json_limits lim = { 64, 0 };
@@ -218,7 +252,8 @@ static const char *const *hidden_fields(const char *table)
 	static const char *const team[] = { "TeamID", NULL };
 	static const char *const none[] = { NULL };
 
-	if (str_eq(table, "keys") || str_eq(table, "sessions") || str_eq(table, "join_tokens"))
+	if (str_eq(table, "keys") || str_eq(table, "sessions") || str_eq(table, "join_tokens") ||
+	    str_eq(table, "hosts"))
 		return secret;
 	if (str_eq(table, "environments") || str_eq(table, "deployments") || str_eq(table, "versions"))
 		return team;

@@ -143,6 +143,16 @@ def status_of_big(server, method, path, payload, key):
     return int(m.group(1)) if m else None
 
 
+def wait_deployment(s, dep_id, timeout=10):
+    """GET the deployment until it is no longer pending or running."""
+    deadline = time.time() + timeout
+    while True:
+        st, doc, _ = s.call("GET", "/v1/deployments/" + dep_id, key=BOOT_KEY)
+        if doc["deployment"]["Status"] not in ("pending", "running") or time.time() > deadline:
+            return doc
+        time.sleep(0.05)
+
+
 def err_of(doc):
     return doc.get("error") if isinstance(doc, dict) else doc
 
@@ -461,8 +471,19 @@ def test_deploy(s, state):
     is_(st, 404, "unknown deployment is 404")
     st, doc, _ = s.call("GET", "/v1/envs/%s/deployments" % state["alpha"], key=BOOT_KEY)
     ok(st == 200 and [d["ID"] for d in doc["deployments"]] == [dep["ID"]], "GET /v1/envs/{env}/deployments", doc)
+    # No host and no cloud: the deploy runs and fails at provision (t/cp/test_hub.py runs it on a host).
+    final = wait_deployment(s, dep["ID"])
+    is_((final["deployment"]["Status"], final["deployment"]["Error"]),
+        ("failed", "provision: no connected host and no cloud that can provision: connect a cloud or run "
+                   "`denvd join` on a machine"), "without a host the deploy fails at provision")
+    is_([p["Status"] for p in final["phases"]],
+        ["ok", "ok", "failed", "skipped", "skipped", "skipped", "skipped", "skipped", "skipped", "skipped", "failed"],
+        "phases after the failure are skipped; verdict records it")
+    is_(final["phases"][1]["Evidence"], {"host": "", "reason": "no connected host; provisioning"}, "place evidence")
+    is_(final["phases"][10]["Evidence"], {"reverted": "no previous version"}, "verdict evidence")
     st, doc, _ = s.call("GET", "/v1/envs/%s/versions" % state["alpha"], key=BOOT_KEY)
-    is_((st, doc), (200, {"versions": []}), "GET /v1/envs/{env}/versions (none before [F5] runs)")
+    ok(st == 200 and len(doc["versions"]) == 1 and doc["versions"][0]["Healthy"] is False
+       and doc["versions"][0]["Number"] == 1, "resolve created version 1, not healthy", doc)
     st, doc, _ = s.call("GET", "/v1/envs/%s" % state["alpha"], key=BOOT_KEY)
     ok(st == 200 and doc["environment"]["ID"] == state["alpha"] and doc["connected"] is False,
        "GET /v1/envs/{env}: {environment, connected}", doc)
@@ -516,7 +537,8 @@ def test_events(s, state):
     st, doc, _ = s.call("GET", "/v1/events?subject=nope", key=BOOT_KEY)
     is_(st, 400, "a malformed subject is 400")
     st, doc, _ = s.call("GET", "/v1/events?subject=env:" + state["alpha"], key=BOOT_KEY)
-    is_((st, doc), (200, {"events": []}), "GET /v1/events?subject=env:<id>")
+    is_((st, [e["Kind"] for e in doc["events"]]), (200, ["deployment.finished", "deployment.started"]),
+        "GET /v1/events?subject=env:<id>: the deploy's events, newest first")
 
 
 def test_clouds(s, state):
@@ -652,7 +674,8 @@ def seed_rows(store, state):
     straight into the log while denv-cp is stopped."""
     team, other = state["boot_team"], state["personal_team"]
     subject = "env:" + state["alpha"]
-    base = int(time.time() * 1000) - 100000
+    # After every event of the run, so that newest-first puts the seeded ones on top.
+    base = int(time.time() * 1000) + 1000
     ops = []
     for i in range(205):
         eid = "evt_" + crockford_ulid(base + i, i)

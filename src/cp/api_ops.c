@@ -1,0 +1,398 @@
+/*
+ * api_ops.c: routes that act on an environment through its host: fork,
+ * snapshot, rollback, verify and destroy start deployments (202, run by the
+ * orchestrator); exec and files send one command and answer when its
+ * result arrives (the request is parked meanwhile).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/enc.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "cp/cp.h"
+
+/* The caller's environment, not destroyed; NULL after answering. */
+static const struct json *live_env(struct cp *cp, struct http_req *req, struct cp_caller *who)
+{
+	const struct json *env;
+
+	if (cp_auth(cp, req, CP_AUTH_TEAM, who) < 0)
+		return NULL;
+	env = cp_team_row(cp, req, "environments", who->team_id, http_req_param(req, "env"), "environment");
+	if (env && str_eq(json_get_str(env, "Status"), "destroyed")) {
+		http_respond_error(req, 409, "environment is destroyed");
+		return NULL;
+	}
+	return env;
+}
+
+/* A version of the team that can be forked or restored: healthy, with a snapshot. */
+static bool usable_version(const struct json *v, const char *team_id)
+{
+	const char *snap = json_get_str(v, "Snapshot");
+
+	return v && str_eq(json_get_str(v, "TeamID"), team_id) && json_get_bool(v, "Healthy", false) && snap && *snap;
+}
+
+struct json *cp_fork_create(struct cp *cp, struct st_txn *txn, const char *team_id, const struct json *version,
+			    const char *name, char env_id[ID_MAX], struct json **env_out)
+{
+	const char *vid = json_get_str(version, "ID");
+	struct json *env = cp_env_new(team_id, json_get_str(version, "ProjectID"), name, "fork");
+	struct json *params;
+
+	json_object_set_str(env, "ParentVersionID", vid);
+	str_copy(env_id, ID_MAX, json_get_str(env, "ID"));
+	if (env_out)
+		*env_out = cp_public(env, "environments");
+	st_put(txn, "environments", env_id, env);
+	params = cp_obj("from_env", json_new_str(json_get_str(version, "EnvID")), "version", json_new_str(vid), "name",
+			json_new_str(name), NULL);
+	return cp_deployment_create_v(txn, team_id, json_get_str(version, "ProjectID"), env_id, "fork", params, vid);
+}
+
+/* A name for a new environment in project: given and valid and free, or
+ * generated from prefix. NULL after answering 400/409. */
+const char *cp_new_env_name(struct cp *cp, struct http_req *req, const char *project_id, const char *given,
+			    const char *prefix, char *buf, size_t n)
+{
+	if (!given || !*given) {
+		cp_short_name(prefix, buf, n);
+		return buf;
+	}
+	if (!cp_valid_name(given)) {
+		cp_fail(req, 400, "name must be 1 to %d letters, digits, '.', '_' or '-'", CP_NAME_MAX);
+		return NULL;
+	}
+	if (cp_find(cp, "environments", "ProjectID", project_id, "Name", given)) {
+		cp_fail(req, 409, "environment \"%s\" already exists", given);
+		return NULL;
+	}
+	return given;
+}
+
+static void h_fork(struct cp *cp, struct http_req *req)
+{
+	const char *name = NULL, *vid = NULL;
+	char env_id[ID_MAX], buf[CP_NAME_MAX + 1];
+	struct cp_caller who;
+	const struct json *env, *v;
+	struct json *body = NULL, *resp;
+	struct st_txn *txn;
+
+	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+		return;
+	if (cp_opt_str(req, body, "name", &name) < 0 || cp_opt_str(req, body, "version", &vid) < 0)
+		goto out;
+	if (!vid || !*vid)
+		vid = json_get_str(env, "CurrentVersionID");
+	v = vid && *vid ? st_get(cp->db, "versions", vid) : NULL;
+	if (!usable_version(v, who.team_id)) {
+		http_respond_error(req, 400, "version must be a healthy snapshot");
+		goto out;
+	}
+	name = cp_new_env_name(cp, req, json_get_str(v, "ProjectID"), name, "fork-", buf, sizeof(buf));
+	if (!name)
+		goto out;
+	txn = st_begin(cp->db);
+	resp = cp_fork_create(cp, txn, who.team_id, v, name, env_id, NULL);
+	cp_commit_deploy(cp, txn, req, 202, resp, env_id);
+out:
+	json_free(body);
+}
+
+static void h_snapshot(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	const struct json *env, *cur;
+	struct json *v, *resp;
+	struct st_txn *txn;
+	char env_id[ID_MAX], vid[ID_MAX];
+
+	if (!(env = live_env(cp, req, &who)))
+		return;
+	cur = st_get(cp->db, "versions", json_get_str(env, "CurrentVersionID"));
+	if (!cur) {
+		http_respond_error(req, 409, "the environment has no version yet; deploy it first");
+		return;
+	}
+	/* The new version is the snapshot's; its id is in the 202 already. */
+	v = cp_version_new(cp, env, json_get(cur, "Spec"));
+	str_copy(vid, sizeof(vid), json_get_str(v, "ID"));
+	str_copy(env_id, sizeof(env_id), json_get_str(env, "ID"));
+	txn = st_begin(cp->db);
+	resp = cp_deployment_create_v(txn, who.team_id, json_get_str(env, "ProjectID"), env_id, "snapshot",
+				      json_new_object(), vid);
+	st_put(txn, "versions", vid, v);
+	cp_commit_deploy(cp, txn, req, 202, resp, env_id);
+}
+
+static void h_rollback(struct cp *cp, struct http_req *req)
+{
+	const char *vid = NULL;
+	struct cp_caller who;
+	const struct json *env, *v;
+	struct json *body = NULL, *resp;
+	struct st_txn *txn;
+	char env_id[ID_MAX];
+
+	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+		return;
+	if (cp_req_str(req, body, "version", &vid) < 0)
+		goto out;
+	str_copy(env_id, sizeof(env_id), json_get_str(env, "ID"));
+	v = st_get(cp->db, "versions", vid);
+	if (!usable_version(v, who.team_id) || !str_eq(json_get_str(v, "EnvID"), env_id)) {
+		http_respond_error(req, 400, "version must be a healthy snapshot of this environment");
+		goto out;
+	}
+	txn = st_begin(cp->db);
+	resp = cp_deployment_create_v(txn, who.team_id, json_get_str(env, "ProjectID"), env_id, "rollback",
+				      cp_obj("version", json_new_str(vid), NULL), vid);
+	cp_commit_deploy(cp, txn, req, 202, resp, env_id);
+out:
+	json_free(body);
+}
+
+static void h_verify(struct cp *cp, struct http_req *req)
+{
+	int resume = -1;
+	struct cp_caller who;
+	const struct json *env, *cur, *spec;
+	struct json *body = NULL, *v, *resp;
+	struct st_txn *txn;
+	char env_id[ID_MAX], vid[ID_MAX];
+
+	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+		return;
+	if (cp_opt_bool(req, body, "resume", &resume) < 0)
+		goto out;
+	cur = st_get(cp->db, "versions", json_get_str(env, "CurrentVersionID"));
+	spec = json_get(cur, "Spec");
+	if (!json_get_str(json_get(spec, "agent"), "service") || !json_get(spec, "verifier")) {
+		http_respond_error(req, 400, "verify needs x-denv.agent.service and x-denv.verifier in the "
+					     "environment's current version");
+		goto out;
+	}
+	/* The capture is a version of its own. */
+	v = cp_version_new(cp, env, spec);
+	str_copy(vid, sizeof(vid), json_get_str(v, "ID"));
+	str_copy(env_id, sizeof(env_id), json_get_str(env, "ID"));
+	txn = st_begin(cp->db);
+	resp = cp_deployment_create_v(txn, who.team_id, json_get_str(env, "ProjectID"), env_id, "verify",
+				      cp_obj("resume", json_new_bool(resume == 1), NULL), vid);
+	st_put(txn, "versions", vid, v);
+	cp_commit_deploy(cp, txn, req, 202, resp, env_id);
+out:
+	json_free(body);
+}
+
+static void h_destroy(struct cp *cp, struct http_req *req)
+{
+	struct cp_caller who;
+	const struct json *env;
+	struct json *resp, *dep;
+	struct st_txn *txn;
+	char env_id[ID_MAX];
+
+	if (!(env = live_env(cp, req, &who)))
+		return;
+	str_copy(env_id, sizeof(env_id), json_get_str(env, "ID"));
+	txn = st_begin(cp->db);
+	resp = cp_deployment_create(txn, who.team_id, json_get_str(env, "ProjectID"), env_id, "destroy",
+				    json_new_object());
+	dep = json_dup(json_get(resp, "deployment"));
+	json_free(resp);
+	cp_commit_deploy(cp, txn, req, 202, cp_obj("deployment", dep, NULL), env_id);
+}
+
+/* ---- one command, answered when its result comes ---- */
+
+enum park_kind { PARK_EXEC, PARK_PUT, PARK_GET };
+
+struct park {
+	struct cp *cp;
+	struct http_req *req;
+	struct cp_cmd *cmd;
+	enum park_kind kind;
+	size_t bytes;
+};
+
+static void park_gone(struct http_req *req, void *arg)
+{
+	struct park *p = arg;
+
+	/* The command still runs and is recorded; nobody waits for it. */
+	cp_cmd_cancel(p->cmd);
+	http_respond_error(req, 502, "client went away");
+	free(p);
+}
+
+static void park_done(struct cp *cp, const struct cp_result *res, void *arg)
+{
+	struct park *p = arg;
+	const struct json *pl = res->payload;
+	struct buf tar = BUF_INIT;
+	struct err e;
+
+	http_req_on_gone(p->req, NULL, NULL);
+	if (!res->ok) {
+		http_respond_error(p->req, 502, res->error);
+	} else if (p->kind == PARK_EXEC) {
+		const char *out = json_get_str(pl, "stdout"), *err = json_get_str(pl, "stderr");
+
+		cp_reply(p->req, 200,
+			 cp_obj("exit_code", json_new_int(json_get_int(pl, "exit_code", -1)), "stdout",
+				json_new_str(out ? out : ""), "stderr", json_new_str(err ? err : ""), NULL));
+	} else if (p->kind == PARK_PUT) {
+		cp_reply(p->req, 200, cp_obj("ok", json_new_bool(true), "bytes", json_new_int((int64_t)p->bytes), NULL));
+	} else {
+		buf_init(&tar, CP_BODY_FILES + CP_CHUNK_BYTES);
+		if (cp_result_archive(res, &tar, &e) < 0)
+			cp_fail(p->req, 502, "files: %s", e.msg);
+		else
+			http_respond(p->req, 200, "application/x-tar", tar.data, tar.len);
+		buf_release(&tar);
+	}
+	free(p);
+}
+
+/* The connected host of env; NULL after answering 502. */
+static const char *env_host(struct cp *cp, struct http_req *req, const struct json *env)
+{
+	const char *host = json_get_str(env, "HostID");
+
+	if (!host || !*host) {
+		http_respond_error(req, 502, "the environment has no host; deploy it first");
+		return NULL;
+	}
+	if (!cp_host_connected(cp, host)) {
+		cp_fail(req, 502, "host %s is not connected", host);
+		return NULL;
+	}
+	return host;
+}
+
+static void park(struct cp *cp, struct http_req *req, const struct json *env, const char *host, const char *kind,
+		 struct json *payload, struct buf *data, int64_t timeout_ms, enum park_kind pk, size_t bytes)
+{
+	struct park *p = xcalloc(1, sizeof(*p));
+
+	p->cp = cp;
+	p->req = req;
+	p->kind = pk;
+	p->bytes = bytes;
+	p->cmd = cp_cmd_send(cp, host, json_get_str(env, "ID"), kind, payload, data, timeout_ms, park_done, p);
+	http_req_on_gone(req, park_gone, p);
+}
+
+/* cmd: a non-empty array of strings. */
+static bool argv_ok(const struct json *cmd)
+{
+	if (!cmd || cmd->type != JSON_ARRAY || json_len(cmd) == 0)
+		return false;
+	for (size_t i = 0; i < json_len(cmd); i++)
+		if (json_at(cmd, i)->type != JSON_STRING)
+			return false;
+	return true;
+}
+
+static void h_exec(struct cp *cp, struct http_req *req)
+{
+	const char *service = NULL, *host;
+	int64_t timeout = CP_EXEC_TIMEOUT_DEFAULT_S;
+	struct cp_caller who;
+	const struct json *env;
+	struct json *body = NULL, *payload;
+
+	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+		return;
+	if (cp_req_str(req, body, "service", &service) < 0 || cp_opt_int(req, body, "timeout_sec", &timeout) < 0)
+		goto out;
+	if (!argv_ok(json_get(body, "cmd"))) {
+		http_respond_error(req, 400, "cmd must be a non-empty array of strings");
+		goto out;
+	}
+	if (timeout <= 0 || timeout > CP_EXEC_TIMEOUT_MAX_S) {
+		cp_fail(req, 400, "timeout_sec must be 1 to %d", CP_EXEC_TIMEOUT_MAX_S);
+		goto out;
+	}
+	if (!(host = env_host(cp, req, env)))
+		goto out;
+	payload = cp_obj("service", json_new_str(service), "cmd", json_dup(json_get(body, "cmd")), "timeout_sec",
+			 json_new_int(timeout), NULL);
+	park(cp, req, env, host, "env.exec", payload, NULL, timeout * 1000 + CP_EXEC_SLACK_MS, PARK_EXEC, 0);
+out:
+	json_free(body);
+}
+
+/* service and path from the query; NULL after answering 400. */
+static bool files_query(struct http_req *req, const char **service, const char **path)
+{
+	*service = http_req_query(req, "service");
+	*path = http_req_query(req, "path");
+	if (!*service || !**service) {
+		http_respond_error(req, 400, "service is required");
+		return false;
+	}
+	if (!*path || !**path) {
+		http_respond_error(req, 400, "path is required");
+		return false;
+	}
+	return true;
+}
+
+static void h_files_put(struct cp *cp, struct http_req *req)
+{
+	const char *service, *path, *host;
+	struct cp_caller who;
+	const struct json *env;
+	struct json *payload;
+	struct buf data = BUF_INIT, b64 = BUF_INIT;
+	size_t len;
+	const char *body;
+
+	if (!(env = live_env(cp, req, &who)) || !files_query(req, &service, &path) || !(host = env_host(cp, req, env)))
+		return;
+	body = http_req_body(req, &len);
+	payload = cp_obj("service", json_new_str(service), "path", json_new_str(path), NULL);
+	if (len <= CP_INLINE_BYTES) {
+		enc_base64_encode(&b64, body, len, ENC_BASE64);
+		json_object_set(payload, "tar_b64", json_new_strn(b64.data, b64.len));
+		buf_release(&b64);
+		park(cp, req, env, host, "env.put", payload, NULL, 0, PARK_PUT, len);
+		return;
+	}
+	/* Over one frame: the archive goes in chunk frames before the command. */
+	buf_init(&data, CP_BODY_FILES);
+	buf_add(&data, body, len);
+	park(cp, req, env, host, "env.put", payload, &data, 0, PARK_PUT, len);
+}
+
+static void h_files_get(struct cp *cp, struct http_req *req)
+{
+	const char *service, *path, *host;
+	struct cp_caller who;
+	const struct json *env;
+
+	if (!(env = live_env(cp, req, &who)) || !files_query(req, &service, &path) || !(host = env_host(cp, req, env)))
+		return;
+	park(cp, req, env, host, "env.get",
+	     cp_obj("service", json_new_str(service), "path", json_new_str(path), NULL), NULL, 0, PARK_GET, 0);
+}
+
+int cp_api_ops(struct cp *cp)
+{
+	if (cp_route(cp, "POST", "/v1/envs/{env}/fork", CP_BODY_JSON, h_fork) < 0 ||
+	    cp_route(cp, "POST", "/v1/envs/{env}/snapshot", CP_BODY_JSON, h_snapshot) < 0 ||
+	    cp_route(cp, "POST", "/v1/envs/{env}/rollback", CP_BODY_JSON, h_rollback) < 0 ||
+	    cp_route(cp, "POST", "/v1/envs/{env}/verify", CP_BODY_JSON, h_verify) < 0 ||
+	    cp_route(cp, "DELETE", "/v1/envs/{env}", 0, h_destroy) < 0 ||
+	    cp_route(cp, "POST", "/v1/envs/{env}/exec", CP_BODY_JSON, h_exec) < 0 ||
+	    cp_route(cp, "PUT", "/v1/envs/{env}/files", CP_BODY_FILES, h_files_put) < 0 ||
+	    cp_route(cp, "GET", "/v1/envs/{env}/files", 0, h_files_get) < 0)
+		return -1;
+	return 0;
+}

@@ -1,0 +1,71 @@
+/*
+ * orch.h: inside the orchestrator. A running deployment is a struct cp_run
+ * stepping through its kind's phases (deployments.md); each phase function
+ * ends its phase exactly once with run_ok / run_fail / run_skip, either at
+ * once or from a command's callback, and must not touch r afterwards. After a
+ * failure the remaining phases are skipped and the kind's verdict still runs;
+ * the verdict ends the deployment with run_done.
+ */
+#ifndef DENV_CP_ORCH_H
+#define DENV_CP_ORCH_H
+
+#include "cp/cp.h"
+
+struct cp_run;
+typedef void (*run_phase_fn)(struct cp_run *r);
+typedef void (*run_cmd_fn)(struct cp_run *r, const struct cp_result *res);
+
+#define RUN_PHASES_MAX 12
+
+struct run_kind {
+	const char *kind;
+	const char *env_status;			/* the environment's status while it runs, or NULL */
+	run_phase_fn phases[RUN_PHASES_MAX];	/* in the order of cp_phase_names(kind) */
+};
+
+struct cp_run {
+	struct cp *cp;
+	const struct run_kind *k;
+	char dep_id[ID_MAX];
+	char env_id[ID_MAX];
+	char team_id[ID_MAX];
+	char project_id[ID_MAX];
+	char version_id[ID_MAX];	/* the deployment's VersionID */
+	char host_id[ID_MAX];		/* where its commands go */
+	const char *const *names;
+	int phase;			/* index into names */
+	int64_t started_ms;
+	bool failed;
+	char error[ERR_MSG_MAX];	/* "<phase>: <reason>" */
+	struct json *params;		/* the deployment's Params */
+	struct json *ctx;		/* what one phase hands to the next */
+	struct cp_cmd *cmd;		/* command in flight */
+	run_cmd_fn cmd_fn;
+	struct cp_run *next;
+};
+
+extern const struct run_kind cp_kind_deploy, cp_kind_fork, cp_kind_snapshot, cp_kind_rollback,
+	cp_kind_verify, cp_kind_destroy;
+
+/* End the current phase. evidence is taken (NULL: null). */
+void run_ok(struct cp_run *r, struct json *evidence);
+void run_skip(struct cp_run *r, struct json *evidence);
+void run_fail(struct cp_run *r, struct json *evidence, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The verdict: end the deployment with status (succeeded, failed,
+ * rolled_back) and the verdict's evidence (taken). */
+void run_done(struct cp_run *r, const char *status, struct json *evidence);
+/* Send a command for this phase to r->host_id; fn gets the result. When the
+ * host is not connected the phase fails at once (and -1 is returned). */
+int run_cmd(struct cp_run *r, const char *env_id, const char *kind, struct json *payload, int64_t timeout_ms,
+	    run_cmd_fn fn);
+/* Milliseconds since the deployment started. */
+int64_t run_took_ms(const struct cp_run *r);
+/* Update the environment row (fields taken). */
+void run_env(struct cp_run *r, struct json *fields);
+/* A Go-style duration ("1.5s"), a number of seconds or of milliseconds, in ms. */
+int64_t run_duration_ms(const struct json *v, bool number_is_ms);
+
+/* The evidence of an env.snapshot result; fallback_name when it names no snapshot. */
+struct json *run_snapshot_evidence(const struct json *payload, const char *fallback_name);
+
+#endif

@@ -1,0 +1,359 @@
+/*
+ * orch_deploy.c: the deploy kind's eleven phases (deployments.md, "deploy")
+ * and placement (targets.md, "Placement"). Params: {spec, warm, target?}.
+ * ctx carries: prev_version, prev_snapshot (the healthy version to go back
+ * to), placed, endpoints, create (the env.create result), snapshot.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/str.h"
+#include "cp/orch.h"
+
+static const struct json *spec_of(const struct cp_run *r)
+{
+	return json_get(r->params, "spec");
+}
+
+static struct json *names_of(const struct json *list)
+{
+	struct json *a = json_new_array();
+
+	for (size_t i = 0; i < json_len(list); i++) {
+		const struct json *it = json_at(list, i);
+
+		json_array_push(a, json_new_str(it->type == JSON_STRING ? it->u.str.s : json_get_str(it, "name")));
+	}
+	return a;
+}
+
+static void resolve(struct cp_run *r)
+{
+	struct cp *cp = r->cp;
+	const struct json *env = st_get(cp->db, "environments", r->env_id);
+	const char *cur = json_get_str(env, "CurrentVersionID");
+	const struct json *prev = cur && *cur ? st_get(cp->db, "versions", cur) : NULL;
+	struct json *v, *ev;
+	struct st_txn *txn;
+
+	if (!spec_of(r)) {
+		run_fail(r, NULL, "the deployment has no spec");
+		return;
+	}
+	/* The version to go back to if this deploy fails. */
+	if (prev && json_get_bool(prev, "Healthy", false) && *json_get_str(prev, "Snapshot")) {
+		json_object_set_str(r->ctx, "prev_version", cur);
+		json_object_set_str(r->ctx, "prev_snapshot", json_get_str(prev, "Snapshot"));
+	}
+	v = cp_version_new(cp, env, spec_of(r));
+	str_copy(r->version_id, sizeof(r->version_id), json_get_str(v, "ID"));
+	ev = cp_obj("version", json_new_str(r->version_id), "number", json_new_int(json_get_int(v, "Number", 0)),
+		    "services", names_of(json_get(spec_of(r), "services")), "volumes",
+		    names_of(json_get(spec_of(r), "volumes")), NULL);
+	txn = st_begin(cp->db);
+	st_put(txn, "versions", r->version_id, v);
+	cp_commit_quiet(txn, "version");
+	cp_update(cp, "deployments", r->dep_id, cp_obj("VersionID", json_new_str(r->version_id), NULL));
+	run_ok(r, ev);
+}
+
+/* ---- place ---- */
+
+struct host_pick {
+	struct cp *cp;
+	const char *cloud_id;	/* only hosts of this cloud; NULL: any */
+	bool drivers;		/* this pass takes driver hosts, else sidecars */
+	char host_id[ID_MAX];
+};
+
+static bool host_is_driver(struct cp *cp, const struct json *h)
+{
+	const char *cid = json_get_str(h, "CloudID");
+	const struct json *cloud = cid && *cid ? st_get(cp->db, "clouds", cid) : NULL;
+
+	return cp_provider_is_driver(json_get_str(cloud, "Provider"));
+}
+
+static int pick_host(const char *id, const struct json *row, void *arg)
+{
+	struct host_pick *p = arg;
+
+	if (p->cloud_id && !str_eq(json_get_str(row, "CloudID"), p->cloud_id))
+		return 0;
+	if (host_is_driver(p->cp, row) != p->drivers || !cp_host_connected(p->cp, id))
+		return 0;
+	str_copy(p->host_id, sizeof(p->host_id), id);
+	return 1;
+}
+
+/* The team's first connected host, sidecars before driver hosts. */
+static bool first_connected(struct cp_run *r, const char *cloud_id, char out[ID_MAX])
+{
+	struct host_pick p = { r->cp, cloud_id, false, "" };
+	struct err e;
+
+	for (int pass = 0; pass < 2 && !*p.host_id; pass++) {
+		p.drivers = pass == 1;
+		if (st_scan(r->cp->db, "hosts", "TeamID", r->team_id, NULL, pick_host, &p, &e) < 0)
+			log_error("orch", "hosts: %s", e.msg);
+	}
+	str_copy(out, ID_MAX, p.host_id);
+	return *p.host_id != '\0';
+}
+
+static void placed(struct cp_run *r, const char *host_id, const char *reason)
+{
+	str_copy(r->host_id, sizeof(r->host_id), host_id);
+	json_object_set_bool(r->ctx, "placed", true);
+	run_env(r, cp_obj("HostID", json_new_str(host_id), NULL));
+	run_ok(r, cp_obj("host", json_new_str(host_id), "reason", json_new_str(reason), NULL));
+}
+
+static void place(struct cp_run *r)
+{
+	const char *target = json_get_str(r->params, "target");
+	const struct json *cloud;
+	char host[ID_MAX], reason[CP_NAME_MAX + 16];
+
+	if (*r->host_id && cp_host_connected(r->cp, r->host_id)) {
+		placed(r, r->host_id, "environment already on host");
+		return;
+	}
+	if (target && *target) {
+		cloud = cp_find(r->cp, "clouds", "TeamID", r->team_id, "Name", target);
+		if (cloud && first_connected(r, json_get_str(cloud, "ID"), host)) {
+			snprintf(reason, sizeof(reason), "target %s", target);
+			placed(r, host, reason);
+		} else {
+			run_fail(r, NULL, "target \"%s\" (%s): no connected host", target,
+				 cloud ? json_get_str(cloud, "Provider") : "unknown");
+		}
+		return;
+	}
+	if (first_connected(r, NULL, host)) {
+		placed(r, host, "first connected host in team");
+		return;
+	}
+	run_ok(r, cp_obj("host", json_new_str(""), "reason", json_new_str("no connected host; provisioning"), NULL));
+}
+
+static int pick_cloud(const char *id, const struct json *row, void *arg)
+{
+	const char *p = json_get_str(row, "Provider");
+
+	if (str_eq(p, "manual") || cp_provider_is_driver(p))
+		return 0;
+	*(const struct json **)arg = row;
+	return 1;
+}
+
+static void provision(struct cp_run *r)
+{
+	const struct json *cloud = NULL;
+	struct err e;
+
+	if (json_get_bool(r->ctx, "placed", false)) {
+		run_skip(r, cp_obj("reason", json_new_str("host already placed"), NULL));
+		return;
+	}
+	if (st_scan(r->cp->db, "clouds", "TeamID", r->team_id, NULL, pick_cloud, &cloud, &e) < 0)
+		log_error("orch", "clouds: %s", e.msg);
+	if (!cloud) {
+		run_fail(r, NULL, "no connected host and no cloud that can provision: connect a cloud or run "
+				  "`denvd join` on a machine");
+		return;
+	}
+	/* Creating machines needs the provider's API client, which this
+	 * control plane does not have yet (denv-cp(8), BUGS). */
+	run_fail(r, cp_obj("cloud", json_new_str(json_get_str(cloud, "ID")), "provider",
+			   json_new_str(json_get_str(cloud, "Provider")), NULL),
+		 "%s (%s): provisioning machines is not implemented in this control plane yet",
+		 json_get_str(cloud, "Name"), json_get_str(cloud, "Provider"));
+}
+
+static void join_phase(struct cp_run *r)
+{
+	if (json_get_bool(r->ctx, "placed", false))
+		run_skip(r, cp_obj("reason", json_new_str("host already placed"), NULL));
+	else
+		run_fail(r, NULL, "no host joined");
+}
+
+/* ---- prepare, start, health ---- */
+
+static void prepared(struct cp_run *r, const struct cp_result *res)
+{
+	const struct json *p = res->payload;
+	struct json *endpoints, *ev;
+
+	if (!res->ok) {
+		run_fail(r, NULL, "%s", res->error);
+		return;
+	}
+	json_object_set(r->ctx, "create", json_dup(p));
+	endpoints = json_get(p, "endpoints") ? json_dup(json_get(p, "endpoints")) : json_new_object();
+	json_object_set(r->ctx, "endpoints", json_dup(endpoints));
+	run_env(r, cp_obj("Endpoints", json_dup(endpoints), NULL));
+	ev = cp_obj("version", json_new_str(r->version_id), "endpoints", endpoints, NULL);
+	/* concepts.md: the evidence says which digests were pinned and what the egress probe found. */
+	if (json_get(p, "digests"))
+		json_object_set(ev, "digests", json_dup(json_get(p, "digests")));
+	if (json_get_str(p, "egress"))
+		json_object_set_str(ev, "egress", json_get_str(p, "egress"));
+	run_ok(r, ev);
+}
+
+static void prepare(struct cp_run *r)
+{
+	const struct json *spec = spec_of(r), *warm = json_get(r->params, "warm");
+	const char *egress = json_get_str(spec, "egress");
+	struct json *payload;
+
+	payload = cp_obj("version", json_new_str(r->version_id), "services", json_dup(json_get(spec, "services")),
+			 "volumes", json_dup(json_get(spec, "volumes")), "from_snapshot", json_new_str(""), "warm",
+			 json_len(warm) ? json_dup(warm) : json_new_array(), "egress",
+			 json_new_str(egress && *egress ? egress : "deny"), NULL);
+	run_cmd(r, r->env_id, "env.create", payload, 0, prepared);
+}
+
+static void start(struct cp_run *r)
+{
+	const struct json *create = json_get(r->ctx, "create");
+
+	run_ok(r, cp_obj("started_in_ms", json_new_int(run_duration_ms(json_get(create, "started_in"), true)), NULL));
+}
+
+static struct json *endpoints_of(const struct cp_run *r)
+{
+	const struct json *e = json_get(r->ctx, "endpoints");
+
+	return e ? json_dup(e) : json_new_object();
+}
+
+static void health(struct cp_run *r)
+{
+	run_ok(r, cp_obj("endpoints", endpoints_of(r), NULL));
+}
+
+/* ---- warm, snapshot, ingress ---- */
+
+static void warmed(struct cp_run *r, const struct cp_result *res)
+{
+	int64_t code = json_get_int(res->payload, "exit_code", -1);
+	const char *err = json_get_str(res->payload, "stderr");
+
+	if (!res->ok) {
+		run_fail(r, NULL, "%s", res->error);
+		return;
+	}
+	if (code != 0) {
+		run_fail(r, cp_obj("exit", json_new_int(code), "stderr", json_new_str(err ? err : ""), NULL),
+			 "warm command exited %lld", (long long)code);
+		return;
+	}
+	run_ok(r, cp_obj("exit", json_new_int(0), NULL));
+}
+
+static void warm(struct cp_run *r)
+{
+	const struct json *w = json_get(r->params, "warm");
+	const struct json *first = json_at(json_get(spec_of(r), "services"), 0);
+	struct json *payload;
+
+	if (!w || w->type != JSON_ARRAY || json_len(w) == 0) {
+		run_skip(r, cp_obj("reason", json_new_str("no warm command"), NULL));
+		return;
+	}
+	payload = cp_obj("service", json_new_str(json_get_str(first, "name")), "cmd", json_dup(w), "timeout_sec",
+			 json_new_int(CP_WARM_TIMEOUT_S), NULL);
+	run_cmd(r, r->env_id, "env.exec", payload, (int64_t)CP_WARM_TIMEOUT_S * 1000 + CP_EXEC_SLACK_MS, warmed);
+}
+
+/* The evidence of an env.snapshot result (shared with the snapshot and verify kinds). */
+struct json *run_snapshot_evidence(const struct json *p, const char *fallback_name)
+{
+	const char *snap = json_get_str(p, "snapshot");
+	const struct json *ds = json_get(p, "datasets"), *frozen = json_get(p, "frozen_for");
+
+	return cp_obj("snapshot", json_new_str(snap && *snap ? snap : fallback_name), "datasets",
+		      ds ? json_dup(ds) : json_new_array(), "frozen_for", frozen ? json_dup(frozen) : json_new_null(),
+		      "consistent", json_new_bool(json_get_bool(p, "consistent", false)), NULL);
+}
+
+static void snapshotted(struct cp_run *r, const struct cp_result *res)
+{
+	struct json *ev;
+
+	if (!res->ok) {
+		run_fail(r, NULL, "%s", res->error);
+		return;
+	}
+	ev = run_snapshot_evidence(res->payload, r->version_id);
+	json_object_set_str(r->ctx, "snapshot", json_get_str(ev, "snapshot"));
+	run_ok(r, ev);
+}
+
+static void snapshot(struct cp_run *r)
+{
+	run_cmd(r, r->env_id, "env.snapshot", cp_obj("name", json_new_str(r->version_id), NULL), 0, snapshotted);
+}
+
+static void ingress(struct cp_run *r)
+{
+	run_skip(r, cp_obj("endpoints", endpoints_of(r), "names", json_new_str("pending ingress proxy"), NULL));
+}
+
+/* ---- verdict ---- */
+
+static void rolled_back(struct cp_run *r, const struct cp_result *res)
+{
+	const char *prev = json_get_str(r->ctx, "prev_version");
+	const struct json *ep = json_get(res->payload, "endpoints");
+	char msg[ERR_MSG_MAX];
+
+	if (!res->ok) {
+		snprintf(msg, sizeof(msg), "rollback failed: %.450s", res->error);
+		run_env(r, cp_obj("Status", json_new_str("failed"), NULL));
+		run_done(r, "failed", cp_obj("reverted", json_new_str(msg), NULL));
+		return;
+	}
+	run_env(r, cp_obj("Status", json_new_str("running"), "CurrentVersionID", json_new_str(prev), "Endpoints",
+			  ep ? json_dup(ep) : json_new_object(), NULL));
+	run_done(r, "rolled_back", cp_obj("reverted_to", json_new_str(prev), NULL));
+}
+
+static void verdict(struct cp_run *r)
+{
+	const char *prev = json_get_str(r->ctx, "prev_version"), *snap = json_get_str(r->ctx, "snapshot");
+	char msg[ERR_MSG_MAX];
+
+	if (!r->failed) {
+		cp_update(r->cp, "versions", r->version_id,
+			  cp_obj("Healthy", json_new_bool(true), "Snapshot", json_new_str(snap), NULL));
+		run_env(r, cp_obj("Status", json_new_str("running"), "CurrentVersionID", json_new_str(r->version_id),
+				  NULL));
+		run_done(r, "succeeded",
+			 cp_obj("version", json_new_str(r->version_id), "snapshot", json_new_str(snap), "took_ms",
+				json_new_int(run_took_ms(r)), NULL));
+		return;
+	}
+	if (!prev) {
+		run_env(r, cp_obj("Status", json_new_str("failed"), NULL));
+		run_done(r, "failed", cp_obj("reverted", json_new_str("no previous version"), NULL));
+		return;
+	}
+	if (!*r->host_id || !cp_host_connected(r->cp, r->host_id)) {
+		snprintf(msg, sizeof(msg), "rollback failed: host %s is not connected", *r->host_id ? r->host_id : "(none)");
+		run_env(r, cp_obj("Status", json_new_str("failed"), NULL));
+		run_done(r, "failed", cp_obj("reverted", json_new_str(msg), NULL));
+		return;
+	}
+	run_cmd(r, r->env_id, "env.rollback",
+		cp_obj("snapshot", json_new_str(json_get_str(r->ctx, "prev_snapshot")), NULL), 0, rolled_back);
+}
+
+const struct run_kind cp_kind_deploy = {
+	"deploy", "deploying",
+	{ resolve, place, provision, join_phase, prepare, start, health, warm, snapshot, ingress, verdict },
+};
