@@ -25,7 +25,7 @@ run_prove() {
 	# prove hides diagnostics: show what each failing file said about its failures.
 	for f in $(sed -n 's/^\([^ ]*\) *(Wstat: .*/\1/p' "$out"); do
 		echo "-- $f (rerun, failures only):"
-		"$f" 2>&1 | awk '/^not ok/ {show=1; print; next} /^#/ && show {print; next} {show=0}' | head -n 60
+		"$f" 2>&1 | awk '/^not ok/ {show=1; print; next} /^(ok|not ok|[0-9]+\.\.)/ {show=0} show' | head -n 60
 	done
 	counts=$(sed -n 's/^Files=\([0-9]*\), Tests=\([0-9]*\).*/\1 files, \2 tests/p' "$out")
 	summary="$summary; $name $status ($counts)"

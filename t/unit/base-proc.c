@@ -354,8 +354,21 @@ static void test_child_state(void)
 	sigprocmask(SIG_BLOCK, &block, &old);
 	proc_spec_init(&s, ARGV("grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"));
 	ok(proc_run(&s, NULL, 0, &r, &e) == 0, "run grep");
-	is_str(r.out.data, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n",
-	       "child has no blocked and no ignored signals");
+	{
+		/* Signals 32 and 33 are glibc's own (thread cancellation, setxid):
+		 * sigaction cannot touch them, and make(1) leaves them ignored, so
+		 * only the signals a program can set are checked. */
+		unsigned long long blk = ~0ULL, ignored = ~0ULL;
+		const unsigned long long libc_own = (1ULL << 31) | (1ULL << 32);
+		const char *b = strstr(r.out.data, "SigBlk:"), *g = strstr(r.out.data, "SigIgn:");
+		if (b && g) {
+			blk = strtoull(b + 7, NULL, 16);
+			ignored = strtoull(g + 7, NULL, 16);
+		}
+		if (!ok((blk & ~libc_own) == 0 && (ignored & ~libc_own) == 0,
+			"child has no blocked and no ignored signals"))
+			tap_diag("child's /proc/self/status: %s", r.out.data);
+	}
 	proc_result_release(&r);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	sigaction(SIGUSR2, &old_usr2, NULL);
