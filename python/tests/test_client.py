@@ -1,0 +1,343 @@
+"""denv.Client against the fake REST API: requests made, answers read, errors mapped."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import tarfile
+import tempfile
+import unittest
+from pathlib import Path
+from unittest import mock
+
+from fakeapi import KEY, FakeDenv
+
+from denv import Client, DenvError, DenvTimeout, ExecResult, Sandbox, Verdict
+from denv.client import shell_command
+
+
+def tar_of(entries: list[tuple[str, bytes | None]]) -> bytes:
+    """A tar; None content is a directory."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                tf.addfile(info)
+            else:
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class FakeCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self.fake = FakeDenv().start()
+        self.c = Client(server=self.fake.url, api_key=KEY, timeout=10)
+        self.c.poll_interval = 0.01
+
+    def tearDown(self) -> None:
+        self.c.close()
+        self.fake.stop()
+
+
+class TestConstruct(unittest.TestCase):
+    def test_missing_key(self) -> None:
+        with mock.patch.dict(os.environ, {}, clear=True):
+            with self.assertRaises(RuntimeError) as cm:
+                Client()
+        self.assertEqual(str(cm.exception), "DENV_API_KEY is not set")
+
+    def test_defaults_from_environment(self) -> None:
+        with mock.patch.dict(os.environ, {"DENV_API_KEY": "dak_x"}, clear=True):
+            c = Client()
+            self.assertEqual(c.server, "http://localhost:8080")
+            self.assertEqual(c.timeout, 900.0)
+        with mock.patch.dict(os.environ, {"DENV_API_KEY": "dak_x", "DENV_SERVER": "http://h:1/"}, clear=True):
+            self.assertEqual(Client().server, "http://h:1")
+        self.assertEqual(Client(server="http://a:2", api_key="dak_y").api_key, "dak_y")
+
+
+class TestSandboxes(FakeCase):
+    def test_value_errors(self) -> None:
+        with self.assertRaises(ValueError):
+            self.c.sandbox()
+        with self.assertRaises(ValueError):
+            self.c.sandbox(image="a", from_version="ver_1")
+        with self.assertRaises(ValueError):
+            self.c.sandbox(image="a", egress="open")
+        self.assertEqual(self.fake.requests, [], "nothing is sent on a ValueError")
+
+    def test_image_sandbox(self) -> None:
+        sbx = self.c.sandbox(image="busybox", cmd=["sleep", "infinity"], env={"A": "1"}, ports=[8000],
+                             egress="allow", volumes=["/work", "/data"], name="n1", project="p", timeout_sec=30)
+        self.assertIsInstance(sbx, Sandbox)
+        self.assertTrue(sbx.id.startswith("env_"))
+        self.assertEqual((sbx.name, sbx.status), ("n1", "healthy"))
+        self.assertEqual(sbx.endpoints, {"main": "127.0.0.1:18000"})
+        self.assertEqual(sbx.raw["ID"], sbx.id)
+        (r,) = self.fake.calls("POST", "/v1/sandboxes")
+        self.assertEqual(r.body, {"image": "busybox", "cmd": ["sleep", "infinity"], "env": {"A": "1"},
+                                  "ports": ["8000"], "egress": "allow", "volumes": ["/work", "/data"],
+                                  "name": "n1", "project": "p", "timeout_sec": 30})
+        self.assertEqual(r.headers["authorization"], f"Bearer {KEY}")
+
+    def test_version_sandbox_and_current_version(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        ver = self.c.current_version(a.id)
+        self.assertTrue(ver.startswith("ver_"))
+        b = self.c.sandbox(from_version=ver)
+        self.assertEqual(self.fake.calls("POST", "/v1/sandboxes")[-1].body,
+                         {"from_version": ver, "egress": "deny", "timeout_sec": 600})
+        self.assertEqual(b.raw["ParentVersionID"], ver)
+
+    def test_destroy_waits_for_deployment(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.c.destroy(a.id)
+        self.assertEqual(len(self.fake.calls("DELETE", f"/v1/envs/{a.id}")), 1)
+        self.assertGreaterEqual(len(self.fake.calls("GET", "/v1/deployments/.*")), 2)
+        with self.assertRaises(DenvError) as cm:
+            self.c.current_version(a.id)
+        self.assertEqual(str(cm.exception), f"denv GET /v1/envs/{a.id}: 404 environment not found")
+
+    def test_snapshot_and_fork(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        v = self.c.snapshot(a.id)
+        self.assertEqual(self.c.current_version(a.id), v)
+        child = self.c.fork(a.id, name="kid")
+        posts = [r.path for r in self.fake.calls("POST")]
+        self.assertEqual(posts[-2:], [f"/v1/envs/{a.id}/snapshot", "/v1/sandboxes"])
+        self.assertEqual(self.fake.calls("POST", "/v1/sandboxes")[-1].body["name"], "kid")
+        self.assertNotEqual(child.id, a.id)
+        # live=False: no snapshot, the current version is forked
+        n = len(self.fake.calls("POST", ".*/snapshot"))
+        self.c.fork(a.id, live=False)
+        self.assertEqual(len(self.fake.calls("POST", ".*/snapshot")), n)
+        self.assertEqual(self.fake.calls("POST", "/v1/sandboxes")[-1].body["from_version"],
+                         self.c.current_version(a.id))
+
+    def test_snapshot_failure(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.fake.snapshot_status = "failed"
+        with self.assertRaises(RuntimeError) as cm:
+            self.c.snapshot(a.id)
+        self.assertEqual(str(cm.exception), f"denv POST /v1/envs/{a.id}/snapshot: failed snapshot: host refused")
+
+
+class TestVerify(FakeCase):
+    def test_verdict(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.fake.verdict = {"reward": 0, "source": "refused", "exit_code": 0,
+                             "refused": ["/home/agent/answer.txt: symlink", {"path": "/x", "reason": "fifo"}],
+                             "missing": ["/nope"], "agent_frozen": True, "took_ms": 3}
+        v = self.c.verify(a.id)
+        self.assertIsInstance(v, Verdict)
+        self.assertEqual(v.reward, 0.0)
+        self.assertEqual(v.refused, ["/home/agent/answer.txt: symlink", "/x: fifo"])
+        self.assertEqual((v.missing, v.source, v.status), (["/nope"], "refused", "succeeded"))
+        self.assertTrue(v.deployment_id.startswith("dep_"))
+        self.assertEqual(v.evidence["took_ms"], 3)
+        self.assertEqual(self.fake.calls("POST", ".*/verify")[-1].body, {"resume": False})
+        self.c.verify(a.id, resume=True)
+        self.assertEqual(self.fake.calls("POST", ".*/verify")[-1].body, {"resume": True})
+
+    def test_failed_verify(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.fake.verify_status = "failed"
+        self.fake.verdict = {}
+        with self.assertRaises(RuntimeError) as cm:
+            self.c.verify(a.id)
+        self.assertIn("grade: grader failed", str(cm.exception))
+        # a verdict that recorded the failure is returned with reward None
+        self.fake.verdict = {"reward": None, "source": "error", "refused": [], "missing": []}
+        v = self.c.verify(a.id)
+        self.assertEqual((v.reward, v.status, v.source), (None, "failed", "error"))
+
+
+class TestExecAndFiles(FakeCase):
+    def test_exec(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.fake.backend.exec_fn = lambda env, svc, cmd, t: (3, f"{svc}:{' '.join(cmd)}:{t}", "e")
+        r = self.c.exec(a.id, "box", ["echo", "hi"], timeout_sec=7)
+        self.assertEqual(r, ExecResult(exit_code=3, stdout="box:echo hi:7", stderr="e"))
+        self.assertEqual(self.fake.calls("POST", ".*/exec")[-1].body,
+                         {"service": "box", "cmd": ["echo", "hi"], "timeout_sec": 7})
+        with self.assertRaises(TypeError):
+            self.c.exec(a.id, "box", "echo hi")  # type: ignore[arg-type]
+
+    def test_put_bytes_and_get_bytes(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.c.put_bytes(a.id, "main", "/work/a.txt", b"alpha")
+        r = self.fake.calls("PUT", ".*/files")[-1]
+        self.assertEqual(r.query, {"service": "main", "path": "/work"})
+        self.assertEqual(r.headers["content-type"], "application/x-tar")
+        with tarfile.open(fileobj=io.BytesIO(r.body)) as tf:
+            self.assertEqual(tf.getnames(), ["a.txt"])
+        self.assertEqual(self.c.get_bytes(a.id, "main", "/work/a.txt"), b"alpha")
+        self.assertEqual(self.fake.calls("GET", ".*/files")[-1].query, {"service": "main", "path": "/work/a.txt"})
+        with self.assertRaises(ValueError):
+            self.c.put_bytes(a.id, "main", "relative.txt", b"")
+
+    def test_get_bytes_none(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.fake.raw_fail[("GET", ".*/files")] = (200, tar_of([("d", None)]), "application/x-tar")
+        with self.assertRaises(FileNotFoundError):
+            self.c.get_bytes(a.id, "main", "/d")
+
+    def test_put_file_and_dir_get_file_and_dir(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        with tempfile.TemporaryDirectory() as tmp:
+            t = Path(tmp)
+            (t / "src" / "sub").mkdir(parents=True)
+            (t / "src" / "x.sh").write_text("echo x\n")
+            (t / "src" / "x.sh").chmod(0o755)
+            (t / "src" / "sub" / "y.txt").write_text("y")
+            self.c.put_file(a.id, "main", t / "src" / "x.sh", "/opt/run.sh")
+            with tarfile.open(fileobj=io.BytesIO(self.fake.calls("PUT")[-1].body)) as tf:
+                m = tf.getmember("run.sh")
+                self.assertEqual(m.mode & 0o777, 0o755)
+            self.c.put_dir(a.id, "main", t / "src", "/work/in")
+            r = self.fake.calls("PUT")[-1]
+            self.assertEqual(r.query["path"], "/work/in")
+            with tarfile.open(fileobj=io.BytesIO(r.body)) as tf:
+                self.assertEqual(sorted(tf.getnames()), ["sub", "sub/y.txt", "x.sh"])
+            self.c.get_file(a.id, "main", "/opt/run.sh", t / "out" / "run.sh")
+            self.assertEqual((t / "out" / "run.sh").read_text(), "echo x\n")
+            # docker cp src/. : the contents of /work/in land directly in the target
+            self.c.get_dir(a.id, "main", "/work/in", t / "dl")
+            self.assertEqual((t / "dl" / "x.sh").read_text(), "echo x\n")
+            self.assertEqual((t / "dl" / "sub" / "y.txt").read_text(), "y")
+            self.assertFalse((t / "dl" / "in").exists())
+
+    def test_get_dir_relative_archive_and_escape(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        with tempfile.TemporaryDirectory() as tmp:
+            t = Path(tmp)
+            self.fake.raw_fail[("GET", ".*/files")] = (
+                200, tar_of([(".", None), ("./f", b"1"), ("./in", None), ("./in/g", b"2")]), "application/x-tar")
+            self.c.get_dir(a.id, "main", "/logs/verifier", t / "a")
+            self.assertEqual((t / "a" / "f").read_bytes(), b"1")
+            self.assertEqual((t / "a" / "in" / "g").read_bytes(), b"2")
+            self.fake.raw_fail[("GET", ".*/files")] = (
+                200, tar_of([("v", None), ("v/../../escape", b"x")]), "application/x-tar")
+            with self.assertRaises(tarfile.TarError):
+                self.c.get_dir(a.id, "main", "/logs/v", t / "b")
+            self.assertFalse((t / "escape").exists())
+
+
+class TestErrors(FakeCase):
+    def test_bad_key_is_401(self) -> None:
+        c = Client(server=self.fake.url, api_key="dak_wrong", timeout=5)
+        with self.assertRaises(DenvError) as cm:
+            c.sandbox(image="busybox")
+        self.assertEqual(str(cm.exception), "denv POST /v1/sandboxes: 401 invalid API key")
+        self.assertEqual(cm.exception.status, 401)
+        self.assertIsInstance(cm.exception, RuntimeError)
+
+    def test_4xx_5xx_mapping(self) -> None:
+        cases = [
+            ("POST", "/v1/sandboxes", 400, "image or from_version is required"),
+            ("POST", "/v1/sandboxes", 409, "name exists"),
+            ("POST", "/v1/sandboxes", 502, "deployment failed: prepare: image not found"),
+            ("POST", "/v1/sandboxes", 503, "feature not configured"),
+        ]
+        for method, path, status, msg in cases:
+            self.fake.fail = {(method, path): (status, msg)}
+            with self.assertRaises(DenvError) as cm:
+                self.c.sandbox(image="x")
+            self.assertEqual(str(cm.exception), f"denv {method} {path}: {status} {msg}")
+            self.assertNotIsInstance(cm.exception, TimeoutError)
+
+    def test_504_is_timeout(self) -> None:
+        self.fake.fail = {("POST", "/v1/sandboxes"): (504, "sandbox did not become healthy in time")}
+        with self.assertRaises(TimeoutError) as cm:
+            self.c.sandbox(image="x")
+        self.assertIsInstance(cm.exception, DenvTimeout)
+        self.assertEqual(str(cm.exception), "denv POST /v1/sandboxes: 504 sandbox did not become healthy in time")
+
+    def test_non_json_and_empty_error_bodies(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.fake.raw_fail[("GET", ".*/files")] = (502, b"host said no\n", "text/plain")
+        with self.assertRaises(DenvError) as cm:
+            self.c.get_tar(a.id, "main", "/x")
+        self.assertEqual(str(cm.exception), f"denv GET /v1/envs/{a.id}/files: 502 host said no")
+        self.fake.raw_fail[("GET", ".*/files")] = (500, b"", "text/plain")
+        with self.assertRaises(DenvError) as cm:
+            self.c.get_tar(a.id, "main", "/x")
+        self.assertEqual(str(cm.exception), f"denv GET /v1/envs/{a.id}/files: 500 Internal Server Error")
+
+    def test_http_timeout(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.fake.stall[("GET", f"/v1/envs/{a.id}")] = 1.5
+        c = Client(server=self.fake.url, api_key=KEY, timeout=0.3)
+        with self.assertRaises(DenvTimeout) as cm:
+            c.current_version(a.id)
+        self.assertIsInstance(cm.exception, TimeoutError)
+        self.assertEqual(str(cm.exception), f"denv GET /v1/envs/{a.id}: timeout no answer within 0.3 s")
+
+    def test_deployment_wait_timeout(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.fake.running_polls = 10**6
+        with self.assertRaises(DenvTimeout) as cm:
+            self.c.snapshot(a.id, timeout_sec=0.2)  # type: ignore[arg-type]
+        self.assertIn("deployment not finished within 0.2 s", str(cm.exception))
+
+    def test_unreachable(self) -> None:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        c = Client(server=f"http://127.0.0.1:{port}", api_key=KEY, timeout=2)
+        with self.assertRaises(DenvError) as cm:
+            c.current_version("env_x")
+        self.assertTrue(str(cm.exception).startswith("denv GET /v1/envs/env_x: unreachable http://127.0.0.1:"))
+
+
+class TestShellCommand(unittest.TestCase):
+    def run_argv(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+    def test_plain_env_cwd(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            argv = shell_command('echo "$A|$B|$(pwd)"; echo "$0" >&2',
+                                 cwd=tmp, env={"A": "x y", "B": "it's $HOME"})
+            self.assertEqual(argv[:2], ["sh", "-c"])
+            r = self.run_argv(argv)
+            self.assertEqual(r.stdout, f"x y|it's $HOME|{os.path.realpath(tmp)}\n")
+            self.assertEqual(r.returncode, 0)
+
+    def test_bash_when_present(self) -> None:
+        r = self.run_argv(shell_command('echo "${BASH_VERSION:+bash}"'))
+        has_bash = subprocess.run(["sh", "-c", "command -v bash"], capture_output=True).returncode == 0
+        self.assertEqual(r.stdout.strip(), "bash" if has_bash else "")
+
+    def test_failed_cd_fails(self) -> None:
+        r = self.run_argv(shell_command("echo ran", cwd="/nonexistent/dir"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertNotIn("ran", r.stdout)
+
+    def test_exit_code_and_multiline(self) -> None:
+        r = self.run_argv(shell_command("x=1\nif [ $x = 1 ]; then exit 7; fi"))
+        self.assertEqual(r.returncode, 7)
+
+    def test_user(self) -> None:
+        self.assertEqual(shell_command("id", user="root")[0], "sh")
+        self.assertEqual(shell_command("id", user=0)[0], "sh")
+        argv = shell_command("id -u", user="agent", env={"K": "v"})
+        self.assertEqual(argv[:4], ["su", "-s", "/bin/sh", "agent"])
+        self.assertEqual(argv[4], "-c")
+        self.assertIn("export K=v", argv[5])
+        argv = shell_command("id -u", user=1000)
+        self.assertEqual(argv[:2], ["sh", "-c"])
+        self.assertIn("$3==1000", argv[2])
+        with self.assertRaises(ValueError):
+            shell_command("true", env={"BAD-NAME": "1"})
+
+
+if __name__ == "__main__":
+    unittest.main()
