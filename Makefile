@@ -60,8 +60,12 @@ REPLAY_BINS = $(FUZZERS:%=$(BUILD)/replay/%)
 .PHONY: all check check-run units lint fuzz install clean demo bench e2e-frameworks
 all: $(BINS)
 
-config.mk:
-	@echo "run ./configure first (make check runs it for you)"; exit 1
+# Everything but these needs ./configure's config.mk.
+ifeq ($(wildcard config.mk),)
+ifneq ($(filter-out check clean lint demo,$(or $(MAKECMDGOALS),all)),)
+$(error config.mk is missing: run ./configure first (make check runs it for you))
+endif
+endif
 
 # V=1 shows the full commands.
 Q = $(if $(V),,@)
