@@ -1,0 +1,229 @@
+"""denv.harbor.DenvEnvironment: on Harbor's real BaseEnvironment, against the fake REST API.
+
+The last test runs the real ``harbor run -a oracle -e denv.harbor:DenvEnvironment``
+end to end, with the fake API backed by real Docker containers (skipped when
+Docker or the fixture image is missing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+from typing import Any
+
+from fakeapi import KEY, DockerBackend, FakeDenv
+
+from harbor.environments.base import BaseEnvironment
+from harbor.models.task.config import TaskConfig
+from harbor.models.trial.paths import TrialPaths
+from harbor.utils.import_path import import_class
+
+from denv import Client
+from denv.harbor import DOCKERFILE_ONLY, DenvEnvironment, env_name_for
+
+HERE = Path(__file__).resolve().parent
+TASK = HERE / "fixtures" / "harbor" / "hello"
+VENV_BIN = Path(sys.executable).parent
+FIXTURE_IMAGE = "denv-test/debian"
+
+
+def docker_image_present(image: str) -> bool:
+    if not shutil.which("docker"):
+        return False
+    r = subprocess.run(["docker", "image", "inspect", image], capture_output=True)
+    return r.returncode == 0
+
+
+def make_task(root: Path, toml: str, files: dict[str, str] | None = None) -> Path:
+    (root / "environment").mkdir(parents=True, exist_ok=True)
+    (root / "task.toml").write_text(toml)
+    for name, text in (files or {}).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def make_env(task: Path, trial: Path, client: Client | None = None, **kw: Any) -> DenvEnvironment:
+    cfg = TaskConfig.model_validate_toml((task / "task.toml").read_text())
+    tp = TrialPaths(trial)
+    tp.mkdir()
+    return DenvEnvironment(
+        environment_dir=task / "environment", environment_name="t", session_id="hello__AbC.1__env",
+        trial_paths=tp, task_env_config=cfg.environment, client=client, **kw,
+    )
+
+
+IMAGE_TOML = '[environment]\ndocker_image = "denv-test/busybox"\nworkdir = "/srv/w"\n'
+
+
+class TestDefinition(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp())
+
+    def tearDown(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_import_path_like_dash_e(self) -> None:
+        cls = import_class("denv.harbor:DenvEnvironment", base=BaseEnvironment, label="environment")
+        self.assertIs(cls, DenvEnvironment)
+        self.assertEqual(cls.type(), "denv")
+
+    def test_image_task(self) -> None:
+        env = make_env(make_task(self.tmp / "t", IMAGE_TOML), self.tmp / "trial", client=Client("http://x", "dak_x"))
+        caps = env.capabilities
+        self.assertTrue(caps.disable_internet and caps.docker_compose)
+        self.assertFalse(caps.mounted)
+        self.assertFalse(env._uses_compose)
+        self.assertEqual(env.egress(), "deny")
+
+    def test_dockerfile_only_is_refused(self) -> None:
+        task = make_task(self.tmp / "t", "[environment]\n", {"environment/Dockerfile": "FROM scratch\n"})
+        with self.assertRaises(ValueError) as cm:
+            make_env(task, self.tmp / "trial")
+        self.assertEqual(str(cm.exception), DOCKERFILE_ONLY)
+
+    def test_no_definition(self) -> None:
+        with self.assertRaises(FileNotFoundError):
+            make_env(make_task(self.tmp / "t", "[environment]\n"), self.tmp / "trial")
+
+    def test_compose_task(self) -> None:
+        for name in ("docker-compose.yaml", "docker-compose.yml"):
+            task = make_task(self.tmp / name, "[environment]\n", {f"environment/{name}": "services: {main: {image: x}}\n"})
+            self.assertTrue(make_env(task, self.tmp / (name + "trial"))._uses_compose)
+
+    def test_egress(self) -> None:
+        for toml, want in [
+            (IMAGE_TOML + "allow_internet = true\n", "allow"),
+            (IMAGE_TOML + "allow_internet = false\n", "deny"),
+            (IMAGE_TOML + 'network_mode = "public"\n', "allow"),
+            (IMAGE_TOML + 'network_mode = "no-network"\n', "deny"),
+        ]:
+            d = Path(tempfile.mkdtemp(dir=self.tmp))
+            self.assertEqual(make_env(make_task(d / "t", toml), d / "trial").egress(), want, toml)
+
+    def test_env_name(self) -> None:
+        self.assertEqual(env_name_for("hello__AbC.1__env"), "harbor-hello__AbC.1__env")
+        self.assertEqual(env_name_for("a b/c"), "harbor-a-b-c")
+        self.assertLessEqual(len(env_name_for("x" * 200)), 63)
+
+
+class TestAgainstFake(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp())
+        self.fake = FakeDenv().start()
+        self.client = Client(self.fake.url, KEY, timeout=10)
+        self.client.poll_interval = 0.01
+        self.execs: list[list[str]] = []
+
+        def ex(env: str, svc: str, cmd: list[str], t: int) -> tuple[int, str, str]:
+            self.execs.append(cmd)
+            return 0, "out", ""
+        self.fake.backend.exec_fn = ex
+
+    def tearDown(self) -> None:
+        self.fake.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_image_lifecycle(self) -> None:
+        env = make_env(make_task(self.tmp / "t", IMAGE_TOML + 'env = { TASK_VAR = "1" }\n'), self.tmp / "trial",
+                       client=self.client, persistent_env={"P": "2"})
+        asyncio.run(env.start(force_build=False))
+        (r,) = self.fake.calls("POST", "/v1/sandboxes")
+        self.assertEqual(r.body["image"], "denv-test/busybox")
+        self.assertEqual(r.body["cmd"], ["sleep", "infinity"])
+        self.assertEqual(r.body["volumes"], ["/app", "/logs", "/srv/w"])
+        self.assertEqual(r.body["egress"], "deny")
+        self.assertEqual(r.body["env"], {"TASK_VAR": "1", "P": "2"})
+        mk = self.execs[0][-1]
+        for d in ("/logs/agent", "/logs/verifier", "/logs/artifacts", "/tests", "/solution", "/app"):
+            self.assertIn(d, mk)
+        res = asyncio.run(env.exec("echo hi", env={"E": "3"}, user="agent", timeout_sec=9))
+        self.assertEqual((res.stdout, res.return_code), ("out", 0))
+        body = self.fake.calls("POST", ".*/exec")[-1].body
+        self.assertEqual(body["timeout_sec"], 9)
+        self.assertEqual(body["service"], "main")
+        self.assertEqual(body["cmd"][:4], ["su", "-s", "/bin/sh", "agent"])
+        self.assertIn("export P=2", body["cmd"][-1])
+        self.assertIn("export E=3", body["cmd"][-1])
+        self.assertIn("cd -- /srv/w", body["cmd"][-1])
+        asyncio.run(env.exec("true"))
+        self.assertEqual(self.fake.calls("POST", ".*/exec")[-1].body["timeout_sec"], 600)
+        asyncio.run(env.upload_file(TASK / "solution" / "solve.sh", "/solution/solve.sh"))
+        self.assertEqual(self.fake.calls("PUT", ".*/files")[-1].query["path"], "/solution")
+        asyncio.run(env.upload_dir(TASK / "tests", "/tests"))
+        asyncio.run(env.download_file("/tests/test.sh", self.tmp / "dl" / "t.sh"))
+        self.assertTrue((self.tmp / "dl" / "t.sh").read_text().startswith("#!/bin/bash"))
+        asyncio.run(env.download_dir("/tests", self.tmp / "dl2"))
+        self.assertTrue((self.tmp / "dl2" / "test.sh").is_file())
+        asyncio.run(env.stop(delete=False))
+        self.assertEqual(self.fake.calls("DELETE"), [])
+        asyncio.run(env.stop(delete=True))
+        self.assertEqual(len(self.fake.calls("DELETE")), 1)
+
+    def test_compose_lifecycle(self) -> None:
+        task = make_task(self.tmp / "t", "[environment]\n",
+                         {"environment/docker-compose.yaml": "services:\n  main:\n    image: denv-test/busybox\n"})
+        env = make_env(task, self.tmp / "trial", client=self.client)
+        asyncio.run(env.start(force_build=False))
+        self.assertEqual(self.fake.calls("POST", "/v1/projects")[0].body, {"name": "sandboxes", "kind": "rl-environment"})
+        dep = self.fake.calls("POST", "/v1/projects/sandboxes/deploy")[0].body
+        self.assertEqual(dep["env"], "harbor-hello__AbC.1__env")
+        self.assertIn("denv-test/busybox", dep["compose"])
+        # a second environment finds the project already there (409 is fine)
+        env2 = make_env(task, self.tmp / "trial2", client=self.client)
+        asyncio.run(env2.start(force_build=False))
+        asyncio.run(env.stop(delete=True))
+        asyncio.run(env2.stop(delete=True))
+
+    def test_preflight(self) -> None:
+        old = os.environ.pop("DENV_API_KEY", None)
+        try:
+            with self.assertRaises(SystemExit):
+                DenvEnvironment.preflight({})
+            os.environ["DENV_API_KEY"] = "dak_x"
+            DenvEnvironment.preflight({})
+        finally:
+            os.environ.pop("DENV_API_KEY", None)
+            if old is not None:
+                os.environ["DENV_API_KEY"] = old
+
+
+@unittest.skipUnless(docker_image_present(FIXTURE_IMAGE), f"Docker with the fixture image {FIXTURE_IMAGE} is needed")
+class TestHarborRunOracle(unittest.TestCase):
+    """The real `harbor run` with the oracle agent, through the adapter, on the Docker-backed fake."""
+
+    def test_oracle_reward_1(self) -> None:
+        tmp = Path(tempfile.mkdtemp())
+        fake = FakeDenv(backend=DockerBackend(label=f"harbor{os.getpid()}")).start()
+        try:
+            env = dict(os.environ, DENV_SERVER=fake.url, DENV_API_KEY=KEY, HARBOR_TELEMETRY="0",
+                       LITELLM_LOCAL_MODEL_COST_MAP="True", NO_COLOR="1", HOME=str(tmp))
+            r = subprocess.run(
+                [str(VENV_BIN / "harbor"), "run", "-p", str(TASK), "-a", "oracle",
+                 "-e", "denv.harbor:DenvEnvironment", "-y", "-o", str(tmp / "jobs"), "-n", "1", "-q"],
+                capture_output=True, text=True, timeout=600, env=env, cwd=tmp)
+            results = glob.glob(str(tmp / "jobs" / "*" / "*" / "result.json"))
+            self.assertTrue(results, f"no trial result\nstdout:{r.stdout[-3000:]}\nstderr:{r.stderr[-3000:]}")
+            doc = json.loads(Path(results[0]).read_text())
+            rewards = (doc.get("verifier_result") or {}).get("rewards") or {}
+            self.assertEqual(rewards.get("reward"), 1, json.dumps(doc, indent=1)[-3000:])
+            trial = Path(results[0]).parent
+            self.assertEqual((trial / "verifier" / "reward.txt").read_text().strip(), "1")
+            self.assertIn("oracle wrote", (trial / "agent" / "oracle.txt").read_text())
+            self.assertTrue(fake.calls("DELETE"), "the environment was destroyed")
+            self.assertEqual(fake.backend.containers, {})
+        finally:
+            fake.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
