@@ -184,7 +184,8 @@ static int find_env(struct cli *c, const char *project, const char *name, char *
 	cli_escape(&path, project);
 	buf_adds(&path, "/envs");
 	if (cli_call(c, "GET", path.data, NULL, &doc, e) < 0) {
-		err_prefix(e, "project %s", project);
+		if (e->code == 404)
+			err_prefix(e, "project %s", project);
 		goto out;
 	}
 	envs = json_get(doc, "environments");

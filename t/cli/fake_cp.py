@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse, parse_qs
 
 KEY = "dak_fake"
-STEP = 0.15
+STEP = 0.1
 WS = "--ws" in sys.argv
 LOCK = threading.Lock()
 DEPS = {}
