@@ -101,7 +101,7 @@ int enc_base64_encode(struct buf *out, const void *p, size_t n, enum enc_b64 mod
 	return 0;
 }
 
-static int hex_val(char c)
+int enc_hex_digit(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -118,7 +118,7 @@ static int hex_decode_to(unsigned char *dst, const char *s, size_t n, struct err
 	if (n % 2)
 		return err_set(e, "hex: odd length %zu", n);
 	for (size_t i = 0; i < n; i += 2) {
-		int hi = hex_val(s[i]), lo = hex_val(s[i + 1]);
+		int hi = enc_hex_digit(s[i]), lo = enc_hex_digit(s[i + 1]);
 		if (hi < 0 || lo < 0)
 			return err_set(e, "hex: invalid character at offset %zu", hi < 0 ? i : i + 1);
 		dst[i / 2] = (unsigned char)(hi << 4 | lo);

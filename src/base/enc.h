@@ -47,4 +47,7 @@ int enc_base64_decode(struct buf *out, const char *s, size_t n, enum enc_b64 mod
  * decodes to exactly outlen bytes. */
 int enc_hex_decode_exact(void *out, size_t outlen, const char *s, size_t n, struct err *e);
 
+/* The value of one hex digit (either case), or -1. */
+int enc_hex_digit(char c);
+
 #endif

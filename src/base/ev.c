@@ -473,6 +473,22 @@ bool ev_stopped(const struct ev *ev)
 	return ev->stop;
 }
 
+int ev_wait_fd(int fd, int events, int64_t deadline_ms)
+{
+	struct pollfd p = { .fd = fd, .events = (short)((events & EV_READ ? POLLIN : 0) |
+							(events & EV_WRITE ? POLLOUT : 0)) };
+
+	for (;;) {
+		int64_t left = deadline_ms - ev_mono_ms();
+		int r;
+		if (left <= 0)
+			return 0;
+		r = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+		if (r > 0 || (r < 0 && errno != EINTR))
+			return 1;
+	}
+}
+
 int64_t ev_now(const struct ev *ev)
 {
 	return ev->now;

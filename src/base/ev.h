@@ -75,6 +75,11 @@ int ev_run_once(struct ev *ev, int64_t max_ms);
 void ev_stop(struct ev *ev);
 bool ev_stopped(const struct ev *ev);
 
+/* Outside the loop (blocking clients, dials): wait until fd is ready for
+ * events (EV_READ/EV_WRITE) or the monotonic deadline (ms) passes.
+ * 1 ready (or in error: the next read or write reports it), 0 timed out. */
+int ev_wait_fd(int fd, int events, int64_t deadline_ms);
+
 /* Monotonic milliseconds as of the start of this turn. */
 int64_t ev_now(const struct ev *ev);
 /* Monotonic milliseconds, read now. */

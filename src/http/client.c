@@ -385,21 +385,6 @@ void http_client_free(struct http_client *c)
 	free(c);
 }
 
-/* Wait for events on s until deadline. 1 ready, 0 timed out. */
-static int wait_stream(struct stream *s, int events, int64_t deadline)
-{
-	struct pollfd p = { .fd = stream_fd(s), .events = (short)((events & EV_READ ? POLLIN : 0) |
-								  (events & EV_WRITE ? POLLOUT : 0)) };
-	for (;;) {
-		int64_t left = deadline - ev_mono_ms();
-		int r;
-		if (left <= 0)
-			return 0;
-		r = poll(&p, 1, left > 60000 ? 60000 : (int)left);
-		if (r != 0 && !(r < 0 && errno == EINTR))
-			return 1;
-	}
-}
 
 /* One attempt on stream s. Returns 0 done, -1 failed (e), -2 failed on a
  * reused connection before any response byte (retry on a fresh one). */
@@ -415,7 +400,7 @@ static int attempt(struct stream *s, bool reused, const struct buf *reqb, struct
 			continue;
 		}
 		if (errno == EAGAIN) {
-			if (!wait_stream(s, stream_wants(s), deadline))
+			if (!ev_wait_fd(stream_fd(s), stream_wants(s), deadline))
 				return err_set(e, "timeout after %d ms sending request to %s", timeout_ms, peer);
 			continue;
 		}
@@ -442,7 +427,7 @@ static int attempt(struct stream *s, bool reused, const struct buf *reqb, struct
 			return reader_eof(rr, peer, e) > 0 ? 0 : -1;
 		}
 		if (errno == EAGAIN) {
-			if (!wait_stream(s, stream_wants(s), deadline))
+			if (!ev_wait_fd(stream_fd(s), stream_wants(s), deadline))
 				return err_set(e, "timeout after %d ms reading response from %s", timeout_ms, peer);
 			continue;
 		}

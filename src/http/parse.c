@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/enc.h"
 #include "base/str.h"
 
 /* tchar from RFC 9110 5.6.2: the bytes allowed in methods and field names. */
@@ -205,16 +206,6 @@ enum {
 	CH_TRAILER, CH_TRAILER_LINE, CH_TRAILER_LINE_LF, CH_END_LF, CH_DONE
 };
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 ssize_t http_chunked_decode(struct http_chunked *c, const char *in, size_t len, struct buf *out)
 {
@@ -228,7 +219,7 @@ ssize_t http_chunked_decode(struct http_chunked *c, const char *in, size_t len, 
 		case CH_SIZE:
 			if (++c->line > HTTP_MAX_CHUNK_LINE)
 				return HTTP_PARSE_BAD;
-			if ((h = hexval(ch)) >= 0) {
+			if ((h = enc_hex_digit(ch)) >= 0) {
 				if (c->left > (UINT64_MAX >> 4))
 					return HTTP_PARSE_BAD;	/* chunk size overflow */
 				c->left = (c->left << 4) | (uint64_t)h;
@@ -339,8 +330,8 @@ int http_pct_decode(const char *s, size_t len, bool plus, struct buf *out)
 			int hi, lo;
 			if (i + 2 >= len)
 				return -1;
-			hi = hexval(s[i + 1]);
-			lo = hexval(s[i + 2]);
+			hi = enc_hex_digit(s[i + 1]);
+			lo = enc_hex_digit(s[i + 2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				return -1;
 			c = (char)(hi << 4 | lo);

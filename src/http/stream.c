@@ -436,24 +436,6 @@ int stream_connect_finish(int fd, const char *host, int port, struct err *e)
 	return 0;
 }
 
-/* Wait for events on fd until deadline (monotonic ms). 1 ready, 0 timeout. */
-static int wait_fd(int fd, int events, int64_t deadline)
-{
-	struct pollfd p = { .fd = fd, .events = (short)((events & EV_READ ? POLLIN : 0) |
-							(events & EV_WRITE ? POLLOUT : 0)) };
-
-	for (;;) {
-		int64_t left = deadline - ev_mono_ms();
-		int r;
-		if (left <= 0)
-			return 0;
-		r = poll(&p, 1, left > 60000 ? 60000 : (int)left);
-		if (r > 0)
-			return 1;
-		if (r < 0 && errno != EINTR)
-			return 1;	/* let the next call report the error */
-	}
-}
 
 int stream_dial(const char *host, int port, bool tls, int timeout_ms, struct stream **out, struct err *e)
 {
@@ -485,7 +467,7 @@ int stream_dial(const char *host, int port, bool tls, int timeout_ms, struct str
 			fd = -1;
 			continue;
 		}
-		if (!wait_fd(fd, EV_WRITE, deadline)) {
+		if (!ev_wait_fd(fd, EV_WRITE, deadline)) {
 			err_set(e, "connect %s:%d: timeout after %d ms", host, port, timeout_ms);
 			sys_close(fd);
 			fd = -1;
@@ -521,7 +503,7 @@ int stream_dial(const char *host, int port, bool tls, int timeout_ms, struct str
 			stream_free(s);
 			return err_set(e, "tls handshake with %s:%d: %s", host, port, why);
 		}
-		if (!wait_fd(s->fd, s->want, deadline)) {
+		if (!ev_wait_fd(s->fd, s->want, deadline)) {
 			stream_free(s);
 			return err_set(e, "tls handshake with %s:%d: timeout after %d ms", host, port, timeout_ms);
 		}

@@ -13,18 +13,8 @@
 /* Wait for what the stream asked for, until the deadline. 0, or -1 with e. */
 static int wait_stream(struct stream *s, int64_t deadline, const char *what, const char *url, struct err *e)
 {
-	struct pollfd p;
-	int64_t left = deadline - ev_mono_ms();
-	int r;
-
-	if (left <= 0)
+	if (!ev_wait_fd(stream_fd(s), stream_wants(s), deadline))
 		return err_set(e, "websocket %s: timed out %s", url, what);
-	p.fd = stream_fd(s);
-	p.events = (short)((stream_wants(s) & EV_WRITE) ? POLLOUT : POLLIN);
-	p.revents = 0;
-	r = poll(&p, 1, left > 60000 ? 60000 : (int)left);
-	if (r < 0 && errno != EINTR)
-		return err_errno(e, "websocket %s: poll", url);
 	return 0;
 }
 
