@@ -30,7 +30,7 @@ static const char usage_text[] =
 	"environment: DENV_TEAM, DENV_BOOTSTRAP_KEY, DENV_CONSOLE_URL, DENV_DEV_LOGIN,\n"
 	"DENV_RELEASES_DIR, DENV_GITHUB_CLIENT_ID, DENV_GITHUB_CLIENT_SECRET,\n"
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
-	"DENV_GITHUB_API_URL. See denv-cp(8).\n";
+	"DENV_GITHUB_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC. See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
 {

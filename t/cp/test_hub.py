@@ -254,6 +254,7 @@ def test_drop(s, st8):
     snaps = [c for c in sc.commands("env.snapshot") if c[3]["name"] == doc["deployment"]["VersionID"]]
     ok(len(snaps) == 2 and snaps[0][0] == snaps[1][0], "the same command id was sent again after the reconnect",
        [c[0] for c in snaps])
+    st8["dropped_cmd"] = snaps[0][0] if snaps else None
     is_(sc.executed.get(snaps[0][0]), 1, "the sidecar ran it once (answered from its log)")
     ok(sc.connects == connects + 1, "one reconnect", sc.connects - connects)
     is_([e["Kind"] for e in events(s, "dep:" + dep)], ["deployment.finished", "deployment.started"],
@@ -519,6 +520,41 @@ def test_event_stream(s, st8):
     is_(asyncio.run(unauth()), 401, "the event stream needs a key")
 
 
+def read_log(store):
+    """Every op of the store's log, in order (the format of store.h)."""
+    import struct
+    with open(os.path.join(store, "log"), "rb") as f:
+        data = f.read()
+    ops, off = [], 16
+    while off + 8 <= len(data):
+        n, _ = struct.unpack_from("<II", data, off)
+        if off + 8 + n > len(data):
+            break
+        ops += json.loads(data[off + 8:off + 8 + n])["ops"]
+        off += 8 + n
+    return ops
+
+
+def test_command_rows(store, st8):
+    """The commands table: each command's row goes sent -> acked -> ok; the
+    dropped command has one row although it was sent twice."""
+    ops = [o for o in read_log(store) if o.get("put") == "commands"]
+    cid = st8.get("dropped_cmd")
+    rows = [o["row"] for o in ops if o["id"] == cid]
+    is_([r["Status"] for r in rows][:1] + [r["Status"] for r in rows][-1:], ["sent", "ok"],
+        "the re-sent command's row: first sent, last ok")
+    ok(rows and rows[0]["Kind"] == "env.snapshot" and rows[0]["HostID"] == st8["sc"].host_id
+       and rows[-1]["Result"]["snapshot"] and rows[-1]["FinishedAt"], "its row: kind, host, result", rows[-1:])
+    firsts = {}
+    for o in ops:
+        firsts.setdefault(o["id"], o["row"]["Status"])
+    ok(firsts and all(v == "sent" for v in firsts.values()), "every command row starts as sent",
+       [k for k, v in firsts.items() if v != "sent"][:3])
+    put = [o["row"] for o in ops if o["row"]["Kind"] == "env.put" and o["row"]["Payload"].get("chunks")]
+    ok(put and "omitted_bytes" not in put[0]["Payload"] and put[0]["Payload"]["bytes"] == 30 << 20,
+       "a chunked put's row keeps its payload without the archive", put[:1] and put[0]["Payload"])
+
+
 def seed_expired_token(store, team_id):
     h = hashlib.sha256(EXPIRED_TOKEN.encode()).hexdigest()
     T.append_records(store, [[{"put": "join_tokens", "id": "jtok_expired", "row": {
@@ -549,6 +585,9 @@ def main():
         is_(s.stop(), 0, "SIGTERM with host streams open: exit 0")
         log = s.stderr()
         is_([x[:8] for x in st8["secrets"] if x in log], [], "no join token or host secret in the log (-v)")
+        raw = open(os.path.join(store, "log"), "rb").read()
+        is_([x[:8] for x in st8["secrets"] if x.encode() in raw], [], "nor in the store (hashes only)")
+        test_command_rows(store, st8)
         # A restart: nothing is connected until the sidecar comes back.
         s = T.Server(store, env)
         h = host_row(s, st8["sc"].host_id)
