@@ -306,7 +306,10 @@ class Client:
             raise ValueError("denv: sandbox takes image or from_version, not both")
         if egress not in ("deny", "allow"):
             raise ValueError(f"denv: egress must be deny or allow, not {egress!r}")
-        body: dict[str, Any] = {"egress": egress, "timeout_sec": int(timeout_sec)}
+        body: dict[str, Any] = {"timeout_sec": int(timeout_sec)}
+        if image or egress != "deny":
+            # A version carries its own egress; only an explicit allow overrides it.
+            body["egress"] = egress
         if image:
             body["image"] = image
             if cmd is not None:

@@ -107,7 +107,8 @@ class DenvProvider(ContainerProvider):
         if not self.env_id:
             raise RuntimeError("denv: nothing to fork; the provider has no environment")
         child = DenvProvider(client=self.client, egress=self.egress)
-        child._bind(self.client.fork(self.env_id, name=name))
+        version = self.client.snapshot(self.env_id)
+        child._bind(self.client.sandbox(from_version=version, name=name, egress=self.egress))
         return child
 
     def stop_container(self) -> None:

@@ -93,7 +93,7 @@ class TestSandboxes(FakeCase):
         self.assertTrue(ver.startswith("ver_"))
         b = self.c.sandbox(from_version=ver)
         self.assertEqual(self.fake.calls("POST", "/v1/sandboxes")[-1].body,
-                         {"from_version": ver, "egress": "deny", "timeout_sec": 600})
+                         {"from_version": ver, "timeout_sec": 600})
         self.assertEqual(b.raw["ParentVersionID"], ver)
 
     def test_destroy_waits_for_deployment(self) -> None:

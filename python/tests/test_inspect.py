@@ -156,7 +156,7 @@ class TestSandboxAgainstFake(unittest.TestCase):
         async def go() -> None:
             envs = await DenvSandbox.sample_init("t", v, {})
             self.assertEqual(self.fake.calls("POST", "/v1/sandboxes")[-1].body,
-                             {"from_version": v, "egress": "deny", "timeout_sec": 600})
+                             {"from_version": v, "timeout_sec": 600})
             await DenvSandbox.sample_cleanup("t", v, envs, True)
 
         asyncio.run(go())
