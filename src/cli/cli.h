@@ -32,7 +32,7 @@ struct http_client;
 #define CLI_MAX_RESPONSE ((size_t)256 << 20)	/* largest body we accept (files get) */
 #define CLI_FILES_MAX ((size_t)32 << 20)	/* archive limit of PUT /files */
 #define CLI_POLL_MS 700				/* deployment polling interval */
-#define CLI_STREAM_REFRESH_MS 5000		/* re-read a deployment this often even when streaming */
+#define CLI_STREAM_REFRESH_MS 2000		/* re-read a deployment this often even when streaming */
 #define CLI_STREAM_DIAL_MS 5000			/* give up on the live stream after this */
 #define CLI_NAME_MAX 64				/* project / environment names */
 #define CLI_ID_MAX 128				/* ids we accept or build */

@@ -2,7 +2,7 @@
 # Every test runs with HOME and XDG_CONFIG_HOME in its own temp dir, so the
 # real ~/.config is never read or written.
 top=${DENV_TOP:-$PWD}
-DENV=$top/bin/denv
+DENV=${DENV_CLI_BIN:-$top/bin/denv}
 PY=$top/python/.venv/bin/python
 [ -x "$PY" ] || PY=python3
 n=0
