@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/enc.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "cp/cp.h"
@@ -249,7 +248,7 @@ static void park_done(struct cp *cp, const struct cp_result *res, void *arg)
 	} else if (p->kind == PARK_PUT) {
 		cp_reply(p->req, 200, cp_obj("ok", json_new_bool(true), "bytes", json_new_int((int64_t)p->bytes), NULL));
 	} else {
-		buf_init(&tar, CP_BODY_FILES + CP_CHUNK_BYTES);
+		buf_init(&tar, CP_ARCHIVE_MAX);
 		if (cp_result_archive(res, &tar, &e) < 0)
 			cp_fail(p->req, 502, "files: %s", e.msg);
 		else
@@ -350,7 +349,7 @@ static void h_files_put(struct cp *cp, struct http_req *req)
 	struct cp_caller who;
 	const struct json *env;
 	struct json *payload;
-	struct buf data = BUF_INIT, b64 = BUF_INIT;
+	struct buf data = BUF_INIT;
 	size_t len;
 	const char *body;
 
@@ -358,16 +357,13 @@ static void h_files_put(struct cp *cp, struct http_req *req)
 		return;
 	body = http_req_body(req, &len);
 	payload = cp_obj("service", json_new_str(service), "path", json_new_str(path), NULL);
-	if (len <= CP_INLINE_BYTES) {
-		enc_base64_encode(&b64, body, len, ENC_BASE64);
-		json_object_set(payload, "tar_b64", json_new_strn(b64.data, b64.len));
-		buf_release(&b64);
-		park(cp, req, env, host, "env.put", payload, NULL, 0, PARK_PUT, len);
+	/* The archive goes in chunk frames before the command (doc/host-stream-chunks.md). */
+	buf_init(&data, CP_ARCHIVE_MAX);
+	if (buf_add(&data, body, len) < 0) {
+		json_free(payload);
+		http_respond_error(req, 413, "archive larger than 32 MiB");
 		return;
 	}
-	/* Over one frame: the archive goes in chunk frames before the command. */
-	buf_init(&data, CP_BODY_FILES);
-	buf_add(&data, body, len);
 	park(cp, req, env, host, "env.put", payload, &data, 0, PARK_PUT, len);
 }
 

@@ -8,18 +8,19 @@
  * result until its timeout; when its host reconnects it is written again with
  * the same id, and the sidecar answers a finished id from its log.
  *
- * Archives bigger than one frame travel as chunk frames (see denv-cp(8),
- * "Chunks"): for env.put the control plane sends
- *   {"type":"chunk","command_id":ID,"payload":{"seq":N,"data":BASE64,"last":BOOL}}
- * frames, seq 0.., before the command, whose payload then has
- * {"chunks":COUNT,"bytes":TOTAL} instead of tar_b64; for env.get the sidecar
- * does the same before its result. Small archives stay inline as tar_b64.
+ * Archives travel as chunk frames (doc/host-stream-chunks.md, denv-cp(8)):
+ *   {"type":"chunk","command_id":ID,"seq":N,"last":BOOL,"data":BASE64}
+ * with at most CP_CHUNK_BYTES of archive each, seq from 0, all of them before
+ * the frame they belong to: the env.put command (payload tar_bytes,
+ * tar_sha256, tar_chunks) or the sidecar's env.get result (the same three).
+ * An empty archive is one chunk with data "" and last true.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/crypto.h"
 #include "base/enc.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -37,6 +38,7 @@ struct cp_cmd {
 	struct buf in;		/* archive received in chunks before the result */
 	int64_t in_next;	/* next chunk seq expected */
 	char in_err[128];	/* a bad chunk: the result fails with this */
+	bool chunked;		/* out is sent in chunk frames (even when empty) */
 	bool durable;		/* its row is on disk: it may be written to the stream */
 	char fail[ERR_MSG_MAX];	/* set: finish with this error from the timer */
 	int64_t timeout_ms;
@@ -132,22 +134,28 @@ static void transmit(struct cp_cmd *cmd)
 	struct buf b64 = BUF_INIT;
 	struct err e;
 	int rc = 0;
+	size_t off = 0;
+	int64_t seq = 0;
 
 	buf_reset(&cmd->in);
 	cmd->in_next = 0;
 	cmd->in_err[0] = '\0';
-	for (size_t off = 0, seq = 0; rc == 0 && off < cmd->out.len; off += CP_CHUNK_BYTES, seq++) {
+	/* do-while: an empty archive is still one (empty, last) chunk. */
+	do {
 		size_t n = cmd->out.len - off < CP_CHUNK_BYTES ? cmd->out.len - off : CP_CHUNK_BYTES;
 
+		if (!cmd->chunked)
+			break;
 		buf_reset(&b64);
 		enc_base64_encode(&b64, cmd->out.data + off, n, ENC_BASE64);
 		f = frame_new(cmd, "chunk");
-		json_object_set(f, "payload",
-				cp_obj("seq", json_new_int((int64_t)seq), "data", json_new_strn(b64.data, b64.len),
-				       "last", json_new_bool(off + n >= cmd->out.len), NULL));
+		json_object_set_int(f, "seq", seq++);
+		json_object_set_bool(f, "last", off + n >= cmd->out.len);
+		json_object_set(f, "data", json_new_strn(b64.data, b64.len));
 		rc = cp_hub_send(cp, cmd->host_id, f, &e);
 		json_free(f);
-	}
+		off += n;
+	} while (rc == 0 && off < cmd->out.len);
 	buf_release(&b64);
 	if (rc == 0) {
 		f = frame_new(cmd, "command");
@@ -228,13 +236,18 @@ struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_i
 	str_copy(cmd->kind, sizeof(cmd->kind), kind);
 	cmd->payload = payload ? payload : json_new_object();
 	buf_init(&cmd->out, 0);
-	buf_init(&cmd->in, CP_BODY_FILES + CP_CHUNK_BYTES);
+	buf_init(&cmd->in, CP_ARCHIVE_MAX);
 	if (data) {
+		char sum[SHA256_HEX_LEN + 1];
+		size_t chunks = (data->len + CP_CHUNK_BYTES - 1) / CP_CHUNK_BYTES;
+
 		cmd->out = *data;
 		buf_init(data, 0);
-		json_object_set_int(cmd->payload, "chunks",
-				    (int64_t)((cmd->out.len + CP_CHUNK_BYTES - 1) / CP_CHUNK_BYTES));
-		json_object_set_int(cmd->payload, "bytes", (int64_t)cmd->out.len);
+		cmd->chunked = true;
+		sha256_hex(cmd->out.data, cmd->out.len, sum);
+		json_object_set_int(cmd->payload, "tar_bytes", (int64_t)cmd->out.len);
+		json_object_set_str(cmd->payload, "tar_sha256", sum);
+		json_object_set_int(cmd->payload, "tar_chunks", (int64_t)(chunks ? chunks : 1));
 	}
 	cmd->timeout_ms = timeout_ms > 0 ? timeout_ms : cp->cfg.command_timeout_ms;
 	cmd->fn = fn;
@@ -274,46 +287,67 @@ void cp_cmd_cancel(struct cp_cmd *cmd)
 	}
 }
 
-static void on_chunk(struct cp_cmd *cmd, const struct json *p)
+static void on_chunk(struct cp_cmd *cmd, const struct json *f)
 {
-	const char *data = json_get_str(p, "data");
-	int64_t seq = json_get_int(p, "seq", -1);
+	const struct json *data = json_get(f, "data");
+	int64_t seq = json_get_int(f, "seq", -1);
 	struct err e;
 
 	if (cmd->in_err[0])
 		return;
-	if (seq != cmd->in_next || !data) {
+	if (seq != cmd->in_next || !data || data->type != JSON_STRING) {
 		snprintf(cmd->in_err, sizeof(cmd->in_err), "chunk %" PRId64 " arrived, %" PRId64 " expected", seq,
 			 cmd->in_next);
 		return;
 	}
-	if (enc_base64_decode(&cmd->in, data, strlen(data), ENC_BASE64, &e) < 0) {
-		snprintf(cmd->in_err, sizeof(cmd->in_err), "chunk %" PRId64 ": %.80s", seq,
-			 cmd->in.len >= CP_BODY_FILES ? "archive over 32 MiB" : e.msg);
+	if (data->u.str.len > enc_base64_len(CP_CHUNK_BYTES, ENC_BASE64) ||
+	    enc_base64_decode(&cmd->in, data->u.str.s, data->u.str.len, ENC_BASE64, &e) < 0) {
+		snprintf(cmd->in_err, sizeof(cmd->in_err), "%s",
+			 cmd->in.len + CP_CHUNK_BYTES > CP_ARCHIVE_MAX ? "archive larger than 32 MiB"
+								    : "chunk is not base64 of at most 1 MiB");
 		return;
 	}
 	cmd->in_next++;
+}
+
+/* The chunks received against what the result says they were. */
+static int check_archive(struct cp_cmd *cmd, const struct json *p, char *msg, size_t n)
+{
+	int64_t bytes = json_get_int(p, "tar_bytes", -1), chunks = json_get_int(p, "tar_chunks", -1);
+	const char *want = json_get_str(p, "tar_sha256");
+	char sum[SHA256_HEX_LEN + 1];
+
+	if (cmd->in_err[0]) {
+		snprintf(msg, n, "%s: %s", cmd->kind, cmd->in_err);
+		return -1;
+	}
+	if (chunks != cmd->in_next || bytes != (int64_t)cmd->in.len) {
+		snprintf(msg, n, "%s: archive incomplete: got %zu of %" PRId64 " bytes", cmd->kind, cmd->in.len, bytes);
+		return -1;
+	}
+	sha256_hex(cmd->in.data, cmd->in.len, sum);
+	if (!want || strlen(want) != SHA256_HEX_LEN || !crypto_equal(sum, want, SHA256_HEX_LEN)) {
+		snprintf(msg, n, "%s: archive sha256 mismatch", cmd->kind);
+		return -1;
+	}
+	return 0;
 }
 
 static void on_result(struct cp_cmd *cmd, const struct json *frame)
 {
 	const struct json *p = json_get(frame, "payload");
 	const char *error = json_get_str(frame, "error");
-	int64_t chunks = json_get_int(p, "chunks", 0);
 	char msg[ERR_MSG_MAX];
 
 	if (!json_get_bool(frame, "ok", false)) {
 		finish(cmd, false, error && *error ? error : "the host reported a failure without a reason", p, NULL);
 		return;
 	}
-	if (chunks > 0 || cmd->in_next > 0) {
-		if (cmd->in_err[0] || chunks != cmd->in_next) {
-			snprintf(msg, sizeof(msg), "%s: result chunks: %s", cmd->kind,
-				 cmd->in_err[0] ? cmd->in_err : "count does not match");
+	if (json_get(p, "tar_chunks") || cmd->in_next > 0 || cmd->in_err[0]) {
+		if (check_archive(cmd, p, msg, sizeof(msg)) < 0)
 			finish(cmd, false, msg, NULL, NULL);
-			return;
-		}
-		finish(cmd, true, NULL, p, &cmd->in);
+		else
+			finish(cmd, true, NULL, p, &cmd->in);
 		return;
 	}
 	finish(cmd, true, NULL, p, NULL);
@@ -340,7 +374,7 @@ void cp_cmd_frame(struct cp *cp, const char *host_id, const char *type, const st
 		cp_event(cp, NULL, cmd->team_id, subject, "progress",
 			 cp_obj("message", json_new_str(msg ? msg : ""), NULL));
 	} else if (str_eq(type, "chunk")) {
-		on_chunk(cmd, json_get(frame, "payload"));
+		on_chunk(cmd, frame);
 	} else if (str_eq(type, "result")) {
 		on_result(cmd, frame);
 	}

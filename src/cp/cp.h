@@ -59,8 +59,8 @@
 #define CP_EXEC_SLACK_MS 10000			/* env.exec waits timeout_sec plus this */
 #define CP_WARM_TIMEOUT_S 600			/* the deploy's warm command */
 #define CP_HEALTH_TIMEOUT_S 30			/* `true` after a snapshot */
-#define CP_CHUNK_BYTES ((size_t)4 << 20)	/* archive bytes per chunk frame (before base64) */
-#define CP_INLINE_BYTES ((size_t)4 << 20)	/* archives up to this size travel inline as tar_b64 */
+#define CP_CHUNK_BYTES ((size_t)1 << 20)	/* archive bytes per chunk frame (doc/host-stream-chunks.md) */
+#define CP_ARCHIVE_MAX ((size_t)32 << 20)	/* one archive either way */
 #define CP_RESULT_STORE_MAX ((size_t)256 << 10)	/* a bigger command result is stored as its size only */
 #define CP_SANDBOX_TIMEOUT_DEFAULT_S 600	/* POST /v1/sandboxes without timeout_sec */
 #define CP_SANDBOX_TIMEOUT_MAX_S 86400
@@ -313,7 +313,8 @@ void cp_hub_free_all(struct cp *cp);
 
 /* ---- commands (cmd.c) ---- */
 
-/* A command's result. data: the archive that came in chunk frames (NULL if none). */
+/* A command's result. data: the archive that came in chunk frames, checked
+ * against the result's tar_bytes, tar_chunks and tar_sha256 (NULL if none). */
 struct cp_result {
 	bool ok;
 	const char *error;		/* when !ok */
@@ -325,8 +326,9 @@ typedef void (*cp_cmd_fn)(struct cp *cp, const struct cp_result *res, void *arg)
 /*
  * Record a command in the store, then (once durable) write it to the host's
  * stream; re-sent with the same id whenever the host reconnects, until a
- * result or timeout_ms. payload is taken; data (taken, may be NULL) is an
- * archive sent in chunk frames before the command. fn is called exactly
+ * result or timeout_ms. payload is taken; data (taken, may be NULL; may be
+ * empty) is an archive sent in chunk frames before the command, described in
+ * the payload by tar_bytes, tar_sha256 and tar_chunks. fn is called exactly
  * once, never from inside this call, unless the command is cancelled.
  */
 struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_id, const char *kind,

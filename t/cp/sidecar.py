@@ -7,13 +7,15 @@ command kind: a list of actions consumed in order ("ok", "fail:<msg>",
 "drop" = record the result then drop the stream and come back, "stall" =
 never answer, "delay:<sec>").
 
-Chunks (see denv-cp(8)): an archive travels as chunk frames
-{"type":"chunk","command_id":..,"payload":{"seq":N,"data":b64,"last":bool}}
-before the command (env.put, payload {chunks, bytes}) or before the result
-(env.get, payload {chunks, bytes}); small ones are inline as tar_b64.
+Chunks (doc/host-stream-chunks.md): an archive travels as chunk frames
+{"type":"chunk","command_id":..,"seq":N,"last":bool,"data":b64 of <= 1 MiB}
+before the command (env.put) or the result (env.get), whose payload has
+{tar_bytes, tar_sha256, tar_chunks}. Action "badsha" corrupts an env.get's
+announced sha256.
 """
 import asyncio
 import base64
+import hashlib
 import json
 import threading
 import time
@@ -21,8 +23,7 @@ import time
 import websockets
 from websockets.asyncio.client import connect
 
-CHUNK = 4 << 20
-INLINE = 4 << 20
+CHUNK = 1 << 20
 
 
 class Sidecar:
@@ -97,7 +98,7 @@ class Sidecar:
                     async for text in ws:
                         f = json.loads(text)
                         if f.get("type") == "chunk":
-                            chunks.setdefault(f["command_id"], []).append(f["payload"])
+                            chunks.setdefault(f["command_id"], []).append(f)
                         elif f.get("type") == "command":
                             if await self._command(ws, f, chunks.pop(f["command_id"], [])) == "dropped":
                                 return True
@@ -142,7 +143,7 @@ class Sidecar:
             frames = [{"type": "result", "command_id": cid, "ok": False, "error": action[5:]}]
         else:
             try:
-                frames = self._run(cid, kind, f.get("env_id"), payload, chunks)
+                frames = self._run(cid, kind, f.get("env_id"), payload, chunks, action)
             except Exception as ex:  # a scripted failure such as a missing path
                 frames = [{"type": "result", "command_id": cid, "ok": False, "error": str(ex)}]
         for fr in frames:
@@ -155,7 +156,7 @@ class Sidecar:
             await ws.send(json.dumps(fr))
         return None
 
-    def _run(self, cid, kind, env_id, p, chunks):
+    def _run(self, cid, kind, env_id, p, chunks, action):
         def result(payload):
             return [{"type": "result", "command_id": cid, "ok": True, "payload": payload}]
 
@@ -180,12 +181,15 @@ class Sidecar:
                 return result({"exit_code": 0, "stdout": " ".join(cmd[1:]) + "\n", "stderr": ""})
             return result({"exit_code": 0, "stdout": "", "stderr": ""})
         if kind == "env.put":
-            if p.get("chunks"):
-                assert [c["seq"] for c in chunks] == list(range(p["chunks"])), "chunk order"
-                data = b"".join(base64.b64decode(c["data"]) for c in chunks)
-                assert len(data) == p["bytes"], "chunk bytes"
-            else:
-                data = base64.b64decode(p["tar_b64"])
+            self.put_chunks = chunks
+            assert [c["seq"] for c in chunks] == list(range(p["tar_chunks"])), "chunk order"
+            assert chunks[-1]["last"] and not any(c["last"] for c in chunks[:-1]), "last flag"
+            assert all(len(base64.b64decode(c["data"])) <= CHUNK for c in chunks), "chunk size"
+            data = b"".join(base64.b64decode(c["data"]) for c in chunks)
+            if len(data) != p["tar_bytes"]:
+                raise RuntimeError("env.put: archive incomplete: got %d of %d bytes" % (len(data), p["tar_bytes"]))
+            if hashlib.sha256(data).hexdigest() != p["tar_sha256"]:
+                raise RuntimeError("env.put: archive sha256 mismatch")
             self.files[(p["service"], p["path"])] = data
             return result({"path": p["path"]})
         if kind == "env.get":
@@ -193,14 +197,13 @@ class Sidecar:
             if key not in self.files:
                 raise RuntimeError("docker cp: %s: no such file or directory" % p["path"])
             data = self.files[key]
-            if len(data) <= INLINE:
-                return result({"tar_b64": base64.b64encode(data).decode()})
-            frames = []
-            n = (len(data) + CHUNK - 1) // CHUNK
-            for i in range(n):
-                frames.append({"type": "chunk", "command_id": cid, "payload": {
-                    "seq": i, "data": base64.b64encode(data[i * CHUNK:(i + 1) * CHUNK]).decode(), "last": i == n - 1}})
-            frames += result({"chunks": n, "bytes": len(data)})
+            n = max(1, (len(data) + CHUNK - 1) // CHUNK)
+            frames = [{"type": "chunk", "command_id": cid, "seq": i, "last": i == n - 1,
+                       "data": base64.b64encode(data[i * CHUNK:(i + 1) * CHUNK]).decode()} for i in range(n)]
+            sha = hashlib.sha256(data).hexdigest()
+            if action == "badsha":
+                sha = "0" * 64
+            frames += result({"tar_bytes": len(data), "tar_sha256": sha, "tar_chunks": n})
             return frames
         if kind == "verify.collect":
             return result({"files": 1, "bytes": 3, "missing": [], "refused": []})

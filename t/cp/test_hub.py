@@ -405,7 +405,9 @@ def test_exec_files(s, st8):
                       headers={"Content-Type": "application/x-tar"})
     is_((st, doc), (200, {"ok": True, "bytes": 1000}), "PUT files: {ok, bytes}")
     put = sc.commands("env.put")[-1][3]
-    ok("tar_b64" in put and "chunks" not in put, "a small archive travels inline as tar_b64")
+    is_(put, {"service": "box", "path": "/home/agent/in", "tar_bytes": 1000,
+              "tar_sha256": hashlib.sha256(small).hexdigest(), "tar_chunks": 1},
+        "env.put payload: tar_bytes, tar_sha256, tar_chunks (the archive went in a chunk before it)")
     st, body, h = call(s, "GET", "/v1/envs/%s/files?service=box&path=/home/agent/in" % env)
     ok(st == 200 and body == small and h.get("content-type") == "application/x-tar", "GET files: the same bytes back")
 
@@ -415,13 +417,21 @@ def test_exec_files(s, st8):
                       headers={"Content-Type": "application/x-tar"})
     is_((st, doc), (200, {"ok": True, "bytes": 30 << 20}), "PUT a 30 MiB archive")
     put = sc.commands("env.put")[-1][3]
-    ok(put.get("chunks") == 8 and put.get("bytes") == 30 << 20 and "tar_b64" not in put,
-       "it went to the sidecar in 8 chunks", {k: v for k, v in put.items() if k != "tar_b64"})
+    ok(put.get("tar_chunks") == 30 and put.get("tar_bytes") == 30 << 20 and len(sc.put_chunks) == 30,
+       "it went to the sidecar in 30 chunks of 1 MiB", put)
     st, body, _ = call(s, "GET", "/v1/envs/%s/files?service=box&path=/big" % env)
     ok(st == 200 and isinstance(body, bytes) and len(body) == len(big) and body == big,
        "GET the 30 MiB archive back through chunks (%.1f s round trip)" % (time.time() - t0))
     st = T.status_of_big(s, "PUT", "/v1/envs/%s/files?service=box&path=/x" % env, b"x" * ((32 << 20) + 1), BOOT_KEY)
     is_(st, 413, "an archive over 32 MiB: 413")
+    st, doc, _ = call(s, "PUT", "/v1/envs/%s/files?service=box&path=/empty" % env, raw=b"",
+                      headers={"Content-Type": "application/x-tar"})
+    ok(st == 200 and sc.commands("env.put")[-1][3]["tar_chunks"] == 1 and len(sc.put_chunks) == 1
+       and sc.put_chunks[0]["data"] == "" and sc.put_chunks[0]["last"] is True,
+       "an empty archive is one empty chunk with last true", (st, doc))
+    sc.plan["env.get"] = ["badsha"]
+    st, doc, _ = call(s, "GET", "/v1/envs/%s/files?service=box&path=/home/agent/in" % env)
+    is_((st, err_of(doc)), (502, "env.get: archive sha256 mismatch"), "a get whose sha256 does not match: 502")
     st, doc, _ = call(s, "GET", "/v1/envs/%s/files?service=box&path=/missing" % env)
     is_((st, err_of(doc)), (502, "docker cp: /missing: no such file or directory"), "a missing path: 502 with the host's error")
     st, doc, _ = call(s, "GET", "/v1/envs/%s/files?service=box" % env)
@@ -550,8 +560,8 @@ def test_command_rows(store, st8):
         firsts.setdefault(o["id"], o["row"]["Status"])
     ok(firsts and all(v == "sent" for v in firsts.values()), "every command row starts as sent",
        [k for k, v in firsts.items() if v != "sent"][:3])
-    put = [o["row"] for o in ops if o["row"]["Kind"] == "env.put" and o["row"]["Payload"].get("chunks")]
-    ok(put and "omitted_bytes" not in put[0]["Payload"] and put[0]["Payload"]["bytes"] == 30 << 20,
+    put = [o["row"] for o in ops if o["row"]["Kind"] == "env.put" and o["row"]["Payload"].get("tar_chunks") == 30]
+    ok(put and "omitted_bytes" not in put[0]["Payload"] and put[0]["Payload"]["tar_bytes"] == 30 << 20,
        "a chunked put's row keeps its payload without the archive", put[:1] and put[0]["Payload"])
 
 
