@@ -153,6 +153,21 @@ err_has "missing.yaml" "names the file"
 run deploy --project quickstart --env branch-1 -f good.yaml --warm "echo warm up" --wait=false
 is_rc 0 "deploy to a new env with --warm"
 jq_ok 'd["deployment"]["Params"]["warm"] == ["echo", "warm", "up"]' "--warm split on whitespace"
+# Without a host the orchestrator fails the deploy at provision: --wait
+# follows it (over the live stream when the server has it) and exits 1.
+timeout 60 "$DENV" deploy --project quickstart --env waited -f good.yaml >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 124 ]; then
+	n=$((n + 1))
+	echo "ok $n # SKIP this denv-cp does not run deployments yet"
+else
+	is_rc 1 "deploy --wait of a deployment that fails exits 1"
+	head -n 1 "$tmp/out" | grep -q '^deployment dep_[0-9A-Z]* (environment env_[0-9A-Z]*)$' &&
+		grep -q '^  resolve    ok' "$tmp/out" && grep -q '^  verdict    failed' "$tmp/out" &&
+		tail -n 1 "$tmp/out" | grep -q '^deployment dep_[0-9A-Z]*: failed$'
+	ok $? "phase lines, then deployment <id>: failed"
+	err_has "denv: deployment dep_" "the failure on stderr"
+fi
 run deployment get "$DEP"
 jq_ok 'd["deployment"]["ID"] == "'"$DEP"'" and len(d["phases"]) > 3' "deployment get"
 run deployment get dep_nope
