@@ -167,6 +167,8 @@ install: all
 	for b in $(BINS); do install -m 0755 $$b $(DESTDIR)$(PREFIX)/bin/; done
 	for m in $(wildcard man/*.[158]); do \
 		s=$${m##*.}; install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
+	install -D -m 0644 contrib/bash-completion/denv \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/denv
 
 demo:
 	@sh t/demo.sh

@@ -23,6 +23,7 @@ docker.io:/usr/sbin/dockerd
 btrfs-progs:/sbin/mkfs.btrfs
 busybox-static:/bin/busybox
 iproute2:/sbin/ip
+groff-base:/usr/bin/groff
 "
 
 missing=
