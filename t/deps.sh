@@ -24,6 +24,7 @@ btrfs-progs:/sbin/mkfs.btrfs
 busybox-static:/bin/busybox
 iproute2:/sbin/ip
 groff-base:/usr/bin/groff
+tmux:/usr/bin/tmux
 "
 
 missing=
