@@ -1,0 +1,97 @@
+/* cmdlog.c: the command log, <data>/commands/<id>.json: every result is
+ * written here (atomically) before it is sent, and a command id seen again
+ * is answered from it. Beside it: <id>.cmd, the command frame a worker runs
+ * (locked while it runs), and <id>.tar, an env.get archive kept for
+ * re-delivery. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/fs.h"
+#include "sidecar/sidecar.h"
+
+int cmdlog_path(const char *data, const char *id, const char *ext, char *out, size_t n)
+{
+	int w;
+
+	if (!sc_safe_id(id))
+		return -1;
+	w = snprintf(out, n, "%s/commands/%s%s", data, id, ext);
+	return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+int cmdlog_read(const char *data, const char *id, struct json **res, struct err *e)
+{
+	char path[4096];
+	struct buf b = BUF_INIT;
+
+	*res = NULL;
+	if (cmdlog_path(data, id, ".json", path, sizeof(path)) < 0)
+		return err_set(e, "bad command id");
+	if (!fs_exists(path))
+		return 0;
+	if (fs_read_file(path, &b, SC_RESULT_FILE_MAX, e) < 0 ||
+	    json_parse(b.data, b.len, NULL, res, e) < 0) {
+		buf_release(&b);
+		return err_prefix(e, "command log %s", path);
+	}
+	buf_release(&b);
+	return 1;
+}
+
+int cmdlog_write(const char *data, const char *id, const char *kind, const char *env,
+		 bool ok, struct json *payload, const char *error, struct err *e)
+{
+	struct json *j = json_new_object();
+	char path[4096], dir[4096], ts[CLOCK_RFC3339_MAX];
+	char *text;
+	int rc;
+
+	if (cmdlog_path(data, id, ".json", path, sizeof(path)) < 0) {
+		json_free(payload);
+		json_free(j);
+		return err_set(e, "bad command id");
+	}
+	snprintf(dir, sizeof(dir), "%s/commands", data);
+	if (fs_mkdir_p(dir, 0700, e) < 0) {
+		json_free(payload);
+		json_free(j);
+		return -1;
+	}
+	clock_format_rfc3339(clock_now_ns(), ts);
+	json_object_set_str(j, "command_id", id);
+	json_object_set_str(j, "kind", kind ? kind : "");
+	json_object_set_str(j, "env_id", env ? env : "");
+	json_object_set_bool(j, "ok", ok);
+	if (ok)
+		json_object_set(j, "payload", payload ? payload : json_new_object());
+	else {
+		json_free(payload);
+		json_object_set_str(j, "error", error ? error : "failed");
+	}
+	json_object_set_str(j, "finished_at", ts);
+	text = json_to_string(j, JSON_COMPACT);
+	json_free(j);
+	rc = fs_write_atomic(path, text, strlen(text), 0600, e);
+	free(text);
+	return rc;
+}
+
+struct json *cmdlog_frame(const struct json *res)
+{
+	struct json *f = json_new_object();
+	bool ok = json_get_bool(res, "ok", false);
+
+	json_object_set_str(f, "type", "result");
+	json_object_set_str(f, "command_id", json_get_str(res, "command_id"));
+	json_object_set_str(f, "kind", json_get_str(res, "kind"));
+	if (json_get_str(res, "env_id") && *json_get_str(res, "env_id"))
+		json_object_set_str(f, "env_id", json_get_str(res, "env_id"));
+	json_object_set_bool(f, "ok", ok);
+	if (ok)
+		json_object_set(f, "payload", json_dup(json_get(res, "payload")));
+	else
+		json_object_set_str(f, "error", json_get_str(res, "error"));
+	return f;
+}

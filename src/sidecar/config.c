@@ -1,0 +1,278 @@
+/* config.c: denvd's flags, their environment fallbacks, --env-file, and the
+ * state file (identity: server, host_id, secret, data_dir, zfs_pool; 0600).
+ * Precedence: a flag, then the saved state (server, data_dir, zfs_pool), then
+ * the environment, then the default. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/str.h"
+#include "sidecar/sidecar.h"
+
+/* Longest line of an --env-file. */
+#define ENV_FILE_MAX ((size_t)64 << 10)
+#define STATE_FILE_MAX ((size_t)64 << 10)
+#define PATH_BYTES 4096
+
+struct flag {
+	const char *name;
+	size_t off;
+	bool *given;
+};
+
+static bool flag_given_dummy;
+
+bool sc_safe_id(const char *s)
+{
+	size_t n = 0;
+
+	if (!s || !*s)
+		return false;
+	for (; s[n]; n++)
+		if (!isalnum((unsigned char)s[n]) && s[n] != '_' && s[n] != '-')
+			return false;
+	return n < SC_ID_MAX;
+}
+
+int sc_config_parse(int argc, char **argv, struct sc_config *c, struct err *e)
+{
+	const struct flag flags[] = {
+		{ "server", offsetof(struct sc_config, server), &c->server_flag },
+		{ "token", offsetof(struct sc_config, token), NULL },
+		{ "state", offsetof(struct sc_config, state_path), NULL },
+		{ "data", offsetof(struct sc_config, data_dir), &c->data_flag },
+		{ "zfs-pool", offsetof(struct sc_config, zfs_pool), &c->zfs_flag },
+		{ "env-file", offsetof(struct sc_config, env_file), NULL },
+		{ "probe-image", offsetof(struct sc_config, probe_image), NULL },
+		{ "probe-url", offsetof(struct sc_config, probe_url), NULL },
+		{ "probe-mode", offsetof(struct sc_config, probe_mode), NULL },
+		{ "root", offsetof(struct sc_config, root), NULL },
+	};
+
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *val = NULL;
+		char name[64];
+		size_t n;
+		bool done = false;
+
+		if (a[0] != '-' || !a[1])
+			return err_set(e, "unexpected argument %s", a);
+		a += a[1] == '-' ? 2 : 1;
+		n = strcspn(a, "=");
+		if (n >= sizeof(name))
+			return err_set(e, "unknown flag %s", argv[i]);
+		memcpy(name, a, n);
+		name[n] = '\0';
+		if (a[n] == '=')
+			val = a + n + 1;
+		if (str_eq(name, "v")) {
+			c->verbose = true;
+			continue;
+		}
+		if (str_eq(name, "test-leaky-network")) {	/* tests only: see denvd(8) */
+			c->leaky_network = true;
+			continue;
+		}
+		for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]) && !done; k++) {
+			if (!str_eq(name, flags[k].name))
+				continue;
+			if (!val && i + 1 >= argc)
+				return err_set(e, "flag needs an argument: --%s", name);
+			*(const char **)((char *)c + flags[k].off) = val ? val : argv[++i];
+			*(flags[k].given ? flags[k].given : &flag_given_dummy) = true;
+			done = true;
+		}
+		if (!done)
+			return err_set(e, "unknown flag --%s", name);
+	}
+	return 0;
+}
+
+/* KEY=VALUE lines into the environment; blank lines and #comments skipped;
+ * optional surrounding quotes removed. Variables already set are replaced,
+ * as cloud-init's file is meant to be the source. */
+int sc_env_file_load(const char *path, struct err *e)
+{
+	struct buf b = BUF_INIT;
+	char *line, *save = NULL;
+
+	if (fs_read_file(path, &b, ENV_FILE_MAX, e) < 0)
+		return err_prefix(e, "--env-file");
+	for (line = b.data; line && *line; line = save) {
+		char *nl = strchr(line, '\n'), *eq, *val;
+		size_t vl;
+
+		save = nl ? nl + 1 : NULL;
+		if (nl)
+			*nl = '\0';
+		str_trim(line);
+		if (!*line || *line == '#')
+			continue;
+		if (str_has_prefix(line, "export "))
+			line += 7;
+		if (!(eq = strchr(line, '=')) || eq == line) {
+			buf_release(&b);
+			return err_set(e, "--env-file %s: not KEY=VALUE: %.60s", path, line);
+		}
+		*eq = '\0';
+		val = eq + 1;
+		vl = strlen(val);
+		if (vl >= 2 && (val[0] == '"' || val[0] == '\'') && val[vl - 1] == val[0]) {
+			val[vl - 1] = '\0';
+			val++;
+		}
+		if (setenv(str_trim(line), val, 1) < 0) {
+			buf_release(&b);
+			return err_errno(e, "--env-file %s: setenv", path);
+		}
+	}
+	buf_release(&b);
+	return 0;
+}
+
+static const char *env_or(const char *name, const char *fallback)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : fallback;
+}
+
+static const char *home_path(const char *rel)
+{
+	const char *home = env_or("HOME", "/tmp");
+	size_t n = strlen(home) + strlen(rel) + 2;
+	char *p = xmalloc(n);
+
+	snprintf(p, n, "%s/%s", home, rel);
+	return p;	/* lives as long as the process */
+}
+
+/* Fill what flags did not give from the environment; data/zfs only after the
+ * state file has had its say (sc_state_load), server likewise. */
+void sc_config_defaults(struct sc_config *c)
+{
+	bool root = geteuid() == 0;
+
+	if (!c->token)
+		c->token = env_or("DENV_JOIN_TOKEN", NULL);
+	if (!c->state_path)
+		c->state_path = root ? "/etc/denv/host.json" : home_path(".denv/host.json");
+	if (!c->probe_image)
+		c->probe_image = env_or("DENV_PROBE_IMAGE", SC_PROBE_IMAGE_DEFAULT);
+	if (!c->probe_url)
+		c->probe_url = env_or("DENV_PROBE_URL", SC_PROBE_URL_DEFAULT);
+	if (!c->probe_mode)
+		c->probe_mode = "auto";
+}
+
+static void fill_from_env(struct sc_config *c)
+{
+	bool root = geteuid() == 0;
+
+	if (!c->server)
+		c->server = env_or("DENV_SERVER", NULL);
+	if (!c->data_dir)
+		c->data_dir = env_or("DENV_DATA_DIR", root ? "/var/lib/denv" : home_path(".denv/data"));
+	if (!c->zfs_pool)
+		c->zfs_pool = env_or("DENV_ZFS_POOL", NULL);
+}
+
+static const char *keep(const char *s)
+{
+	return s && *s ? xstrdup(s) : NULL;
+}
+
+/* Read the state file if there is one. A missing file is not an error. */
+int sc_state_load(struct sc_config *c, struct err *e)
+{
+	struct buf b = BUF_INIT;
+	struct json *j = NULL;
+	const char *s;
+
+	if (!fs_exists(c->state_path)) {
+		fill_from_env(c);
+		return 0;
+	}
+	if (fs_read_file(c->state_path, &b, STATE_FILE_MAX, e) < 0 ||
+	    json_parse(b.data, b.len, NULL, &j, e) < 0 || j->type != JSON_OBJECT) {
+		buf_release(&b);
+		json_free(j);
+		if (!e->msg[0])
+			err_set(e, "not a JSON object");
+		return err_prefix(e, "state file %s", c->state_path);
+	}
+	buf_release(&b);
+	if (!c->server_flag && (s = json_get_str(j, "server")) && *s)
+		c->server = keep(s);
+	if (!c->data_flag && (s = json_get_str(j, "data_dir")) && *s)
+		c->data_dir = keep(s);
+	if (!c->zfs_flag && (s = json_get_str(j, "zfs_pool")) && *s)
+		c->zfs_pool = keep(s);
+	if ((s = json_get_str(j, "host_id")))
+		str_copy(c->host_id, sizeof(c->host_id), s);
+	if ((s = json_get_str(j, "secret")))
+		str_copy(c->secret, sizeof(c->secret), s);
+	json_free(j);
+	fill_from_env(c);
+	return 0;
+}
+
+int sc_state_save(const struct sc_config *c, struct err *e)
+{
+	struct json *j = json_new_object();
+	char dir[PATH_BYTES], *slash;
+	char *text;
+	int rc;
+
+	if (str_copy(dir, sizeof(dir), c->state_path) < 0)
+		return err_set(e, "state file path too long");
+	if ((slash = strrchr(dir, '/')) && slash != dir) {
+		*slash = '\0';
+		if (fs_mkdir_p(dir, 0700, e) < 0)
+			return err_prefix(e, "state file");
+	}
+	json_object_set_str(j, "server", c->server ? c->server : "");
+	json_object_set_str(j, "host_id", c->host_id);
+	json_object_set_str(j, "secret", c->secret);
+	json_object_set_str(j, "data_dir", c->data_dir ? c->data_dir : "");
+	json_object_set_str(j, "zfs_pool", c->zfs_pool ? c->zfs_pool : "");
+	text = json_to_string(j, JSON_PRETTY);
+	json_free(j);
+	rc = fs_write_atomic(c->state_path, text, strlen(text), 0600, e);
+	memset(text, 0, strlen(text));	/* it held the secret */
+	free(text);
+	return rc < 0 ? err_prefix(e, "state file %s", c->state_path) : 0;
+}
+
+/* http://h[:p][/base] -> ws://h[:p][/base]/v1/hosts/stream (https -> wss). */
+int sc_stream_url(const char *server, char *out, size_t n, struct err *e)
+{
+	const char *rest, *scheme;
+	size_t len;
+	int w;
+
+	if (!server || !*server)
+		return err_set(e, "no control plane URL: give --server or DENV_SERVER");
+	if (str_has_prefix(server, "http://")) {
+		scheme = "ws://";
+		rest = server + 7;
+	} else if (str_has_prefix(server, "https://")) {
+		scheme = "wss://";
+		rest = server + 8;
+	} else {
+		return err_set(e, "--server %s: must start with http:// or https://", server);
+	}
+	len = strlen(rest);
+	while (len > 0 && rest[len - 1] == '/')
+		len--;
+	if (len == 0)
+		return err_set(e, "--server %s: no host", server);
+	w = snprintf(out, n, "%s%.*s/v1/hosts/stream", scheme, (int)len, rest);
+	if (w < 0 || (size_t)w >= n)
+		return err_set(e, "--server: URL too long");
+	return 0;
+}

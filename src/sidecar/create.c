@@ -1,0 +1,278 @@
+/* create.c: env.create (protocol.md). In order: remove what an earlier
+ * attempt of this environment left in Docker; write spec.json; prepare and
+ * fill the volumes; create the network (internal when egress is denied);
+ * write compose.yaml; start the containers in depends_on order, each after
+ * its dependencies are healthy; wait for health; read back image digests
+ * and, with egress allowed, the published ports; with egress denied run the
+ * probe. Any failure stops the stack (the data dir stays for a destroy). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/fs.h"
+#include "base/str.h"
+#include "sidecar/sidecar.h"
+
+#define EGRESS_LEAK_MSG "egress is denied but the stack reached the internet"
+
+struct create {
+	struct wk *w;
+	char project[SC_ID_MAX], net[SC_ID_MAX + 16];
+	char envdir[4096], voldir[4200];
+	struct json *spec, *order;
+	bool deny, internal;
+};
+
+static int write_files(struct create *c, struct err *e)
+{
+	char path[4300];
+	struct buf b = BUF_INIT;
+	char *text;
+	int rc;
+
+	if (fs_mkdir_p(c->envdir, 0700, e) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/spec.json", c->envdir);
+	text = json_to_string(c->spec, JSON_PRETTY);
+	rc = fs_write_atomic(path, text, strlen(text), 0600, e);
+	free(text);
+	if (rc < 0)
+		return -1;
+	buf_init(&b, (size_t)4 << 20);
+	if (render_compose(c->project, c->w->env, c->spec, c->voldir, c->internal, &b, e) < 0) {
+		buf_release(&b);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/compose.yaml", c->envdir);
+	rc = fs_write_atomic(path, b.data, b.len, 0644, e);
+	buf_release(&b);
+	return rc;
+}
+
+static int make_network(struct create *c, struct err *e)
+{
+	struct argv a;
+	int rc;
+
+	av_init(&a);
+	av_add(&a, "network");
+	av_add(&a, "create");
+	if (c->internal)
+		av_add(&a, "--internal");
+	av_add(&a, "--label");
+	av_addf(&a, "com.docker.compose.project=%s", c->project);
+	av_add(&a, "--label");
+	av_add(&a, "com.docker.compose.network=default");
+	av_add(&a, "--label");
+	av_addf(&a, "ai.denv.env=%s", c->w->env);
+	av_add(&a, c->net);
+	rc = dk_run(&a, SC_DOCKER_TIMEOUT_MS, NULL, e);
+	av_release(&a);
+	return rc;
+}
+
+static int start_services(struct create *c, struct err *e)
+{
+	for (size_t i = 0; i < json_len(c->order); i++) {
+		const struct json *s = json_at(c->order, i), *deps = json_get(s, "depends_on");
+		const char *name = json_get_str(s, "name");
+		struct argv a;
+		int rc;
+
+		for (size_t k = 0; k < json_len(deps); k++) {
+			const char *dn = json_at(deps, k)->u.str.s;
+
+			wk_progress("waiting for %s before starting %s", dn, name);
+			if (health_wait(c->project, c->order, dn, e) < 0)
+				return -1;
+		}
+		av_init(&a);
+		if (render_run_argv(c->project, c->w->env, s, c->voldir, !c->deny, &a, e) < 0) {
+			av_release(&a);
+			return -1;
+		}
+		wk_progress("starting %s (%s)", name, json_get_str(s, "image"));
+		rc = dk_run(&a, SC_DOCKER_TIMEOUT_MS, NULL, e);
+		av_release(&a);
+		if (rc < 0)
+			return err_prefix(e, "service \"%s\"", name);
+	}
+	return 0;
+}
+
+static struct json *read_digests(struct create *c, struct err *e)
+{
+	struct json *d = json_new_object();
+
+	for (size_t i = 0; i < json_len(c->order); i++) {
+		const struct json *s = json_at(c->order, i);
+		const char *image = json_get_str(s, "image");
+		struct buf out = BUF_INIT;
+		char line[600], *bar;
+
+		if (dk(&out, SC_DOCKER_QUICK_MS, e, "image", "inspect", "--format",
+		       "{{range .RepoDigests}}{{.}} {{end}}|{{.Id}}", image, NULL) < 0) {
+			buf_release(&out);
+			json_free(d);
+			return NULL;
+		}
+		dk_first_line(out.data, line, sizeof(line));
+		buf_release(&out);
+		if (!(bar = strrchr(line, '|'))) {
+			json_free(d);
+			err_set(e, "image %s: cannot read its digest", image);
+			return NULL;
+		}
+		*bar = '\0';
+		if (line[0]) {		/* a registry digest: repo@sha256:... (the first one) */
+			line[strcspn(line, " ")] = '\0';
+			json_object_set_str(d, json_get_str(s, "name"), line);
+		} else {		/* a local image has only its id */
+			char ref[700];
+
+			snprintf(ref, sizeof(ref), "%s@%s", image, bar + 1);
+			json_object_set_str(d, json_get_str(s, "name"), ref);
+		}
+	}
+	return d;
+}
+
+/* service -> "127.0.0.1:port" for its first port; further ports as "svc:port". */
+static struct json *read_endpoints(struct create *c, struct err *e)
+{
+	struct json *eps = json_new_object();
+
+	for (size_t i = 0; i < json_len(c->order); i++) {
+		const struct json *s = json_at(c->order, i), *ports = json_get(s, "ports");
+		const char *name = json_get_str(s, "name");
+		char cname[300];
+
+		dk_container(c->project, name, cname, sizeof(cname));
+		for (size_t k = 0; k < json_len(ports); k++) {
+			const char *port = json_at(ports, k)->u.str.s;
+			struct buf out = BUF_INIT;
+			char line[200], key[200];
+
+			if (dk(&out, SC_DOCKER_QUICK_MS, e, "port", cname, port, NULL) < 0) {
+				buf_release(&out);
+				json_free(eps);
+				return NULL;
+			}
+			dk_first_line(out.data, line, sizeof(line));
+			buf_release(&out);
+			if (k == 0)
+				str_copy(key, sizeof(key), name);
+			else
+				snprintf(key, sizeof(key), "%s:%s", name, port);
+			json_object_set_str(eps, key, line);
+		}
+	}
+	return eps;
+}
+
+static int run(struct create *c, struct json *res, struct err *e)
+{
+	struct json *digests, *eps;
+	struct probe_result pr;
+	char first[300];
+
+	if (dk_project_down(c->project, e) < 0)
+		return err_prefix(e, "removing an earlier attempt");
+	if (write_files(c, e) < 0 || storage_prepare(c->envdir, c->spec, e) < 0)
+		return -1;
+	wk_progress("preparing %zu volume(s)", json_len(json_get(c->spec, "volumes")));
+	if (storage_fill(c->project, c->envdir, c->spec, e) < 0)
+		return -1;
+	wk_progress("creating network %s%s", c->net, c->internal ? " (internal: egress denied)" : "");
+	if (make_network(c, e) < 0 || start_services(c, e) < 0)
+		return -1;
+	wk_progress("waiting for health");
+	if (health_wait(c->project, c->order, NULL, e) < 0)
+		return -1;
+	if (!(digests = read_digests(c, e)))
+		return -1;
+	json_object_set(res, "digests", digests);
+	if (!(eps = c->deny ? json_new_object() : read_endpoints(c, e)))
+		return -1;
+	json_object_set(res, "endpoints", eps);
+	if (!c->deny) {
+		json_object_set_str(res, "egress", "allowed");
+		wk_progress("healthy; egress allowed");
+		return 0;
+	}
+	dk_container(c->project, json_get_str(json_at(c->order, 0), "name"), first, sizeof(first));
+	wk_progress("probing egress (%s)", c->w->probe_url);
+	if (probe_egress(c->w, c->project, c->net, first, &pr, e) < 0)
+		return -1;
+	{
+		struct json *ev = json_new_object();
+
+		json_object_set_str(ev, "method", pr.method);
+		json_object_set_str(ev, "url", c->w->probe_url);
+		json_object_set_str(ev, "result", pr.reached ? "reached" : "BLOCKED");
+		json_object_set_str(ev, "detail", pr.detail);
+		json_object_set(res, "egress_probe", ev);
+	}
+	if (pr.reached) {
+		wk_progress("egress probe (%s) reached %s: %s", pr.method, c->w->probe_url, pr.detail);
+		return err_set(e, EGRESS_LEAK_MSG);
+	}
+	json_object_set_str(res, "egress", "denied (verified)");
+	wk_progress("healthy; egress denied (verified) by the %s probe", pr.method);
+	return 0;
+}
+
+int cmd_env_create(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+{
+	struct create c;
+	const char *egress = json_get_str(payload, "egress");
+	int64_t t0 = ev_mono_ms();
+	struct json *res;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.w = w;
+	if (!sc_safe_id(w->env))
+		return err_set(e, "env.create: the command has no usable env_id");
+	if (egress && *egress && !str_eq(egress, "deny") && !str_eq(egress, "allow"))
+		return err_set(e, "env.create: egress must be deny or allow, got \"%s\"", egress);
+	if (!payload || payload->type != JSON_OBJECT)
+		return err_set(e, "env.create: payload must be an object");
+	if (str_eq(json_get_str(payload, "from_snapshot"), "") == false && json_get_str(payload, "from_snapshot"))
+		return err_set(e, "env.create: from_snapshot: not implemented yet");
+	c.deny = !str_eq(egress, "allow");
+	c.internal = c.deny && !w->leaky_network;
+	if (c.deny && w->leaky_network)
+		wk_progress("TEST MODE: egress is denied but the network is NOT internal (--test-leaky-network)");
+	dk_project(w->env, c.project, sizeof(c.project));
+	snprintf(c.net, sizeof(c.net), "%s_default", c.project);
+	snprintf(c.envdir, sizeof(c.envdir), "%s/envs/%s", w->data, w->env);
+	snprintf(c.voldir, sizeof(c.voldir), "%s/vol", c.envdir);
+	c.spec = json_dup(payload);
+	json_object_set_str(c.spec, "env_id", w->env);
+	json_object_set_str(c.spec, "egress", c.deny ? "deny" : "allow");
+	if (!(c.order = render_order(json_get(payload, "services"), e))) {
+		json_free(c.spec);
+		return err_prefix(e, "env.create");
+	}
+	res = json_new_object();
+	rc = run(&c, res, e);
+	if (rc < 0) {
+		struct err e2;
+
+		if (dk_project_down(c.project, &e2) < 0)
+			wk_progress("stopping the stack after the failure: %s", e2.msg);
+		json_free(res);
+	} else {
+		char dur[CLOCK_DURATION_MAX];
+
+		clock_format_duration(ev_mono_ms() - t0, dur, sizeof(dur));
+		json_object_set_str(res, "started_in", dur);
+		json_object_set_str(res, "storage", "dir");
+		*result = res;
+	}
+	json_free(c.spec);
+	json_free(c.order);
+	return rc;
+}

@@ -1,0 +1,27 @@
+/* destroy.c: env.destroy: every container and the network of the
+ * environment's project, then its data directory (spec, compose file,
+ * volumes). Only this environment's label and directory are touched. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/fs.h"
+#include "sidecar/sidecar.h"
+
+int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+{
+	char project[SC_ID_MAX], dir[4096];
+
+	if (!sc_safe_id(w->env))
+		return err_set(e, "env.destroy: the command has no usable env_id");
+	dk_project(w->env, project, sizeof(project));
+	wk_progress("removing containers and network of %s", project);
+	if (dk_project_down(project, e) < 0)
+		return err_prefix(e, "env.destroy");
+	snprintf(dir, sizeof(dir), "%s/envs/%s", w->data, w->env);
+	wk_progress("removing %s", dir);
+	if (fs_remove_all(dir, e) < 0)
+		return err_prefix(e, "env.destroy");
+	*result = json_new_object();
+	json_object_set_str(*result, "destroyed", w->env);
+	return 0;
+}

@@ -1,0 +1,178 @@
+/* docker.c: the docker CLI from a worker, as argument vectors (never a shell
+ * string), each call with a timeout, failures turned into messages that
+ * quote Docker's own first line of stderr. Also the naming rules shared with
+ * Docker Compose: project = env id in lower case, containers
+ * <project>-<service>-1, network <project>_default. */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/proc.h"
+#include "base/str.h"
+#include "sidecar/sidecar.h"
+
+void av_init(struct argv *a)
+{
+	a->n = 0;
+	a->cap = 16;
+	a->v = xcalloc(a->cap, sizeof(char *));
+}
+
+void av_add(struct argv *a, const char *s)
+{
+	if (a->n + 2 > a->cap) {
+		a->cap *= 2;
+		a->v = xrealloc(a->v, a->cap * sizeof(char *));
+	}
+	a->v[a->n++] = xstrdup(s);
+	a->v[a->n] = NULL;
+}
+
+void av_addf(struct argv *a, const char *fmt, ...)
+{
+	struct buf b = BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	buf_vaddf(&b, fmt, ap);
+	va_end(ap);
+	av_add(a, b.data);
+	buf_release(&b);
+}
+
+void av_release(struct argv *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+	a->v = NULL;
+	a->n = a->cap = 0;
+}
+
+void dk_first_line(const char *s, char *out, size_t n)
+{
+	size_t len;
+
+	while (*s && isspace((unsigned char)*s))
+		s++;
+	len = strcspn(s, "\n");
+	while (len > 0 && isspace((unsigned char)s[len - 1]))
+		len--;
+	if (len >= n)
+		len = n - 1;
+	memcpy(out, s, len);
+	out[len] = '\0';
+}
+
+int dk_run(const struct argv *a, int64_t timeout_ms, struct buf *out, struct err *e)
+{
+	const char **argv = xcalloc(a->n + 2, sizeof(char *));
+	struct proc_spec s;
+	struct proc_result r;
+	char line[300];
+	int rc = 0;
+
+	argv[0] = "docker";
+	for (size_t i = 0; i < a->n; i++)
+		argv[i + 1] = a->v[i];
+	proc_spec_init(&s, argv);
+	s.timeout_ms = timeout_ms;
+	s.out_max = SC_DOCKER_OUT_MAX;
+	s.err_max = 65536;
+	if (proc_run(&s, NULL, 0, &r, e) < 0) {
+		free(argv);
+		return err_prefix(e, "docker %s", a->n ? a->v[0] : "");
+	}
+	free(argv);
+	if (r.timed_out)
+		rc = err_set(e, "docker %s: no answer within %lld s", a->n ? a->v[0] : "",
+			     (long long)(timeout_ms / 1000));
+	else if (r.exit_code != 0) {
+		dk_first_line(r.err.len ? r.err.data : r.out.data, line, sizeof(line));
+		rc = err_set(e, "docker %s: %s", a->n ? a->v[0] : "", *line ? line : "failed");
+		e->code = r.exit_code;
+	} else if (out) {
+		buf_add(out, r.out.data, r.out.len);
+	}
+	proc_result_release(&r);
+	return rc;
+}
+
+int dk(struct buf *out, int64_t timeout_ms, struct err *e, ...)
+{
+	struct argv a;
+	va_list ap;
+	const char *s;
+	int rc;
+
+	av_init(&a);
+	va_start(ap, e);
+	while ((s = va_arg(ap, const char *)))
+		av_add(&a, s);
+	va_end(ap);
+	rc = dk_run(&a, timeout_ms, out, e);
+	av_release(&a);
+	return rc;
+}
+
+void dk_project(const char *env, char *out, size_t n)
+{
+	size_t i;
+
+	for (i = 0; env[i] && i + 1 < n; i++)
+		out[i] = (char)tolower((unsigned char)env[i]);
+	out[i] = '\0';
+}
+
+void dk_container(const char *project, const char *svc, char *out, size_t n)
+{
+	snprintf(out, n, "%s-%s-1", project, svc);
+}
+
+int dk_project_containers(const char *project, struct buf *out, struct err *e)
+{
+	char filter[300];
+
+	snprintf(filter, sizeof(filter), "label=com.docker.compose.project=%s", project);
+	return dk(out, SC_DOCKER_QUICK_MS, e, "ps", "-aq", "--no-trunc", "--filter", filter, NULL);
+}
+
+/* Everything Docker holds for the project: its containers (by label, so a
+ * probe or fill container left by a crash goes too) and its network. */
+int dk_project_down(const char *project, struct err *e)
+{
+	struct buf ids = BUF_INIT;
+	struct argv a;
+	char **list;
+	char net[300];
+	size_t n = 0;
+	int rc = 0;
+
+	if (dk_project_containers(project, &ids, e) < 0) {
+		buf_release(&ids);
+		return -1;
+	}
+	list = str_split(ids.data, "\n", &n);
+	buf_release(&ids);
+	if (n) {
+		av_init(&a);
+		av_add(&a, "rm");
+		av_add(&a, "-f");
+		av_add(&a, "-v");
+		for (size_t i = 0; i < n; i++)
+			av_add(&a, list[i]);
+		rc = dk_run(&a, SC_DOCKER_TIMEOUT_MS, NULL, e);
+		av_release(&a);
+	}
+	str_list_free(list);
+	if (rc < 0)
+		return -1;
+	snprintf(net, sizeof(net), "%s_default", project);
+	if (dk(NULL, SC_DOCKER_QUICK_MS, e, "network", "inspect", "--format", "{{.Name}}", net, NULL) == 0 &&
+	    dk(NULL, SC_DOCKER_TIMEOUT_MS, e, "network", "rm", net, NULL) < 0)
+		return -1;
+	err_clear(e);
+	return 0;
+}

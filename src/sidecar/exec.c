@@ -1,0 +1,88 @@
+/* exec.c: env.exec, `docker exec` of an argv in a service's container as the
+ * service's own user, with a timeout and capped output. A non-zero exit is a
+ * successful command whose result carries the code. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/proc.h"
+#include "base/str.h"
+#include "sidecar/sidecar.h"
+
+int wk_container(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e)
+{
+	char project[SC_ID_MAX], state[200] = "", owner[SC_ID_MAX + 8] = "";
+	struct buf b = BUF_INIT;
+
+	if (!sc_safe_id(w->env))
+		return err_set(e, "%s: the command has no usable env_id", kind);
+	if (!svc || !*svc || !sc_safe_id(svc))
+		return err_set(e, "%s: payload.service must name a service", kind);
+	dk_project(w->env, project, sizeof(project));
+	dk_container(project, svc, out, n);
+	if (dk(&b, SC_DOCKER_QUICK_MS, e, "inspect", "--type", "container", "--format",
+	       "{{index .Config.Labels \"ai.denv.env\"}} {{.State.Status}}", out, NULL) < 0) {
+		buf_release(&b);
+		return err_set(e, "%s: environment %s has no service \"%s\" running", kind, w->env, svc);
+	}
+	sscanf(b.data, "%71s %199s", owner, state);
+	buf_release(&b);
+	if (!str_eq(owner, w->env))
+		return err_set(e, "%s: container %s does not belong to environment %s", kind, out, w->env);
+	if (!str_eq(state, "running") && !str_eq(state, "paused"))
+		return err_set(e, "%s: service \"%s\" is %s, not running", kind, svc, state);
+	return 0;
+}
+
+int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+{
+	const struct json *cmd = json_get(payload, "cmd");
+	int64_t timeout = json_get_int(payload, "timeout_sec", 0);
+	char cname[300];
+	const char **argv;
+	struct proc_spec s;
+	struct proc_result r;
+	struct json *res;
+	size_t n = 0;
+	int rc;
+
+	if (wk_container(w, "env.exec", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
+		return -1;
+	if (!cmd || cmd->type != JSON_ARRAY || json_len(cmd) == 0)
+		return err_set(e, "env.exec: payload.cmd must be a non-empty list of strings");
+	if (timeout <= 0)
+		timeout = SC_EXEC_TIMEOUT_DEFAULT_S;
+	if (timeout > SC_EXEC_TIMEOUT_MAX_S)
+		timeout = SC_EXEC_TIMEOUT_MAX_S;
+	argv = xcalloc(json_len(cmd) + 4, sizeof(char *));
+	argv[n++] = "docker";
+	argv[n++] = "exec";
+	argv[n++] = cname;
+	for (size_t i = 0; i < json_len(cmd); i++) {
+		if (json_at(cmd, i)->type != JSON_STRING) {
+			free(argv);
+			return err_set(e, "env.exec: payload.cmd must be a list of strings");
+		}
+		argv[n++] = json_at(cmd, i)->u.str.s;
+	}
+	proc_spec_init(&s, argv);
+	s.timeout_ms = timeout * 1000;
+	s.out_max = s.err_max = SC_EXEC_OUTPUT_MAX;
+	rc = proc_run(&s, NULL, 0, &r, e);
+	free(argv);
+	if (rc < 0)
+		return err_prefix(e, "env.exec");
+	if (r.timed_out) {
+		proc_result_release(&r);
+		return err_set(e, "env.exec: timed out after %lld s", (long long)timeout);
+	}
+	res = json_new_object();
+	json_object_set_int(res, "exit_code", r.exit_code);
+	json_object_set(res, "stdout", json_new_strn(r.out.data, r.out.len));
+	json_object_set(res, "stderr", json_new_strn(r.err.data, r.err.len));
+	if (r.out_truncated || r.err_truncated)
+		json_object_set_bool(res, "truncated", true);
+	proc_result_release(&r);
+	*result = res;
+	return 0;
+}

@@ -1,0 +1,97 @@
+/* hostinfo.c: the machine's capabilities (protocol.md "Capabilities"), sent
+ * in hello and returned by host.report. Blocking: docker version and zpool
+ * list run with short timeouts. */
+#include <ctype.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/proc.h"
+#include "base/str.h"
+#include "sidecar/sidecar.h"
+
+#define HOSTINFO_TIMEOUT_MS 10000
+
+/* Run argv; 0 and its trimmed first line of stdout in out if it exited 0. */
+static int probe_cmd(const char *const *argv, char *out, size_t n)
+{
+	struct proc_spec s;
+	struct proc_result r;
+	struct err e;
+	int rc = -1;
+
+	proc_spec_init(&s, argv);
+	s.timeout_ms = HOSTINFO_TIMEOUT_MS;
+	s.out_max = s.err_max = 65536;
+	if (proc_run(&s, NULL, 0, &r, &e) == 0 && r.exit_code == 0 && !r.timed_out) {
+		if (out)
+			dk_first_line(r.out.data, out, n);
+		rc = 0;
+	}
+	proc_result_release(&r);
+	return rc;
+}
+
+static const char *arch_name(const char *m)
+{
+	if (str_eq(m, "x86_64"))
+		return "amd64";
+	if (str_eq(m, "aarch64"))
+		return "arm64";
+	return m;
+}
+
+struct json *sc_capabilities(const struct sc_config *c)
+{
+	struct json *j = json_new_object();
+	struct utsname u;
+	struct statvfs sv;
+	char host[256] = "", os[64] = "", docker[128] = "";
+	const char *dv[] = { "docker", "version", "--format", "{{.Server.Version}}", NULL };
+	const char *cv[] = { "docker", "compose", "version", NULL };
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	bool zfs = false;
+
+	gethostname(host, sizeof(host) - 1);
+	if (uname(&u) < 0)
+		memset(&u, 0, sizeof(u));
+	for (size_t i = 0; u.sysname[i] && i + 1 < sizeof(os); i++)
+		os[i] = (char)tolower((unsigned char)u.sysname[i]);
+	if (c->zfs_pool && *c->zfs_pool) {
+		const char *zv[] = { "zpool", "list", "-H", c->zfs_pool, NULL };
+		zfs = probe_cmd(zv, NULL, 0) == 0;
+	}
+	if (probe_cmd(dv, docker, sizeof(docker)) < 0)
+		docker[0] = '\0';
+	json_object_set_str(j, "hostname", host);
+	json_object_set_str(j, "os", os);
+	json_object_set_str(j, "arch", arch_name(u.machine));
+	json_object_set_int(j, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
+	json_object_set_int(j, "memory_mb", pages > 0 && psize > 0 ? (int64_t)pages * psize / (1 << 20) : 0);
+	json_object_set_int(j, "disk_gb", c->data_dir && statvfs(c->data_dir, &sv) == 0
+				  ? (int64_t)((uint64_t)sv.f_bavail * sv.f_frsize >> 30) : 0);
+	/* Only dir storage is implemented in this build; a present pool is reported
+	 * (zfs) so the control plane sees it, but volumes still live in directories. */
+	json_object_set_str(j, "storage", zfs ? "zfs" : "dir");
+	json_object_set_str(j, "docker", docker);
+	json_object_set_bool(j, "compose", docker[0] && probe_cmd(cv, NULL, 0) == 0);
+	json_object_set_bool(j, "netns", str_eq(os, "linux") && geteuid() == 0 && fs_exists("/proc/self/ns/net"));
+	json_object_set_str(j, "denvd_version", DENVD_VERSION);
+	return j;
+}
+
+/* host.report: {capabilities, environments, load_avg}; only capabilities
+ * are filled, as in the reference. */
+int cmd_host_report(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+{
+	struct sc_config c;
+
+	memset(&c, 0, sizeof(c));
+	c.data_dir = w->data;
+	c.zfs_pool = w->zfs_pool;
+	*result = json_new_object();
+	json_object_set(*result, "capabilities", sc_capabilities(&c));
+	return 0;
+}

@@ -1,0 +1,141 @@
+/* install.c: `denvd install` (denvd.md "install", "systemd unit"): copy this
+ * binary to /usr/local/bin/denvd, write /etc/denv/denvd.env (0600) and the
+ * systemd unit, then daemon-reload and enable --now. Root only. The hidden
+ * --root DIR puts every path under DIR and skips systemctl, so tests never
+ * touch the real system. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/proc.h"
+#include "base/str.h"
+#include "sidecar/sidecar.h"
+
+#define INSTALL_BIN_MAX ((size_t)256 << 20)
+
+static const char unit_text[] =
+	"[Unit]\n"
+	"Description=denv sidecar\n"
+	"After=network-online.target docker.service\n"
+	"Wants=network-online.target\n"
+	"\n"
+	"[Service]\n"
+	"EnvironmentFile=/etc/denv/denvd.env\n"
+	"ExecStart=/usr/local/bin/denvd join --state /etc/denv/host.json\n"
+	"Restart=always\n"
+	"RestartSec=3\n"
+	"LimitNOFILE=1048576\n"
+	"\n"
+	"[Install]\n"
+	"WantedBy=multi-user.target\n";
+
+static int under(const struct sc_config *c, const char *path, char *out, size_t n, struct err *e)
+{
+	int w = snprintf(out, n, "%s%s", c->root ? c->root : "", path);
+
+	if (w < 0 || (size_t)w >= n)
+		return err_set(e, "path too long: %s", path);
+	return 0;
+}
+
+/* A value goes on one KEY=VALUE line: a newline would smuggle in another. */
+static int env_line(struct buf *b, const char *key, const char *val, struct err *e)
+{
+	if (val && strpbrk(val, "\r\n"))
+		return err_set(e, "%s must be one line", key);
+	buf_addf(b, "%s=%s\n", key, val ? val : "");
+	return 0;
+}
+
+static int write_env(const struct sc_config *c, struct err *e)
+{
+	char path[4096], dir[4096];
+	struct buf b = BUF_INIT;
+	int rc;
+
+	if (under(c, "/etc/denv", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0700, e) < 0 ||
+	    under(c, "/etc/denv/denvd.env", path, sizeof(path), e) < 0)
+		return -1;
+	if (env_line(&b, "DENV_SERVER", c->server, e) < 0 || env_line(&b, "DENV_JOIN_TOKEN", c->token, e) < 0 ||
+	    env_line(&b, "DENV_DATA_DIR", c->data_dir, e) < 0 || env_line(&b, "DENV_ZFS_POOL", c->zfs_pool, e) < 0) {
+		buf_release(&b);
+		return -1;
+	}
+	rc = fs_write_atomic(path, b.data, b.len, 0600, e);
+	memset(b.data, 0, b.len);	/* it held the join token */
+	buf_release(&b);
+	return rc;
+}
+
+static int copy_self(const struct sc_config *c, const char *self, struct err *e)
+{
+	char path[4096], dir[4096];
+	struct buf bin = BUF_INIT;
+	int rc;
+
+	if (under(c, "/usr/local/bin", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0755, e) < 0 ||
+	    under(c, "/usr/local/bin/denvd", path, sizeof(path), e) < 0)
+		return -1;
+	if (fs_read_file(self, &bin, INSTALL_BIN_MAX, e) < 0)
+		return err_prefix(e, "reading this binary");
+	rc = fs_write_atomic(path, bin.data, bin.len, 0755, e);
+	buf_release(&bin);
+	return rc;
+}
+
+static int systemctl(const char *a, const char *b, const char *c3, struct err *e)
+{
+	const char *argv[] = { "systemctl", a, b, c3, NULL };
+	struct proc_spec s;
+	struct proc_result r;
+	char line[300];
+	int rc = 0;
+
+	proc_spec_init(&s, argv);
+	s.timeout_ms = 60000;
+	if (proc_run(&s, NULL, 0, &r, e) < 0)
+		return err_prefix(e, "systemctl (start denvd yourself: denvd join --state /etc/denv/host.json)");
+	if (r.exit_code != 0) {
+		dk_first_line(r.err.data, line, sizeof(line));
+		rc = err_set(e, "systemctl %s: %s", a, line);
+	}
+	proc_result_release(&r);
+	return rc;
+}
+
+int install_run(struct sc_config *c, const char *self, struct err *e)
+{
+	char path[4096], dir[4096];
+
+	if (geteuid() != 0)
+		return err_set(e, "must run as root (it writes /etc/denv and a systemd unit)");
+	if (!c->server)
+		c->server = getenv("DENV_SERVER");
+	if (!c->data_dir)
+		c->data_dir = getenv("DENV_DATA_DIR");
+	if (!c->zfs_pool)
+		c->zfs_pool = getenv("DENV_ZFS_POOL");
+	if (!c->server || !*c->server)
+		return err_set(e, "--server (or DENV_SERVER) is required");
+	if (!str_has_prefix(c->server, "http://") && !str_has_prefix(c->server, "https://"))
+		return err_set(e, "--server %s: must start with http:// or https://", c->server);
+	if (c->root && c->root[0] != '/')
+		return err_set(e, "--root must be an absolute path");
+	if (copy_self(c, self, e) < 0 || write_env(c, e) < 0)
+		return -1;
+	if (under(c, "/etc/systemd/system", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0755, e) < 0 ||
+	    under(c, "/etc/systemd/system/denvd.service", path, sizeof(path), e) < 0 ||
+	    fs_write_atomic(path, unit_text, strlen(unit_text), 0644, e) < 0)
+		return -1;
+	if (c->root) {
+		printf("installed under %s (systemctl skipped)\n", c->root);
+		return 0;
+	}
+	if (systemctl("daemon-reload", NULL, NULL, e) < 0 || systemctl("enable", "--now", "denvd", e) < 0)
+		return -1;
+	printf("denvd installed and started (systemctl status denvd)\n");
+	return 0;
+}

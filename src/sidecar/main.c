@@ -1,0 +1,79 @@
+/* main.c: denvd's verbs (join, run, install, version) and the hidden
+ * "__worker" verb the agent starts for each command (see sidecar.h). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/str.h"
+#include "sidecar/sidecar.h"
+
+static const char usage_text[] =
+	"usage: denvd join --server URL --token T [--state FILE] [--data DIR] [--zfs-pool POOL] [--env-file FILE]\n"
+	"       denvd run [--server URL] [--state FILE] [--data DIR] [--zfs-pool POOL]\n"
+	"       denvd install --server URL --token T [--data DIR] [--zfs-pool POOL] [--env-file FILE]\n"
+	"       denvd version\n"
+	"\n"
+	"The denv sidecar: dials the control plane over one WebSocket and runs\n"
+	"environments with Docker on this host. See denvd(8).\n"
+	"\n"
+	"  --server URL       control plane, http:// or https:// (DENV_SERVER)\n"
+	"  --token T          join token djt_... (DENV_JOIN_TOKEN); first join only\n"
+	"  --state FILE       identity file (default /etc/denv/host.json as root, else ~/.denv/host.json)\n"
+	"  --data DIR         data directory (DENV_DATA_DIR; default /var/lib/denv as root, else ~/.denv/data)\n"
+	"  --zfs-pool POOL    ZFS pool (DENV_ZFS_POOL)\n"
+	"  --env-file FILE    read KEY=VALUE lines into the environment first\n"
+	"  --probe-image IMG  egress probe image (DENV_PROBE_IMAGE; default busybox)\n"
+	"  --probe-url URL    egress probe URL (DENV_PROBE_URL; default http://1.1.1.1/)\n"
+	"  -v                 debug logging\n";
+
+int main(int argc, char **argv)
+{
+	struct sc_config c;
+	struct err e;
+	const char *verb = argc > 1 ? argv[1] : "";
+
+	memset(&c, 0, sizeof(c));
+	err_clear(&e);
+	if (str_eq(verb, "__worker"))
+		return worker_main(argc, argv);
+	if (str_eq(verb, "version") || str_eq(verb, "--version")) {
+		printf("denvd %s\n", DENVD_VERSION);
+		return 0;
+	}
+	if (str_eq(verb, "-h") || str_eq(verb, "--help") || str_eq(verb, "help")) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (!str_eq(verb, "join") && !str_eq(verb, "run") && !str_eq(verb, "install")) {
+		fprintf(stderr, "denvd: %s%s\n%s", *verb ? "unknown verb " : "a verb is required",
+			verb, usage_text);
+		return 2;
+	}
+	c.verb = verb;
+	if (sc_config_parse(argc, argv, &c, &e) < 0) {
+		fprintf(stderr, "denvd %s: %s\n%s", verb, e.msg, usage_text);
+		return 2;
+	}
+	if (c.env_file && sc_env_file_load(c.env_file, &e) < 0) {
+		fprintf(stderr, "denvd %s: %s\n", verb, e.msg);
+		return 1;
+	}
+	log_set_level(c.verbose ? LOG_DEBUG : LOG_INFO);
+	sc_config_defaults(&c);
+	if (str_eq(verb, "install")) {
+		if (install_run(&c, "/proc/self/exe", &e) < 0) {
+			fprintf(stderr, "denvd install: %s\n", e.msg);
+			return 1;
+		}
+		return 0;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (agent_run(&c, &e) < 0) {
+		log_error("denvd", "%s", e.msg);
+		return 1;
+	}
+	return 0;
+}

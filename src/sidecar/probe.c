@@ -1,0 +1,274 @@
+/* probe.c: the egress probe (protections.md 5, DESIGN.md "Sidecar and
+ * Docker"). Preferred: a child of the worker enters a running container's
+ * network namespace (setns on /proc/<pid>/ns/net) and tries a TCP connection
+ * to the probe URL itself, 4 s at most: no extra container, and it sees
+ * exactly what the stack sees. Fallback (not root, setns refused, a host name
+ * in the URL, or --probe-mode container): a probe container on the stack's
+ * network runs wget against the URL. The result says which way ran. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/proc.h"
+#include "base/str.h"
+#include "base/sys.h"
+#include "sidecar/sidecar.h"
+
+enum { PROBE_BLOCKED = 0, PROBE_REACHED = 10, PROBE_CANNOT = 20 };
+
+struct target {
+	char host[256];
+	char path[1024];
+	uint16_t port;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+};
+
+/* http://IP[:port][/path] with an IP literal; -1 for anything else. */
+static int parse_target(const char *url, struct target *t)
+{
+	const char *p, *slash, *colon;
+	size_t hl;
+	int port = 80;
+
+	if (!str_has_prefix(url, "http://"))
+		return -1;
+	p = url + 7;
+	slash = strchr(p, '/');
+	hl = slash ? (size_t)(slash - p) : strlen(p);
+	str_copy(t->path, sizeof(t->path), slash ? slash : "/");
+	if (hl == 0 || hl >= sizeof(t->host))
+		return -1;
+	memcpy(t->host, p, hl);
+	t->host[hl] = '\0';
+	if (t->host[0] != '[' && (colon = strrchr(t->host, ':'))) {
+		*(char *)colon = '\0';
+		if (str_to_int(colon + 1, &port) < 0 || port <= 0 || port > 65535)
+			return -1;
+	}
+	t->port = (uint16_t)port;
+	memset(&t->sa, 0, sizeof(t->sa));
+	{
+		struct sockaddr_in *in = (struct sockaddr_in *)&t->sa;
+
+		if (inet_pton(AF_INET, t->host, &in->sin_addr) != 1)
+			return -1;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(t->port);
+		t->salen = sizeof(*in);
+	}
+	return 0;
+}
+
+/* In the child: report a line on fd and exit with code. */
+static void child_report(int fd, int code, const char *msg)
+{
+	(void)sys_write_all(fd, msg, strlen(msg));
+	_exit(code);
+}
+
+/* Runs in a forked child: enter the namespace, connect, send a request. */
+static void probe_child(int pid, const struct target *t, int rep)
+{
+	char path[64], msg[400];
+	struct pollfd pfd;
+	int ns, s, rc, soerr = 0;
+	socklen_t sl = sizeof(soerr);
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
+	if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(msg, sizeof(msg), "open %s: %s", path, strerror(errno));
+		child_report(rep, PROBE_CANNOT, msg);
+	}
+	if (setns(ns, CLONE_NEWNET) < 0) {
+		snprintf(msg, sizeof(msg), "setns: %s", strerror(errno));
+		child_report(rep, PROBE_CANNOT, msg);
+	}
+	if ((s = socket(t->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0) {
+		snprintf(msg, sizeof(msg), "socket: %s", strerror(errno));
+		child_report(rep, PROBE_CANNOT, msg);
+	}
+	rc = connect(s, (const struct sockaddr *)&t->sa, t->salen);
+	if (rc < 0 && errno != EINPROGRESS) {
+		snprintf(msg, sizeof(msg), "connect %s:%u: %s", t->host, t->port, strerror(errno));
+		child_report(rep, PROBE_BLOCKED, msg);
+	}
+	pfd.fd = s;
+	pfd.events = POLLOUT;
+	if (rc < 0 && poll(&pfd, 1, SC_PROBE_TIMEOUT_MS) <= 0) {
+		snprintf(msg, sizeof(msg), "connect %s:%u: no answer within %d s", t->host, t->port,
+			 SC_PROBE_TIMEOUT_MS / 1000);
+		child_report(rep, PROBE_BLOCKED, msg);
+	}
+	getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+	if (soerr) {
+		snprintf(msg, sizeof(msg), "connect %s:%u: %s", t->host, t->port, strerror(soerr));
+		child_report(rep, PROBE_BLOCKED, msg);
+	}
+	/* A completed TCP handshake means packets left the stack: that is the finding. */
+	snprintf(msg, sizeof(msg), "connected to %s:%u from inside the stack's network", t->host, t->port);
+	{
+		char req[1400];
+		int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", t->path, t->host);
+
+		if (n > 0 && (size_t)n < sizeof(req))
+			(void)send(s, req, (size_t)n, MSG_NOSIGNAL);
+	}
+	child_report(rep, PROBE_REACHED, msg);
+}
+
+/* 0 with r filled, or -1 when this way cannot run (e says why). */
+static int probe_netns(const char *container, const struct target *t, struct probe_result *r, struct err *e)
+{
+	struct buf out = BUF_INIT;
+	int pid = 0, fds[2], status = 0;
+	pid_t child;
+	struct pollfd pfd;
+	char msg[400] = "";
+	ssize_t n;
+	size_t len = 0;
+	int64_t deadline;
+
+	if (dk(&out, SC_DOCKER_QUICK_MS, e, "inspect", "--format", "{{.State.Pid}}", container, NULL) < 0 ||
+	    str_to_int(str_trim(out.data), &pid) < 0 || pid <= 0) {
+		buf_release(&out);
+		return e->msg[0] ? -1 : err_set(e, "container %s has no process", container);
+	}
+	buf_release(&out);
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return err_errno(e, "pipe");
+	if ((child = fork()) < 0) {
+		sys_close(fds[0]);
+		sys_close(fds[1]);
+		return err_errno(e, "fork");
+	}
+	if (child == 0) {
+		sys_close(fds[0]);
+		probe_child(pid, t, fds[1]);
+	}
+	sys_close(fds[1]);
+	deadline = ev_mono_ms() + SC_PROBE_TIMEOUT_MS + 2000;
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	while (len < sizeof(msg) - 1 &&
+	       poll(&pfd, 1, (int)(deadline - ev_mono_ms() > 0 ? deadline - ev_mono_ms() : 0)) > 0) {
+		if ((n = sys_read(fds[0], msg + len, sizeof(msg) - 1 - len)) <= 0)
+			break;
+		len += (size_t)n;
+		msg[len] = '\0';
+	}
+	sys_close(fds[0]);
+	kill(child, SIGKILL);	/* no-op when it already exited */
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) == PROBE_CANNOT)
+		return err_set(e, "%s", *msg ? msg : "probe process failed");
+	r->reached = WEXITSTATUS(status) == PROBE_REACHED;
+	str_copy(r->method, sizeof(r->method), "netns");
+	str_copy(r->detail, sizeof(r->detail), msg);
+	return 0;
+}
+
+static int probe_container(struct wk *w, const char *project, const char *network, struct probe_result *r,
+			   struct err *e)
+{
+	char name[300], label[300], label2[300];
+	const char *argv[24];
+	struct proc_spec s;
+	struct proc_result res;
+	char line[300];
+	size_t n = 0;
+	int rc = 0;
+
+	snprintf(name, sizeof(name), "%s-egress-probe", project);
+	snprintf(label, sizeof(label), "com.docker.compose.project=%s", project);
+	snprintf(label2, sizeof(label2), "ai.denv.env=%s", w->env);
+	{
+		struct err e2;
+
+		dk(NULL, SC_DOCKER_QUICK_MS, &e2, "rm", "-f", name, NULL);
+	}
+	argv[n++] = "docker";
+	argv[n++] = "run";
+	argv[n++] = "--rm";
+	argv[n++] = "--name";
+	argv[n++] = name;
+	argv[n++] = "--network";
+	argv[n++] = network;
+	argv[n++] = "--label";
+	argv[n++] = label;
+	argv[n++] = "--label";
+	argv[n++] = label2;
+	argv[n++] = "--memory";
+	argv[n++] = "64m";
+	argv[n++] = "--pids-limit";
+	argv[n++] = "64";
+	argv[n++] = w->probe_image;
+	argv[n++] = "wget";
+	argv[n++] = "-q";
+	argv[n++] = "-O";
+	argv[n++] = "/dev/null";
+	argv[n++] = w->probe_url;
+	argv[n] = NULL;
+	proc_spec_init(&s, argv);
+	s.timeout_ms = SC_PROBE_TIMEOUT_MS + SC_PROBE_CONTAINER_SLACK_MS;
+	s.out_max = s.err_max = 16384;
+	if (proc_run(&s, NULL, 0, &res, e) < 0)
+		return -1;
+	dk_first_line(res.err.data, line, sizeof(line));
+	str_copy(r->method, sizeof(r->method), "container");
+	if (res.timed_out) {
+		r->reached = false;
+		snprintf(r->detail, sizeof(r->detail), "wget %s: no answer within %d s", w->probe_url,
+			 SC_PROBE_TIMEOUT_MS / 1000);
+	} else if (res.exit_code == 125 || res.exit_code == 126 || res.exit_code == 127) {
+		rc = err_set(e, "%s", *line ? line : "docker run failed");	/* Docker's own failure */
+	} else if (res.exit_code == 0 || strstr(res.err.data, "server returned error")) {
+		r->reached = true;	/* an HTTP answer of any status came back */
+		snprintf(r->detail, sizeof(r->detail), "wget %s answered", w->probe_url);
+	} else {
+		r->reached = false;
+		snprintf(r->detail, sizeof(r->detail), "%s", *line ? line : "wget failed");
+	}
+	proc_result_release(&res);
+	{
+		struct err e2;
+
+		dk(NULL, SC_DOCKER_QUICK_MS, &e2, "rm", "-f", name, NULL);
+	}
+	return rc;
+}
+
+int probe_egress(struct wk *w, const char *project, const char *network, const char *first_container,
+		 struct probe_result *r, struct err *e)
+{
+	struct target t;
+	bool netns_ok = !str_eq(w->probe_mode, "container") && geteuid() == 0 &&
+			parse_target(w->probe_url, &t) == 0;
+
+	memset(r, 0, sizeof(*r));
+	if (netns_ok) {
+		if (probe_netns(first_container, &t, r, e) == 0)
+			return 0;
+		if (str_eq(w->probe_mode, "netns"))
+			return err_prefix(e, "egress probe failed to run");
+		wk_progress("egress probe: entering the network namespace failed (%s); using a probe container",
+			    e->msg);
+		err_clear(e);
+	} else if (str_eq(w->probe_mode, "netns")) {
+		return err_set(e, "egress probe failed to run: netns mode needs root and an http://IP URL");
+	}
+	if (probe_container(w, project, network, r, e) < 0)
+		return err_prefix(e, "egress probe failed to run");
+	return 0;
+}

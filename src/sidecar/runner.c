@@ -1,0 +1,279 @@
+/* runner.c: worker processes, seen from the agent. A command's frame is
+ * written to <data>/commands/<id>.cmd, locked with flock, and given to a new
+ * "denvd __worker" as its stdin, so the lock lives exactly as long as the
+ * worker. Progress lines on the worker's stdout become progress frames; when
+ * the worker has exited, its result is read back from the command log and
+ * sent. A worker left by a previous agent (lock busy) is watched until its
+ * result appears. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/proc.h"
+#include "base/str.h"
+#include "base/sys.h"
+#include "sidecar/dispatch.h"
+
+#define RUNNER_READ 4096
+
+int runner_lock_busy(const char *data, const char *id)
+{
+	char path[4096];
+	int fd, rc;
+
+	if (cmdlog_path(data, id, ".cmd", path, sizeof(path)) < 0)
+		return -1;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	rc = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK ? 1 : 0;
+	sys_close(fd);	/* closing drops our lock, if we got it */
+	return rc;
+}
+
+static void remove_cmd_file(const char *data, const char *id)
+{
+	char path[4096];
+
+	if (cmdlog_path(data, id, ".cmd", path, sizeof(path)) == 0)
+		unlink(path);
+}
+
+static void send_progress(struct job *j, const char *msg, size_t n)
+{
+	struct json *f = json_new_object();
+
+	json_object_set_str(f, "type", "progress");
+	json_object_set_str(f, "command_id", j->id);
+	json_object_set_str(f, "kind", j->kind);
+	if (*j->env)
+		json_object_set_str(f, "env_id", j->env);
+	json_object_set(f, "message", json_new_strn(msg, n));
+	agent_send(j->d->a, f);
+}
+
+/* The worker is done and its pipe is closed: answer and make room. */
+static void finish(struct job *j)
+{
+	struct dispatch *d = j->d;
+	struct json *res = NULL;
+	struct err e;
+	int rc = cmdlog_read(d->data, j->id, &res, &e);
+
+	if (rc != 1) {
+		char msg[300];
+
+		if (WIFSIGNALED(j->status))
+			snprintf(msg, sizeof(msg), "%s: the sidecar's worker died (signal %d) before it finished",
+				 j->kind, WTERMSIG(j->status));
+		else
+			snprintf(msg, sizeof(msg), "%s: the sidecar's worker exited (%d) without a result",
+				 j->kind, WIFEXITED(j->status) ? WEXITSTATUS(j->status) : -1);
+		if (cmdlog_write(d->data, j->id, j->kind, j->env, false, NULL, msg, &e) < 0 ||
+		    cmdlog_read(d->data, j->id, &res, &e) != 1)
+			log_error("denvd", "command %s: %s", j->id, e.msg);
+	}
+	remove_cmd_file(d->data, j->id);
+	if (res) {
+		log_info("denvd", "command %s (%s) %s", j->id, j->kind,
+			 json_get_bool(res, "ok", false) ? "done" : json_get_str(res, "error"));
+		dispatch_answer(d, res);
+		json_free(res);
+	}
+	dispatch_remove(d, j);
+	dispatch_schedule(d);
+}
+
+static void flush_lines(struct job *j)
+{
+	char *nl;
+
+	while ((nl = memchr(j->line.data, '\n', j->line.len))) {
+		size_t n = (size_t)(nl - j->line.data);
+
+		if (n)
+			send_progress(j, j->line.data, n > SC_PROGRESS_LINE_MAX ? SC_PROGRESS_LINE_MAX : n);
+		buf_consume(&j->line, n + 1);
+	}
+	if (j->line.len >= SC_PROGRESS_LINE_MAX) {	/* a line without end: send what we have */
+		send_progress(j, j->line.data, j->line.len);
+		buf_reset(&j->line);
+	}
+}
+
+static void on_progress(struct ev *ev, int fd, int revents, void *arg)
+{
+	struct job *j = arg;
+	char tmp[RUNNER_READ];
+	ssize_t n = sys_read(fd, tmp, sizeof(tmp));
+
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return;
+	if (n > 0) {
+		if (buf_add(&j->line, tmp, (size_t)n) < 0)
+			buf_reset(&j->line);
+		flush_lines(j);
+		return;
+	}
+	ev_fd_del(ev, fd);
+	sys_close(fd);
+	j->out_fd = -1;
+	j->eof = true;
+	if (j->line.len)
+		send_progress(j, j->line.data, j->line.len);
+	if (j->exited)
+		finish(j);
+}
+
+static void on_exit_status(struct ev *ev, pid_t pid, int status, void *arg)
+{
+	struct job *j = arg;
+
+	j->exited = true;
+	j->status = status;
+	j->pid = 0;
+	if (j->eof)
+		finish(j);
+}
+
+/* The frame the worker runs: an env.put carries its spool's state. */
+static char *worker_input(struct job *j)
+{
+	struct json *f = json_dup(j->frame);
+	struct json *sp;
+	char *text;
+
+	if (str_eq(j->kind, "env.put") && (sp = spools_take(j->d->sp, j->id)))
+		json_object_set(f, "_spool", sp);
+	text = json_to_string(f, JSON_COMPACT);
+	json_free(f);
+	return text;
+}
+
+int runner_start(struct job *j, struct err *e)
+{
+	const struct sc_config *c = agent_config(j->d->a);
+	struct ev *ev = agent_ev(j->d->a);
+	const char *argv[20];
+	struct proc_spec s;
+	struct proc p;
+	char path[4096];
+	char *text;
+	size_t n = 0;
+	int fd, rc;
+
+	if (cmdlog_path(j->d->data, j->id, ".cmd", path, sizeof(path)) < 0)
+		return err_set(e, "bad command id");
+	text = worker_input(j);
+	rc = fs_write_atomic(path, text, strlen(text), 0600, e);
+	free(text);
+	if (rc < 0)
+		return -1;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return err_errno(e, "open %s", path);
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		sys_close(fd);
+		return err_errno(e, "lock %s", path);
+	}
+	argv[n++] = "/proc/self/exe";
+	argv[n++] = "__worker";
+	argv[n++] = "--data";
+	argv[n++] = c->data_dir;
+	argv[n++] = "--probe-image";
+	argv[n++] = c->probe_image;
+	argv[n++] = "--probe-url";
+	argv[n++] = c->probe_url;
+	argv[n++] = "--probe-mode";
+	argv[n++] = c->probe_mode;
+	if (c->zfs_pool && *c->zfs_pool) {
+		argv[n++] = "--zfs-pool";
+		argv[n++] = c->zfs_pool;
+	}
+	if (c->leaky_network)
+		argv[n++] = "--test-leaky-network";
+	if (c->verbose)
+		argv[n++] = "-v";
+	argv[n] = NULL;
+	proc_spec_init(&s, argv);
+	s.in.mode = PROC_FD;
+	s.in.fd = fd;
+	s.out.mode = PROC_PIPE;
+	s.err.mode = PROC_INHERIT;
+	s.new_pgroup = true;	/* a signal meant for the agent does not cut a command short */
+	rc = proc_spawn(&s, &p, e);
+	sys_close(fd);		/* the worker holds the lock now */
+	if (rc < 0) {
+		unlink(path);
+		return -1;
+	}
+	j->pid = p.pid;
+	j->out_fd = p.out;
+	j->exited = j->eof = false;
+	ev_fd_add(ev, p.out, EV_READ, on_progress, j);
+	ev_child_add(ev, p.pid, on_exit_status, j);
+	log_info("denvd", "command %s (%s%s%s) started in worker %d", j->id, j->kind, *j->env ? " " : "",
+		 j->env, (int)p.pid);
+	return 0;
+}
+
+static void orphan_poll(struct ev *ev, void *arg)
+{
+	struct job *j = arg;
+	struct dispatch *d = j->d;
+	struct json *res = NULL;
+	struct err e;
+
+	if (cmdlog_read(d->data, j->id, &res, &e) == 1) {
+		remove_cmd_file(d->data, j->id);
+		dispatch_answer(d, res);
+		json_free(res);
+		dispatch_remove(d, j);
+		dispatch_schedule(d);
+		return;
+	}
+	if (runner_lock_busy(d->data, j->id) != 1) {
+		/* Gone between our two looks? Its result may have just landed. */
+		if (cmdlog_read(d->data, j->id, &res, &e) == 1) {
+			ev_timer_start(ev, &j->poll, 0, orphan_poll, j);
+			json_free(res);
+			return;
+		}
+		dispatch_interrupted(d, j);
+		return;
+	}
+	if (ev_mono_ms() > j->deadline) {
+		log_error("denvd", "command %s: the worker from before the restart is still running after %d min",
+			  j->id, SC_ORPHAN_WAIT_MS / 60000);
+		return;	/* keep the environment blocked: running a second copy is worse */
+	}
+	ev_timer_start(ev, &j->poll, SC_ORPHAN_POLL_MS, orphan_poll, j);
+}
+
+void runner_watch_orphan(struct job *j)
+{
+	j->deadline = ev_mono_ms() + SC_ORPHAN_WAIT_MS;
+	ev_timer_start(agent_ev(j->d->a), &j->poll, SC_ORPHAN_POLL_MS, orphan_poll, j);
+}
+
+/* Stop watching (the process, if any, runs on and is reaped by the loop). */
+void runner_forget(struct job *j)
+{
+	struct ev *ev = agent_ev(j->d->a);
+
+	ev_timer_stop(ev, &j->poll);
+	if (j->out_fd >= 0) {
+		ev_fd_del(ev, j->out_fd);
+		sys_close(j->out_fd);
+		j->out_fd = -1;
+	}
+	if (j->pid > 0) {
+		ev_child_del(ev, j->pid);
+		j->pid = 0;
+	}
+}

@@ -1,0 +1,231 @@
+/*
+ * sidecar.h: denvd, the sidecar that runs environments on a Docker host.
+ *
+ * Two kinds of process share this binary:
+ *  - the agent (verbs join / run): one poll() loop that keeps the outbound
+ *    WebSocket to the control plane, acks commands, keeps one command at a
+ *    time per environment, spools put archives and streams get archives;
+ *  - a worker (hidden verb "__worker"), started by the agent for each
+ *    command. It runs the command start to finish with blocking calls to the
+ *    docker CLI, prints progress lines on stdout, writes the result into the
+ *    command log, and exits. The command frame arrives on its stdin, which
+ *    is the command's <id>.cmd file with an flock held: while the worker
+ *    lives the lock is held, so an agent restarted after a crash can tell a
+ *    command still running (lock busy) from one that was cut off (lock free).
+ * Straight-line workers keep the agent's loop free for heartbeats and other
+ * environments, and a command survives the agent being killed.
+ *
+ * Every limit is here.
+ */
+#ifndef DENV_SIDECAR_H
+#define DENV_SIDECAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/ev.h"
+#include "json/json.h"
+
+#ifndef DENVD_VERSION
+#define DENVD_VERSION "dev"
+#endif
+
+/* ---- session ---- */
+#define SC_HEARTBEAT_MS 10000
+#define SC_BACKOFF_MIN_MS 1000
+#define SC_BACKOFF_MAX_MS 30000
+/* A session that lasted this long resets the backoff to its minimum. */
+#define SC_BACKOFF_RESET_MS 10000
+#define SC_WS_PING_MS 30000
+#define SC_FRAME_MAX ((size_t)16 << 20)
+/* Keep at most this many bytes queued on the socket while streaming chunks. */
+#define SC_TX_HIGH_WATER ((size_t)4 << 20)
+
+/* ---- commands ---- */
+#define SC_ID_MAX 128			/* command, env and host ids */
+#define SC_MAX_WORKERS 16		/* workers at once (different environments) */
+#define SC_MAX_QUEUED 1024		/* commands waiting for their environment */
+#define SC_PROGRESS_LINE_MAX 2048
+#define SC_ORPHAN_POLL_MS 500		/* checking on a worker left by a previous agent */
+#define SC_ORPHAN_WAIT_MS (20 * 60 * 1000)
+#define SC_RESULT_FILE_MAX ((size_t)8 << 20)
+
+/* ---- files (doc/host-stream-chunks.md) ---- */
+#define SC_CHUNK_BYTES ((size_t)1 << 20)
+#define SC_ARCHIVE_MAX ((uint64_t)32 << 20)
+#define SC_SPOOLS_MAX 4
+#define SC_SPOOL_MARKS_MAX 64		/* refused spools remembered (no file) */
+#define SC_SPOOL_TTL_MS (10 * 60 * 1000)
+#define SC_SWEEP_MS 60000
+
+/* ---- docker ---- */
+#define SC_DOCKER_TIMEOUT_MS 120000	/* one ordinary docker CLI call */
+#define SC_DOCKER_QUICK_MS 15000	/* inspect, ps, version */
+#define SC_DOCKER_OUT_MAX ((size_t)1 << 20)
+#define SC_DEFAULT_MEMORY_MB 4096
+#define SC_DEFAULT_PIDS 2048
+#define SC_DEFAULT_CPUS 2.0
+#define SC_HEALTH_POLL_MS 300
+#define SC_HEALTH_BASE_MS 60000		/* added to interval * retries */
+#define SC_HEALTH_MAX_MS (10 * 60 * 1000)
+#define SC_HEALTH_DEFAULT_INTERVAL_MS 30000	/* Docker's own default */
+#define SC_EXEC_TIMEOUT_DEFAULT_S 120
+#define SC_EXEC_TIMEOUT_MAX_S 86400
+#define SC_EXEC_OUTPUT_MAX ((size_t)1 << 20)	/* stdout and stderr each */
+#define SC_LOG_TAIL_BYTES 800			/* container log quoted in an error */
+#define SC_FILL_MAX_BYTES ((uint64_t)8 << 30)	/* image content copied into a fresh volume */
+
+/* ---- egress probe ---- */
+#define SC_PROBE_IMAGE_DEFAULT "busybox"
+#define SC_PROBE_URL_DEFAULT "http://1.1.1.1/"
+#define SC_PROBE_TIMEOUT_MS 4000
+#define SC_PROBE_CONTAINER_SLACK_MS 8000	/* container start on top of the probe's 4 s */
+
+/* ---- configuration ---- */
+struct sc_config {
+	const char *verb;
+	const char *server;
+	const char *token;
+	const char *state_path;
+	const char *data_dir;
+	const char *zfs_pool;
+	const char *env_file;
+	const char *probe_image;
+	const char *probe_url;
+	const char *probe_mode;		/* auto | netns | container */
+	const char *root;		/* install --root DIR (tests) */
+	bool server_flag, data_flag, zfs_flag;
+	bool leaky_network;		/* test only: never make the network internal */
+	bool verbose;
+	char host_id[SC_ID_MAX];
+	char secret[256];
+};
+
+/* config.c */
+int sc_config_parse(int argc, char **argv, struct sc_config *c, struct err *e);
+int sc_env_file_load(const char *path, struct err *e);
+void sc_config_defaults(struct sc_config *c);
+int sc_state_load(struct sc_config *c, struct err *e);
+int sc_state_save(const struct sc_config *c, struct err *e);
+int sc_stream_url(const char *server, char *out, size_t n, struct err *e);
+bool sc_safe_id(const char *s);
+
+/* hostinfo.c: the capabilities object of hello and host.report. */
+struct json *sc_capabilities(const struct sc_config *c);
+
+/* ---- the agent ---- */
+struct agent;
+int agent_run(struct sc_config *c, struct err *e);
+/* Send a frame (host_id and sent_at added); takes ownership of f. -1 when offline. */
+int agent_send(struct agent *a, struct json *f);
+int agent_send_text(struct agent *a, const char *text, size_t len);
+size_t agent_queued(const struct agent *a);
+bool agent_online(const struct agent *a);
+struct ev *agent_ev(struct agent *a);
+const struct sc_config *agent_config(const struct agent *a);
+
+/* dispatch.c */
+struct dispatch;
+struct dispatch *dispatch_new(struct agent *a);
+void dispatch_free(struct dispatch *d);
+void dispatch_command(struct dispatch *d, const struct json *frame);
+void dispatch_chunk(struct dispatch *d, const struct json *frame);
+void dispatch_offline(struct dispatch *d);
+void dispatch_drain(struct dispatch *d);
+void dispatch_sweep(struct dispatch *d);
+
+/* cmdlog.c: <data>/commands/<id>.{json,cmd,tar} */
+int cmdlog_path(const char *data, const char *id, const char *ext, char *out, size_t n);
+/* 1 and *res if a result is stored, 0 if none, -1 on a broken file. */
+int cmdlog_read(const char *data, const char *id, struct json **res, struct err *e);
+int cmdlog_write(const char *data, const char *id, const char *kind, const char *env,
+		 bool ok, struct json *payload, const char *error, struct err *e);
+/* The result frame for a stored result. */
+struct json *cmdlog_frame(const struct json *res);
+
+/* spool.c: env.put archives arriving as chunk frames. */
+struct spools;
+struct spools *spools_new(const char *data);
+void spools_free(struct spools *s);
+void spools_chunk(struct spools *s, const struct json *frame, int64_t now);
+/* Hand the spool of id over as {"path","bytes","chunks","complete","error"} (NULL if none). */
+struct json *spools_take(struct spools *s, const char *id);
+void spools_drop(struct spools *s, const char *id);
+void spools_sweep(struct spools *s, int64_t now);
+
+/* ---- worker side ---- */
+struct wk {
+	const char *data;
+	const char *probe_image, *probe_url, *probe_mode, *zfs_pool;
+	bool leaky_network;
+	const char *id, *kind, *env;
+	struct json *cmd;
+};
+int worker_main(int argc, char **argv);
+void wk_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The service's container, checked to be this environment's and running. */
+int wk_container(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e);
+
+typedef int (*wk_fn)(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_host_report(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_create(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+
+/* docker.c: the docker CLI, blocking (workers only). */
+struct argv {
+	char **v;
+	size_t n, cap;
+};
+void av_init(struct argv *a);
+void av_add(struct argv *a, const char *s);
+void av_addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void av_release(struct argv *a);
+/* Run docker with a's arguments (a excludes "docker"). Output in out (may be
+ * NULL), exit status checked: -1 with "docker <verb>: <stderr>" unless 0. */
+int dk_run(const struct argv *a, int64_t timeout_ms, struct buf *out, struct err *e);
+/* The same from a NULL-terminated list. */
+int dk(struct buf *out, int64_t timeout_ms, struct err *e, ...);
+/* Lower-case project name and container names for an environment. */
+void dk_project(const char *env, char *out, size_t n);
+void dk_container(const char *project, const char *svc, char *out, size_t n);
+/* Ids of every container of the project (label), newline-separated in out. */
+int dk_project_containers(const char *project, struct buf *out, struct err *e);
+/* Remove every container and the network of a project. */
+int dk_project_down(const char *project, struct err *e);
+/* The first line of s, trimmed, at most n-1 bytes, for messages. */
+void dk_first_line(const char *s, char *out, size_t n);
+
+/* render.c */
+struct json *render_order(const struct json *services, struct err *e);
+int render_compose(const char *project, const char *env, const struct json *spec,
+		   const char *voldir, bool internal, struct buf *out, struct err *e);
+int render_run_argv(const char *project, const char *env, const struct json *svc,
+		    const char *voldir, bool publish, struct argv *a, struct err *e);
+int render_user(const char *user, long *uid, long *gid);
+
+/* health.c */
+int health_wait(const char *project, const struct json *services, const char *only, struct err *e);
+
+/* storage_dir.c */
+int storage_prepare(const char *envdir, const struct json *spec, struct err *e);
+int storage_fill(const char *project, const char *envdir, const struct json *spec, struct err *e);
+
+/* probe.c */
+struct probe_result {
+	bool reached;
+	char method[16];	/* "netns" | "container" */
+	char detail[512];
+};
+int probe_egress(struct wk *w, const char *project, const char *network, const char *first_container,
+		 struct probe_result *r, struct err *e);
+
+/* install.c */
+int install_run(struct sc_config *c, const char *self, struct err *e);
+
+#endif

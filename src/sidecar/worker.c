@@ -1,0 +1,171 @@
+/* worker.c: one command, start to finish, in its own process (sidecar.h).
+ * stdin is the locked <id>.cmd file holding the command frame; stdout
+ * carries progress lines to the agent; the result goes into the command log
+ * before the process exits, so the agent (this one or the next) can send it. */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/str.h"
+#include "base/sys.h"
+#include "sidecar/sidecar.h"
+
+#define WORKER_INPUT_MAX ((size_t)16 << 20)
+
+static const struct {
+	const char *kind;
+	wk_fn fn;
+} kinds[] = {
+	{ "host.report", cmd_host_report },
+	{ "env.create", cmd_env_create },
+	{ "env.exec", cmd_env_exec },
+	{ "env.put", cmd_env_put },
+	{ "env.get", cmd_env_get },
+	{ "env.destroy", cmd_env_destroy },
+};
+
+/* Later issues: answered, never silently dropped. */
+static const char *const later[] = {
+	"env.snapshot", "env.fork", "env.rollback", "verify.collect", "verify.run",
+};
+
+void wk_progress(const char *fmt, ...)
+{
+	char line[SC_PROGRESS_LINE_MAX];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	for (int i = 0; i < n; i++)
+		if (line[i] == '\n')
+			line[i] = ' ';
+	line[n++] = '\n';
+	/* The agent may be gone (killed mid-command): the work goes on regardless. */
+	(void)sys_write_all(1, line, (size_t)n);
+	log_debug("worker", "%.*s", n - 1, line);
+}
+
+static int read_input(struct json **out, struct err *e)
+{
+	struct buf b = BUF_INIT;
+	char tmp[65536];
+	ssize_t n;
+
+	buf_init(&b, WORKER_INPUT_MAX);
+	while ((n = sys_read(0, tmp, sizeof(tmp))) > 0)
+		if (buf_add(&b, tmp, (size_t)n) < 0) {
+			buf_release(&b);
+			return err_set(e, "command frame too large");
+		}
+	if (n < 0 || json_parse(b.data, b.len, NULL, out, e) < 0) {
+		buf_release(&b);
+		return n < 0 ? err_errno(e, "read command") : err_prefix(e, "command frame");
+	}
+	buf_release(&b);
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct wk *w)
+{
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (str_eq(a, "--test-leaky-network")) {
+			w->leaky_network = true;
+			continue;
+		}
+		if (str_eq(a, "-v")) {
+			log_set_level(LOG_DEBUG);
+			continue;
+		}
+		if (!v)
+			return -1;
+		if (str_eq(a, "--data"))
+			w->data = v;
+		else if (str_eq(a, "--probe-image"))
+			w->probe_image = v;
+		else if (str_eq(a, "--probe-url"))
+			w->probe_url = v;
+		else if (str_eq(a, "--probe-mode"))
+			w->probe_mode = v;
+		else if (str_eq(a, "--zfs-pool"))
+			w->zfs_pool = v;
+		else
+			return -1;
+		i++;
+	}
+	return w->data ? 0 : -1;
+}
+
+static int run_kind(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+{
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (str_eq(w->kind, kinds[i].kind))
+			return kinds[i].fn(w, payload, result, e);
+	for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
+		if (str_eq(w->kind, later[i]))
+			return err_set(e, "%s: not implemented yet", w->kind);
+	return err_set(e, "unknown command kind %s", w->kind);
+}
+
+int worker_main(int argc, char **argv)
+{
+	struct wk w;
+	struct json *result = NULL;
+	struct err e;
+	const struct json *payload;
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	memset(&w, 0, sizeof(w));
+	err_clear(&e);
+	w.probe_image = SC_PROBE_IMAGE_DEFAULT;
+	w.probe_url = SC_PROBE_URL_DEFAULT;
+	w.probe_mode = "auto";
+	if (parse_args(argc, argv, &w) < 0) {
+		fprintf(stderr, "denvd __worker: bad arguments (this verb is for denvd itself)\n");
+		return 2;
+	}
+	if (read_input(&w.cmd, &e) < 0) {
+		log_error("worker", "%s", e.msg);
+		return 1;
+	}
+	w.id = json_get_str(w.cmd, "command_id");
+	w.kind = json_get_str(w.cmd, "kind");
+	w.env = json_get_str(w.cmd, "env_id");
+	w.kind = w.kind ? w.kind : "";
+	w.env = w.env ? w.env : "";
+	if (!sc_safe_id(w.id)) {
+		log_error("worker", "command frame without a usable command_id");
+		json_free(w.cmd);
+		return 1;
+	}
+	payload = json_get(w.cmd, "payload");
+	rc = run_kind(&w, payload, &result, &e);
+	if (rc < 0)
+		log_info("worker", "command %s (%s) failed: %s", w.id, w.kind, e.msg);
+	{
+		struct err we;
+
+		if (cmdlog_write(w.data, w.id, w.kind, w.env, rc == 0, rc == 0 ? result : NULL,
+				 rc == 0 ? NULL : e.msg, &we) < 0) {
+			log_error("worker", "command %s: cannot record the result: %s", w.id, we.msg);
+			json_free(w.cmd);
+			return 1;
+		}
+	}
+	if (rc < 0)
+		json_free(result);
+	json_free(w.cmd);
+	return 0;
+}
