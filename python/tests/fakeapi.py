@@ -384,6 +384,10 @@ class FakeDenv:
                 raise ApiError(409, f"project {b.get('name')} exists")
             self.projects.add(b["name"])
             return 201, {"project": {"ID": "prj_fake", "Name": b["name"]}, "environments": []}
+        m = re.fullmatch(r"/v1/projects/([^/]+)/envs", path)
+        if method == "GET" and m:
+            # every environment of the fake is in one project: enough for listings
+            return 200, {"environments": [self._public(e) for e in self.envs.values()]}
         m = re.fullmatch(r"/v1/projects/([^/]+)/deploy", path)
         if method == "POST" and m:
             if m.group(1) not in self.projects:

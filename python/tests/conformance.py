@@ -1,0 +1,421 @@
+"""Framework conformance against a REAL control plane and sidecar.
+
+    DENV_SERVER=... DENV_API_KEY=... python conformance.py [client verify inspect harbor openenv]
+
+Run by t/e2e-frameworks.sh, which starts bin/denv-cp and bin/denvd on this
+machine. Prints TAP. A check the backend cannot do yet (a route it does not
+serve, no sidecar connected) is reported as SKIP with the reason, never as
+passed. Exits 1 when any check failed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the package, when not installed
+
+from denv import Client, DenvError  # noqa: E402
+
+VENV_BIN = Path(sys.executable).parent
+BUSYBOX = os.environ.get("DENV_E2E_BUSYBOX", "denv-test/busybox")
+DEBIAN = os.environ.get("DENV_E2E_DEBIAN", "denv-test/debian")
+CHECKS = ["client", "verify", "inspect", "harbor", "openenv"]
+
+
+class Skip(Exception):
+    """The backend cannot do this yet; the message says why."""
+
+
+class Tap:
+    def __init__(self) -> None:
+        self.n = 0
+        self.failed: list[str] = []
+        self.skipped: list[str] = []
+
+    def ok(self, cond: bool, name: str, diag: str = "") -> bool:
+        self.n += 1
+        print(f"{'ok' if cond else 'not ok'} {self.n} - {name}", flush=True)
+        if not cond:
+            self.failed.append(name)
+            for line in str(diag).splitlines()[-30:]:
+                print(f"#   {line}", flush=True)
+        return cond
+
+    def skip(self, name: str, reason: str) -> None:
+        self.n += 1
+        self.skipped.append(f"{name}: {reason}")
+        print(f"ok {self.n} - {name} # SKIP {reason}", flush=True)
+
+    def run(self, name: str, fn: Callable[[], None]) -> None:
+        """One step: passes, fails (with the traceback) or is skipped."""
+        try:
+            fn()
+        except Skip as s:
+            self.skip(name, str(s))
+            return
+        except Exception:
+            self.ok(False, name, traceback.format_exc())
+            return
+        self.ok(True, name)
+
+
+T = Tap()
+
+
+def missing_route(e: DenvError) -> bool:
+    return e.status in (404, 405) or (e.status == 400 and "no route" in e.message)
+
+
+class Backend:
+    """What the control plane can do, learnt once and remembered for every check."""
+
+    def __init__(self) -> None:
+        self.c = Client(timeout=120)
+        self.c.poll_interval = 0.2
+        self._sandbox_skip: str | None = None
+        self._sandbox_probed = False
+        self.hosts = 0
+        try:
+            doc = self.c._json("GET", "/v1/hosts")
+            self.hosts = sum(1 for h in doc.get("hosts") or [] if h.get("connected"))
+        except DenvError as e:
+            if not missing_route(e):
+                raise
+
+    def need_host(self) -> None:
+        if self.hosts == 0:
+            raise Skip("no sidecar (denvd) is connected to the control plane ([F6])")
+
+    def sandbox(self, **kw: Any) -> Any:
+        """c.sandbox(), with a missing route or a missing host turned into Skip."""
+        if self._sandbox_skip:
+            raise Skip(self._sandbox_skip)
+        try:
+            sbx = self.c.sandbox(**kw)
+        except DenvError as e:
+            if missing_route(e) and not self._sandbox_probed:
+                self._sandbox_skip = f"POST /v1/sandboxes is not served yet ({e}) ([F5])"
+                raise Skip(self._sandbox_skip) from None
+            if self.hosts == 0:
+                self._sandbox_skip = f"no sidecar (denvd) is connected, POST /v1/sandboxes: {e} ([F6])"
+                raise Skip(self._sandbox_skip) from None
+            raise
+        self._sandbox_probed = True
+        return sbx
+
+    def sandboxes_usable(self) -> None:
+        """Skip unless an image sandbox can be made (probes once)."""
+        if not self._sandbox_probed:
+            sbx = self.sandbox(image=BUSYBOX, cmd=["sleep", "infinity"])
+            self.c.destroy(sbx.id)
+
+    def feature(self, what: str, issue: str, fn: Callable[[], Any]) -> Any:
+        """Call fn; a route the server does not serve becomes Skip naming the issue."""
+        try:
+            return fn()
+        except DenvError as e:
+            if missing_route(e):
+                raise Skip(f"{what} is not served yet ({e}) ({issue})") from None
+            raise
+
+
+def tar_entry(name: str, kind: str, data: bytes = b"", target: str = "") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo(name)
+        info.mode = 0o644
+        if kind == "file":
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+        elif kind == "symlink":
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tf.addfile(info)
+        elif kind == "fifo":
+            info.type = tarfile.FIFOTYPE
+            tf.addfile(info)
+    return buf.getvalue()
+
+
+# ---- checks ----
+
+def check_client(b: Backend) -> None:
+    c = b.c
+    state: dict[str, Any] = {}
+
+    def create() -> None:
+        state["sbx"] = b.sandbox(image=BUSYBOX, cmd=["sleep", "infinity"], volumes=["/work"])
+
+    T.run("client: sandbox from an image", create)
+    if "sbx" not in state:
+        for n in ("exec", "files", "fork carries /work", "fork is isolated", "destroy"):
+            T.skip(f"client: {n}", "no sandbox")
+        return
+    sid = state["sbx"].id
+
+    def exec_() -> None:
+        r = c.exec(sid, "main", ["sh", "-c", "echo out; echo err >&2; exit 3"])
+        assert (r.exit_code, r.stdout, r.stderr) == (3, "out\n", "err\n"), r
+
+    def files() -> None:
+        c.put_bytes(sid, "main", "/work/a.txt", b"alpha")
+        assert c.exec(sid, "main", ["cat", "/work/a.txt"]).stdout == "alpha"
+        assert c.get_bytes(sid, "main", "/work/a.txt") == b"alpha"
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "src"
+            (src / "d").mkdir(parents=True)
+            (src / "d" / "f.txt").write_text("deep")
+            c.put_dir(sid, "main", src, "/work/tree")
+            c.get_dir(sid, "main", "/work/tree", Path(tmp) / "back")
+            assert (Path(tmp) / "back" / "d" / "f.txt").read_text() == "deep"
+        try:
+            c.get_bytes(sid, "main", "/work/does-not-exist")
+            raise AssertionError("a missing path was read")
+        except (DenvError, FileNotFoundError):
+            pass
+
+    def fork() -> None:
+        child = b.feature("POST /v1/envs/{id}/snapshot", "[F7]", lambda: c.fork(sid))
+        state["child"] = child
+        r = c.exec(child.id, "main", ["cat", "/work/a.txt"])
+        assert r.stdout == "alpha", r
+
+    def isolated() -> None:
+        if "child" not in state:
+            raise Skip("no fork")
+        child = state["child"]
+        c.put_bytes(child.id, "main", "/work/only-child.txt", b"c")
+        c.put_bytes(sid, "main", "/work/a.txt", b"changed")
+        assert c.exec(sid, "main", ["test", "-e", "/work/only-child.txt"]).exit_code != 0
+        assert c.exec(child.id, "main", ["cat", "/work/a.txt"]).stdout == "alpha"
+
+    def destroy() -> None:
+        for s in [state.get("child"), state["sbx"]]:
+            if s is not None:
+                c.destroy(s.id)
+                try:
+                    env = c.environment(s.id)
+                    assert env.get("Status") == "destroyed", env
+                except DenvError as e:
+                    assert e.status == 404, e
+
+    T.run("client: exec (exit code, stdout, stderr)", exec_)
+    T.run("client: files (put/get bytes, dir round trip, missing path)", files)
+    T.run("client: fork carries /work", fork)
+    T.run("client: fork is isolated", isolated)
+    T.run("client: destroy", destroy)
+
+
+VERIFY_COMPOSE = """
+x-denv:
+  kind: rl-environment
+  agent: { service: box }
+  verifier:
+    image: %(image)s
+    command: ["sh", "-c", "mkdir -p /logs/verifier; if [ \\"$(cat /submission/work/answer.txt 2>/dev/null)\\" = 42 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi"]
+    collect: ["/work/answer.txt"]
+    timeout_sec: 120
+services:
+  box:
+    image: %(image)s
+    user: "1000:1000"
+    command: ["sleep", "infinity"]
+    volumes: ["work:/work"]
+volumes: { work: {} }
+"""
+
+
+def check_verify(b: Backend) -> None:
+    c = b.c
+    project = f"conformance-{int(time.time())}"
+
+    def deploy(env: str) -> str:
+        b.need_host()
+        c.ensure_project(project)
+        dep = c.deploy(project, VERIFY_COMPOSE % {"image": BUSYBOX}, env=env, timeout_sec=300)
+        return str(dep["EnvID"])
+
+    def verify(env_id: str, resume: bool) -> Any:
+        return b.feature("POST /v1/envs/{id}/verify", "[F8]", lambda: c.verify(env_id, resume=resume, timeout_sec=300))
+
+    def correct() -> None:
+        env = deploy("v-ok")
+        try:
+            c.put_tar(env, "box", "/work", tar_entry("answer.txt", "file", b"42"))
+            v = verify(env, resume=False)
+            assert v.reward == 1.0 and v.source == "reward.txt" and not v.refused, v
+            assert v.evidence.get("agent_frozen") is True, v.evidence
+            # frozen: a command in the agent service does not run to completion
+            try:
+                r = c.exec(env, "box", ["echo", "alive"], timeout_sec=5)
+                assert r.stdout != "alive\n", "the agent answered while frozen"
+            except DenvError:
+                pass
+        finally:
+            c.destroy(env)
+
+    def special(kind: str) -> Callable[[], None]:
+        def run() -> None:
+            env = deploy(f"v-{kind}")
+            try:
+                entry = (tar_entry("answer.txt", "symlink", target="/etc/passwd") if kind == "symlink"
+                         else tar_entry("answer.txt", "fifo"))
+                c.put_tar(env, "box", "/work", entry)
+                v = verify(env, resume=True)
+                assert v.reward == 0.0 and v.source == "refused", v
+                assert any(kind in r for r in v.refused), v.refused
+                assert v.evidence.get("agent_frozen") is False, v.evidence
+                assert c.exec(env, "box", ["echo", "alive"], timeout_sec=30).stdout == "alive\n"
+            finally:
+                c.destroy(env)
+        return run
+
+    T.run("verify: correct answer scores 1, agent stays frozen without resume", correct)
+    T.run("verify: a symlink scores 0 and is refused", special("symlink"))
+    T.run("verify: a FIFO scores 0 and is refused", special("fifo"))
+
+
+def sandbox_env_ids(b: Backend) -> dict[str, str]:
+    try:
+        doc = b.c._json("GET", "/v1/projects/sandboxes/envs")
+    except DenvError as e:
+        if e.status == 404:
+            return {}
+        raise
+    return {e["ID"]: e.get("Status", "") for e in doc.get("environments") or []}
+
+
+def check_inspect(b: Backend) -> None:
+    def run() -> None:
+        b.sandboxes_usable()
+        before = sandbox_env_ids(b)
+        tmp = Path(tempfile.mkdtemp())
+        try:
+            shutil.copy(HERE / "fixtures" / "inspect" / "marker_task.py", tmp / "marker_task.py")
+            (tmp / "denv.yaml").write_text(f"image: {BUSYBOX}\nvolumes: [/work]\n")
+            env = dict(os.environ, NO_COLOR="1", INSPECT_DISPLAY="plain")
+            env.pop("INSPECT_EVAL_MODEL", None)
+            r = subprocess.run([str(VENV_BIN / "inspect"), "eval", "marker_task.py", "--log-dir", str(tmp / "logs")],
+                               capture_output=True, text=True, timeout=900, env=env, cwd=tmp)
+            logs = sorted((tmp / "logs").glob("*.eval"))
+            assert logs, f"no eval log\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+            from inspect_ai.log import read_eval_log
+            log = read_eval_log(str(logs[-1]))
+            assert log.status == "success", f"{log.error}\n{r.stderr[-2000:]}"
+            assert log.results is not None
+            acc = log.results.scores[0].metrics["accuracy"].value
+            assert acc == 1.0, [s.scores for s in log.samples or []]
+            after = sandbox_env_ids(b)
+            new = {k: v for k, v in after.items() if k not in before}
+            assert len(new) == 2, f"one environment per sample expected: {new}"
+            assert all(v == "destroyed" for v in new.values()), f"not destroyed: {new}"
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    T.run("inspect: eval with mockllm/model through the entry point, accuracy 1.0, environments destroyed", run)
+
+
+def check_harbor(b: Backend) -> None:
+    def run() -> None:
+        b.sandboxes_usable()
+        tmp = Path(tempfile.mkdtemp())
+        try:
+            task = tmp / "hello"
+            shutil.copytree(HERE / "fixtures" / "harbor" / "hello", task)
+            toml = (task / "task.toml").read_text().replace('"denv-test/debian"', json.dumps(DEBIAN))
+            (task / "task.toml").write_text(toml)
+            env = dict(os.environ, HARBOR_TELEMETRY="0", LITELLM_LOCAL_MODEL_COST_MAP="True", NO_COLOR="1")
+            r = subprocess.run(
+                [str(VENV_BIN / "harbor"), "run", "-p", str(task), "-a", "oracle", "-e", "denv.harbor:DenvEnvironment",
+                 "-y", "-o", str(tmp / "jobs"), "-n", "1", "-q"],
+                capture_output=True, text=True, timeout=900, env=env, cwd=tmp)
+            results = sorted((tmp / "jobs").glob("*/*/result.json"))
+            assert results, f"no trial result\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+            doc = json.loads(results[0].read_text())
+            reward = ((doc.get("verifier_result") or {}).get("rewards") or {}).get("reward")
+            assert reward == 1, json.dumps(doc, indent=1)[-3000:]
+            trial = results[0].parent
+            assert (trial / "verifier" / "reward.txt").read_text().strip() == "1"
+            assert (trial / "agent" / "oracle.txt").is_file(), "agent logs were not downloaded"
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    T.run("harbor: oracle agent on the fixture task, reward 1, logs downloaded", run)
+
+
+def check_openenv(b: Backend) -> None:
+    from denv.openenv import DenvProvider
+
+    state: dict[str, Any] = {}
+
+    def start() -> None:
+        b.sandboxes_usable()
+        p = DenvProvider(client=b.c, egress="allow")
+        state["p"] = p
+        url = p.start_container(DEBIAN, port=8000, cmd=["python3", "-m", "http.server", "8000"])
+        p.wait_for_ready(url, timeout_s=60)
+
+    def fork() -> None:
+        if "p" not in state:
+            raise Skip("no provider")
+        child = b.feature("POST /v1/envs/{id}/snapshot", "[F7]", state["p"].fork)
+        state["child"] = child
+        assert child.base_url, "the fork published no endpoint"
+        child.wait_for_ready(child.base_url, timeout_s=60)
+
+    def stop() -> None:
+        if "p" not in state:
+            raise Skip("no provider")
+        for p in (state.get("child"), state["p"]):
+            if p is not None:
+                env_id = p.env_id
+                p.stop_container()
+                try:
+                    assert b.c.environment(env_id).get("Status") == "destroyed"
+                except DenvError as e:
+                    assert e.status == 404, e
+
+    T.run("openenv: http.server image started through DenvProvider, ready", start)
+    T.run("openenv: fork", fork)
+    T.run("openenv: stopped", stop)
+
+
+def main(argv: list[str]) -> int:
+    wanted = argv or CHECKS
+    unknown = [w for w in wanted if w not in CHECKS]
+    if unknown:
+        print(f"conformance: unknown check(s) {unknown}; known: {' '.join(CHECKS)}", file=sys.stderr)
+        return 2
+    try:
+        b = Backend()
+    except Exception as e:
+        print(f"Bail out! cannot reach the control plane: {e}")
+        return 1
+    print(f"# control plane {b.c.server}, connected sidecars: {b.hosts}")
+    for name in wanted:
+        globals()[f"check_{name}"](b)
+    print(f"1..{T.n}")
+    if T.skipped:
+        print(f"# SKIPPED {len(T.skipped)}:")
+        for s in T.skipped:
+            print(f"#   {s}")
+    if T.failed:
+        print(f"# FAILED {len(T.failed)}: {', '.join(T.failed)}")
+        return 1
+    print(f"# conformance: {T.n - len(T.skipped)} passed, {len(T.skipped)} skipped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
