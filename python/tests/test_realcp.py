@@ -1,0 +1,94 @@
+"""denv.Client against the real bin/denv-cp (what it serves without a host).
+
+Starts denv-cp on a temporary store like t/cp/test_api.py does; skipped when it
+is not built.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+from denv import Client, DenvError, DenvTimeout
+
+TOP = Path(os.environ.get("DENV_TOP") or Path(__file__).resolve().parents[2])
+BIN = TOP / "bin" / "denv-cp"
+KEY = "dak_python_realcp_0123456789abcdef"
+
+
+@unittest.skipUnless(BIN.is_file(), "bin/denv-cp is not built")
+class TestRealControlPlane(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = Path(tempfile.mkdtemp())
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DENV_")}
+        env["DENV_BOOTSTRAP_KEY"] = KEY
+        cls.log = open(cls.tmp / "cp.log", "wb")
+        cls.proc = subprocess.Popen([str(BIN), "-addr", "127.0.0.1:0", "-db", str(cls.tmp / "db"), "-v"],
+                                    stdout=subprocess.DEVNULL, stderr=cls.log, env=env)
+        port = None
+        deadline = time.time() + 10
+        while time.time() < deadline and port is None and cls.proc.poll() is None:
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", (cls.tmp / "cp.log").read_text(errors="replace"))
+            port = m.group(1) if m else None
+            time.sleep(0.05)
+        if port is None:
+            cls.tearDownClass()
+            raise RuntimeError("denv-cp did not start")
+        cls.url = f"http://127.0.0.1:{port}"
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.proc.send_signal(signal.SIGTERM)
+        try:
+            cls.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            cls.proc.kill()
+            cls.proc.wait()
+        cls.log.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_project_env_and_current_version(self) -> None:
+        c = Client(self.url, KEY, timeout=10)
+        c.ensure_project("py-real")
+        c.ensure_project("py-real")  # 409 is fine
+        envs = c._json("GET", "/v1/projects/py-real/envs")["environments"]
+        alpha = [e for e in envs if e["Name"] == "alpha"][0]
+        self.assertEqual(c.current_version(alpha["ID"]), "")
+        self.assertEqual(c.environment(alpha["ID"])["ID"], alpha["ID"])
+
+    def test_error_format(self) -> None:
+        c = Client(self.url, KEY, timeout=10)
+        with self.assertRaises(DenvError) as cm:
+            c.current_version("env_does_not_exist")
+        self.assertRegex(str(cm.exception), r"^denv GET /v1/envs/env_does_not_exist: 404 \S")
+        bad = Client(self.url, "dak_wrong_key_000000000000", timeout=10)
+        with self.assertRaises(DenvError) as cm:
+            bad.current_version("env_x")
+        self.assertEqual(cm.exception.status, 401)
+        self.assertTrue(str(cm.exception).startswith("denv GET /v1/envs/env_x: 401 "))
+
+    def test_deploy_without_host_does_not_finish(self) -> None:
+        c = Client(self.url, KEY, timeout=10)
+        c.poll_interval = 0.05
+        c.ensure_project("py-deploy")
+        compose = "services:\n  main:\n    image: denv-test/busybox\n    command: [sleep, infinity]\n"
+        with self.assertRaises(DenvError) as cm:
+            c.deploy("py-deploy", compose, timeout_sec=1)
+        # no host: either still pending when the wait ends, or failed with the reason
+        e = cm.exception
+        self.assertTrue(isinstance(e, DenvTimeout) or e.status in ("failed", "rolled_back"), str(e))
+        with self.assertRaises(DenvError) as cm:
+            c.deploy("py-deploy", "services: [", timeout_sec=1)
+        self.assertEqual(cm.exception.status, 400)
+
+
+if __name__ == "__main__":
+    unittest.main()
