@@ -1,0 +1,206 @@
+"""The quickstart world on real Docker through denvd and the fake control
+plane: create (postgres with a volume and a healthcheck, a uid-1000 box with
+its home volume, a capped service for the fork bomb), exec, psql, put/get in
+chunks, caps, a repeated exec id, destroy."""
+import io
+import json
+import os
+import secrets
+import stat
+import sys
+import tarfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fakecp import FakeCP, Denvd, TAP, docker, docker_leftovers, remove_project  # noqa: E402
+
+binary, tmp = sys.argv[1], sys.argv[2]
+t = TAP()
+env = "env_QS" + secrets.token_hex(5).upper()
+project = env.lower()
+cp = FakeCP()
+# The probe here targets a closed port on the container's own loopback: cheap,
+# and never leaves the machine. denvd-egress.sh tests the probe for real.
+d = Denvd(binary, tmp, cp.url, token=cp.token,
+          extra=["--probe-image", "denv-test/busybox", "--probe-url", "http://127.0.0.1:9/"])
+
+PG = ["psql", "-U", "postgres", "-h", "/run/postgresql", "-v", "ON_ERROR_STOP=1"]
+spec = {
+    "version": "ver_test", "egress": "deny", "volumes": ["home", "pg"], "warm": [],
+    "services": [
+        {"name": "bomb", "image": "denv-test/busybox", "command": ["sleep", "3600"], "env": {},
+         "ports": [], "volumes": [], "depends_on": [], "user": "",
+         "resources": {"memory_mb": 64, "pids": 64, "cpus": 0.5}},
+        {"name": "box", "image": "denv-test/busybox", "user": "1000:1000", "command": ["sleep", "3600"],
+         "env": {"HOME": "/home/agent"}, "volumes": ["home:/home/agent"], "depends_on": ["db"],
+         "ports": ["8080"], "resources": {"memory_mb": 512, "pids": 256, "cpus": 1}},
+        {"name": "db", "image": "denv-test/debian", "command": ["postgres"],
+         "env": {"POSTGRES_PASSWORD": "pw"}, "volumes": ["pg:/var/lib/postgresql/data"], "ports": ["5432"],
+         "health": {"test": ["CMD", "pg_isready", "-U", "postgres", "-h", "/run/postgresql"],
+                    "interval": "1s", "retries": 60},
+         "depends_on": [], "user": "", "resources": {"memory_mb": 0, "pids": 0, "cpus": 0}},
+    ],
+}
+
+
+def ex(svc, cmd, **kw):
+    res, _, _, _ = cp.command("env.exec", env, {"service": svc, "cmd": cmd, "timeout_sec": 60}, **kw)
+    return res
+
+
+try:
+    d.start()
+    t.ok(cp.wait_conn(15), "denvd joins", d.logtext())
+    t0 = time.time()
+    res, prog, acks, _ = cp.command("env.create", env, spec, timeout=240)
+    create_s = time.time() - t0
+    t.diag("env.create took %.1f s; progress: %s" % (create_s, " | ".join(prog)))
+    if not t.ok(res and res["ok"], "env.create: the quickstart world comes up", (res, d.logtext()[-3000:])):
+        raise SystemExit(t.done())
+    p = res["payload"]
+    t.ok(p.get("egress") == "denied (verified)" and "healthy; egress denied (verified)" in " ".join(prog),
+         "egress denied (verified), said in progress", (p, prog))
+    t.ok(p.get("egress_probe", {}).get("method") == "netns", "the probe ran from the stack's netns", p)
+    t.ok(set(p.get("digests", {})) == {"bomb", "box", "db"} and
+         p["digests"]["db"].startswith("denv-test/debian@sha256:"), "digests read back", p.get("digests"))
+    t.ok(p.get("endpoints") == {} and p.get("storage") == "dir" and p.get("started_in"),
+         "no endpoints with egress denied; storage dir; started_in", p)
+    envdir = os.path.join(d.data, "envs", env)
+    comp = open(os.path.join(envdir, "compose.yaml")).read() if os.path.exists(envdir + "/compose.yaml") else ""
+    t.ok(os.path.exists(os.path.join(envdir, "spec.json")) and "internal: true" in comp and
+         "pids_limit: 64" in comp and "mem_limit: 4096m" in comp and "cpus: 2.000" in comp,
+         "spec.json and compose.yaml written (internal network, caps and defaults)", comp)
+
+    ins = json.loads(docker("inspect", project + "-box-1", project + "-db-1").stdout or "[]")
+    box, db = (ins + [{}, {}])[:2]
+    hc = box.get("HostConfig", {})
+    t.ok(hc.get("Memory") == 512 << 20 and hc.get("PidsLimit") == 256 and hc.get("NanoCpus") == 10 ** 9,
+         "box caps: --memory 512m --pids-limit 256 --cpus 1", hc)
+    dhc = db.get("HostConfig", {})
+    t.ok(dhc.get("Memory") == 4096 << 20 and dhc.get("PidsLimit") == 2048 and dhc.get("NanoCpus") == 2 * 10 ** 9,
+         "db caps default to 4096 MiB / 2048 / 2.0", dhc)
+    lab = box.get("Config", {}).get("Labels", {})
+    t.ok(lab.get("com.docker.compose.project") == project and lab.get("com.docker.compose.service") == "box"
+         and box["Config"].get("User") == "1000:1000", "labels and user", box.get("Config"))
+    t.ok(db.get("State", {}).get("Health", {}).get("Status") == "healthy", "db is healthy")
+    net = json.loads(docker("network", "inspect", project + "_default").stdout or "[{}]")[0]
+    t.ok(net.get("Internal") is True, "the network is internal")
+
+    t0 = time.time()
+    r = ex("box", ["id", "-u"])
+    exec_ms = (time.time() - t0) * 1000
+    t.diag("env.exec round trip %.0f ms" % exec_ms)
+    t.ok(r and r["ok"] and r["payload"]["stdout"] == "1000\n" and r["payload"]["exit_code"] == 0,
+         "exec as the box prints uid 1000", r)
+    r = ex("box", ["sh", "-c", "echo 42 > /home/agent/answer.txt && cat /home/agent/answer.txt && "
+                   "stat -c %u /home/agent/answer.txt"])
+    t.ok(r and r["ok"] and r["payload"]["stdout"] == "42\n1000\n", "echo 42 > /home/agent/answer.txt works as uid 1000", r)
+    hv = os.path.join(envdir, "vol", "home")
+    t.ok(os.path.exists(hv + "/answer.txt") and os.stat(hv).st_uid == 1000,
+         "the home volume is a host dir owned by uid 1000")
+    r = ex("box", ["sh", "-c", "echo oops >&2; exit 3"])
+    t.ok(r and r["ok"] and r["payload"]["exit_code"] == 3 and r["payload"]["stderr"] == "oops\n",
+         "a non-zero exit is ok:true with its code and stderr", r)
+
+    r = ex("db", PG + ["-c", "CREATE TABLE t (x int); INSERT INTO t VALUES (42);"])
+    t.ok(r and r["ok"] and r["payload"]["exit_code"] == 0, "psql writes a row", r)
+    r = ex("db", PG + ["-tAc", "SELECT x FROM t"])
+    t.ok(r and r["ok"] and r["payload"]["stdout"].strip() == "42", "psql reads the row back", r)
+    pv = os.path.join(envdir, "vol", "pg")
+    t.ok(os.path.exists(pv + "/PG_VERSION"), "postgres data lives in the volume dir on the host")
+
+    # A repeated exec id: answered from the log, the side effect happens once.
+    cid = "cmd_once" + secrets.token_hex(4)
+    for _ in range(2):
+        r = ex("box", ["sh", "-c", "echo x >> /home/agent/count; wc -l < /home/agent/count"], cid=cid)
+    r2 = ex("box", ["cat", "/home/agent/count"])
+    t.ok(r and r["payload"]["stdout"].strip() == "1" and r2["payload"]["stdout"] == "x\n",
+         "a repeated exec id runs once", (r, r2))
+
+    # put/get round trip of a tree with a file over 1 MiB (chunked both ways).
+    big = os.urandom(1536 * 1024 + 7)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        def add(name, data=None, dir=False, mode=0o644):
+            ti = tarfile.TarInfo(name)
+            ti.mode, ti.mtime = (0o755 if dir else mode), 1700000000
+            if dir:
+                ti.type = tarfile.DIRTYPE
+                tf.addfile(ti)
+            else:
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+        add("tree", dir=True)
+        add("tree/a", dir=True)
+        add("tree/a/b", dir=True)
+        add("tree/a/b/c.txt", b"hello\n")
+        add("tree/big.bin", big)
+        add("tree/empty", dir=True)
+        add("tree/run.sh", b"#!/bin/sh\necho hi\n", mode=0o755)
+    tb = buf.getvalue()
+    t0 = time.time()
+    res, _, _, _ = cp.put(env, "box", "/home/agent/up", tb)
+    t.ok(res and res["ok"] and res["payload"]["path"] == "/home/agent/up", "put of a %d-byte archive in %d chunks"
+         % (len(tb), (len(tb) + (1 << 20) - 1) >> 20), res)
+    r = ex("box", ["sh", "-c", "cat /home/agent/up/tree/a/b/c.txt; wc -c < /home/agent/up/tree/big.bin"])
+    t.ok(r and r["payload"]["stdout"] == "hello\n%d\n" % len(big), "the tree is there inside the box", r)
+    gcid = "cmd_get" + secrets.token_hex(4)
+    data, gres, why = cp.get(env, "box", "/home/agent/up", cid=gcid)
+    t.diag("put+get %.1f s" % (time.time() - t0))
+    got = {}
+    if data:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            for m in tf.getmembers():
+                got[m.name] = (m.type, tf.extractfile(m).read() if m.isfile() else None, m.mode & 0o777)
+    t.ok(data is not None and gres["payload"]["tar_chunks"] >= 2, "get streams the archive in chunks", why)
+    t.ok(got.get("up/tree/a/b/c.txt", (0, 0))[1] == b"hello\n" and got.get("up/tree/big.bin", (0, 0))[1] == big
+         and got.get("up/tree/empty", ("x",))[0] == tarfile.DIRTYPE and
+         got.get("up/tree/run.sh", (0, 0, 0))[2] == 0o755, "get returns the same tree", sorted(got))
+    data2, _, why2 = cp.get(env, "box", "/home/agent/up", cid=gcid)
+    t.ok(data2 == data, "a repeated get id sends its chunks again, then the stored result", why2)
+
+    # sha256 mismatch: announce another digest than what was sent
+    import base64, hashlib  # noqa: E401
+    bad = "cmd_bad" + secrets.token_hex(4)
+    cp.send({"type": "chunk", "command_id": bad, "seq": 0, "last": True, "data": base64.b64encode(b"abc").decode()})
+    res, _, _, _ = cp.command("env.put", env, {"service": "box", "path": "/tmp/x", "tar_bytes": 3,
+                                              "tar_sha256": hashlib.sha256(b"abd").hexdigest(), "tar_chunks": 1},
+                              cid=bad)
+    t.ok(res and res["ok"] is False and res["error"] == "env.put: archive incomplete: sha256 mismatch",
+         "put with a wrong sha256 fails", res)
+    res, _, _, _ = cp.command("env.put", env, {"service": "box", "path": "/tmp/x", "tar_bytes": 5000,
+                                              "tar_sha256": "0" * 64, "tar_chunks": 1})
+    t.ok(res and res["ok"] is False and res["error"] == "env.put: archive incomplete: got 0 of 5000 bytes",
+         "put whose chunks never came fails with what arrived", res)
+
+    # Caps: a fork bomb hits the pid cap; the sidecar and the other services carry on.
+    r = ex("bomb", ["sh", "-c", "b() { b | b & }; b; sleep 2; echo launched"])
+    time.sleep(2)
+    pids = docker("stats", "--no-stream", "--format", "{{.PIDs}}", project + "-bomb-1").stdout.strip()
+    t.diag("fork bomb: exec result %s; pids in the container now %s" % (r and r.get("ok"), pids))
+    cid_full = docker("inspect", "--format", "{{.Id}}", project + "-bomb-1").stdout.strip()
+    ev = ""
+    for base in ("/sys/fs/cgroup/pids/docker/", "/sys/fs/cgroup/system.slice/docker-"):
+        for f in (base + cid_full + "/pids.events", base + cid_full + ".scope/pids.events"):
+            if os.path.exists(f):
+                ev = open(f).read()
+    hit = [int(x.split()[1]) for x in ev.splitlines() if x.startswith("max ")]
+    t.diag("pids.events: %r" % ev)
+    t.ok(pids.isdigit() and 48 <= int(pids) <= 64 and (not ev or (hit and hit[0] > 0)),
+         "the fork bomb is held at pids_limit 64 (pids %s; forks refused by the cap: %s)"
+         % (pids, hit[0] if hit else "n/a"))
+    res, _, _, _ = cp.command("host.report", timeout=30)
+    t.ok(res and res["ok"] and d.proc.poll() is None, "denvd stays up and answers")
+    r = ex("box", ["id", "-u"])
+    t.ok(r and r["ok"] and r["payload"]["stdout"] == "1000\n", "the other services still answer")
+
+    res, prog, _, _ = cp.command("env.destroy", env, {}, timeout=120)
+    t.ok(res and res["ok"] and res["payload"] == {"destroyed": env}, "env.destroy", res)
+    c, n = docker_leftovers(project)
+    t.ok(not c and not n, "no container or network left", (c, n))
+    t.ok(not os.path.exists(envdir), "the environment's data dir is gone")
+    t.ok(d.proc.poll() is None, "denvd still running")
+finally:
+    d.kill()
+    remove_project(project)
+sys.exit(t.done())
