@@ -82,7 +82,7 @@
 #define SC_PROBE_IMAGE_DEFAULT "busybox"
 #define SC_PROBE_URL_DEFAULT "http://1.1.1.1/"
 #define SC_PROBE_TIMEOUT_MS 4000
-#define SC_PROBE_CONTAINER_SLACK_MS 8000	/* container start on top of the probe's 4 s */
+#define SC_PROBE_CONTAINER_SLACK_MS 4000	/* container start on top of the probe's 4 s */
 
 /* ---- configuration ---- */
 struct sc_config {
