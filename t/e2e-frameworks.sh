@@ -33,9 +33,25 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-e2e.XXXXXX") || exit 1
 key="dak_e2e_$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 cp_pid=
 sd_pid=
+# leftovers: containers this run's sidecar made (their volumes live under $tmp,
+# which identifies them; nothing else is touched) and their networks.
+leftovers() {
+	for c in $(docker ps -aq 2>/dev/null); do
+		case $(docker inspect -f '{{range .Mounts}}{{.Source}} {{end}}' "$c" 2>/dev/null) in
+		*"$tmp/"*)
+			nets=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' "$c" 2>/dev/null)
+			docker rm -f "$c" >/dev/null 2>&1
+			for n in $nets; do
+				case $n in env_*) docker network rm "$n" >/dev/null 2>&1 ;; esac
+			done
+			;;
+		esac
+	done
+}
 cleanup() {
 	[ -n "$sd_pid" ] && kill "$sd_pid" 2>/dev/null && wait "$sd_pid" 2>/dev/null
 	[ -n "$cp_pid" ] && kill "$cp_pid" 2>/dev/null && wait "$cp_pid" 2>/dev/null
+	leftovers
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
