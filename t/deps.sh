@@ -75,13 +75,20 @@ then
 	"$py" -m venv "$venv" || { echo "deps: cannot create $venv with $py" >&2; exit 1; }
 	echo "$py" >"$venv/.python"
 fi
-if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
-	echo "deps: pip install -r $req into $venv"
-	"$venv/bin/pip" install -q --disable-pip-version-check -r "$req" >/tmp/denv-pip.log 2>&1 || {
+# The stamp covers the requirements and the package's own pyproject.toml, so
+# either changing reinstalls. The package is installed editable: Inspect finds
+# its sandbox through the entry point, which needs the installed metadata.
+want=$(cat "$req" python/pyproject.toml 2>/dev/null)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+	echo "deps: pip install -r $req and python/ into $venv"
+	{ "$venv/bin/pip" install -q --disable-pip-version-check -r "$req" &&
+	  { [ ! -f python/pyproject.toml ] ||
+	    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e python; }; } \
+		>/tmp/denv-pip.log 2>&1 || {
 		tail -n 20 /tmp/denv-pip.log >&2
 		echo "deps: pip install failed (log: /tmp/denv-pip.log)" >&2
 		exit 1
 	}
-	cp "$req" "$stamp"
+	printf '%s' "$want" >"$stamp"
 fi
 exit 0
