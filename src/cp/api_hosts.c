@@ -11,47 +11,9 @@
 
 /* ---- providers ---- */
 
-bool cp_provider_is_driver(const char *provider)
-{
-	return str_eq(provider, "e2b") || str_eq(provider, "daytona");
-}
-
 static bool provider_known(const char *p)
 {
 	return str_eq(p, "manual") || str_eq(p, "hetzner") || cp_provider_is_driver(p);
-}
-
-/* The static capability row of a hosted provider (targets.md). */
-struct json *cp_provider_table(const char *provider)
-{
-	static const struct {
-		const char *provider, *snapshot, *fork, *fork_time, *egress, *gpu, *notes;
-	} rows[] = {
-		{ "e2b", "pause (sandbox persisted)", "", "n/a", "provider network config", "no",
-		  "one sandbox per environment; pause/resume keeps state, no branch" },
-		{ "daytona", "snapshot to image", "new sandbox from snapshot", "tens of seconds", "limited", "partial",
-		  "" },
-	};
-
-	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		struct json *t;
-
-		if (!str_eq(rows[i].provider, provider))
-			continue;
-		t = json_new_object();
-		json_object_set_str(t, "provider", rows[i].provider);
-		json_object_set_bool(t, "multi_service", false);
-		json_object_set_str(t, "snapshot", rows[i].snapshot);
-		json_object_set_str(t, "fork", rows[i].fork);
-		json_object_set_str(t, "fork_time", rows[i].fork_time);
-		json_object_set_str(t, "egress_deny", rows[i].egress);
-		json_object_set_str(t, "caps", "provider tier");
-		json_object_set_str(t, "gpu", rows[i].gpu);
-		json_object_set_bool(t, "verify", false);
-		json_object_set_str(t, "notes", rows[i].notes);
-		return t;
-	}
-	return NULL;
 }
 
 /* A config key whose value is a credential: "token", or any key containing
@@ -203,21 +165,19 @@ static void h_clouds_create(struct cp *cp, struct http_req *req)
 /* The paste-able install line: download denvd from this server, then join. */
 static void join_command(const struct cp *cp, const char *token, char *out, size_t n)
 {
-	const char *d = cp->cfg.denvd_url;
-	bool absolute = str_has_prefix(d, "http://") || str_has_prefix(d, "https://");
+	char url[1024];
 
-	snprintf(out, n,
-		 "curl -fsSL %s%s -o denvd && chmod +x denvd && sudo ./denvd install --server %s --token %s",
-		 absolute ? "" : cp->cfg.public_url, d, cp->cfg.public_url, token);
+	cp_denvd_url(cp, url, sizeof(url));
+	snprintf(out, n, "curl -fsSL %s -o denvd && chmod +x denvd && sudo ./denvd install --server %s --token %s",
+		 url, cp->cfg.public_url, token);
 }
 
 static void h_join_token(struct cp *cp, struct http_req *req)
 {
 	const char *cloud_id = NULL;
-	char token[CRYPTO_TOKEN_MAX], hash[SHA256_HEX_LEN + 1], id[ID_MAX], exp[CLOCK_RFC3339_MAX];
-	char cmd[2048];
+	char token[CRYPTO_TOKEN_MAX], id[ID_MAX], cmd[2048];
 	struct cp_caller who;
-	struct json *body = NULL, *row, *resp;
+	struct json *body = NULL, *resp;
 	struct st_txn *txn;
 	struct err e;
 
@@ -227,21 +187,12 @@ static void h_join_token(struct cp *cp, struct http_req *req)
 		goto out;
 	if (cloud_id && *cloud_id && !cp_team_row(cp, req, "clouds", who.team_id, cloud_id, "cloud"))
 		goto out;
-	if (crypto_token("djt", CP_TOKEN_BYTES, token, sizeof(token), &e) < 0 ||
-	    sha256_hex(token, strlen(token), hash) < 0) {
+	txn = st_begin(cp->db);
+	if (cp_join_token_new(txn, who.team_id, cloud_id, token, sizeof(token), id, &e) < 0) {
+		st_abort(txn);
 		cp_fail(req, 500, "join token: %s", e.msg);
 		goto out;
 	}
-	id_new("jtok", id);
-	clock_format_rfc3339(clock_now_ns() + (int64_t)CP_JOIN_TOKEN_TTL_S * 1000000000, exp);
-	row = json_new_object();
-	json_object_set_str(row, "ID", id);
-	json_object_set_str(row, "TeamID", who.team_id);
-	json_object_set_str(row, "CloudID", cloud_id ? cloud_id : "");
-	json_object_set_str(row, "Hash", hash);
-	json_object_set(row, "CreatedAt", cp_now_json());
-	json_object_set_str(row, "ExpiresAt", exp);
-	json_object_set(row, "UsedAt", json_new_null());
 	join_command(cp, token, cmd, sizeof(cmd));
 	resp = json_new_object();
 	json_object_set_str(resp, "token", token);
@@ -249,8 +200,6 @@ static void h_join_token(struct cp *cp, struct http_req *req)
 	json_object_set_str(resp, "command", cmd);
 	memset(token, 0, sizeof(token));
 	memset(cmd, 0, sizeof(cmd));
-	txn = st_begin(cp->db);
-	st_put(txn, "join_tokens", id, row);
 	cp_commit_reply(cp, txn, req, 201, resp, NULL, NULL);
 out:
 	json_free(body);
@@ -293,52 +242,6 @@ static void h_hosts(struct cp *cp, struct http_req *req)
 	resp = json_new_object();
 	json_object_set(resp, "hosts", list);
 	cp_reply(req, 200, resp);
-}
-
-static struct json *driver_host_new(const char *team_id, const struct json *cloud)
-{
-	const char *provider = json_get_str(cloud, "Provider");
-	struct json *h = json_new_object();
-	char id[ID_MAX];
-
-	id_new("host", id);
-	json_object_set_str(h, "ID", id);
-	json_object_set_str(h, "TeamID", team_id);
-	json_object_set_str(h, "CloudID", json_get_str(cloud, "ID"));
-	json_object_set_str(h, "Name", provider);
-	json_object_set_str(h, "Status", "connected");
-	json_object_set_str(h, "ProviderRef", provider);
-	json_object_set(h, "LastSeenAt", json_new_null());
-	json_object_set(h, "CreatedAt", cp_now_json());
-	json_object_set(h, "Capabilities", cp_provider_table(provider));
-	return h;
-}
-
-/* Driver clouds without their one driver host get it now (targets.md,
- * "EnsureDriverHosts"). Returns the transaction (NULL when there is nothing
- * to add); copies of the new rows go to added. */
-static struct st_txn *ensure_driver_hosts(struct cp *cp, const char *team_id, struct json *added)
-{
-	struct json *clouds = cp_list(cp, "clouds", "TeamID", team_id, false, 0, NULL, NULL);
-	struct st_txn *txn = NULL;
-
-	for (size_t i = 0; i < json_len(clouds); i++) {
-		const struct json *c = json_at(clouds, i);
-		struct json *h;
-		char id[ID_MAX];
-
-		if (!cp_provider_is_driver(json_get_str(c, "Provider")) ||
-		    st_count(cp->db, "hosts", "CloudID", json_get_str(c, "ID")) > 0)
-			continue;
-		h = driver_host_new(team_id, c);
-		str_copy(id, sizeof(id), json_get_str(h, "ID"));
-		json_array_push(added, json_dup(h));
-		if (!txn)
-			txn = st_begin(cp->db);
-		st_put(txn, "hosts", id, h);
-	}
-	json_free(clouds);
-	return txn;
 }
 
 static struct json *target_view(struct cp *cp, const struct json *host, const char *provider)
@@ -384,7 +287,7 @@ static void h_targets(struct cp *cp, struct http_req *req)
 	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
 		return;
 	added = json_new_array();
-	txn = ensure_driver_hosts(cp, who.team_id, added);
+	txn = cp_ensure_driver_hosts(cp, who.team_id, added);
 	resp = json_new_object();
 	json_object_set(resp, "targets", targets_list(cp, who.team_id, added));
 	json_free(added);
@@ -408,7 +311,7 @@ static void h_targets_connect(struct cp *cp, struct http_req *req)
 	if (!cloud)
 		goto out;
 	provider = json_get_str(cloud, "Provider");
-	host = driver_host_new(who.team_id, cloud);
+	host = cp_driver_host_new(who.team_id, cloud);
 	str_copy(cid, sizeof(cid), json_get_str(cloud, "ID"));
 	str_copy(hid, sizeof(hid), json_get_str(host, "ID"));
 	/* The token is checked for presence only: this server does not call

@@ -68,6 +68,13 @@
 #define CP_EVENT_SUB_QUEUED ((size_t)8 << 20)	/* a stream that falls this far behind is closed */
 #define CP_SHORT_ID 6				/* characters of a ULID used in generated names */
 
+/* Provisioning machines (targets.md, "Placement"). */
+#define CP_JOIN_WAIT_MS (6 * 60 * 1000)		/* the join phase waits this long for a host */
+#define CP_PROVIDER_TIMEOUT_MS 60000		/* one call to a cloud provider's API */
+#define CP_PROVIDER_BODY_MAX ((size_t)1 << 20)	/* a provider's answer */
+#define CP_USER_DATA_MAX ((size_t)32 << 10)	/* Hetzner's limit for cloud-init user data */
+#define CP_HETZNER_API_URL "https://api.hetzner.cloud/v1"
+
 /* ---- configuration (flags and environment, see main.c and denv-cp(8)) ---- */
 
 struct cp_config {
@@ -92,6 +99,8 @@ struct cp_config {
 	const char *releases_dir;
 	int64_t host_grace_ms;		/* DENV_HOST_GRACE_SEC (tests); default CP_HOST_GRACE_MS */
 	int64_t command_timeout_ms;	/* DENV_COMMAND_TIMEOUT_SEC (tests); default CP_COMMAND_TIMEOUT_MS */
+	int64_t join_wait_ms;		/* DENV_JOIN_WAIT_SEC (tests); default CP_JOIN_WAIT_MS */
+	const char *hetzner_api_url;	/* DENV_HETZNER_API_URL (tests, proxies); no trailing slash */
 };
 
 /* ---- in-memory state that config.md says is not stored ---- */
@@ -143,6 +152,7 @@ struct cp {
 	struct cp_watch *watches;	/* callers waiting for a deployment to finish */
 	struct cp_sub *subs;		/* live event streams (events.c) */
 	size_t nsubs;
+	struct http_aclient *aclient;	/* calls to cloud providers, made on first use */
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -346,13 +356,15 @@ void cp_cmd_free_all(struct cp *cp);
 /* The archive of an env.get result: chunked data, or payload.tar_b64. */
 int cp_result_archive(const struct cp_result *res, struct buf *out, struct err *e);
 
-/* ---- orchestrator (orch.c, orch_deploy.c, orch_kinds.c) ---- */
+/* ---- orchestrator (orch.c, orch_deploy.c, orch_place.c, orch_kinds.c) ---- */
 
 /* Start the environment's oldest pending deployment unless one is running. */
 void cp_orch_kick(struct cp *cp, const char *env_id);
 /* Start-up: deployments a previous run left running are failed; pending ones start. */
 void cp_orch_start(struct cp *cp);
 void cp_orch_free_all(struct cp *cp);
+/* A host of team_id connected: deploys waiting in their join phase take it. */
+void cp_orch_host_up(struct cp *cp, const char *team_id);
 /* Call fn once when deployment dep_id finishes (dep is its row). */
 typedef void (*cp_watch_fn)(struct cp *cp, const struct json *dep, void *arg);
 struct cp_watch *cp_orch_watch(struct cp *cp, const char *dep_id, cp_watch_fn fn, void *arg);
@@ -392,5 +404,45 @@ int cp_templates_check(void);
 /* Capability row of a hosted provider, or NULL. */
 struct json *cp_provider_table(const char *provider);
 bool cp_provider_is_driver(const char *provider);
+/* A new driver host row for a cloud of a hosted provider (not yet put). */
+struct json *cp_driver_host_new(const char *team_id, const struct json *cloud);
+/* Driver clouds without their one driver host get it now (targets.md,
+ * "EnsureDriverHosts"), for GET /v1/targets and placement alike. Returns the
+ * transaction (NULL when there is nothing to add); copies of the new rows go
+ * to added (may be NULL). */
+struct st_txn *cp_ensure_driver_hosts(struct cp *cp, const char *team_id, struct json *added);
+/* Where installers download denvd: -denvd-url, relative to -public-url unless absolute. */
+void cp_denvd_url(const struct cp *cp, char *out, size_t n);
+/* Put a new single-use join token (CP_JOIN_TOKEN_TTL_S) for team and cloud
+ * (NULL or "": none) into txn. token gets the plaintext (CRYPTO_TOKEN_MAX
+ * bytes; the caller wipes it), id the row id. 0 / -1 with e. */
+int cp_join_token_new(struct st_txn *txn, const char *team_id, const char *cloud_id, char *token,
+		      size_t token_size, char id[ID_MAX], struct err *e);
+
+/* ---- provisioning machines (cloud_init.c, cloud_hetzner.c) ---- */
+
+/* The cloud-init user data of a provisioned machine (denvd.md, "Provisioned
+ * machines"): install the packages, download denvd, join with token. 0 / -1
+ * with e when the URLs cannot be carried safely. */
+int cp_cloud_init(const struct cp *cp, const char *token, struct buf *out, struct err *e);
+
+/* A machine a cloud created: the provision phase's evidence. */
+struct cp_machine {
+	char ref[32];			/* the provider's id for it */
+	char ip[64];
+	char name[CP_NAME_MAX + 1];
+};
+/* m is NULL when the provider refused or could not be reached; error says why. */
+typedef void (*cp_machine_fn)(struct cp *cp, const struct cp_machine *m, const char *error, void *arg);
+struct cp_machine_call;
+/* Create a server named name through the Hetzner Cloud API with the cloud's
+ * config (token, server_type, location, image) and user_data; labels (an
+ * object, may be NULL) are attached to it. fn is called once, never from
+ * inside this call, unless the call is cancelled. NULL with e if it cannot start. */
+struct cp_machine_call *cp_hetzner_create(struct cp *cp, const struct json *config, const char *name,
+					  const char *user_data, const struct json *labels, cp_machine_fn fn,
+					  void *arg, struct err *e);
+/* Forget a call in flight: fn is not called (the provider may still create the machine). NULL is fine. */
+void cp_machine_cancel(struct cp_machine_call *call);
 
 #endif

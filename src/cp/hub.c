@@ -144,6 +144,7 @@ static void admitted(struct cp_conn *c, const char *host_id, const char *team_id
 	c->state = CONN_ADMITTED;
 	arm(c, c->cp->cfg.host_grace_ms);
 	cp_cmd_host_up(c->cp, host_id);
+	cp_orch_host_up(c->cp, team_id);
 }
 
 struct join {
@@ -186,10 +187,13 @@ static bool expired(const char *at)
 	return !at || clock_parse_rfc3339(at, &ns) < 0 || ns <= clock_now_ns();
 }
 
-static struct json *host_row(const struct join *j, const char *cloud_id, const struct json *caps,
+/* The new host's row; a machine the provision phase created left its
+ * provider's id on the token (orch_place.c). */
+static struct json *host_row(const struct join *j, const struct json *tok, const struct json *caps,
 			     const char *hash)
 {
 	const char *name = json_get_str(caps, "hostname");
+	const char *cloud_id = json_get_str(tok, "CloudID"), *ref = json_get_str(tok, "ProviderRef");
 	struct json *h = json_new_object();
 
 	json_object_set_str(h, "ID", j->host_id);
@@ -197,7 +201,7 @@ static struct json *host_row(const struct join *j, const char *cloud_id, const s
 	json_object_set_str(h, "CloudID", cloud_id ? cloud_id : "");
 	json_object_set_str(h, "Name", name && *name ? name : j->host_id);
 	json_object_set_str(h, "Status", "connected");
-	json_object_set_str(h, "ProviderRef", "");
+	json_object_set_str(h, "ProviderRef", ref ? ref : "");
 	json_object_set(h, "LastSeenAt", cp_now_json());
 	json_object_set(h, "CreatedAt", cp_now_json());
 	json_object_set(h, "Capabilities", caps && caps->type == JSON_OBJECT ? json_dup(caps) : json_new_object());
@@ -246,7 +250,7 @@ static void join(struct cp_conn *c, const char *token, const struct json *caps)
 	json_object_set(used, "UsedAt", cp_now_json());
 	json_object_set_str(used, "HostID", j->host_id);
 	txn = st_begin(cp->db);
-	st_put(txn, "hosts", j->host_id, host_row(j, json_get_str(tok, "CloudID"), caps, shash));
+	st_put(txn, "hosts", j->host_id, host_row(j, tok, caps, shash));
 	st_put(txn, "join_tokens", json_get_str(tok, "ID"), used);
 	c->state = CONN_JOINING;
 	ev_timer_stop(cp->ev, &c->timer);

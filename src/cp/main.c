@@ -30,7 +30,8 @@ static const char usage_text[] =
 	"environment: DENV_TEAM, DENV_BOOTSTRAP_KEY, DENV_CONSOLE_URL, DENV_DEV_LOGIN,\n"
 	"DENV_RELEASES_DIR, DENV_GITHUB_CLIENT_ID, DENV_GITHUB_CLIENT_SECRET,\n"
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
-	"DENV_GITHUB_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC. See denv-cp(8).\n";
+	"DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_HOST_GRACE_SEC,\n"
+	"DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC. See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
 {
@@ -85,6 +86,8 @@ static void config_from_env(struct cp_config *c)
 	c->releases_dir = env_or("DENV_RELEASES_DIR", "bin");
 	c->host_grace_ms = seconds_env("DENV_HOST_GRACE_SEC", CP_HOST_GRACE_MS);
 	c->command_timeout_ms = seconds_env("DENV_COMMAND_TIMEOUT_SEC", CP_COMMAND_TIMEOUT_MS);
+	c->join_wait_ms = seconds_env("DENV_JOIN_WAIT_SEC", CP_JOIN_WAIT_MS);
+	c->hetzner_api_url = env_or("DENV_HETZNER_API_URL", CP_HETZNER_API_URL);
 }
 
 /* Go-style flags: -name value, -name=value, --name too. Returns 0, 1 (help
@@ -270,6 +273,8 @@ static void cleanup(struct cp *cp)
 	 * state), then the store: its pending done callbacks answer parked
 	 * requests. */
 	cp_orch_free_all(cp);
+	if (cp->aclient)
+		http_aclient_free(cp->aclient);
 	cp_cmd_free_all(cp);
 	cp_hub_free_all(cp);
 	cp_events_close_all(cp);
@@ -295,6 +300,7 @@ static void cleanup(struct cp *cp)
 		ev_free(cp->ev);
 	free((char *)cp->cfg.public_url);
 	free((char *)cp->cfg.console_url);
+	free((char *)cp->cfg.hetzner_api_url);
 }
 
 int main(int argc, char **argv)
@@ -311,6 +317,7 @@ int main(int argc, char **argv)
 		return 2;
 	cp.cfg.public_url = no_trailing_slash(cp.cfg.public_url);
 	cp.cfg.console_url = no_trailing_slash(cp.cfg.console_url);
+	cp.cfg.hetzner_api_url = no_trailing_slash(cp.cfg.hetzner_api_url);
 	log_set_level(cp.cfg.verbose ? LOG_DEBUG : LOG_INFO);
 	rc = run(&cp);
 	cleanup(&cp);

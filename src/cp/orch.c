@@ -81,7 +81,7 @@ static void dep_update(struct cp_run *r, struct json *fields)
 	cp_update(r->cp, "deployments", r->dep_id, fields);
 }
 
-static void events_both(struct cp_run *r, const char *kind, struct json *body)
+void run_event(struct cp_run *r, const char *kind, struct json *body)
 {
 	char subject[ST_ID_MAX];
 
@@ -190,6 +190,7 @@ static void run_free(struct cp_run *r)
 			break;
 		}
 	cp_cmd_cancel(r->cmd);
+	run_place_free(r);
 	json_free(r->params);
 	json_free(r->ctx);
 	free(r);
@@ -220,7 +221,7 @@ void run_done(struct cp_run *r, const char *status, struct json *evidence)
 			       "FinishedAt", cp_now_json(), NULL));
 	dep_update(r, cp_obj("Status", json_new_str(status), "Error", json_new_str(r->error), "FinishedAt",
 			     cp_now_json(), NULL));
-	events_both(r, "deployment.finished",
+	run_event(r, "deployment.finished",
 		    cp_obj("status", json_new_str(status), "took_ms", json_new_int(run_took_ms(r)), "error",
 			   json_new_str(r->error), NULL));
 	log_info("orch", "%s %s on %s: %s%s%s", r->k->kind, r->dep_id, r->env_id, status, *r->error ? ": " : "",
@@ -267,7 +268,7 @@ static void run_start(struct cp *cp, const struct json *dep, const struct run_ki
 	dep_update(r, cp_obj("Status", json_new_str("running"), NULL));
 	if (k->env_status)
 		run_env(r, cp_obj("Status", json_new_str(k->env_status), NULL));
-	events_both(r, "deployment.started", cp_obj("kind", json_new_str(k->kind), NULL));
+	run_event(r, "deployment.started", cp_obj("kind", json_new_str(k->kind), NULL));
 	log_info("orch", "%s %s on %s: started", k->kind, r->dep_id, r->env_id);
 	step_soon(r);
 }

@@ -9,6 +9,7 @@
 #ifndef DENV_CP_ORCH_H
 #define DENV_CP_ORCH_H
 
+#include "base/ev.h"
 #include "cp/cp.h"
 
 struct cp_run;
@@ -41,6 +42,10 @@ struct cp_run {
 	struct json *ctx;		/* what one phase hands to the next */
 	struct cp_cmd *cmd;		/* command in flight */
 	run_cmd_fn cmd_fn;
+	struct cp_machine_call *machine;	/* provision: the cloud's answer pending */
+	struct ev_timer join_timer;	/* join: how long it may still wait */
+	bool join_waiting;		/* join: taking the next host of the team that connects */
+	int64_t join_started_ms;
 	struct cp_run *next;
 };
 
@@ -58,6 +63,14 @@ void run_done(struct cp_run *r, const char *status, struct json *evidence);
  * host is not connected the phase fails at once (and -1 is returned). */
 int run_cmd(struct cp_run *r, const char *env_id, const char *kind, struct json *payload, int64_t timeout_ms,
 	    run_cmd_fn fn);
+/* Append an event (body taken) to env:<env> and dep:<dep>. */
+void run_event(struct cp_run *r, const char *kind, struct json *body);
+/* Placement for a deploy (orch_place.c): the place, provision and join phases. */
+void run_place(struct cp_run *r);
+void run_provision(struct cp_run *r);
+void run_join(struct cp_run *r);
+/* Stop whatever placement still waits for (the run is going away). */
+void run_place_free(struct cp_run *r);
 /* Milliseconds since the deployment started. */
 int64_t run_took_ms(const struct cp_run *r);
 /* Update the environment row (fields taken). */

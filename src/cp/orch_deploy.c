@@ -1,8 +1,8 @@
 /*
- * orch_deploy.c: the deploy kind's eleven phases (deployments.md, "deploy")
- * and placement (targets.md, "Placement"). Params: {spec, warm, target?}.
- * ctx carries: prev_version, prev_snapshot (the healthy version to go back
- * to), placed, endpoints, create (the env.create result), snapshot.
+ * orch_deploy.c: the deploy kind's eleven phases (deployments.md, "deploy");
+ * placement (place, provision, join) is in orch_place.c. Params: {spec, warm,
+ * target?}. ctx carries: prev_version, prev_snapshot (the healthy version to
+ * go back to), placed, endpoints, create (the env.create result), snapshot.
  */
 #include <stdio.h>
 #include <string.h>
@@ -56,128 +56,6 @@ static void resolve(struct cp_run *r)
 	cp_commit_quiet(txn, "version");
 	cp_update(cp, "deployments", r->dep_id, cp_obj("VersionID", json_new_str(r->version_id), NULL));
 	run_ok(r, ev);
-}
-
-/* ---- place ---- */
-
-struct host_pick {
-	struct cp *cp;
-	const char *cloud_id;	/* only hosts of this cloud; NULL: any */
-	bool drivers;		/* this pass takes driver hosts, else sidecars */
-	char host_id[ID_MAX];
-};
-
-static bool host_is_driver(struct cp *cp, const struct json *h)
-{
-	const char *cid = json_get_str(h, "CloudID");
-	const struct json *cloud = cid && *cid ? st_get(cp->db, "clouds", cid) : NULL;
-
-	return cp_provider_is_driver(json_get_str(cloud, "Provider"));
-}
-
-static int pick_host(const char *id, const struct json *row, void *arg)
-{
-	struct host_pick *p = arg;
-
-	if (p->cloud_id && !str_eq(json_get_str(row, "CloudID"), p->cloud_id))
-		return 0;
-	if (host_is_driver(p->cp, row) != p->drivers || !cp_host_connected(p->cp, id))
-		return 0;
-	str_copy(p->host_id, sizeof(p->host_id), id);
-	return 1;
-}
-
-/* The team's first connected host, sidecars before driver hosts. */
-static bool first_connected(struct cp_run *r, const char *cloud_id, char out[ID_MAX])
-{
-	struct host_pick p = { r->cp, cloud_id, false, "" };
-	struct err e;
-
-	for (int pass = 0; pass < 2 && !*p.host_id; pass++) {
-		p.drivers = pass == 1;
-		if (st_scan(r->cp->db, "hosts", "TeamID", r->team_id, NULL, pick_host, &p, &e) < 0)
-			log_error("orch", "hosts: %s", e.msg);
-	}
-	str_copy(out, ID_MAX, p.host_id);
-	return *p.host_id != '\0';
-}
-
-static void placed(struct cp_run *r, const char *host_id, const char *reason)
-{
-	str_copy(r->host_id, sizeof(r->host_id), host_id);
-	json_object_set_bool(r->ctx, "placed", true);
-	run_env(r, cp_obj("HostID", json_new_str(host_id), NULL));
-	run_ok(r, cp_obj("host", json_new_str(host_id), "reason", json_new_str(reason), NULL));
-}
-
-static void place(struct cp_run *r)
-{
-	const char *target = json_get_str(r->params, "target");
-	const struct json *cloud;
-	char host[ID_MAX], reason[CP_NAME_MAX + 16];
-
-	if (*r->host_id && cp_host_connected(r->cp, r->host_id)) {
-		placed(r, r->host_id, "environment already on host");
-		return;
-	}
-	if (target && *target) {
-		cloud = cp_find(r->cp, "clouds", "TeamID", r->team_id, "Name", target);
-		if (cloud && first_connected(r, json_get_str(cloud, "ID"), host)) {
-			snprintf(reason, sizeof(reason), "target %s", target);
-			placed(r, host, reason);
-		} else {
-			run_fail(r, NULL, "target \"%s\" (%s): no connected host", target,
-				 cloud ? json_get_str(cloud, "Provider") : "unknown");
-		}
-		return;
-	}
-	if (first_connected(r, NULL, host)) {
-		placed(r, host, "first connected host in team");
-		return;
-	}
-	run_ok(r, cp_obj("host", json_new_str(""), "reason", json_new_str("no connected host; provisioning"), NULL));
-}
-
-static int pick_cloud(const char *id, const struct json *row, void *arg)
-{
-	const char *p = json_get_str(row, "Provider");
-
-	if (str_eq(p, "manual") || cp_provider_is_driver(p))
-		return 0;
-	*(const struct json **)arg = row;
-	return 1;
-}
-
-static void provision(struct cp_run *r)
-{
-	const struct json *cloud = NULL;
-	struct err e;
-
-	if (json_get_bool(r->ctx, "placed", false)) {
-		run_skip(r, cp_obj("reason", json_new_str("host already placed"), NULL));
-		return;
-	}
-	if (st_scan(r->cp->db, "clouds", "TeamID", r->team_id, NULL, pick_cloud, &cloud, &e) < 0)
-		log_error("orch", "clouds: %s", e.msg);
-	if (!cloud) {
-		run_fail(r, NULL, "no connected host and no cloud that can provision: connect a cloud or run "
-				  "`denvd join` on a machine");
-		return;
-	}
-	/* Creating machines needs the provider's API client, which this
-	 * control plane does not have yet (denv-cp(8), BUGS). */
-	run_fail(r, cp_obj("cloud", json_new_str(json_get_str(cloud, "ID")), "provider",
-			   json_new_str(json_get_str(cloud, "Provider")), NULL),
-		 "%s (%s): provisioning machines is not implemented in this control plane yet",
-		 json_get_str(cloud, "Name"), json_get_str(cloud, "Provider"));
-}
-
-static void join_phase(struct cp_run *r)
-{
-	if (json_get_bool(r->ctx, "placed", false))
-		run_skip(r, cp_obj("reason", json_new_str("host already placed"), NULL));
-	else
-		run_fail(r, NULL, "no host joined");
 }
 
 /* ---- prepare, start, health ---- */
@@ -355,5 +233,5 @@ static void verdict(struct cp_run *r)
 
 const struct run_kind cp_kind_deploy = {
 	"deploy", "deploying",
-	{ resolve, place, provision, join_phase, prepare, start, health, warm, snapshot, ingress, verdict },
+	{ resolve, run_place, run_provision, run_join, prepare, start, health, warm, snapshot, ingress, verdict },
 };

@@ -862,7 +862,9 @@ def main():
     store = os.path.join(tmp, "store")
     env = {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_TEAM": "acme", "DENV_DEV_LOGIN": "1",
            "DENV_CONSOLE_URL": CONSOLE + "/", "DENV_RELEASES_DIR": releases,
-           "DENV_PUBLIC_URL": "http://cp.example:8080"}
+           "DENV_PUBLIC_URL": "http://cp.example:8080",
+           # The hetzner cloud made below must never reach the real API: port 9 refuses.
+           "DENV_HETZNER_API_URL": "http://127.0.0.1:9/v1"}
     state = {"secrets": []}
     s = None
     try:
