@@ -115,8 +115,9 @@ int sc_env_file_load(const char *path, struct err *e)
 		if (str_has_prefix(line, "export "))
 			line += 7;
 		if (!(eq = strchr(line, '=')) || eq == line) {
+			err_set(e, "--env-file %s: not KEY=VALUE: %.60s", path, line);
 			buf_release(&b);
-			return err_set(e, "--env-file %s: not KEY=VALUE: %.60s", path, line);
+			return -1;
 		}
 		*eq = '\0';
 		val = eq + 1;
@@ -141,14 +142,29 @@ static const char *env_or(const char *name, const char *fallback)
 	return v && *v ? v : fallback;
 }
 
-static const char *home_path(const char *rel)
+/* Strings the config owns (read from the state file or built here). */
+static const char *own(struct sc_config *c, char *s)
+{
+	if (c->nown < sizeof(c->own) / sizeof(c->own[0]))
+		c->own[c->nown++] = s;
+	return s;	/* past the table (never: 8 slots, 5 users) it lives as long as the process */
+}
+
+void sc_config_release(struct sc_config *c)
+{
+	for (size_t i = 0; i < c->nown; i++)
+		free(c->own[i]);
+	c->nown = 0;
+}
+
+static const char *home_path(struct sc_config *c, const char *rel)
 {
 	const char *home = env_or("HOME", "/tmp");
 	size_t n = strlen(home) + strlen(rel) + 2;
 	char *p = xmalloc(n);
 
 	snprintf(p, n, "%s/%s", home, rel);
-	return p;	/* lives as long as the process */
+	return own(c, p);
 }
 
 /* Fill what flags did not give from the environment; data/zfs only after the
@@ -160,7 +176,7 @@ void sc_config_defaults(struct sc_config *c)
 	if (!c->token)
 		c->token = env_or("DENV_JOIN_TOKEN", NULL);
 	if (!c->state_path)
-		c->state_path = root ? "/etc/denv/host.json" : home_path(".denv/host.json");
+		c->state_path = root ? "/etc/denv/host.json" : home_path(c, ".denv/host.json");
 	if (!c->probe_image)
 		c->probe_image = env_or("DENV_PROBE_IMAGE", SC_PROBE_IMAGE_DEFAULT);
 	if (!c->probe_url)
@@ -176,14 +192,14 @@ static void fill_from_env(struct sc_config *c)
 	if (!c->server)
 		c->server = env_or("DENV_SERVER", NULL);
 	if (!c->data_dir)
-		c->data_dir = env_or("DENV_DATA_DIR", root ? "/var/lib/denv" : home_path(".denv/data"));
+		c->data_dir = env_or("DENV_DATA_DIR", root ? "/var/lib/denv" : home_path(c, ".denv/data"));
 	if (!c->zfs_pool)
 		c->zfs_pool = env_or("DENV_ZFS_POOL", NULL);
 }
 
-static const char *keep(const char *s)
+static const char *keep(struct sc_config *c, const char *s)
 {
-	return s && *s ? xstrdup(s) : NULL;
+	return s && *s ? own(c, xstrdup(s)) : NULL;
 }
 
 /* Read the state file if there is one. A missing file is not an error. */
@@ -207,11 +223,11 @@ int sc_state_load(struct sc_config *c, struct err *e)
 	}
 	buf_release(&b);
 	if (!c->server_flag && (s = json_get_str(j, "server")) && *s)
-		c->server = keep(s);
+		c->server = keep(c, s);
 	if (!c->data_flag && (s = json_get_str(j, "data_dir")) && *s)
-		c->data_dir = keep(s);
+		c->data_dir = keep(c, s);
 	if (!c->zfs_flag && (s = json_get_str(j, "zfs_pool")) && *s)
-		c->zfs_pool = keep(s);
+		c->zfs_pool = keep(c, s);
 	if ((s = json_get_str(j, "host_id")))
 		str_copy(c->host_id, sizeof(c->host_id), s);
 	if ((s = json_get_str(j, "secret")))

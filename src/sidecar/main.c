@@ -73,7 +73,9 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (agent_run(&c, &e) < 0) {
 		log_error("denvd", "%s", e.msg);
+		sc_config_release(&c);
 		return 1;
 	}
+	sc_config_release(&c);
 	return 0;
 }

@@ -102,12 +102,15 @@ struct sc_config {
 	bool verbose;
 	char host_id[SC_ID_MAX];
 	char secret[256];
+	char *own[8];			/* strings this config allocated (sc_config_release) */
+	size_t nown;
 };
 
 /* config.c */
 int sc_config_parse(int argc, char **argv, struct sc_config *c, struct err *e);
 int sc_env_file_load(const char *path, struct err *e);
 void sc_config_defaults(struct sc_config *c);
+void sc_config_release(struct sc_config *c);
 int sc_state_load(struct sc_config *c, struct err *e);
 int sc_state_save(const struct sc_config *c, struct err *e);
 int sc_stream_url(const char *server, char *out, size_t n, struct err *e);
