@@ -120,6 +120,31 @@ try:
         t.ok(not c and not n, "the stack was stopped", (c, n))
         d.kill()
 
+    # egress allow: ports published on 127.0.0.1 and reported as endpoints.
+    cp, d = sidecar("allow")
+    env = "env_EGA" + secrets.token_hex(3).upper()
+    projects.append(env.lower())
+    web = dict(svc[0], name="web", command=["httpd", "-f", "-p", "8080", "-h", "/tmp"], ports=["8080"])
+    res, prog, _, _ = cp.command("env.create", env, {"services": [web], "volumes": [], "egress": "allow"},
+                                 timeout=120)
+    p = (res or {}).get("payload", {})
+    ep = p.get("endpoints", {}).get("web", "")
+    t.ok(res and res["ok"] and p.get("egress") == "allowed" and ep.startswith("127.0.0.1:") and
+         "healthy; egress allowed" in prog, "egress allow: the port is published as an endpoint", (res, prog))
+    try:
+        host, prt = ep.split(":")
+        s = socket.create_connection((host, int(prt)), timeout=5)
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        answer = s.recv(100)
+        s.close()
+    except (OSError, ValueError) as ex:
+        answer = repr(ex).encode()
+    t.ok(answer.startswith(b"HTTP/1."), "the endpoint answers from the host", answer)
+    net = docker("network", "inspect", "--format", "{{.Internal}}", env.lower() + "_default").stdout.strip()
+    t.ok(net == "false", "an egress-allowed network is not internal")
+    cp.command("env.destroy", env, {}, timeout=60)
+    d.kill()
+
     cp, d = sidecar("noimage", "--probe-mode", "container", "--probe-image", "denv-test/none:missing")
     env, res, prog, took = create(cp, "x")
     t.ok(res and res["ok"] is False and res["error"].startswith("egress probe failed to run: "),
