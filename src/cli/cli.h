@@ -220,6 +220,8 @@ extern const struct cli_cmd cli_cmd_cloud, cli_cmd_host;
 extern const struct cli_cmd cli_cmd_env, cli_cmd_fork, cli_cmd_snapshot, cli_cmd_verify,
 	cli_cmd_rollback, cli_cmd_exec;
 extern const struct cli_cmd cli_cmd_files, cli_cmd_deployment, cli_cmd_events;
+/* denv top lives in src/tui (linked into bin/denv, not into the unit tests). */
+extern const struct cli_cmd cli_cmd_top;
 
 /* The flag every deployment-starting command has. */
 #define CLI_FLAG_WAIT { "wait", 0, CLI_BOOL, NULL, "follow the deployment until it ends (default true; --wait=false to return at once)" }
