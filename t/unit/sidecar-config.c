@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "base/fs.h"
+#include "base/str.h"
 #include "sidecar/sidecar.h"
 #include "tap.h"
 
@@ -104,8 +105,8 @@ static void test_state(void)
 	c.server = "http://saved";
 	c.data_dir = "/saved/data";
 	c.zfs_pool = "";
-	strcpy(c.host_id, "host_1");
-	strcpy(c.secret, "dhs_s3cret");
+	str_copy(c.host_id, sizeof(c.host_id), "host_1");
+	str_copy(c.secret, sizeof(c.secret), "dhs_s3cret");
 	ok(sc_state_save(&c, &e) == 0, "state saved (dirs made): %s", e.msg);
 	ok(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "state file is 0600");
 

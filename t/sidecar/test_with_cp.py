@@ -1,0 +1,153 @@
+"""denvd with the real control plane (bin/denv-cp, [F5]): a host joins with a
+join token from the API, the quickstart world deploys through prepare, start
+and health, exec prints uid 1000, a psql row is read back, files round-trip
+through PUT/GET /v1/envs/{env}/files (chunked both ways), and a destroy
+leaves nothing behind. Phases after health (snapshot...) belong to later
+issues and are not judged here."""
+import io
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fakecp import TAP, docker_leftovers, remove_project  # noqa: E402
+
+top, tmp = sys.argv[1], sys.argv[2]
+t = TAP()
+port = 18500 + secrets.randbelow(1000)
+key = "dak_" + secrets.token_hex(20)
+srv = "http://127.0.0.1:%d" % port
+cplog = open(os.path.join(tmp, "cp.log"), "w")
+cp = subprocess.Popen([top + "/bin/denv-cp", "-addr", "127.0.0.1:%d" % port, "-db", tmp + "/db",
+                       "-public-url", srv], env=dict(os.environ, DENV_BOOTSTRAP_KEY=key),
+                      stdin=subprocess.DEVNULL, stdout=cplog, stderr=cplog)
+COMPOSE = """
+x-denv:
+  egress: deny
+  agent: { service: box }
+services:
+  box:
+    image: denv-test/busybox
+    user: "1000:1000"
+    command: ["sleep", "3600"]
+    environment: { HOME: /home/agent }
+    volumes: ["home:/home/agent"]
+    depends_on: [db]
+  db:
+    image: denv-test/debian
+    command: ["postgres"]
+    environment: { POSTGRES_PASSWORD: pw }
+    volumes: ["pg:/var/lib/postgresql/data"]
+    healthcheck: { test: ["CMD", "pg_isready", "-U", "postgres", "-h", "/run/postgresql"], interval: 1s, retries: 30 }
+volumes: { home: {}, pg: {} }
+"""
+
+
+def req(method, path, body=None, raw=None, ctype="application/json"):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    r = urllib.request.Request(srv + path, data=data, method=method,
+                               headers={"Authorization": "Bearer " + key, "Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(r, timeout=120) as resp:
+            b = resp.read()
+            if resp.headers.get("Content-Type", "").startswith("application/json"):
+                return resp.status, json.loads(b)
+            return resp.status, b
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+def wait_dep(depid, limit=180):
+    end = time.time() + limit
+    while time.time() < end:
+        st, dd = req("GET", "/v1/deployments/" + depid)
+        if st == 200 and dd["deployment"]["Status"] not in ("pending", "running", "queued"):
+            return dd
+        time.sleep(0.3)
+    return req("GET", "/v1/deployments/" + depid)[1]
+
+
+d = None
+env = None
+try:
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(srv + "/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    st, tok = req("POST", "/v1/join-tokens", {})
+    t.ok(st == 201 and tok["token"].startswith("djt_"), "join token from the API", tok)
+    dlog = open(os.path.join(tmp, "denvd.log"), "w")
+    d = subprocess.Popen([top + "/bin/denvd", "join", "--server", srv, "--token", tok["token"],
+                          "--state", tmp + "/host.json", "--data", tmp + "/data",
+                          "--probe-image", "denv-test/busybox", "--probe-url", "http://127.0.0.1:9/"],
+                         stdin=subprocess.DEVNULL, stdout=dlog, stderr=dlog)
+    hosts = []
+    for _ in range(100):
+        st, h = req("GET", "/v1/hosts")
+        hosts = h.get("hosts", []) if st == 200 else []
+        if hosts and hosts[0].get("connected"):
+            break
+        time.sleep(0.1)
+    t.ok(hosts and hosts[0].get("connected") and hosts[0].get("Capabilities", {}).get("storage") == "dir",
+         "the host joins and reports its capabilities", hosts)
+    req("POST", "/v1/projects", {"name": "qs"})
+    t0 = time.time()
+    st, dep = req("POST", "/v1/projects/qs/deploy", {"compose": COMPOSE})
+    t.ok(st == 202, "deploy accepted", dep)
+    dd = wait_dep(dep["deployment"]["ID"])
+    env = dd["deployment"]["EnvID"]
+    phases = {p["Name"]: p for p in dd["phases"]}
+    t.diag("deploy to health: %.1f s; phases: %s" % (time.time() - t0,
+           ", ".join("%s=%s" % (p["Name"], p["Status"]) for p in dd["phases"])))
+    ev = (phases.get("prepare") or {}).get("Evidence") or {}
+    t.ok(all((phases.get(n) or {}).get("Status") == "ok" for n in ("prepare", "start", "health")),
+         "prepare, start and health phases pass", dd)
+    t.ok(ev.get("egress") == "denied (verified)" and set(ev.get("digests", {})) == {"box", "db"},
+         "prepare evidence: egress denied (verified), digests", ev)
+    st, r = req("POST", "/v1/envs/%s/exec" % env, {"service": "box", "cmd": ["id", "-u"]})
+    t.ok(st == 200 and r["stdout"] == "1000\n", "exec as the box prints uid 1000", r)
+    st, r = req("POST", "/v1/envs/%s/exec" % env,
+                {"service": "box", "cmd": ["sh", "-c", "echo 42 > /home/agent/answer.txt && cat /home/agent/answer.txt"]})
+    t.ok(st == 200 and r["stdout"] == "42\n", "the agent writes its home", r)
+    pg = ["psql", "-U", "postgres", "-h", "/run/postgresql", "-v", "ON_ERROR_STOP=1"]
+    req("POST", "/v1/envs/%s/exec" % env, {"service": "db", "cmd": pg + ["-c", "CREATE TABLE t (x int); INSERT INTO t VALUES (7)"]})
+    st, r = req("POST", "/v1/envs/%s/exec" % env, {"service": "db", "cmd": pg + ["-tAc", "SELECT x FROM t"]})
+    t.ok(st == 200 and r["stdout"] == "7\n", "a psql row is read back", r)
+    big = os.urandom((3 << 20) + 5)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, data in (("d/big.bin", big), ("d/e/small.txt", b"hi\n")):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    st, r = req("PUT", "/v1/envs/%s/files?service=box&path=/home/agent/up" % env, raw=buf.getvalue(),
+                ctype="application/x-tar")
+    t.ok(st == 200, "PUT files (3 MiB, chunked)", r)
+    st, r = req("GET", "/v1/envs/%s/files?service=box&path=/home/agent/up" % env)
+    same = False
+    if st == 200:
+        with tarfile.open(fileobj=io.BytesIO(r)) as tf:
+            same = tf.extractfile("up/d/big.bin").read() == big and tf.extractfile("up/d/e/small.txt").read() == b"hi\n"
+    t.ok(same, "GET files returns the same tree", (st, r if st != 200 else ""))
+    st, r = req("DELETE", "/v1/envs/%s" % env)
+    dd = wait_dep(r["deployment"]["ID"]) if st == 202 else {}
+    c, n = docker_leftovers(env.lower())
+    t.ok(dd.get("deployment", {}).get("Status") == "succeeded" and not c and not n and
+         not os.path.exists(os.path.join(tmp, "data", "envs", env)), "destroy leaves nothing behind", (dd, c, n))
+finally:
+    if d:
+        d.kill()
+        d.wait()
+    cp.kill()
+    cp.wait()
+    if env:
+        remove_project(env.lower())
+sys.exit(t.done())
