@@ -1,0 +1,252 @@
+"""Integration test of denv-cp's provision and join phases (targets.md,
+"Placement"; deployments.md, deploy phases 3 and 4) against a fake Hetzner
+Cloud API (t/fakes/hetzner.py) and the scripted sidecar (t/cp/sidecar.py),
+which joins with the token the test finds in the recorded cloud-init.
+Prints TAP; run by t/integ/cp-provision.sh. Everything stays on loopback.
+"""
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fakes"))
+import test_api as T  # noqa: E402
+from test_api import BOOT_KEY, ok, is_  # noqa: E402
+from test_hub import SIMPLE, call, wait_until, wait_dep, phase_map, events, host_row  # noqa: E402
+from sidecar import Sidecar  # noqa: E402
+from hetzner import FakeHetzner  # noqa: E402
+
+PUBLIC = "http://cp.test:8080"
+HZ_TOKEN = "hz-test-token-0123456789abcdef"
+JOIN_WAIT_SEC = 4
+NO_CLOUD = ("provision: no connected host and no cloud that can provision: connect a cloud or run "
+            "`denvd join` on a machine")
+FAILED_AT_PROVISION = ["ok", "ok", "failed", "skipped", "skipped", "skipped", "skipped", "skipped", "skipped",
+                       "skipped", "failed"]
+
+
+def deploy(s, env):
+    st, doc, _ = call(s, "POST", "/v1/projects/prov/deploy", {"env": env, "compose": SIMPLE})
+    assert st == 202, (st, doc)
+    return doc["deployment"]["ID"]
+
+
+def statuses(doc):
+    return [p["Status"] for p in doc["phases"]]
+
+
+def test_no_cloud(s, st8):
+    call(s, "POST", "/v1/projects", {"name": "prov"})
+    # A manual cloud creates nothing: it does not count.
+    st, doc, _ = call(s, "POST", "/v1/clouds", {"provider": "manual", "name": "lab"})
+    is_(st, 201, "a manual cloud")
+    doc = wait_dep(s, deploy(s, "nocloud"))
+    is_((doc["deployment"]["Status"], doc["deployment"]["Error"]), ("failed", NO_CLOUD),
+        "no host and no cloud that can provision: the spec's failure")
+    is_(statuses(doc), FAILED_AT_PROVISION, "provision failed, the rest skipped, verdict records it")
+    is_(st8["fake"].requests, [], "and nothing was asked of the provider")
+
+
+def test_provision_and_join(s, st8):
+    fake = st8["fake"]
+    st, doc, _ = call(s, "POST", "/v1/clouds", {"provider": "hetzner", "name": "hz", "config": {"token": HZ_TOKEN}})
+    ok(st == 201, "POST /v1/clouds: a hetzner cloud with only a token", (st, doc))
+    cloud = doc["cloud"]["ID"]
+    st8["cloud"] = cloud
+    st8["secrets"].append(HZ_TOKEN)
+    dep = deploy(s, "alpha")
+    ok(fake.wait_requests(1), "provision calls the provider")
+    r = fake.requests[0]
+    is_((r["method"], r["path"]), ("POST", "/v1/servers"), "POST /v1/servers")
+    is_(r["headers"].get("authorization"), "Bearer " + HZ_TOKEN, "with the cloud's token as the bearer token")
+    b = r["body"]
+    is_((b["server_type"], b["location"], b["image"]), ("cpx31", "nbg1", "ubuntu-24.04"),
+        "server_type, location and image: the defaults")
+    ok(re.fullmatch(r"denv-[a-z0-9]{6}", b["name"]) and b["start_after_create"] is True,
+       "a generated server name; started after create", b["name"])
+    is_(b["labels"], {"managed-by": "denv", "denv-cloud": cloud, "denv-deployment": dep}, "labels name the cloud")
+    ud = b["user_data"]
+    m = re.search(r"DENV_JOIN_TOKEN=(djt_[A-Za-z0-9_-]+)", ud)
+    ok(ud.startswith("#cloud-config\n") and m, "user_data is cloud-config with a join token", ud[:200])
+    ok("'%s/denvd'" % PUBLIC in ud and "DENV_SERVER=%s\n" % PUBLIC in ud, "it downloads denvd from -denvd-url "
+       "relative to -public-url and names the server", ud)
+    ok("denvd install --env-file /etc/denv/join.env" in ud and "docker.io" in ud and "permissions: '0600'" in ud,
+       "it runs denvd install with the 0600 env file (whose unit runs denvd join)")
+    token = m.group(1) if m else ""
+    st8["secrets"].append(token)
+
+    # The provision phase is done once the provider answered; join waits.
+    def joining():
+        d = call(s, "GET", "/v1/deployments/" + dep)[1]
+        return d if phase_map(d)["join"]["Status"] == "running" else None
+    d = wait_until(joining, 5)
+    ok(d, "join is running, waiting for a host")
+    ph = phase_map(d) if d else {}
+    ev = ph.get("provision", {}).get("Evidence") or {}
+    ip = fake.servers["4711"]["public_net"]["ipv4"]["ip"]
+    is_(ev, {"cloud": cloud, "provider": "hetzner", "ref": "4711", "ip": ip, "name": b["name"]},
+        "provision evidence {cloud, provider, ref, ip, name}")
+    is_(ph.get("place", {}).get("Evidence"), {"host": "", "reason": "no connected host; provisioning"},
+        "place evidence")
+    pe = [e for e in events(s, "dep:" + dep) if e["Kind"] == "host.provisioned"]
+    ok(len(pe) == 1 and pe[0]["Body"] == ev, "a host.provisioned event with the machine", pe)
+
+    # The machine boots and its denvd joins with the token from user_data.
+    sc = Sidecar(s.port, token=token, hostname=b["name"])
+    ok(sc.wait_admitted(), "the sidecar joins with the token from the cloud-init")
+    st8["sc"] = sc
+    st8["secrets"].append(sc.secret)
+    doc = wait_dep(s, dep)
+    is_(doc["deployment"]["Status"], "succeeded", "the deploy continues on the new host to its verdict")
+    is_(statuses(doc), ["ok", "ok", "ok", "ok", "ok", "ok", "ok", "skipped", "ok", "skipped", "ok"], "phase statuses")
+    j = phase_map(doc)["join"]["Evidence"]
+    ok(set(j) == {"host", "joined_in_ms"} and j["host"] == sc.host_id and isinstance(j["joined_in_ms"], int)
+       and j["joined_in_ms"] >= 0, "join evidence {host, joined_in_ms}", j)
+    ok(sc.commands("env.create"), "env.create went to the joined host")
+    h = host_row(s, sc.host_id)
+    ok(h and h["CloudID"] == cloud and h["ProviderRef"] == "4711" and h["Name"] == b["name"],
+       "the host records its cloud and the server id as ProviderRef", h)
+    env = call(s, "GET", "/v1/envs/" + doc["deployment"]["EnvID"])[1]["environment"]
+    is_((env["HostID"], env["Status"]), (sc.host_id, "running"), "the environment lives on it")
+    again = Sidecar(s.port, token=token, hostname="box-2")
+    is_(again.wait_closed(), (1008, "join: join token already used"), "the provision join token is single use")
+
+    # With a host connected, the next deploy needs no machine.
+    n = len(fake.requests)
+    doc = wait_dep(s, deploy(s, "beta"))
+    ph = phase_map(doc)
+    ok(doc["deployment"]["Status"] == "succeeded" and ph["provision"]["Evidence"] == {"reason": "host already placed"}
+       and ph["join"]["Status"] == "skipped" and ph["join"]["Evidence"] == {"reason": "host already placed"}
+       and len(fake.requests) == n, "placed: provision and join skipped (host already placed)", doc["phases"][1:4])
+    sc.stop()
+    ok(wait_until(lambda: not host_row(s, sc.host_id)["connected"]), "the host goes away")
+
+
+def test_provider_errors(s, st8):
+    fake = st8["fake"]
+    fake.token = "a-different-token"
+    doc = wait_dep(s, deploy(s, "unauth"))
+    is_((doc["deployment"]["Status"], doc["deployment"]["Error"]),
+        ("failed", "provision: hetzner: unable to authenticate (HTTP 401 unauthorized)"),
+        "the provider answers 401: provision fails with its message")
+    is_(statuses(doc), FAILED_AT_PROVISION, "and the rest is skipped")
+    is_(phase_map(doc)["provision"]["Evidence"], {"cloud": st8["cloud"], "provider": "hetzner"},
+        "provision evidence names the cloud")
+    fake.token = HZ_TOKEN
+    fake.server_types.discard("cpx31")
+    doc = wait_dep(s, deploy(s, "badtype"))
+    is_(doc["deployment"]["Error"], "provision: hetzner: invalid input in field 'server_type' (HTTP 422 invalid_input)",
+        "the provider answers 422: its message")
+    fake.server_types.add("cpx31")
+    fake.plan.append((503, {"error": {"code": "unavailable", "message": "service unavailable", "details": {}}}))
+    doc = wait_dep(s, deploy(s, "down"))
+    is_(doc["deployment"]["Error"], "provision: hetzner: service unavailable (HTTP 503 unavailable)",
+        "a 5xx: its message too")
+    dead = s.stderr(own=True)
+    ok(all(x not in dead for x in st8["secrets"] if x), "no cloud token or join token in the log (-v)")
+
+
+def test_join_timeout(s, st8):
+    fake = st8["fake"]
+    n = len(fake.requests)
+    t0 = time.time()
+    dep = deploy(s, "lonely")
+    doc = wait_dep(s, dep, timeout=JOIN_WAIT_SEC + 10)
+    took = time.time() - t0
+    name = fake.requests[n]["body"]["name"] if len(fake.requests) > n else "?"
+    is_((doc["deployment"]["Status"], doc["deployment"]["Error"]),
+        ("failed", "join: no host of the team connected within %d s; waited for server %s" % (JOIN_WAIT_SEC, name)),
+        "nobody joins: join fails after the (shortened) wait")
+    ok(JOIN_WAIT_SEC - 0.5 <= took < JOIN_WAIT_SEC + 8, "after about DENV_JOIN_WAIT_SEC", took)
+    is_(statuses(doc), ["ok", "ok", "ok", "failed"] + ["skipped"] * 6 + ["failed"], "phase statuses")
+    ph = phase_map(doc)
+    ok(ph["provision"]["Status"] == "ok" and ph["join"]["Evidence"]["waited_ms"] >= JOIN_WAIT_SEC * 1000 - 100,
+       "join failure evidence: waited_ms", ph["join"]["Evidence"])
+
+
+def test_other_host_joins(s, st8):
+    """join takes any host of the team, not only the machine it made."""
+    fake = st8["fake"]
+    n = len(fake.requests)
+    dep = deploy(s, "anyhost")
+    ok(fake.wait_requests(n + 1), "a machine is requested")
+    wait_until(lambda: phase_map(call(s, "GET", "/v1/deployments/" + dep)[1])["join"]["Status"] == "running", 5)
+    tok = call(s, "POST", "/v1/join-tokens", {})[1]["token"]
+    st8["secrets"].append(tok)
+    sc = Sidecar(s.port, token=tok, hostname="handmade")
+    sc.wait_admitted()
+    doc = wait_dep(s, dep)
+    ok(doc["deployment"]["Status"] == "succeeded" and phase_map(doc)["join"]["Evidence"]["host"] == sc.host_id,
+       "a host joined by hand while join waits is taken", phase_map(doc)["join"])
+    st8["secrets"].append(sc.secret)
+    sc.stop()
+    wait_until(lambda: not host_row(s, sc.host_id)["connected"])
+
+
+def test_driver_hosts(s, st8):
+    """Placement creates the driver host of an e2b cloud made through POST
+    /v1/clouds (EnsureDriverHosts), without GET /v1/targets first."""
+    fake = st8["fake"]
+    st, doc, _ = call(s, "POST", "/v1/clouds", {"provider": "e2b", "config": {"token": "e2b-tok"}})
+    e2b = doc["cloud"]["ID"]
+    ok(not [h for h in call(s, "GET", "/v1/hosts")[1]["hosts"] if h["CloudID"] == e2b], "no driver host yet")
+    n = len(fake.requests)
+    doc = wait_dep(s, deploy(s, "ondriver"))
+    hosts = [h for h in call(s, "GET", "/v1/hosts")[1]["hosts"] if h["CloudID"] == e2b]
+    ok(len(hosts) == 1 and hosts[0]["Name"] == "e2b", "placement created the e2b driver host", hosts)
+    ph = phase_map(doc)
+    ok(hosts and ph["place"]["Evidence"] == {"host": hosts[0]["ID"], "reason": "first connected host in team"}
+       and ph["provision"]["Status"] == "skipped" and len(fake.requests) == n,
+       "and placed the deploy there instead of provisioning", ph["place"])
+    targets = call(s, "GET", "/v1/targets")[1]["targets"]
+    is_(len([t for t in targets if t["CloudID"] == e2b]), 1, "GET /v1/targets adds no second one")
+
+
+def main():
+    if not os.access(T.BIN, os.X_OK):
+        print("1..0 # SKIP %s is not built" % T.BIN)
+        return 0
+    tmp = tempfile.mkdtemp(prefix="denv-cp-prov-")
+    fake = FakeHetzner(token=HZ_TOKEN)
+    env = {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_TEAM": "acme", "DENV_PUBLIC_URL": PUBLIC,
+           "DENV_HETZNER_API_URL": fake.url, "DENV_JOIN_WAIT_SEC": str(JOIN_WAIT_SEC),
+           "DENV_HOST_GRACE_SEC": "2", "DENV_COMMAND_TIMEOUT_SEC": "5"}
+    st8 = {"secrets": [], "fake": fake}
+    s = None
+    try:
+        s = T.Server(os.path.join(tmp, "store"), env)
+        for t in (test_no_cloud, test_provision_and_join, test_provider_errors, test_join_timeout,
+                  test_other_host_joins, test_driver_hosts):
+            t(s, st8)
+        is_(s.stop(), 0, "SIGTERM: exit 0")
+        log = s.stderr()
+        is_([x[:8] for x in st8["secrets"] if x and x in log], [], "no secret in the whole log (-v)")
+        raw = open(os.path.join(tmp, "store", "log"), "rb").read()
+        is_([x[:8] for x in st8["secrets"] if x and x.startswith(("djt_", "dhs_")) and x.encode() in raw], [],
+            "join tokens and host secrets are stored hashed only")
+        s = None
+    except Exception:
+        ok(False, "test run raised", traceback.format_exc())
+        if s is not None:
+            print("# denv-cp stderr tail:")
+            for line in s.stderr().splitlines()[-25:]:
+                print("#   " + line)
+            s.proc.kill()
+    finally:
+        fake.stop()
+        if T._failed == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print("# kept %s for inspection" % tmp)
+    print("1..%d" % T._n)
+    return 1 if T._failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

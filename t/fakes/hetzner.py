@@ -1,0 +1,156 @@
+"""A FAKE of the Hetzner Cloud API, for tests only: it creates nothing.
+
+It serves, on loopback, the one endpoint denv-cp calls when it provisions a
+machine (src/cp/cloud_hetzner.c), with the request and response shapes of
+the public API reference (https://docs.hetzner.cloud/, "Create a Server"):
+
+  POST /v1/servers  Authorization: Bearer <token>
+    {name, server_type, location, image, user_data, start_after_create, labels}
+  201 {server: {id, name, status, public_net: {ipv4: {ip}, ipv6: {ip}}, ...},
+       action: {...}, next_actions: [...], root_password: null}
+  401 {error: {code: "unauthorized", message: "unable to authenticate", details: {}}}
+  422 {error: {code: "invalid_input", message: "invalid input in field 'server_type'",
+               details: {fields: [{name, messages}]}}}
+
+Every request is recorded (method, path, headers, parsed body) so a test can
+assert the bearer token, the defaults and the cloud-init user data. Knobs:
+`token` (the one accepted), `server_types`/`locations`/`images` (what
+exists), `plan` (a list of (status, body) answers used before anything else).
+
+Use it from a test (FakeHetzner().url is the API base for
+DENV_HETZNER_API_URL), or run it: python3 t/fakes/hetzner.py [port].
+"""
+import http.server
+import json
+import sys
+import threading
+import time
+
+SERVER_TYPES = {"cx22", "cx32", "cpx11", "cpx21", "cpx31", "cpx41", "cax11", "cax21"}
+LOCATIONS = {"nbg1", "fsn1", "hel1", "ash", "hil", "sin"}
+IMAGES = {"ubuntu-22.04", "ubuntu-24.04", "debian-12"}
+
+
+def api_error(code, message, details=None):
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+class FakeHetzner:
+    def __init__(self, token="hz-test-token", port=0):
+        self.token = token
+        self.server_types = set(SERVER_TYPES)
+        self.locations = set(LOCATIONS)
+        self.images = set(IMAGES)
+        self.plan = []          # [(status, body)] answered first, in order
+        self.requests = []      # {method, path, headers, body}
+        self.servers = {}       # id -> server object
+        self.next_id = 4711
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                fake._handle(self)
+
+            def do_GET(self):
+                fake._handle(self)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = "http://127.0.0.1:%d/v1" % self.port
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def wait_requests(self, n, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self.lock:
+                if len(self.requests) >= n:
+                    return True
+            time.sleep(0.05)
+        return False
+
+    # ---- the API ----
+
+    def _handle(self, h):
+        n = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(n) if n else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw
+        with self.lock:
+            self.requests.append({"method": h.command, "path": h.path,
+                                  "headers": {k.lower(): v for k, v in h.headers.items()}, "body": body})
+            status, doc = self._answer(h, body)
+        data = json.dumps(doc).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _answer(self, h, body):
+        if h.headers.get("Authorization") != "Bearer " + self.token:
+            return 401, api_error("unauthorized", "unable to authenticate")
+        if self.plan:
+            return self.plan.pop(0)
+        if h.command == "GET" and h.path.startswith("/v1/servers/"):
+            s = self.servers.get(h.path.rsplit("/", 1)[1])
+            return (200, {"server": s}) if s else (404, api_error("not_found", "server not found"))
+        if h.command != "POST" or h.path != "/v1/servers":
+            return 404, api_error("not_found", "not found")
+        if not isinstance(body, dict):
+            return 400, api_error("json_error", "invalid JSON")
+        for field, known in (("server_type", self.server_types), ("location", self.locations),
+                             ("image", self.images)):
+            if body.get(field) not in known:
+                return 422, api_error("invalid_input", "invalid input in field '%s'" % field, {
+                    "fields": [{"name": field, "messages": ["%s %s not found" % (field, body.get(field))]}]})
+        if not body.get("name"):
+            return 422, api_error("invalid_input", "invalid input in field 'name'",
+                                  {"fields": [{"name": "name", "messages": ["Missing data for required field."]}]})
+        sid = self.next_id
+        self.next_id += 1
+        server = {
+            "id": sid, "name": body["name"], "status": "initializing", "created": "2026-01-01T00:00:00+00:00",
+            "public_net": {
+                "ipv4": {"id": sid, "ip": "203.0.113.%d" % (sid % 250 + 1), "blocked": False,
+                         "dns_ptr": "static.example.your-server.de"},
+                "ipv6": {"id": sid, "ip": "2001:db8:%x::/64" % sid, "blocked": False, "dns_ptr": []},
+                "floating_ips": [], "firewalls": []},
+            "private_net": [],
+            "server_type": {"id": 9, "name": body["server_type"], "cores": 4, "memory": 8.0, "disk": 160,
+                            "architecture": "arm" if body["server_type"].startswith("cax") else "x86"},
+            "datacenter": {"id": 2, "name": body["location"] + "-dc3",
+                           "location": {"id": 1, "name": body["location"]}},
+            "image": {"id": 161547269, "type": "system", "name": body["image"], "os_flavor": "ubuntu"},
+            "labels": body.get("labels") or {}, "volumes": [], "load_balancers": [],
+            "protection": {"delete": False, "rebuild": False}, "rescue_enabled": False, "locked": False,
+            "backup_window": None, "outgoing_traffic": None, "ingoing_traffic": None, "included_traffic": 0,
+            "primary_disk_size": 160, "iso": None, "placement_group": None,
+        }
+        self.servers[str(sid)] = server
+        action = {"id": 100 + sid, "command": "create_server", "status": "running", "progress": 0,
+                  "started": "2026-01-01T00:00:00+00:00", "finished": None,
+                  "resources": [{"id": sid, "type": "server"}], "error": None}
+        start = dict(action, id=200 + sid, command="start_server")
+        return 201, {"server": server, "action": action, "next_actions": [start], "root_password": None}
+
+
+if __name__ == "__main__":
+    f = FakeHetzner(port=int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    print("fake Hetzner Cloud API on %s (token %s)" % (f.url, f.token), flush=True)
+    try:
+        f.thread.join()
+    except KeyboardInterrupt:
+        f.stop()
