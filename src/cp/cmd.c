@@ -203,7 +203,11 @@ static void recorded(int status, struct err *e, void *arg)
 		return;
 	}
 	cmd->durable = true;
-	if (!cmd->fail[0] && cp_host_connected(cmd->cp, cmd->host_id))
+	/* A command refused up front (no such host, a driver host) fails only
+	 * now: freeing it earlier would leave this callback a dangling cmd. */
+	if (cmd->fail[0])
+		ev_timer_start(cmd->cp->ev, &cmd->timer, 0, on_timer, cmd);
+	else if (cp_host_connected(cmd->cp, cmd->host_id))
 		transmit(cmd);
 }
 
@@ -260,22 +264,24 @@ struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_i
 		     "Payload", stored_result(cmd->payload), "Status", json_new_str("sent"), "Result",
 		     json_new_null(), "Error", json_new_str(""), "CreatedAt", cp_now_json(), "AckedAt",
 		     json_new_null(), "FinishedAt", json_new_null(), NULL);
+	if (!host) {
+		str_copy(cmd->fail, sizeof(cmd->fail), "host not found");
+	} else if (provider) {
+		/* Hosted providers are driven in-process; no driver is built in yet. */
+		snprintf(msg, sizeof(msg), "%s: %s: not supported on %s yet", provider, kind, provider);
+		str_copy(cmd->fail, sizeof(cmd->fail), msg);
+	}
 	txn = st_begin(cp->db);
 	st_put(txn, "commands", cmd->id, row);
 	if (st_commit(txn, recorded, cmd, &e) < 0) {
+		/* Nothing applied and recorded is never called: fail from here. */
 		log_error("cmd", "record %s: %s", kind, e.msg);
 		fail_soon(cmd, "the control plane could not record the command");
 		return cmd;
 	}
-	if (!host) {
-		fail_soon(cmd, "host not found");
-	} else if (provider) {
-		/* Hosted providers are driven in-process; no driver is built in yet. */
-		snprintf(msg, sizeof(msg), "%s: %s: not supported on %s yet", provider, kind, provider);
-		fail_soon(cmd, msg);
-	} else {
+	/* A refused command fails once recorded (see recorded). */
+	if (!cmd->fail[0] && !ev_timer_armed(&cmd->timer))
 		ev_timer_start(cp->ev, &cmd->timer, cmd->timeout_ms, on_timer, cmd);
-	}
 	return cmd;
 }
 
