@@ -175,6 +175,7 @@ static struct json *hello_frame(struct agent *a)
 	json_object_set_str(f, "type", "hello");
 	json_object_set_str(p, "host_id", known ? a->cfg->host_id : "");
 	json_object_set_str(p, "token", known ? a->cfg->secret : a->cfg->token);
+	sc_caps_refresh(a->caps, a->cfg->data_dir);
 	json_object_set(p, "capabilities", json_dup(a->caps));
 	json_object_set(f, "payload", p);
 	return f;

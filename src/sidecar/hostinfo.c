@@ -82,6 +82,15 @@ struct json *sc_capabilities(const struct sc_config *c)
 	return j;
 }
 
+/* Free disk changes while we run: refreshed for every hello. */
+void sc_caps_refresh(struct json *caps, const char *data_dir)
+{
+	struct statvfs sv;
+
+	if (data_dir && statvfs(data_dir, &sv) == 0)
+		json_object_set_int(caps, "disk_gb", (int64_t)((uint64_t)sv.f_bavail * sv.f_frsize >> 30));
+}
+
 /* host.report: {capabilities, environments, load_avg}; only capabilities
  * are filled, as in the reference. */
 int cmd_host_report(struct wk *w, const struct json *payload, struct json **result, struct err *e)

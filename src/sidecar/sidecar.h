@@ -118,6 +118,7 @@ bool sc_safe_id(const char *s);
 
 /* hostinfo.c: the capabilities object of hello and host.report. */
 struct json *sc_capabilities(const struct sc_config *c);
+void sc_caps_refresh(struct json *caps, const char *data_dir);
 
 /* ---- the agent ---- */
 struct agent;

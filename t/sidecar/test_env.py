@@ -109,6 +109,19 @@ try:
     pv = os.path.join(envdir, "vol", "pg")
     t.ok(os.path.exists(pv + "/PG_VERSION"), "postgres data lives in the volume dir on the host")
 
+    # One command at a time per environment: the second waits for the first.
+    ca, cb = "cmd_sa" + secrets.token_hex(4), "cmd_sb" + secrets.token_hex(4)
+    for c, cmd in ((ca, ["sh", "-c", "sleep 1.5; echo a"]), (cb, ["echo", "b"])):
+        cp.send({"type": "command", "command_id": c, "kind": "env.exec", "env_id": env,
+                 "payload": {"service": "box", "cmd": cmd}})
+    order = []
+    end = time.time() + 30
+    while len(order) < 2 and time.time() < end:
+        f = cp.next(lambda x: x.get("type") == "result" and x.get("command_id") in (ca, cb), end - time.time())
+        if f:
+            order.append(f["command_id"])
+    t.ok(order == [ca, cb], "commands for one environment run one at a time, in order", order)
+
     # A repeated exec id: answered from the log, the side effect happens once.
     cid = "cmd_once" + secrets.token_hex(4)
     for _ in range(2):
