@@ -5,10 +5,15 @@
  * re-delivery. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/fs.h"
+#include "base/str.h"
 #include "sidecar/sidecar.h"
 
 int cmdlog_path(const char *data, const char *id, const char *ext, char *out, size_t n)
@@ -94,4 +99,37 @@ struct json *cmdlog_frame(const struct json *res)
 	else
 		json_object_set_str(f, "error", json_get_str(res, "error"));
 	return f;
+}
+
+/* Keep the log from growing without end: env.get archives go after a day,
+ * results after a week (the control plane gives up on a command long before:
+ * its phases time out at 15 minutes). Running commands (.cmd) are never
+ * touched. Returns how many files were removed. */
+int cmdlog_prune(const char *data, int64_t now_s)
+{
+	char dir[4096], path[4096 + 300];
+	DIR *dp;
+	struct dirent *de;
+	struct stat st;
+	int n = 0;
+
+	snprintf(dir, sizeof(dir), "%s/commands", data);
+	if (!(dp = opendir(dir)))
+		return 0;
+	while ((de = readdir(dp))) {
+		int64_t keep;
+
+		if (str_has_suffix(de->d_name, ".tar"))
+			keep = SC_CMDLOG_TAR_KEEP_S;
+		else if (str_has_suffix(de->d_name, ".json"))
+			keep = SC_CMDLOG_RESULT_KEEP_S;
+		else
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now_s - (int64_t)st.st_mtime > keep &&
+		    unlink(path) == 0)
+			n++;
+	}
+	closedir(dp);
+	return n;
 }

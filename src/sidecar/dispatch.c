@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "sidecar/dispatch.h"
@@ -263,5 +264,9 @@ void dispatch_drain(struct dispatch *d)
 
 void dispatch_sweep(struct dispatch *d)
 {
+	int n;
+
 	spools_sweep(d->sp, ev_mono_ms());
+	if ((n = cmdlog_prune(d->data, clock_now_ms() / 1000)) > 0)
+		log_info("denvd", "command log: %d old file(s) removed", n);
 }

@@ -52,6 +52,8 @@
 #define SC_ORPHAN_POLL_MS 500		/* checking on a worker left by a previous agent */
 #define SC_ORPHAN_WAIT_MS (20 * 60 * 1000)
 #define SC_RESULT_FILE_MAX ((size_t)8 << 20)
+#define SC_CMDLOG_TAR_KEEP_S (24 * 3600)
+#define SC_CMDLOG_RESULT_KEEP_S (7 * 24 * 3600)
 
 /* ---- files (doc/host-stream-chunks.md) ---- */
 #define SC_CHUNK_BYTES ((size_t)1 << 20)
@@ -147,6 +149,7 @@ int cmdlog_path(const char *data, const char *id, const char *ext, char *out, si
 int cmdlog_read(const char *data, const char *id, struct json **res, struct err *e);
 int cmdlog_write(const char *data, const char *id, const char *kind, const char *env,
 		 bool ok, struct json *payload, const char *error, struct err *e);
+int cmdlog_prune(const char *data, int64_t now_s);
 /* The result frame for a stored result. */
 struct json *cmdlog_frame(const struct json *res);
 

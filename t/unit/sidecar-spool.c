@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/enc.h"
@@ -132,6 +133,17 @@ static void test_cmdlog(const char *data)
 	json_free(f);
 	json_free(res);
 	ok(cmdlog_write(data, "../x", "k", "", true, NULL, NULL, &e) < 0, "an unsafe id is never a path");
+	{
+		char path[2048];
+		int64_t now = (int64_t)time(NULL);
+
+		snprintf(path, sizeof(path), "%s/commands/cmd_z.cmd", data);
+		fs_write_atomic(path, "{}", 2, 0600, &e);
+		ok(cmdlog_prune(data, now) == 0, "fresh results are kept");
+		ok(cmdlog_prune(data, now + SC_CMDLOG_RESULT_KEEP_S + 10) == 2 &&
+		   cmdlog_read(data, "cmd_x", &res, &e) == 0 && fs_exists(path),
+		   "results older than a week go; a running command's file stays");
+	}
 }
 
 int main(void)
