@@ -189,6 +189,23 @@ def test_other_host_joins(s, st8):
     wait_until(lambda: not host_row(s, sc.host_id)["connected"])
 
 
+def test_restart(s, st8):
+    """SIGTERM while the provider has not answered: the call is dropped, the
+    process exits 0, and the next start marks the deployment failed there."""
+    fake = st8["fake"]
+    n = len(fake.requests)
+    fake.delay = 3
+    dep = deploy(s, "halted")
+    ok(fake.wait_requests(n + 1), "a slow provider is asked for a machine")
+    is_(s.stop(), 0, "SIGTERM while the call is in flight: exit 0")
+    fake.delay = 0
+    s = T.Server(s.store, st8["env"])
+    doc = wait_dep(s, dep)
+    is_((doc["deployment"]["Status"], doc["deployment"]["Error"]),
+        ("failed", "provision: the control plane restarted during this phase"), "after a restart: failed at provision")
+    return s
+
+
 def test_driver_hosts(s, st8):
     """Placement creates the driver host of an e2b cloud made through POST
     /v1/clouds (EnsureDriverHosts), without GET /v1/targets first."""
@@ -221,12 +238,14 @@ def main():
     s = None
     try:
         s = T.Server(os.path.join(tmp, "store"), env)
+        st8["env"] = env
         for t in (test_no_cloud, test_provision_and_join, test_provider_errors, test_join_timeout,
-                  test_other_host_joins, test_driver_hosts):
-            t(s, st8)
+                  test_other_host_joins, test_restart, test_driver_hosts):
+            s = t(s, st8) or s
         is_(s.stop(), 0, "SIGTERM: exit 0")
         log = s.stderr()
         is_([x[:8] for x in st8["secrets"] if x and x in log], [], "no secret in the whole log (-v)")
+        ok("ERROR: AddressSanitizer" not in log and "runtime error:" not in log, "no sanitizer report")
         raw = open(os.path.join(tmp, "store", "log"), "rb").read()
         is_([x[:8] for x in st8["secrets"] if x and x.startswith(("djt_", "dhs_")) and x.encode() in raw], [],
             "join tokens and host secrets are stored hashed only")

@@ -15,7 +15,8 @@ the public API reference (https://docs.hetzner.cloud/, "Create a Server"):
 Every request is recorded (method, path, headers, parsed body) so a test can
 assert the bearer token, the defaults and the cloud-init user data. Knobs:
 `token` (the one accepted), `server_types`/`locations`/`images` (what
-exists), `plan` (a list of (status, body) answers used before anything else).
+exists), `plan` (a list of (status, body) answers used before anything else),
+`delay` (seconds to hold every answer: a slow provider).
 
 Use it from a test (FakeHetzner().url is the API base for
 DENV_HETZNER_API_URL), or run it: python3 t/fakes/hetzner.py [port].
@@ -42,6 +43,7 @@ class FakeHetzner:
         self.locations = set(LOCATIONS)
         self.images = set(IMAGES)
         self.plan = []          # [(status, body)] answered first, in order
+        self.delay = 0.0        # seconds before each answer
         self.requests = []      # {method, path, headers, body}
         self.servers = {}       # id -> server object
         self.next_id = 4711
@@ -92,6 +94,8 @@ class FakeHetzner:
             self.requests.append({"method": h.command, "path": h.path,
                                   "headers": {k.lower(): v for k, v in h.headers.items()}, "body": body})
             status, doc = self._answer(h, body)
+        if self.delay:
+            time.sleep(self.delay)
         data = json.dumps(doc).encode()
         h.send_response(status)
         h.send_header("Content-Type", "application/json")
