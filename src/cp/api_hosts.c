@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/clock.h"
 #include "base/crypto.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -47,7 +46,9 @@ static struct json *cloud_public(const struct json *row)
 static int provider_config(struct http_req *req, const char *provider, struct json *cfg)
 {
 	static const char *const hetzner_defaults[][2] = {
-		{ "server_type", "cpx31" }, { "location", "nbg1" }, { "image", "ubuntu-24.04" },
+		{ "server_type", CP_HETZNER_SERVER_TYPE },
+		{ "location", CP_HETZNER_LOCATION },
+		{ "image", CP_HETZNER_IMAGE },
 	};
 
 	for (size_t i = 0; i < cfg->u.obj.n; i++)

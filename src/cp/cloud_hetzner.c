@@ -26,6 +26,14 @@ struct cp_machine_call {
 	void *arg;
 };
 
+/* A config value, or its default for a cloud row that lacks it. */
+static const char *cfg(const struct json *config, const char *key, const char *fallback)
+{
+	const char *v = json_get_str(config, key);
+
+	return v && *v ? v : fallback;
+}
+
 static struct http_aclient *aclient(struct cp *cp)
 {
 	if (!cp->aclient)
@@ -117,9 +125,10 @@ struct cp_machine_call *cp_hetzner_create(struct cp *cp, const struct json *conf
 		return err_set(e, "hetzner: the cloud's token is not a usable API token"), NULL;
 	snprintf(url, sizeof(url), "%s/servers", cp->cfg.hetzner_api_url);
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-	body = cp_obj("name", json_new_str(name), "server_type", json_new_str(json_get_str(config, "server_type")),
-		      "location", json_new_str(json_get_str(config, "location")), "image",
-		      json_new_str(json_get_str(config, "image")), "user_data", json_new_str(user_data),
+	body = cp_obj("name", json_new_str(name), "server_type",
+		      json_new_str(cfg(config, "server_type", CP_HETZNER_SERVER_TYPE)), "location",
+		      json_new_str(cfg(config, "location", CP_HETZNER_LOCATION)), "image",
+		      json_new_str(cfg(config, "image", CP_HETZNER_IMAGE)), "user_data", json_new_str(user_data),
 		      "start_after_create", json_new_bool(true), "labels",
 		      labels ? json_dup(labels) : json_new_object(), NULL);
 	text = json_to_string(body, JSON_COMPACT);
@@ -143,8 +152,8 @@ struct cp_machine_call *cp_hetzner_create(struct cp *cp, const struct json *conf
 		free(c);
 		return err_prefix(e, "hetzner"), NULL;
 	}
-	log_info("cloud", "hetzner: creating server %s (%s in %s)", name, json_get_str(config, "server_type"),
-		 json_get_str(config, "location"));
+	log_info("cloud", "hetzner: creating server %s (%s in %s)", name,
+		 cfg(config, "server_type", CP_HETZNER_SERVER_TYPE), cfg(config, "location", CP_HETZNER_LOCATION));
 	return c;
 }
 

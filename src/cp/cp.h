@@ -74,6 +74,9 @@
 #define CP_PROVIDER_BODY_MAX ((size_t)1 << 20)	/* a provider's answer */
 #define CP_USER_DATA_MAX ((size_t)32 << 10)	/* Hetzner's limit for cloud-init user data */
 #define CP_HETZNER_API_URL "https://api.hetzner.cloud/v1"
+#define CP_HETZNER_SERVER_TYPE "cpx31"		/* config defaults (targets.md) */
+#define CP_HETZNER_LOCATION "nbg1"
+#define CP_HETZNER_IMAGE "ubuntu-24.04"
 
 /* ---- configuration (flags and environment, see main.c and denv-cp(8)) ---- */
 
