@@ -380,14 +380,17 @@ static void draw_header(struct top *t, struct tui_frame *f, int pane, int y)
 	frame_fill_row(f, y, a);
 	for (int i = 0; i < n; i++)
 		frame_put(f, y, x[i], wid[i] - 1, a, pane_cols[pane][i].head);
-	if (pane == P_PHASES) {
+	/* Right side: the count (shown/all and the filter when one applies);
+	 * for phases, whose deployment they are. */
+	sid[0] = '\0';
+	if (pane == P_PHASES && top_selected_dep(t)[0])
 		top_short_id(top_selected_dep(t), sid, sizeof(sid));
-		snprintf(right, sizeof(right), " %s ", top_selected_dep(t)[0] ? sid : "");
-	} else if (ps->nrows != ps->nsrc) {
-		snprintf(right, sizeof(right), " %zu/%zu /%s ", ps->nrows, ps->nsrc, ps->filter);
-	} else {
+	if (ps->filter[0])
+		snprintf(right, sizeof(right), " %zu/%zu /%s %s%s", ps->nrows, ps->nsrc, ps->filter, sid, sid[0] ? " " : "");
+	else if (pane == P_PHASES)
+		snprintf(right, sizeof(right), " %s ", sid);
+	else
 		snprintf(right, sizeof(right), " %zu ", ps->nrows);
-	}
 	rlen = (int)strlen(right);
 	/* The count goes on the right unless it would cover a column name. */
 	if (f->w - rlen > x[n - 1] + (int)strlen(pane_cols[pane][n - 1].head))

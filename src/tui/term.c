@@ -251,7 +251,10 @@ void term_resized(void)
 {
 	struct winsize ws;
 
-	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0)
+	/* resizeterm queues a KEY_RESIZE: only call it for a real change, or
+	 * handling that key would resize again forever. */
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0 &&
+	    (ws.ws_row != LINES || ws.ws_col != COLS))
 		resizeterm(ws.ws_row, ws.ws_col);
 	/* Everything is redrawn from scratch: no residue of the old geometry. */
 	clearok(curscr, TRUE);

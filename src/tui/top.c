@@ -41,8 +41,6 @@ static void draw_now(struct ev *ev, void *arg)
 
 	a->draw_queued = false;
 	term_size(&h, &w);
-	a->f.w = w;
-	a->f.h = h;
 	frame_reset(&a->f, w, h);
 	a->t.now_ms = clock_now_ms();
 	top_render(&a->t, &a->f);
@@ -176,10 +174,9 @@ static void handle_key(struct app *a, int k)
 {
 	struct top *t = &a->t;
 
-	if (k == TK_RESIZE) {
-		term_resized();
+	/* Our SIGWINCH callback already took the new size; curses only tells us. */
+	if (k == TK_RESIZE)
 		return;
-	}
 	if (t->editing) {
 		edit_key(a, k);
 		return;
