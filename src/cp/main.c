@@ -269,9 +269,11 @@ static int run(struct cp *cp)
 
 static void cleanup(struct cp *cp)
 {
-	/* Runs and commands first (their callbacks must not fire into freed
-	 * state), then the store: its pending done callbacks answer parked
-	 * requests. */
+	/* Commits still queued call back into commands, runs and parked
+	 * requests: let them land while all of those are alive. Then free
+	 * runs and commands, and close the store last. */
+	if (cp->db)
+		st_flush(cp->db);
 	cp_orch_free_all(cp);
 	if (cp->aclient)
 		http_aclient_free(cp->aclient);

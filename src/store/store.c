@@ -1622,6 +1622,14 @@ static void flush(struct st_db *db)
 	free(list);
 }
 
+int st_flush(struct st_db *db)
+{
+	/* done_fns may commit again; a few rounds settle any sane caller. */
+	for (int round = 0; round < 16 && db->npending; round++)
+		flush(db);
+	return db->failed ? -1 : 0;
+}
+
 static void maybe_compact(struct st_db *db)
 {
 	struct err e;

@@ -204,6 +204,12 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e);
 /* Drop txn without writing. Safe with NULL. */
 void st_abort(struct st_txn *txn);
 
+/* Fsync queued commits now and call their done_fns, again while those
+ * commit more (bounded). For shutdown: flush while everything the callbacks
+ * point at is still alive, then free it, then st_close. 0, or -1 if the
+ * store has failed. */
+int st_flush(struct st_db *db);
+
 /* Rewrite the log with only the live rows, now (temp file, fsync, rename,
  * fsync dir). Queued done_fns stay queued; they are covered. Synchronous:
  * with a loop it blocks the turn (about 1-2 s for a million rows here). It

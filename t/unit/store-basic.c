@@ -390,6 +390,20 @@ static void test_group_commit(void)
 	ev_run_once(ev, 0);
 	is_int(acks.ok, 1, "empty transaction's done_fn called");
 
+	/* st_flush lands pending commits now, before the end of the turn. */
+	memset(&acks, 0, sizeof(acks));
+	{
+		struct st_txn *t = st_begin(db);
+		st_put(t, "a", "flushed", row("{}"));
+		st_commit(t, on_done, NULL, &e);
+	}
+	st_stats(db, &s0);
+	ok(st_flush(db) == 0 && acks.ok == 1, "st_flush calls the pending done_fn at once");
+	st_stats(db, &s1);
+	is_int(s1.fsyncs - s0.fsyncs, 1, "  after one fsync");
+	ev_run_once(ev, 0);
+	is_int(acks.ok, 1, "  and the end of the turn does not call it again");
+
 	/* st_close flushes what is pending. */
 	memset(&acks, 0, sizeof(acks));
 	{
@@ -400,7 +414,7 @@ static void test_group_commit(void)
 	st_close(db);
 	is_int(acks.ok, 1, "st_close fsyncs and acknowledges pending commits");
 	ev_run_once(ev, 0);	/* lets the orphaned flush free its token */
-	ok(st_open(dir, NULL, &db, &e) == 0 && st_count(db, "a", NULL, NULL) == 11, "all rows after reopen");
+	ok(st_open(dir, NULL, &db, &e) == 0 && st_count(db, "a", NULL, NULL) == 12, "all rows after reopen (ten, flushed, last)");
 	st_close(db);
 	ev_free(ev);
 	free(dir);
