@@ -183,6 +183,13 @@ int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result,
 int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+/* snapshot.c: consistent captures, forks and rollbacks over the storage backends. */
+int cmd_env_snapshot(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_fork(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_rollback(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+/* verify.c: collecting the agent's submission and running the grader. */
+int cmd_verify_collect(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_verify_run(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 
 /* docker.c: the docker CLI, blocking (workers only). */
 struct argv {

@@ -26,11 +26,11 @@ static const struct {
 	{ "env.put", cmd_env_put },
 	{ "env.get", cmd_env_get },
 	{ "env.destroy", cmd_env_destroy },
-};
-
-/* Later issues: answered, never silently dropped. */
-static const char *const later[] = {
-	"env.snapshot", "env.fork", "env.rollback", "verify.collect", "verify.run",
+	{ "env.snapshot", cmd_env_snapshot },
+	{ "env.fork", cmd_env_fork },
+	{ "env.rollback", cmd_env_rollback },
+	{ "verify.collect", cmd_verify_collect },
+	{ "verify.run", cmd_verify_run },
 };
 
 void wk_progress(const char *fmt, ...)
@@ -112,9 +112,6 @@ static int run_kind(struct wk *w, const struct json *payload, struct json **resu
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		if (str_eq(w->kind, kinds[i].kind))
 			return kinds[i].fn(w, payload, result, e);
-	for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
-		if (str_eq(w->kind, later[i]))
-			return err_set(e, "%s: not implemented yet", w->kind);
 	return err_set(e, "unknown command kind %s", w->kind);
 }
 
