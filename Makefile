@@ -132,8 +132,9 @@ $(foreach f,$(FUZZERS),$(eval $(call fuzz_rule,$(f))))
 units: $(UNIT_BINS) $(ASAN_UNIT_BINS) $(REPLAY_BINS) $(HELPER_BINS)
 
 # Benchmarks print figures; they are not tests and assert no times.
+# bench/run.sh runs every bench/*.sh and prints one table.
 bench: all $(BENCH_BINS)
-	@for b in bench/*.sh; do [ -f "$$b" ] && BUILD=$(BUILD) sh "$$b"; done; true
+	@BUILD=$(BUILD) sh bench/run.sh
 
 # The whole test suite from a fresh clone: packages, configure, build, tests.
 check:
