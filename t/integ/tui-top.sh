@@ -114,7 +114,7 @@ ok $? "project hub created"
 # ---- 100x30, colour: follow a deploy until every phase is settled ----
 session big 100 30 TERM=xterm-256color
 ok $? "tmux shell at 100x30"
-keys big "stty -g >$tmp/stty.before; $DENV top; stty -g >$tmp/stty.after" Enter
+keys big "stty -g >$tmp/stty.before; $DENV top 2>$tmp/top.err; stty -g >$tmp/stty.after" Enter
 wait_screen big 'HOST +CONN +STATUS' 5
 oks $? "the console starts: host pane header"
 wait_screen big 'follow  live  \? help$' 5
@@ -189,6 +189,8 @@ oks $? "no curses residue left on the screen"
 sleep 0.3
 cmp -s "$tmp/stty.before" "$tmp/stty.after"
 ok $? "the terminal's modes are restored (stty -g before = after)"
+[ -f "$tmp/top.err" ] && [ ! -s "$tmp/top.err" ]
+ok $? "nothing on stderr (and no sanitizer report when DENV_CLI_BIN is an ASan build)"
 
 # ---- 80x24, NO_COLOR: no garbage, every line within 80 columns ----
 session small 80 24 TERM=xterm-256color NO_COLOR=1
@@ -221,11 +223,17 @@ oks $? "SIGTERM: clean exit, prompt back, no residue"
 
 # ---- polling when the stream is off; a fatal signal still restores the terminal ----
 session poll 80 24 TERM=xterm-256color DENV_NO_STREAM=1
-keys poll "stty -g >$tmp/stty.before2; $DENV top; stty -g >$tmp/stty.after2" Enter
+keys poll "$DENV top" Enter
 wait_screen poll 'follow  polling  \? help$' 5
 oks $? "without the stream the title says polling"
 wait_screen poll "^  11 verdict +ok" 5
 oks $? "polling still shows the phases"
+keys poll C-c
+wait_screen poll '^PROMPT\$ ?$' 5 && gone poll '^ denv top ' 2
+oks $? "Ctrl-C quits cleanly"
+keys poll clear Enter
+keys poll "stty -g >$tmp/stty.before2; $DENV top; stty -g >$tmp/stty.after2" Enter
+wait_screen poll 'follow  polling  \? help$' 5
 pid=$(top_pid poll)
 kill -SEGV "$pid" 2>/dev/null
 wait_screen poll 'denv top: fatal signal; terminal restored' 5
@@ -235,6 +243,19 @@ oks $? "... the prompt is back with no curses residue"
 sleep 0.3
 cmp -s "$tmp/stty.before2" "$tmp/stty.after2"
 ok $? "... and the terminal's modes are restored"
+
+# ---- help and the man page ----
+run top --help
+is_rc 0 "denv top --help"
+out_has "usage: denv top [flags]" "top --help prints its usage"
+out_has "--once" "... with its flags"
+run --help
+out_has "  top " "denv --help lists top"
+if command -v groff >/dev/null 2>&1; then
+	groff -ww -z -man "$top/man/denv-top.1" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 0 ] && [ ! -s "$tmp/err" ]
+	ok $? "man/denv-top.1: no groff warnings"
+fi
 
 # ---- --once after the deploys: deterministic columns ----
 run top --once
@@ -257,6 +278,15 @@ ok $? "--once --width 140: a phase row carries its evidence"
 run top --once --width 80
 [ "$(awk 'length > 80' "$tmp/out" | wc -l)" -eq 0 ]
 ok $? "--once --width 80: within 80 columns"
+# A deploy that fails: the sidecar refuses images named bad*.
+sed 's|busybox:1.36|bad/image:1|' "$tmp/compose.yaml" >"$tmp/bad.yaml"
+"$DENV" deploy --project hub -f "$tmp/bad.yaml" >/dev/null 2>&1
+run top --once --width 120
+grep -qE '^> dep_[0-9A-Z]{6} +hub/alpha +deploy +rolled_back +[0-9]+s +[0-9.]+m?s +prepare: .*pull access denied' "$tmp/out"
+ok $? "--once: a rolled-back deployment with its error"
+grep -qE '^  5  prepare   failed  [0-9.]+m?s +X+ +.*pull access denied' "$tmp/out" &&
+	grep -qE '^  6  start     skipped -$' "$tmp/out"
+ok $? "--once: the failed phase (X bar, error) and the skipped ones after it"
 run top --once --deployment "$DEP1"
 grep -qE "^> $SHORT1 " "$tmp/out" && grep -qE "^  11 verdict   ok" "$tmp/out"
 ok $? "--deployment shows the named (older) deployment's phases"
