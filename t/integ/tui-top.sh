@@ -22,6 +22,8 @@ fi
 KEY=dak_tui_integration_key_0123456789
 start_cp DENV_BOOTSTRAP_KEY=$KEY || { echo "1..0 # SKIP denv-cp did not start"; exit 0; }
 export DENV_SERVER=$server DENV_API_KEY=$KEY
+cppid=${pids## }
+cppid=${cppid%% *}
 
 # Our own tmux server on a socket in the temp dir: never the user's.
 sock="$tmp/tmux.sock"
@@ -290,4 +292,25 @@ ok $? "--once: the failed phase (X bar, error) and the skipped ones after it"
 run top --once --deployment "$DEP1"
 grep -qE "^> $SHORT1 " "$tmp/out" && grep -qE "^  11 verdict   ok" "$tmp/out"
 ok $? "--deployment shows the named (older) deployment's phases"
+# ---- the stream goes away: polling with the error shown, then live again ----
+session drop 80 24 TERM=xterm-256color
+keys drop "$DENV top" Enter
+wait_screen drop 'follow  live  \? help$' 5
+oks $? "live before the control plane stops"
+kill -TERM "$cppid"
+wait_screen drop 'follow  polling  \? help$' 5
+oks $? "the stream closed: the title says polling"
+wait_screen drop '^GET /v1/.*Connection refused' 5
+oks $? "the failed read is on the bottom line"
+grep -q '^  11 verdict' "$tmp/screen"
+oks $? "the last good picture stays on screen"
+"$top/bin/denv-cp" -addr "127.0.0.1:${server##*:}" -db "$tmp/store" 2>"$tmp/cp2.log" &
+pids="$pids $!"
+wait_screen drop '^Tab pane' 10
+oks $? "the control plane is back: the error is gone"
+wait_screen drop 'follow  live  \? help$' 25
+oks $? "the stream is dialled again: live"
+keys drop q
+wait_screen drop '^PROMPT\$ ?$' 5
+oks $? "q quits"
 done_testing
