@@ -86,6 +86,18 @@
 #define SC_PROBE_TIMEOUT_MS 4000
 #define SC_PROBE_CONTAINER_SLACK_MS 4000	/* container start on top of the probe's 4 s */
 
+/* ---- verify (compose.md, verifier contract) ---- */
+#define SC_VERIFY_MAX_DEPTH 32			/* path components below /submission */
+#define SC_VERIFY_MAX_BYTES ((uint64_t)256 << 20)	/* apparent size of regular files, summed */
+#define SC_VERIFY_MAX_FILES 20000		/* regular files; directories have the same cap */
+#define SC_VERIFY_REFUSED_MAX 32		/* findings listed before the walk stops */
+#define SC_VERIFY_TIMEOUT_DEFAULT_S 600
+#define SC_VERIFY_TIMEOUT_MAX_S 86400
+#define SC_VERIFY_PULL_MS (10 * 60 * 1000)	/* fetching a verifier image, before its clock starts */
+#define SC_VERIFY_TAIL_BYTES 4096		/* stdout and stderr tails in the result */
+#define SC_VERIFY_REWARD_MAX 4096		/* bytes of reward.txt read */
+#define SC_VERIFY_KEEP_S (24 * 3600)		/* <data>/verify/<id> left by a verify that never finished */
+
 /* ---- configuration ---- */
 struct sc_config {
 	const char *verb;
@@ -190,6 +202,19 @@ int cmd_env_rollback(struct wk *w, const struct json *payload, struct json **res
 /* verify.c: collecting the agent's submission and running the grader. */
 int cmd_verify_collect(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_verify_run(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+/* verify_tree.c: the lstat walk that refuses what a grader must not be shown. */
+struct vtree {
+	uint64_t files, dirs, bytes;
+	struct json *refused;		/* "rel/path: reason" strings */
+	bool stop;			/* a limit was crossed: nothing more is looked at */
+};
+void vtree_init(struct vtree *t);
+void vtree_release(struct vtree *t);
+/* Check rel ("home/agent/x", already normalised) below the directory rootfd,
+ * each component opened O_NOFOLLOW. *missing when it does not exist. */
+int vtree_path(int rootfd, const char *rel, struct vtree *t, bool *missing, struct err *e);
+/* Check everything below rootfd (rootfd itself is not counted). */
+int vtree_all(int rootfd, struct vtree *t, struct err *e);
 
 /* docker.c: the docker CLI, blocking (workers only). */
 struct argv {
