@@ -46,6 +46,7 @@ int sc_config_parse(int argc, char **argv, struct sc_config *c, struct err *e)
 		{ "state", offsetof(struct sc_config, state_path), NULL },
 		{ "data", offsetof(struct sc_config, data_dir), &c->data_flag },
 		{ "zfs-pool", offsetof(struct sc_config, zfs_pool), &c->zfs_flag },
+		{ "btrfs-root", offsetof(struct sc_config, btrfs_root), NULL },
 		{ "env-file", offsetof(struct sc_config, env_file), NULL },
 		{ "probe-image", offsetof(struct sc_config, probe_image), NULL },
 		{ "probe-url", offsetof(struct sc_config, probe_url), NULL },
@@ -195,6 +196,8 @@ static void fill_from_env(struct sc_config *c)
 		c->data_dir = env_or("DENV_DATA_DIR", root ? "/var/lib/denv" : home_path(c, ".denv/data"));
 	if (!c->zfs_pool)
 		c->zfs_pool = env_or("DENV_ZFS_POOL", NULL);
+	if (!c->btrfs_root)
+		c->btrfs_root = env_or("DENV_BTRFS_ROOT", NULL);
 }
 
 static const char *keep(struct sc_config *c, const char *s)

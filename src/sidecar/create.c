@@ -1,6 +1,9 @@
-/* create.c: env.create (protocol.md). In order: remove what an earlier
- * attempt of this environment left in Docker; write spec.json; prepare and
- * fill the volumes; create the network (internal when egress is denied);
+/* create.c: env.create (protocol.md), and the same path for env.fork and
+ * env.rollback (snapshot.c). In order: remove what an earlier attempt of
+ * this environment left in Docker; choose the storage backend (the env's
+ * own, or its snapshot's for a fork); write spec.json; clone or restore
+ * the volumes from a snapshot when asked, then fill the volumes still
+ * missing; create the network (internal when egress is denied);
  * write compose.yaml; start the containers in depends_on order, each after
  * its dependencies are healthy; wait for health; read back image digests
  * and, with egress allowed, the published ports; with egress denied run the
@@ -13,11 +16,14 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
+#include "sidecar/storage.h"
 
 #define EGRESS_LEAK_MSG "egress is denied but the stack reached the internet"
 
 struct create {
 	struct wk *w;
+	const struct create_from *from;
+	struct stg stg;
 	char project[SC_ID_MAX], net[SC_ID_MAX + 16];
 	char envdir[4096], voldir[4200];
 	struct json *spec, *order;
@@ -171,6 +177,61 @@ static struct json *read_endpoints(struct create *c, struct err *e)
 	return eps;
 }
 
+/* The volumes the snapshot has, cloned (fork) or restored (rollback). A
+ * fork first records its origin, so that destroying the source can never
+ * remove the snapshot under it (snapshot.c). */
+static int from_snapshot(struct create *c, struct err *e)
+{
+	const struct json *vols = json_get(c->spec, "volumes");
+	struct json *rec = NULL;
+	char src_env[SC_ID_MAX];
+	const struct json *have;
+
+	if (snap_find(c->w, c->from->env, c->from->name, src_env, sizeof(src_env), &rec, e) < 0)
+		return -1;
+	have = json_get(rec, "volumes");
+	if (!c->from->restore) {
+		struct json *o = json_new_object();
+		char path[4300], *text;
+		int rc;
+
+		json_object_set_str(o, "env", src_env);
+		json_object_set_str(o, "snapshot", c->from->name);
+		json_object_set_str(o, "storage", c->stg.ops->name);
+		text = json_to_string(o, JSON_PRETTY);
+		json_free(o);
+		snprintf(path, sizeof(path), "%s/origin.json", c->envdir);
+		rc = fs_write_atomic(path, text, strlen(text), 0600, e);
+		free(text);
+		if (rc < 0) {
+			json_free(rec);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < json_len(vols); i++) {
+		const char *vol = json_at(vols, i)->type == JSON_STRING ? json_at(vols, i)->u.str.s : "";
+		bool found = false;
+		int rc;
+
+		for (size_t k = 0; k < json_len(have) && !found; k++)
+			found = str_eq(json_at(have, k)->u.str.s, vol);
+		if (!found) {
+			wk_progress("volume %s is not in snapshot %s: it starts fresh", vol, c->from->name);
+			continue;
+		}
+		rc = c->from->restore ? c->stg.ops->restore(&c->stg, src_env, c->from->name, c->w->env, vol, e)
+				      : c->stg.ops->clone(&c->stg, src_env, c->from->name, c->w->env, vol, e);
+		if (rc < 0) {
+			json_free(rec);
+			return err_prefix(e, "volume \"%s\" from snapshot %s", vol, c->from->name);
+		}
+		wk_progress("volume %s %s from snapshot %s (%s)", vol, c->from->restore ? "restored" : "cloned",
+			    c->from->name, c->stg.ops->name);
+	}
+	json_free(rec);
+	return 0;
+}
+
 static int run(struct create *c, struct json *res, struct err *e)
 {
 	struct json *digests, *eps;
@@ -179,10 +240,14 @@ static int run(struct create *c, struct json *res, struct err *e)
 
 	if (dk_project_down(c->project, e) < 0)
 		return err_prefix(e, "removing an earlier attempt");
-	if (write_files(c, e) < 0 || storage_prepare(c->envdir, c->spec, e) < 0)
+	if (c->stg.ops->env_prepare(&c->stg, c->w->env, c->voldir, sizeof(c->voldir), e) < 0 ||
+	    write_files(c, e) < 0)
 		return -1;
-	wk_progress("preparing %zu volume(s)", json_len(json_get(c->spec, "volumes")));
-	if (storage_fill(c->project, c->envdir, c->spec, e) < 0)
+	if (c->from && from_snapshot(c, e) < 0)
+		return -1;
+	wk_progress("preparing %zu volume(s) (storage %s)", json_len(json_get(c->spec, "volumes")),
+		    c->stg.ops->name);
+	if (storage_fill_with(&c->stg, c->project, c->w->env, c->voldir, c->spec, e) < 0)
 		return -1;
 	wk_progress("creating network %s%s", c->net, c->internal ? " (internal: egress denied)" : "");
 	if (make_network(c, e) < 0 || start_services(c, e) < 0)
@@ -223,7 +288,8 @@ static int run(struct create *c, struct json *res, struct err *e)
 	return 0;
 }
 
-int cmd_env_create(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+int create_stack(struct wk *w, const char *kind, const struct json *payload, const struct create_from *from,
+		 struct json **result, struct err *e)
 {
 	struct create c;
 	const char *egress = json_get_str(payload, "egress");
@@ -233,14 +299,16 @@ int cmd_env_create(struct wk *w, const struct json *payload, struct json **resul
 
 	memset(&c, 0, sizeof(c));
 	c.w = w;
+	c.from = from;
 	if (!sc_safe_id(w->env))
-		return err_set(e, "env.create: the command has no usable env_id");
+		return err_set(e, "%s: the command has no usable env_id", kind);
 	if (egress && *egress && !str_eq(egress, "deny") && !str_eq(egress, "allow"))
-		return err_set(e, "env.create: egress must be deny or allow, got \"%s\"", egress);
+		return err_set(e, "%s: egress must be deny or allow, got \"%s\"", kind, egress);
 	if (!payload || payload->type != JSON_OBJECT)
-		return err_set(e, "env.create: payload must be an object");
-	if (str_eq(json_get_str(payload, "from_snapshot"), "") == false && json_get_str(payload, "from_snapshot"))
-		return err_set(e, "env.create: from_snapshot: not implemented yet");
+		return err_set(e, "%s: payload must be an object", kind);
+	/* A fork uses its snapshot's backend; anything else the env's own. */
+	if ((from && !from->restore ? stg_open(&c.stg, w, from->storage, e) : stg_for_env(&c.stg, w, w->env, e)) < 0)
+		return err_prefix(e, "%s", kind);
 	c.deny = !str_eq(egress, "allow");
 	c.internal = c.deny && !w->leaky_network;
 	if (c.deny && w->leaky_network)
@@ -248,13 +316,15 @@ int cmd_env_create(struct wk *w, const struct json *payload, struct json **resul
 	dk_project(w->env, c.project, sizeof(c.project));
 	snprintf(c.net, sizeof(c.net), "%s_default", c.project);
 	snprintf(c.envdir, sizeof(c.envdir), "%s/envs/%s", w->data, w->env);
-	snprintf(c.voldir, sizeof(c.voldir), "%s/vol", c.envdir);
 	c.spec = json_dup(payload);
 	json_object_set_str(c.spec, "env_id", w->env);
 	json_object_set_str(c.spec, "egress", c.deny ? "deny" : "allow");
+	json_object_set_str(c.spec, "storage", c.stg.ops->name);
+	json_object_del(c.spec, "from_env");
+	json_object_del(c.spec, "from_snapshot");
 	if (!(c.order = render_order(json_get(payload, "services"), e))) {
 		json_free(c.spec);
-		return err_prefix(e, "env.create");
+		return err_prefix(e, "%s", kind);
 	}
 	res = json_new_object();
 	rc = run(&c, res, e);
@@ -269,10 +339,34 @@ int cmd_env_create(struct wk *w, const struct json *payload, struct json **resul
 
 		clock_format_duration(ev_mono_ms() - t0, dur, sizeof(dur));
 		json_object_set_str(res, "started_in", dur);
-		json_object_set_str(res, "storage", "dir");
+		json_object_set_str(res, "storage", c.stg.ops->name);
 		*result = res;
 	}
 	json_free(c.spec);
 	json_free(c.order);
+	return rc;
+}
+
+int cmd_env_create(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+{
+	const char *snap = json_get_str(payload, "from_snapshot");
+	struct create_from from;
+	struct json *rec = NULL;
+	char src_env[SC_ID_MAX];
+	int rc;
+
+	if (!snap || !*snap)
+		return create_stack(w, "env.create", payload, NULL, result, e);
+	/* env.create with from_snapshot is a fork whose source env is not named. */
+	if (!sc_safe_id(snap))
+		return err_set(e, "env.create: from_snapshot \"%s\" is not a snapshot name", snap);
+	if (snap_find(w, NULL, snap, src_env, sizeof(src_env), &rec, e) < 0)
+		return err_prefix(e, "env.create");
+	memset(&from, 0, sizeof(from));
+	from.env = src_env;
+	from.name = snap;
+	from.storage = json_get_str(rec, "storage");
+	rc = create_stack(w, "env.create", payload, &from, result, e);
+	json_free(rec);
 	return rc;
 }

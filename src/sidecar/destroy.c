@@ -1,11 +1,14 @@
 /* destroy.c: env.destroy: every container and the network of the
- * environment's project, then its data directory (spec, compose file,
- * volumes). Only this environment's label and directory are touched. */
+ * environment's project, then its volumes and snapshots through its storage
+ * backend (snapshot.c keeps any snapshot a live fork depends on), then its
+ * data directory (spec, compose file). Only this environment's label and
+ * directories are touched. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "base/fs.h"
 #include "sidecar/sidecar.h"
+#include "sidecar/storage.h"
 
 int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **result, struct err *e)
 {
@@ -18,6 +21,8 @@ int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **resu
 	if (dk_project_down(project, e) < 0)
 		return err_prefix(e, "env.destroy");
 	snprintf(dir, sizeof(dir), "%s/envs/%s", w->data, w->env);
+	if (snap_destroy_env(w, w->env, e) < 0)
+		return err_prefix(e, "env.destroy");
 	wk_progress("removing %s", dir);
 	if (fs_remove_all(dir, e) < 0)
 		return err_prefix(e, "env.destroy");

@@ -11,6 +11,7 @@
 #include "base/proc.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
+#include "sidecar/storage.h"
 
 #define HOSTINFO_TIMEOUT_MS 10000
 
@@ -52,17 +53,12 @@ struct json *sc_capabilities(const struct sc_config *c)
 	const char *dv[] = { "docker", "version", "--format", "{{.Server.Version}}", NULL };
 	const char *cv[] = { "docker", "compose", "version", NULL };
 	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-	bool zfs = false;
 
 	gethostname(host, sizeof(host) - 1);
 	if (uname(&u) < 0)
 		memset(&u, 0, sizeof(u));
 	for (size_t i = 0; u.sysname[i] && i + 1 < sizeof(os); i++)
 		os[i] = (char)tolower((unsigned char)u.sysname[i]);
-	if (c->zfs_pool && *c->zfs_pool) {
-		const char *zv[] = { "zpool", "list", "-H", c->zfs_pool, NULL };
-		zfs = probe_cmd(zv, NULL, 0) == 0;
-	}
 	if (probe_cmd(dv, docker, sizeof(docker)) < 0)
 		docker[0] = '\0';
 	json_object_set_str(j, "hostname", host);
@@ -72,9 +68,9 @@ struct json *sc_capabilities(const struct sc_config *c)
 	json_object_set_int(j, "memory_mb", pages > 0 && psize > 0 ? (int64_t)pages * psize / (1 << 20) : 0);
 	json_object_set_int(j, "disk_gb", c->data_dir && statvfs(c->data_dir, &sv) == 0
 				  ? (int64_t)((uint64_t)sv.f_bavail * sv.f_frsize >> 30) : 0);
-	/* Only dir storage is implemented in this build; a present pool is reported
-	 * (zfs) so the control plane sees it, but volumes still live in directories. */
-	json_object_set_str(j, "storage", zfs ? "zfs" : "dir");
+	/* What new environments get (storage.c): zfs when the pool answers,
+	 * btrfs when --btrfs-root is on btrfs, else dir. */
+	json_object_set_str(j, "storage", stg_host_backend(c->zfs_pool, c->btrfs_root));
 	json_object_set_str(j, "docker", docker);
 	json_object_set_bool(j, "compose", docker[0] && probe_cmd(cv, NULL, 0) == 0);
 	json_object_set_bool(j, "netns", str_eq(os, "linux") && geteuid() == 0 && fs_exists("/proc/self/ns/net"));
@@ -100,6 +96,7 @@ int cmd_host_report(struct wk *w, const struct json *payload, struct json **resu
 	memset(&c, 0, sizeof(c));
 	c.data_dir = w->data;
 	c.zfs_pool = w->zfs_pool;
+	c.btrfs_root = w->btrfs_root;
 	*result = json_new_object();
 	json_object_set(*result, "capabilities", sc_capabilities(&c));
 	return 0;

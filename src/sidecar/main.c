@@ -24,6 +24,7 @@ static const char usage_text[] =
 	"  --state FILE       identity file (default /etc/denv/host.json as root, else ~/.denv/host.json)\n"
 	"  --data DIR         data directory (DENV_DATA_DIR; default /var/lib/denv as root, else ~/.denv/data)\n"
 	"  --zfs-pool POOL    ZFS pool (DENV_ZFS_POOL)\n"
+	"  --btrfs-root DIR   keep volumes as btrfs subvolumes under DIR (DENV_BTRFS_ROOT)\n"
 	"  --env-file FILE    read KEY=VALUE lines into the environment first\n"
 	"  --probe-image IMG  egress probe image (DENV_PROBE_IMAGE; default busybox)\n"
 	"  --probe-url URL    egress probe URL (DENV_PROBE_URL; default http://1.1.1.1/)\n"

@@ -195,6 +195,10 @@ int runner_start(struct job *j, struct err *e)
 		argv[n++] = "--zfs-pool";
 		argv[n++] = c->zfs_pool;
 	}
+	if (c->btrfs_root && *c->btrfs_root) {
+		argv[n++] = "--btrfs-root";
+		argv[n++] = c->btrfs_root;
+	}
 	if (c->leaky_network)
 		argv[n++] = "--test-leaky-network";
 	if (c->verbose)

@@ -106,6 +106,7 @@ struct sc_config {
 	const char *state_path;
 	const char *data_dir;
 	const char *zfs_pool;
+	const char *btrfs_root;		/* volumes as btrfs subvolumes under this dir */
 	const char *env_file;
 	const char *probe_image;
 	const char *probe_url;
@@ -178,7 +179,7 @@ void spools_sweep(struct spools *s, int64_t now);
 /* ---- worker side ---- */
 struct wk {
 	const char *data;
-	const char *probe_image, *probe_url, *probe_mode, *zfs_pool;
+	const char *probe_image, *probe_url, *probe_mode, *zfs_pool, *btrfs_root;
 	bool leaky_network;
 	const char *id, *kind, *env;
 	struct json *cmd;
@@ -251,9 +252,7 @@ int render_user(const char *user, long *uid, long *gid);
 /* health.c */
 int health_wait(const char *project, const struct json *services, const char *only, struct err *e);
 
-/* storage_dir.c */
-int storage_prepare(const char *envdir, const struct json *spec, struct err *e);
-int storage_fill(const char *project, const char *envdir, const struct json *spec, struct err *e);
+/* storage.h: the storage backends (storage_{dir,btrfs,zfs}.c). */
 
 /* probe.c */
 struct probe_result {

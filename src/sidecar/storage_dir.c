@@ -1,11 +1,18 @@
-/* storage_dir.c: volumes as plain directories, <env>/vol/<name>, bind-mounted
- * into the containers. To behave like Docker's named volumes, a volume that
- * does not exist yet is first filled from the image of the first service that
- * mounts it (docker create + docker cp of the mount path, extracted with
- * owners and modes kept); when the image has nothing there, the new directory
- * belongs to that service's user, so a non-root agent owns its home. The
- * filled tree is built beside the volume and renamed into place, so a
- * half-filled volume is never taken for a ready one. */
+/* storage_dir.c: the dir backend, and filling fresh volumes for every backend.
+ *
+ * Filling: to behave like Docker's named volumes, a volume that does not
+ * exist yet is first filled from the image of the first service that mounts
+ * it (docker create + docker cp of the mount path, extracted with owners and
+ * modes kept); when the image has nothing there, the new directory belongs
+ * to that service's user, so a non-root agent owns its home. The filled tree
+ * is built beside the volume and handed to the backend's adopt (dir: a
+ * rename), so a half-filled volume is never taken for a ready one.
+ *
+ * The dir backend: volumes are <data>/envs/<env>/vol/<name>; a snapshot is a
+ * copy into <data>/snaps/<env>/<name>/<volume>/ taken while the containers
+ * are paused, a fork a copy out of it, a rollback a copy over the volume
+ * (built beside it, then swapped in by rename). Correct and slow: the
+ * freeze lasts as long as the copy. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,26 +27,11 @@
 #include "base/str.h"
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
+#include "sidecar/storage.h"
 #include "spec/spec.h"
 #include "tar/tar.h"
 
 #define FILL_TIMEOUT_MS (10 * 60 * 1000)
-
-int storage_prepare(const char *envdir, const struct json *spec, struct err *e)
-{
-	char path[4096];
-
-	snprintf(path, sizeof(path), "%s/vol", envdir);
-	if (fs_mkdir_p(path, 0755, e) < 0)
-		return -1;
-	for (size_t i = 0; i < json_len(json_get(spec, "volumes")); i++) {
-		const struct json *v = json_at(json_get(spec, "volumes"), i);
-
-		if (v->type != JSON_STRING || !spec_valid_name(v->u.str.s))
-			return err_set(e, "bad volume name");
-	}
-	return 0;
-}
 
 /* The first service (in start order) mounting vol, and the mount path. */
 static const struct json *first_mount(const struct json *order, const char *vol, const char **path)
@@ -114,8 +106,8 @@ static int copy_out(const char *project, const char *env, const char *vol, const
 	return rc;
 }
 
-static int fill_one(const char *project, const char *env, const char *voldir, const char *vol,
-		    const struct json *svc, const char *path, struct err *e)
+static int fill_one(const struct stg *stg, const char *project, const char *env, const char *voldir,
+		    const char *vol, const struct json *svc, const char *path, struct err *e)
 {
 	char tmp[4200], tarfile[4300], top[4400], dest[4200];
 	const char *base = strrchr(path, '/');
@@ -162,36 +154,163 @@ static int fill_one(const char *project, const char *env, const char *voldir, co
 		if (chmod(top, 0755) < 0)
 			return err_errno(e, "volume \"%s\": chmod", vol);
 	}
-	if (rename(top, dest) < 0)
-		return err_errno(e, "volume \"%s\": rename into place", vol);
+	if (stg->ops->adopt(stg, env, vol, top, e) < 0)
+		return err_prefix(e, "volume \"%s\"", vol);
 	return fs_remove_all(tmp, e);
 }
 
-int storage_fill(const char *project, const char *envdir, const struct json *spec, struct err *e)
+int storage_fill_with(const struct stg *stg, const char *project, const char *env, const char *voldir,
+		      const struct json *spec, struct err *e)
 {
 	const struct json *vols = json_get(spec, "volumes");
 	struct json *order = render_order(json_get(spec, "services"), e);
-	char voldir[4096], dest[4200];
-	const char *env = json_get_str(spec, "env_id");
+	char dest[STG_PATH_MAX + 200], tmp[STG_PATH_MAX + 200];
 	int rc = 0;
 
 	if (!order)
 		return -1;
-	snprintf(voldir, sizeof(voldir), "%s/vol", envdir);
 	for (size_t i = 0; i < json_len(vols) && rc == 0; i++) {
-		const char *vol = json_at(vols, i)->u.str.s, *path = NULL;
+		const char *vol = json_at(vols, i)->type == JSON_STRING ? json_at(vols, i)->u.str.s : "";
+		const char *path = NULL;
 		const struct json *svc;
 
+		if (!spec_valid_name(vol)) {
+			rc = err_set(e, "bad volume name \"%s\"", vol);
+			break;
+		}
 		snprintf(dest, sizeof(dest), "%s/%s", voldir, vol);
 		if (fs_exists(dest))
-			continue;	/* not fresh: keep its data, as Docker does */
+			continue;	/* not fresh (or cloned from a snapshot): keep its data, as Docker does */
 		if (!(svc = first_mount(order, vol, &path))) {
-			if (mkdir(dest, 0755) < 0)
-				rc = err_errno(e, "volume \"%s\": mkdir", vol);
+			snprintf(tmp, sizeof(tmp), "%s/.fill-%s", voldir, vol);
+			if (fs_remove_all(tmp, e) < 0 || mkdir(tmp, 0755) < 0)
+				rc = e->msg[0] ? -1 : err_errno(e, "volume \"%s\": mkdir", vol);
+			else if (stg->ops->adopt(stg, env, vol, tmp, e) < 0)
+				rc = err_prefix(e, "volume \"%s\"", vol);
 			continue;
 		}
-		rc = fill_one(project, env ? env : project, voldir, vol, svc, path, e);
+		rc = fill_one(stg, project, env, voldir, vol, svc, path, e);
 	}
 	json_free(order);
 	return rc;
 }
+
+/* ---- the dir backend ---- */
+
+static void dir_snapdir(const struct stg *s, const char *env, const char *name, char *out, size_t n)
+{
+	snprintf(out, n, "%s/snaps/%s/%s", s->data, env, name);
+}
+
+static int dir_env_prepare(const struct stg *s, const char *env, char *voldir, size_t n, struct err *e)
+{
+	if ((size_t)snprintf(voldir, n, "%s/envs/%s/vol", s->data, env) >= n)
+		return err_set(e, "data dir path too long");
+	return fs_mkdir_p(voldir, 0755, e);
+}
+
+static int dir_adopt(const struct stg *s, const char *env, const char *vol, const char *tree, struct err *e)
+{
+	char dest[STG_PATH_MAX];
+
+	snprintf(dest, sizeof(dest), "%s/envs/%s/vol/%s", s->data, env, vol);
+	if (rename(tree, dest) < 0)
+		return err_errno(e, "rename into place");
+	return 0;
+}
+
+static int dir_sync(const struct stg *s, const char *env, struct err *e)
+{
+	char path[STG_PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/envs/%s/vol", s->data, env);
+	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return err_errno(e, "open %s", path);
+	if (syncfs(fd) < 0) {
+		sys_close(fd);
+		return err_errno(e, "syncfs %s", path);
+	}
+	sys_close(fd);
+	return 0;
+}
+
+/* Copied into <snapdir>.partial while frozen; the snapshot layer renames the
+ * partial into place when the record is written (dir_publish is that rename). */
+static int dir_snapshot(const struct stg *s, const char *env, const char *name, const struct json *vols,
+			struct json *datasets, struct err *e)
+{
+	char sd[STG_PATH_MAX], src[STG_PATH_MAX + 200], dst[STG_PATH_MAX + 200];
+
+	dir_snapdir(s, env, name, sd, sizeof(sd));
+	if (fs_mkdir_p(sd, 0700, e) < 0)
+		return -1;
+	for (size_t i = 0; i < json_len(vols); i++) {
+		const char *vol = json_at(vols, i)->u.str.s;
+
+		snprintf(src, sizeof(src), "%s/envs/%s/vol/%s", s->data, env, vol);
+		snprintf(dst, sizeof(dst), "%s/%s", sd, vol);
+		if (fs_remove_all(dst, e) < 0 || stg_copy_tree(src, dst, e) < 0)
+			return err_prefix(e, "volume \"%s\"", vol);
+		json_array_push(datasets, json_new_str(dst));
+	}
+	return 0;
+}
+
+/* A copy built beside dest and renamed over it: a crash leaves the old
+ * volume or the new one, never half of each. */
+static int copy_into_place(const char *src, const char *dest, struct err *e)
+{
+	char tmp[STG_PATH_MAX + 32], old[STG_PATH_MAX + 32];
+	char *slash;
+
+	str_copy(tmp, sizeof(tmp), dest);
+	if (!(slash = strrchr(tmp, '/')))
+		return err_set(e, "bad volume path %s", dest);
+	snprintf(tmp, sizeof(tmp), "%.*s/.copy-%s", (int)(slash - dest), dest, slash + 1);
+	snprintf(old, sizeof(old), "%.*s/.old-%s", (int)(slash - dest), dest, slash + 1);
+	if (fs_remove_all(tmp, e) < 0 || fs_remove_all(old, e) < 0 || stg_copy_tree(src, tmp, e) < 0)
+		return -1;
+	if (fs_exists(dest) && rename(dest, old) < 0)
+		return err_errno(e, "rename %s", dest);
+	if (rename(tmp, dest) < 0)
+		return err_errno(e, "rename into %s", dest);
+	return fs_remove_all(old, e);
+}
+
+static int dir_clone(const struct stg *s, const char *from_env, const char *name, const char *env,
+		     const char *vol, struct err *e)
+{
+	char src[STG_PATH_MAX + 200], dest[STG_PATH_MAX + 200];
+
+	snprintf(src, sizeof(src), "%s/snaps/%s/%s/%s", s->data, from_env, name, vol);
+	snprintf(dest, sizeof(dest), "%s/envs/%s/vol/%s", s->data, env, vol);
+	return copy_into_place(src, dest, e);
+}
+
+static int dir_restore(const struct stg *s, const char *from_env, const char *name, const char *env,
+		       const char *vol, struct err *e)
+{
+	return dir_clone(s, from_env, name, env, vol, e);
+}
+
+static int dir_drop_snapshot(const struct stg *s, const char *env, const char *name, struct err *e)
+{
+	char sd[STG_PATH_MAX];
+
+	dir_snapdir(s, env, name, sd, sizeof(sd));
+	return fs_remove_all(sd, e);
+}
+
+static int dir_drop_env(const struct stg *s, const char *env, struct err *e)
+{
+	char path[STG_PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/envs/%s/vol", s->data, env);
+	return fs_remove_all(path, e) < 0 ? -1 : 0;
+}
+
+const struct stg_ops stg_dir_ops = {
+	"dir", dir_env_prepare, dir_adopt, dir_sync, dir_snapshot, dir_clone, dir_restore,
+	dir_drop_snapshot, dir_drop_env,
+};

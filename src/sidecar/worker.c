@@ -100,6 +100,8 @@ static int parse_args(int argc, char **argv, struct wk *w)
 			w->probe_mode = v;
 		else if (str_eq(a, "--zfs-pool"))
 			w->zfs_pool = v;
+		else if (str_eq(a, "--btrfs-root"))
+			w->btrfs_root = v;
 		else
 			return -1;
 		i++;

@@ -1,0 +1,123 @@
+/*
+ * storage.h: where an environment's volumes live, and how they are captured,
+ * cloned and restored. One backend per file behind one small table of
+ * operations:
+ *   storage_dir.c    dir    plain directories; snapshots and forks are copies
+ *   storage_btrfs.c  btrfs  a subvolume per volume; read-only snapshots,
+ *                           writable snapshot-of-snapshot forks
+ *   storage_zfs.c    zfs    a dataset per volume; zfs snapshot -r, clone, rollback
+ * The snapshot layer (snapshot.c) does everything the backends share: the
+ * freeze, the snapshot record, forks' origins, what a destroy may remove.
+ *
+ * Naming: a snapshot is (env, name), name being the version id. Its record
+ * is <data>/snaps/<env>/<name>/snapshot.json (written last: a snapshot exists
+ * when its record does); dir keeps its copies beside the record.
+ */
+#ifndef DENV_SIDECAR_STORAGE_H
+#define DENV_SIDECAR_STORAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/err.h"
+#include "json/json.h"
+
+#define STG_PATH_MAX 4096
+/* Deepest directory tree the copier walks (one fd open per level). */
+#define STG_COPY_DEPTH_MAX 256
+/* Longest symlink target and xattr list/value the copier carries. */
+#define STG_XATTR_LIST_MAX ((size_t)64 << 10)
+#define STG_XATTR_VALUE_MAX ((size_t)64 << 10)
+/* btrfs and zfs CLI calls: each is a metadata operation. */
+#define STG_CMD_TIMEOUT_MS 120000
+/* Forks of forks are followed this deep when reclaiming a destroyed origin. */
+#define STG_RECLAIM_DEPTH_MAX 64
+
+struct stg;
+
+struct stg_ops {
+	const char *name;	/* the capability: dir | btrfs | zfs */
+	/* Make the env's volume directory exist; its path into voldir. */
+	int (*env_prepare)(const struct stg *s, const char *env, char *voldir, size_t n, struct err *e);
+	/* tree (a complete directory under voldir) becomes volume vol. */
+	int (*adopt)(const struct stg *s, const char *env, const char *vol, const char *tree, struct err *e);
+	/* Flush dirty data of env's volumes before the freeze (never during it). */
+	int (*sync)(const struct stg *s, const char *env, struct err *e);
+	/* Capture every volume in vols of env under name, at one instant (the
+	 * containers are paused). One dataset string per volume into datasets. */
+	int (*snapshot)(const struct stg *s, const char *env, const char *name, const struct json *vols,
+			struct json *datasets, struct err *e);
+	/* Volume vol of the snapshot (from_env, name) becomes volume vol of env
+	 * (which has no such volume yet). */
+	int (*clone)(const struct stg *s, const char *from_env, const char *name, const char *env,
+		     const char *vol, struct err *e);
+	/* Volume vol of env is replaced by its state in snapshot (from_env, name). */
+	int (*restore)(const struct stg *s, const char *from_env, const char *name, const char *env,
+		       const char *vol, struct err *e);
+	/* Remove the captured data of one snapshot (the record is the caller's). */
+	int (*drop_snapshot)(const struct stg *s, const char *env, const char *name, struct err *e);
+	/* Remove the env's volumes. 1 when something had to be kept (zfs: a
+	 * snapshot with clones lives on the volume), 0 when all is gone. */
+	int (*drop_env)(const struct stg *s, const char *env, struct err *e);
+};
+
+struct stg {
+	const struct stg_ops *ops;
+	const char *data;	/* denvd's data dir */
+	const char *root;	/* btrfs: --btrfs-root; zfs: the pool */
+};
+
+extern const struct stg_ops stg_dir_ops, stg_btrfs_ops, stg_zfs_ops;
+
+/* The backend called name ("dir", "btrfs", "zfs") with the worker's settings;
+ * -1 when this host cannot serve it (no --btrfs-root, no pool). */
+struct wk;
+int stg_open(struct stg *s, const struct wk *w, const char *name, struct err *e);
+/* The host's backend for new environments: zfs when the pool is given and
+ * `zpool list <pool>` succeeds, btrfs when the root is given and on btrfs,
+ * else dir. */
+const char *stg_host_backend(const char *zfs_pool, const char *btrfs_root);
+/* An env's backend: the one recorded in its spec.json, else the default. */
+int stg_for_env(struct stg *s, const struct wk *w, const char *env, struct err *e);
+
+/* storage_copy.c: cp -a in C. dst must not exist. Keeps owners, modes, times,
+ * symlinks (not followed), hard links within the tree, holes of sparse files,
+ * xattrs (ACLs included), FIFOs, sockets and device nodes. */
+int stg_copy_tree(const char *src, const char *dst, struct err *e);
+/* Remove a tree that may hold btrfs subvolumes or read-only snapshots. */
+int stg_remove_tree(const char *path, struct err *e);
+
+/* Run a storage CLI (btrfs, zfs) from argv; its stdout into out (may be NULL).
+ * -1 with "<argv0> <argv1>: <first stderr line>" unless it exits 0. */
+struct buf;
+int stg_run(const char *const *argv, struct buf *out, struct err *e);
+
+/* storage_btrfs.c: true when path is on a btrfs filesystem. */
+bool stg_btrfs_path(const char *path);
+
+/* storage_dir.c: fill volumes that do not exist yet (create.c). */
+int storage_fill_with(const struct stg *s, const char *project, const char *env, const char *voldir,
+		      const struct json *spec, struct err *e);
+
+/* create.c: bring up env's stack from a spec (env.create, env.fork,
+ * env.rollback). With from set, the volumes of the snapshot (from->env,
+ * from->name) are cloned (a fork: the env is new) or restored (a rollback)
+ * before the services start; volumes the snapshot lacks are filled fresh. */
+struct create_from {
+	const char *env, *name, *storage;
+	bool restore;
+};
+int create_stack(struct wk *w, const char *kind, const struct json *spec, const struct create_from *from,
+		 struct json **result, struct err *e);
+
+/* snapshot.c */
+/* The record of snapshot name: looked for under hint_env, then env, then
+ * every environment (names are version ids, unique on a host). 0 and *rec
+ * (the caller frees) with its env in env_out, or -1. */
+int snap_find(const struct wk *w, const char *hint_env, const char *name, char *env_out, size_t n,
+	      struct json **rec, struct err *e);
+/* env.destroy's storage part: the env's volumes, and its snapshots that no
+ * live fork depends on; what is kept is reclaimed when its last fork goes. */
+int snap_destroy_env(struct wk *w, const char *env, struct err *e);
+
+#endif

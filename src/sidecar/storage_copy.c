@@ -1,0 +1,350 @@
+/* storage_copy.c: the tree copier behind the dir backend (and behind
+ * filling a btrfs subvolume or zfs dataset). It is `cp -a` written out so
+ * the sidecar depends on nothing but the kernel, and so what is kept is
+ * stated here:
+ *  - owners, modes (set after the owner, since chown clears set-id bits),
+ *    access and modification times (directories' last, after their
+ *    contents were written);
+ *  - symlinks as symlinks, never followed;
+ *  - hard links inside the tree stay links (a (dev, ino) table);
+ *  - sparse files keep their holes (SEEK_DATA / SEEK_HOLE); data goes with
+ *    a reflink (FICLONE) when the filesystem can, else copy_file_range,
+ *    else read/write;
+ *  - every extended attribute, POSIX ACLs included;
+ *  - FIFOs, sockets and device nodes as nodes.
+ * It walks with openat(O_NOFOLLOW), so nothing in the source tree can
+ * redirect the copy out of it. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <linux/fs.h>
+
+#include "base/buf.h"
+#include "base/fs.h"
+#include "base/proc.h"
+#include "base/str.h"
+#include "base/sys.h"
+#include "sidecar/sidecar.h"
+#include "sidecar/storage.h"
+
+#define COPY_CHUNK ((size_t)1 << 20)
+
+struct link_ent {
+	dev_t dev;
+	ino_t ino;
+	char *path;		/* relative to the destination root */
+};
+
+struct copy {
+	int dst_root;		/* fd of the destination root, for linkat */
+	struct link_ent *links;
+	size_t nlinks, cap;
+	char *buf;		/* read/write fallback */
+};
+
+static const char *link_find(struct copy *c, dev_t dev, ino_t ino)
+{
+	for (size_t i = 0; i < c->nlinks; i++)
+		if (c->links[i].dev == dev && c->links[i].ino == ino)
+			return c->links[i].path;
+	return NULL;
+}
+
+static void link_add(struct copy *c, dev_t dev, ino_t ino, const char *rel)
+{
+	if (c->nlinks == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 64;
+		c->links = xrealloc(c->links, c->cap * sizeof(*c->links));
+	}
+	c->links[c->nlinks].dev = dev;
+	c->links[c->nlinks].ino = ino;
+	c->links[c->nlinks].path = xstrdup(rel);
+	c->nlinks++;
+}
+
+/* Extended attributes: through fds, or (sfd < 0: symlinks and nodes) with
+ * the l*xattr calls on the paths given. */
+static int copy_xattrs(int sfd, int dfd, const char *spath, const char *dpath, struct err *e)
+{
+	char *list = xmalloc(STG_XATTR_LIST_MAX), *val = xmalloc(STG_XATTR_VALUE_MAX);
+	ssize_t ln;
+	int rc = 0;
+
+	ln = sfd >= 0 ? flistxattr(sfd, list, STG_XATTR_LIST_MAX) : llistxattr(spath, list, STG_XATTR_LIST_MAX);
+	if (ln < 0) {
+		if (errno != ENOTSUP && errno != ENODATA)
+			rc = err_errno(e, "listxattr %s", spath);
+		ln = 0;
+	}
+	for (ssize_t off = 0; off < ln && rc == 0; off += (ssize_t)strlen(list + off) + 1) {
+		const char *name = list + off;
+		ssize_t vn = sfd >= 0 ? fgetxattr(sfd, name, val, STG_XATTR_VALUE_MAX)
+				      : lgetxattr(spath, name, val, STG_XATTR_VALUE_MAX);
+
+		if (vn < 0) {
+			if (errno == ENODATA)
+				continue;
+			rc = err_errno(e, "getxattr %s %s", spath, name);
+			break;
+		}
+		if ((dfd >= 0 ? fsetxattr(dfd, name, val, (size_t)vn, 0)
+			      : lsetxattr(dpath, name, val, (size_t)vn, 0)) < 0 && errno != ENOTSUP)
+			rc = err_errno(e, "setxattr %s %s", dpath, name);
+	}
+	free(list);
+	free(val);
+	return rc;
+}
+
+/* Data of a regular file, holes kept. */
+static int copy_data(struct copy *c, int sfd, int dfd, off_t size, const char *spath, struct err *e)
+{
+	off_t pos = 0;
+
+	if (size == 0)
+		return 0;
+	if (ioctl(dfd, FICLONE, sfd) == 0)	/* same filesystem with reflinks: shares the extents */
+		return 0;
+	while (pos < size) {
+		off_t data = lseek(sfd, pos, SEEK_DATA), hole;
+
+		if (data < 0) {
+			if (errno == ENXIO)	/* only a hole up to the end */
+				break;
+			data = pos;	/* no SEEK_DATA here: copy everything */
+			hole = size;
+		} else if ((hole = lseek(sfd, data, SEEK_HOLE)) < 0) {
+			hole = size;
+		}
+		while (data < hole) {
+			size_t want = (size_t)(hole - data) > COPY_CHUNK ? COPY_CHUNK : (size_t)(hole - data);
+			off_t in = data, out = data;
+			ssize_t n = copy_file_range(sfd, &in, dfd, &out, want, 0);
+
+			if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+				n = pread(sfd, c->buf, want, data);
+				if (n > 0) {
+					ssize_t w = 0;
+
+					while (w < n) {
+						ssize_t k = pwrite(dfd, c->buf + w, (size_t)(n - w), data + w);
+
+						if (k < 0) {
+							if (errno == EINTR)
+								continue;
+							return err_errno(e, "write copy of %s", spath);
+						}
+						w += k;
+					}
+				}
+			}
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				return err_errno(e, "copy %s", spath);
+			}
+			if (n == 0)	/* the file shrank under us: stop at what is there */
+				break;
+			data += n;
+		}
+		pos = hole;
+	}
+	if (ftruncate(dfd, size) < 0)	/* a trailing hole */
+		return err_errno(e, "truncate copy of %s", spath);
+	return 0;
+}
+
+static int set_meta_fd(int fd, const struct stat *st, const char *what, struct err *e)
+{
+	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+
+	if (fchown(fd, st->st_uid, st->st_gid) < 0)
+		return err_errno(e, "chown %s", what);
+	if (fchmod(fd, st->st_mode & 07777) < 0)
+		return err_errno(e, "chmod %s", what);
+	if (futimens(fd, ts) < 0)
+		return err_errno(e, "set times of %s", what);
+	return 0;
+}
+
+static int copy_dir(struct copy *c, int sdir, int ddir, const char *rel, int depth, struct err *e);
+
+/* One entry name of directory sdir (source) into ddir (destination). */
+static int copy_entry(struct copy *c, int sdir, int ddir, const char *name, const char *rel, int depth,
+		      struct err *e)
+{
+	struct stat st;
+	char path[STG_PATH_MAX];
+	int rc = 0;
+
+	if (snprintf(path, sizeof(path), "%s%s%s", rel, *rel ? "/" : "", name) >= (int)sizeof(path))
+		return err_set(e, "path too long under %s", rel);
+	if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : err_errno(e, "stat %s", path);	/* removed meanwhile */
+	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+		const char *first = link_find(c, st.st_dev, st.st_ino);
+
+		if (first) {
+			if (linkat(c->dst_root, first, ddir, name, 0) < 0)
+				return err_errno(e, "link %s", path);
+			return 0;
+		}
+		link_add(c, st.st_dev, st.st_ino, path);
+	}
+	if (S_ISDIR(st.st_mode)) {
+		int s2, d2;
+
+		if (depth >= STG_COPY_DEPTH_MAX)
+			return err_set(e, "%s: deeper than %d levels", path, STG_COPY_DEPTH_MAX);
+		if ((s2 = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			return err_errno(e, "open %s", path);
+		if (mkdirat(ddir, name, 0700) < 0 ||
+		    (d2 = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			sys_close(s2);
+			return err_errno(e, "mkdir %s", path);
+		}
+		rc = copy_dir(c, s2, d2, path, depth + 1, e);
+		if (rc == 0)
+			rc = copy_xattrs(s2, d2, path, path, e);
+		if (rc == 0)
+			rc = set_meta_fd(d2, &st, path, e);	/* times last: the entries changed them */
+		sys_close(s2);
+		sys_close(d2);
+	} else if (S_ISREG(st.st_mode)) {
+		int sfd = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), dfd;
+
+		if (sfd < 0)
+			return err_errno(e, "open %s", path);
+		if ((dfd = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+			sys_close(sfd);
+			return err_errno(e, "create %s", path);
+		}
+		rc = copy_data(c, sfd, dfd, st.st_size, path, e);
+		if (rc == 0)
+			rc = copy_xattrs(sfd, dfd, path, path, e);
+		if (rc == 0)
+			rc = set_meta_fd(dfd, &st, path, e);
+		sys_close(sfd);
+		sys_close(dfd);
+	} else {
+		/* Symlinks and nodes have no fd to work through: their xattrs go by
+		 * /proc/self/fd/<dir>/<name>, which names this very entry. */
+		struct timespec ts[2] = { st.st_atim, st.st_mtim };
+		char sp[128 + 256], dp[128 + 256];
+
+		if (S_ISLNK(st.st_mode)) {
+			char target[STG_PATH_MAX];
+			ssize_t n = readlinkat(sdir, name, target, sizeof(target) - 1);
+
+			if (n < 0)
+				return err_errno(e, "readlink %s", path);
+			target[n] = '\0';
+			if (symlinkat(target, ddir, name) < 0)
+				return err_errno(e, "symlink %s", path);
+		} else if (mknodat(ddir, name, st.st_mode & (S_IFMT | 0700), st.st_rdev) < 0) {
+			return err_errno(e, "mknod %s", path);
+		}
+		if (fchownat(ddir, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+			return err_errno(e, "chown %s", path);
+		if (!S_ISLNK(st.st_mode) && fchmodat(ddir, name, st.st_mode & 07777, 0) < 0)
+			return err_errno(e, "chmod %s", path);
+		snprintf(sp, sizeof(sp), "/proc/self/fd/%d/%s", sdir, name);
+		snprintf(dp, sizeof(dp), "/proc/self/fd/%d/%s", ddir, name);
+		if (strlen(name) < 200 && copy_xattrs(-1, -1, sp, dp, e) < 0)
+			return err_prefix(e, "%s", path);
+		if (utimensat(ddir, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+			return err_errno(e, "set times of %s", path);
+	}
+	return rc;
+}
+
+static int copy_dir(struct copy *c, int sdir, int ddir, const char *rel, int depth, struct err *e)
+{
+	int fd = dup(sdir);
+	DIR *d;
+	struct dirent *de;
+	int rc = 0;
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			sys_close(fd);
+		return err_errno(e, "read directory %s", *rel ? rel : ".");
+	}
+	rewinddir(d);
+	while (rc == 0 && (errno = 0, de = readdir(d))) {
+		if (str_eq(de->d_name, ".") || str_eq(de->d_name, ".."))
+			continue;
+		rc = copy_entry(c, sdir, ddir, de->d_name, rel, depth, e);
+	}
+	if (rc == 0 && errno)
+		rc = err_errno(e, "read directory %s", *rel ? rel : ".");
+	closedir(d);
+	return rc;
+}
+
+int stg_copy_tree(const char *src, const char *dst, struct err *e)
+{
+	struct copy c;
+	struct stat st;
+	int sfd, dfd, rc;
+
+	memset(&c, 0, sizeof(c));
+	if ((sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return err_errno(e, "open %s", src);
+	/* dst may also be an empty directory made by the caller (a btrfs
+	 * subvolume, a zfs dataset's mountpoint). */
+	if (fstat(sfd, &st) < 0 || (mkdir(dst, 0700) < 0 && errno != EEXIST) ||
+	    (dfd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		rc = err_errno(e, "mkdir %s", dst);
+		sys_close(sfd);
+		return rc;
+	}
+	c.dst_root = dfd;
+	c.buf = xmalloc(COPY_CHUNK);
+	rc = copy_dir(&c, sfd, dfd, "", 0, e);
+	if (rc == 0)
+		rc = copy_xattrs(sfd, dfd, src, dst, e);
+	if (rc == 0)
+		rc = set_meta_fd(dfd, &st, dst, e);
+	sys_close(sfd);
+	sys_close(dfd);
+	for (size_t i = 0; i < c.nlinks; i++)
+		free(c.links[i].path);
+	free(c.links);
+	free(c.buf);
+	return rc < 0 ? err_prefix(e, "copy %s", src) : 0;
+}
+
+int stg_run(const char *const *argv, struct buf *out, struct err *e)
+{
+	struct proc_spec s;
+	struct proc_result r;
+	char line[300];
+	int rc = 0;
+
+	proc_spec_init(&s, argv);
+	s.timeout_ms = STG_CMD_TIMEOUT_MS;
+	s.out_max = (size_t)4 << 20;
+	s.err_max = 65536;
+	if (proc_run(&s, NULL, 0, &r, e) < 0)
+		return err_prefix(e, "%s", argv[0]);
+	if (r.timed_out)
+		rc = err_set(e, "%s %s: no answer within %d s", argv[0], argv[1] ? argv[1] : "",
+			     STG_CMD_TIMEOUT_MS / 1000);
+	else if (r.exit_code != 0) {
+		dk_first_line(r.err.len ? r.err.data : r.out.data, line, sizeof(line));
+		rc = err_set(e, "%s %s: %s", argv[0], argv[1] ? argv[1] : "", *line ? line : "failed");
+	} else if (out) {
+		buf_add(out, r.out.data, r.out.len);
+	}
+	proc_result_release(&r);
+	return rc;
+}
