@@ -262,10 +262,9 @@ static int dir_snapshot(const struct stg *s, const char *env, const char *name, 
 static int copy_into_place(const char *src, const char *dest, struct err *e)
 {
 	char tmp[STG_PATH_MAX + 32], old[STG_PATH_MAX + 32];
-	char *slash;
+	const char *slash;
 
-	str_copy(tmp, sizeof(tmp), dest);
-	if (!(slash = strrchr(tmp, '/')))
+	if (!(slash = strrchr(dest, '/')))
 		return err_set(e, "bad volume path %s", dest);
 	snprintf(tmp, sizeof(tmp), "%.*s/.copy-%s", (int)(slash - dest), dest, slash + 1);
 	snprintf(old, sizeof(old), "%.*s/.old-%s", (int)(slash - dest), dest, slash + 1);
