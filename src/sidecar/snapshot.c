@@ -176,7 +176,11 @@ static int pause_all(struct svc_state *ss, size_t n, bool pause, struct err *e)
 	av_init(&a);
 	av_add(&a, pause ? "pause" : "unpause");
 	for (size_t i = 0; i < n; i++)
-		if (pause ? str_eq(ss[i].status, "running") : (ss[i].paused_by_us && !ss[i].keep)) {
+		/* protocol.md: everything not in keep_paused is unpaused, also what
+		 * was paused before (verify.collect froze the agent; resume: true
+		 * is a snapshot without keep_paused). */
+		if (pause ? str_eq(ss[i].status, "running")
+			  : ((ss[i].paused_by_us || str_eq(ss[i].status, "paused")) && !ss[i].keep)) {
 			av_add(&a, ss[i].cname);
 			k++;
 		}
@@ -201,7 +205,8 @@ static int wait_healthy(struct svc_state *ss, size_t n, struct err *e)
 			struct buf out = BUF_INIT;
 			char st[64] = "", health[64] = "";
 
-			if (ss[i].keep || (!ss[i].paused_by_us && !str_eq(ss[i].status, "running")))
+			if (ss[i].keep || (!ss[i].paused_by_us && !str_eq(ss[i].status, "running") &&
+					   !str_eq(ss[i].status, "paused")))
 				continue;
 			if (dk(&out, SC_DOCKER_QUICK_MS, e, "inspect", "--type", "container", "--format",
 			       "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}",
