@@ -1,0 +1,219 @@
+"""denv verify end to end: the real control plane (bin/denv-cp), denvd on
+real Docker, the CLI (bin/denv verify). A deploy with x-denv.agent and an
+image verifier; then:
+  1. the agent links its answer to /etc/passwd; `denv verify --resume`:
+     reward 0, source refused, the exact reason, the grader never ran, and
+     the agent is running again afterwards;
+  2. the agent writes the right answer; `denv verify`: phases stop, collect,
+     snapshot, clone, grade, verdict with their evidence, reward 1 from
+     reward.txt, the capture version healthy, the agent's environment keeps
+     its current version, the grader's fork destroyed, and the agent frozen
+     (exec answers "is paused").
+Needs [F7] (env.snapshot, env.fork on the sidecar)."""
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fakecp import TAP, docker, docker_leftovers, remove_project  # noqa: E402
+
+top, tmp = sys.argv[1], sys.argv[2]
+t = TAP()
+port = 18500 + secrets.randbelow(1000)
+key = "dak_" + secrets.token_hex(20)
+srv = "http://127.0.0.1:%d" % port
+cplog = open(os.path.join(tmp, "cp.log"), "w")
+cp = subprocess.Popen([top + "/bin/denv-cp", "-addr", "127.0.0.1:%d" % port, "-db", tmp + "/db",
+                       "-public-url", srv], env=dict(os.environ, DENV_BOOTSTRAP_KEY=key),
+                      stdin=subprocess.DEVNULL, stdout=cplog, stderr=cplog)
+# The verifier leaves a marker in its logs directory on the host
+# (<data>/verify/<deployment>/logs), so a refused verify shows none.
+GRADE = ("mkdir -p /logs/verifier; touch /logs/verifier/ran; "
+         "if [ \"$(cat /submission/home/agent/answer.txt)\" = 42 ]; then echo 1; else echo 0; fi "
+         "> /logs/verifier/reward.txt; echo graded")
+COMPOSE = """
+x-denv:
+  egress: deny
+  agent: { service: box }
+  verifier:
+    image: denv-test/busybox
+    command: ["sh", "-c", %s]
+    collect: ["/home/agent/answer.txt"]
+    timeout_sec: 60
+services:
+  box:
+    image: denv-test/busybox
+    user: "1000:1000"
+    command: ["sleep", "3600"]
+    environment: { HOME: /home/agent }
+    volumes: ["home:/home/agent"]
+volumes: { home: {} }
+""" % json.dumps(GRADE)
+
+
+def req(method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    r = urllib.request.Request(srv + path, data=data, method=method,
+                               headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(r, timeout=120) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+def wait_dep(depid, limit=180):
+    end = time.time() + limit
+    while time.time() < end:
+        st, dd = req("GET", "/v1/deployments/" + depid)
+        if st == 200 and dd["deployment"]["Status"] not in ("pending", "running", "queued"):
+            return dd
+        time.sleep(0.3)
+    return req("GET", "/v1/deployments/" + depid)[1]
+
+
+def cli(*args, timeout=300):
+    r = subprocess.run([top + "/bin/denv"] + list(args), capture_output=True, text=True, timeout=timeout,
+                       env=dict(os.environ, DENV_SERVER=srv, DENV_API_KEY=key, HOME=tmp, XDG_CONFIG_HOME=tmp))
+    return r.returncode, r.stdout, r.stderr
+
+
+def last_verify(env):
+    st, deps = req("GET", "/v1/envs/%s/deployments" % env)
+    rows = [x for x in (deps.get("deployments", []) if st == 200 else []) if x.get("Kind") == "verify"]
+    rows.sort(key=lambda x: x.get("CreatedAt", ""))
+    return wait_dep(rows[-1]["ID"]) if rows else {}
+
+
+def phases_of(dd):
+    return {p["Name"]: p for p in dd.get("phases", [])}
+
+
+def exec_box(env, cmd):
+    return req("POST", "/v1/envs/%s/exec" % env, {"service": "box", "cmd": cmd})
+
+
+d = None
+env = None
+graders = []
+try:
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(srv + "/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    st, tok = req("POST", "/v1/join-tokens", {})
+    dlog = open(os.path.join(tmp, "denvd.log"), "w")
+    d = subprocess.Popen([top + "/bin/denvd", "join", "--server", srv, "--token", tok["token"],
+                          "--state", tmp + "/host.json", "--data", tmp + "/data",
+                          "--probe-image", "denv-test/busybox", "--probe-url", "http://127.0.0.1:9/"],
+                         stdin=subprocess.DEVNULL, stdout=dlog, stderr=dlog)
+    for _ in range(100):
+        st, h = req("GET", "/v1/hosts")
+        if st == 200 and h.get("hosts") and h["hosts"][0].get("connected"):
+            break
+        time.sleep(0.1)
+    req("POST", "/v1/projects", {"name": "vf"})
+    st, dep = req("POST", "/v1/projects/vf/deploy", {"compose": COMPOSE})
+    dd = wait_dep(dep["deployment"]["ID"]) if st == 202 else {}
+    env = dd.get("deployment", {}).get("EnvID")
+    if not t.ok(dd.get("deployment", {}).get("Status") == "succeeded", "deploy with an agent and a verifier", dd):
+        raise SystemExit(t.done())
+    st, e0 = req("GET", "/v1/envs/%s" % env)
+    cur0 = (e0.get("environment") or e0).get("CurrentVersionID") if st == 200 else None
+
+    # ---- 1. an attack, with --resume ----
+    st, r = exec_box(env, ["ln", "-s", "/etc/passwd", "/home/agent/answer.txt"])
+    t.ok(st == 200 and r.get("exit_code") == 0, "the agent links its answer to /etc/passwd", r)
+    rc, out, err = cli("verify", "--resume", env)
+    dd = last_verify(env)
+    ph = phases_of(dd)
+    v = (ph.get("verdict") or {}).get("Evidence") or {}
+    g = (ph.get("grade") or {}).get("Evidence") or {}
+    depid = dd.get("deployment", {}).get("ID", "")
+    t.ok(rc == 0 and "reward: 0 (source: refused)" in out and
+         'refused: ["home/agent/answer.txt: symlink"]' in out, "denv verify --resume prints the refusal", (rc, out, err))
+    t.ok(v.get("reward") == 0 and v.get("source") == "refused" and v.get("refused") == ["home/agent/answer.txt: symlink"]
+         and v.get("agent_frozen") is False, "verdict: reward 0, source refused, the reason", v)
+    t.ok(g.get("source") == "refused" and (ph.get("collect") or {}).get("Evidence", {}).get("refused")
+         == ["home/agent/answer.txt: symlink"], "collect and grade evidence say refused", ph)
+    t.ok(not os.path.exists(os.path.join(tmp, "data", "verify", depid, "logs", "ran")) and
+         not os.path.exists(os.path.join(tmp, "data", "verify", depid, "submission")),
+         "the grader never ran; no copy is left")
+    graders.append(g and (ph.get("clone") or {}).get("Evidence", {}).get("grader_env"))
+    st, r = exec_box(env, ["rm", "/home/agent/answer.txt"])
+    t.ok(st == 200 and r.get("exit_code") == 0, "after --resume the agent runs again", r)
+
+    # ---- 2. the right answer, frozen afterwards ----
+    st, r = exec_box(env, ["sh", "-c", "echo 42 > /home/agent/answer.txt"])
+    t0 = time.time()
+    rc, out, err = cli("verify", env)
+    took = time.time() - t0
+    dd = last_verify(env)
+    ph = phases_of(dd)
+    names = [p["Name"] for p in dd.get("phases", [])]
+    t.diag("denv verify took %.1f s: %s" % (took, out.strip().replace("\n", " | ")))
+    t.ok(rc == 0 and "reward: 1 (source: reward.txt)" in out, "denv verify prints reward 1 (source: reward.txt)",
+         (rc, out, err))
+    t.ok(names == ["stop", "collect", "snapshot", "clone", "grade", "verdict"] and
+         all(p["Status"] == "ok" for p in dd.get("phases", [])), "phases stop → collect → snapshot → clone → "
+         "grade → verdict, all ok", dd)
+    ev = {n: (ph.get(n) or {}).get("Evidence") or {} for n in names}
+    t.ok(ev["stop"] == {"agent_service": "box", "mode": "pause"}, "stop evidence", ev["stop"])
+    t.ok(ev["collect"].get("files") == 1 and ev["collect"].get("bytes") == 3 and ev["collect"].get("missing") == []
+         and ev["collect"].get("refused") == [], "collect evidence {files 1, bytes 3, missing [], refused []}",
+         ev["collect"])
+    t.ok(ev["snapshot"].get("snapshot") and ev["snapshot"].get("consistent") is True, "snapshot evidence",
+         ev["snapshot"])
+    grader = ev["clone"].get("grader_env")
+    graders.append(grader)
+    t.ok(grader and "forked_in_ms" in ev["clone"], "clone evidence: the grader's fork", ev["clone"])
+    t.ok(ev["grade"].get("reward") == 1 and ev["grade"].get("source") == "reward.txt" and
+         ev["grade"].get("exit_code") == 0 and ev["grade"].get("stdout") == "graded\n" and ev["grade"].get("ran_for"),
+         "grade evidence", ev["grade"])
+    v = ev["verdict"]
+    t.ok(v.get("reward") == 1 and v.get("source") == "reward.txt" and v.get("agent_frozen") is True and
+         v.get("refused") == [] and v.get("missing") == [] and "took_ms" in v, "verdict evidence", v)
+    depid = dd.get("deployment", {}).get("ID", "")
+    t.ok(os.path.exists(os.path.join(tmp, "data", "verify", depid, "logs", "ran")), "the grader ran (marker)")
+    st, r = exec_box(env, ["cat", "/home/agent/answer.txt"])
+    t.ok(st == 200 and r.get("exit_code") != 0 and "is paused" in r.get("stderr", ""),
+         "without --resume the agent stays frozen: exec answers 'is paused'", (st, r))
+    st, e1 = req("GET", "/v1/envs/%s" % env)
+    cur1 = (e1.get("environment") or e1).get("CurrentVersionID") if st == 200 else None
+    t.ok(cur0 and cur1 == cur0, "the agent's environment keeps its current version", (cur0, cur1))
+    capture = dd.get("deployment", {}).get("VersionID")
+    st, vs = req("GET", "/v1/envs/%s/versions" % env)
+    cap = [x for x in (vs.get("versions", []) if st == 200 else []) if x.get("ID") == capture]
+    t.ok(cap and cap[0].get("Healthy") is True, "the capture version is healthy (forkable)", (capture, vs))
+    # The grader's fork is destroyed at the verdict (asynchronously).
+    end = time.time() + 60
+    left = ["x"]
+    while time.time() < end and left:
+        left = [g for g in graders if g and docker_leftovers(g.lower())[0]]
+        time.sleep(0.5)
+    st, ge = req("GET", "/v1/envs/%s" % grader)
+    gstatus = (ge.get("environment") or ge).get("Status") if st == 200 else st
+    t.ok(not left and gstatus == "destroyed", "the grader's forks are destroyed", (left, gstatus))
+finally:
+    if d:
+        d.kill()
+        d.wait()
+    cp.kill()
+    cp.wait()
+    for x in [env] + graders:
+        if x:
+            remove_project(x.lower())
+    if t.failed:
+        for name in ("cp.log", "denvd.log"):
+            try:
+                t.diag("%s tail:\n%s" % (name, open(os.path.join(tmp, name)).read()[-2500:]))
+            except OSError:
+                pass
+sys.exit(t.done())
