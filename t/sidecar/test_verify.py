@@ -46,6 +46,7 @@ def w(p, s):
 w(H + "/answer/answer.txt", "42\n")
 w(H + "/wrong/answer.txt", "41\n")
 os.makedirs(H + "/link"); os.symlink("/etc/passwd", H + "/link/answer.txt")
+os.symlink("/etc", H + "/lnkdir")                                  # a link in a parent of the path
 os.makedirs(H + "/fifo"); os.mkfifo(H + "/fifo/answer.txt")
 os.makedirs(H + "/sock"); socket.socket(socket.AF_UNIX).bind(H + "/sock/answer.txt")
 d = H + "/deep/" + "/".join("d%d" % i for i in range(4, 33))   # 32 components
@@ -205,6 +206,8 @@ try:
     deep = "home/agent/deep/" + "/".join("d%d" % i for i in range(4, 33)) + "/f"
     attacks = [
         ("symlink to /etc/passwd", H + "/link/answer.txt", lambda x: x == ["home/agent/link/answer.txt: symlink"]),
+        ("a link in a parent of the declared path", H + "/lnkdir/passwd",
+         lambda x: x == ["home/agent/lnkdir: symlink"]),
         ("FIFO", H + "/fifo/answer.txt", lambda x: x == ["home/agent/fifo/answer.txt: fifo"]),
         ("device node made by root", H + "/dev/answer.txt", lambda x: x == ["home/agent/dev/answer.txt: device"]),
         ("socket", H + "/sock/answer.txt", lambda x: x == ["home/agent/sock/answer.txt: socket"]),

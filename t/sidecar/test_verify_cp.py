@@ -8,7 +8,9 @@ image verifier; then:
      snapshot, clone, grade, verdict with their evidence, reward 1 from
      reward.txt, the capture version healthy, the agent's environment keeps
      its current version, the grader's fork destroyed, and the agent frozen
-     (exec answers "is paused").
+     (exec answers "is paused");
+  3. a service verifier grades inside the fork's copy of the service, as root;
+  4. a verifier sleeping past timeout_sec fails the grade phase.
 Needs [F7] (env.snapshot, env.fork on the sidecar)."""
 import json
 import os
@@ -54,6 +56,16 @@ services:
     volumes: ["home:/home/agent"]
 volumes: { home: {} }
 """ % json.dumps(GRADE)
+
+# A service verifier: it runs inside the fork's copy of box, as root.
+COMPOSE_SVC = COMPOSE.replace("""    image: denv-test/busybox
+    command: ["sh", "-c", %s]""" % json.dumps(GRADE), """    service: box
+    command: ["sh", "-c", %s]""" % json.dumps(
+    "echo \"uid=$(id -u) $(cat /submission/home/agent/answer.txt) $DENV_VERIFY_ID\"; "
+    "echo 1 > /logs/verifier/reward.txt"))
+# A verifier that sleeps past its timeout_sec.
+COMPOSE_SLOW = COMPOSE.replace('["sh", "-c", %s]' % json.dumps(GRADE), '["sleep", "60"]').replace(
+    "timeout_sec: 60", "timeout_sec: 2")
 
 
 def req(method, path, body=None):
@@ -101,6 +113,7 @@ def exec_box(env, cmd):
 d = None
 env = None
 graders = []
+others = []
 try:
     for _ in range(100):
         try:
@@ -201,13 +214,54 @@ try:
     st, ge = req("GET", "/v1/envs/%s" % grader)
     gstatus = (ge.get("environment") or ge).get("Status") if st == 200 else st
     t.ok(not left and gstatus == "destroyed", "the grader's forks are destroyed", (left, gstatus))
+
+    # ---- 3. a service verifier, inside the fork's box ----
+    def deploy(name, compose):
+        req("POST", "/v1/projects", {"name": name})
+        st, dep = req("POST", "/v1/projects/%s/deploy" % name, {"compose": compose})
+        dd = wait_dep(dep["deployment"]["ID"]) if st == 202 else {}
+        return dd.get("deployment", {}).get("EnvID"), dd
+    env2, dd = deploy("vfsvc", COMPOSE_SVC)
+    others.append(env2)
+    t.ok(env2 and dd["deployment"]["Status"] == "succeeded", "deploy with a service verifier", dd)
+    exec_box(env2, ["sh", "-c", "echo 42 > /home/agent/answer.txt"])
+    rc, out, err = cli("verify", "--resume", env2)
+    dd = last_verify(env2)
+    ph = phases_of(dd)
+    g = (ph.get("grade") or {}).get("Evidence") or {}
+    graders.append((ph.get("clone") or {}).get("Evidence", {}).get("grader_env"))
+    t.ok(rc == 0 and "reward: 1 (source: reward.txt)" in out and
+         g.get("stdout") == "uid=0 42 %s\n" % dd["deployment"]["ID"],
+         "service verifier: graded inside the fork's box as root over /submission; reward.txt copied back",
+         (rc, out, err, g))
+
+    # ---- 4. a verifier past its timeout_sec ----
+    env3, dd = deploy("vfslow", COMPOSE_SLOW)
+    others.append(env3)
+    t0 = time.time()
+    rc, out, err = cli("verify", "--resume", env3)
+    took = time.time() - t0
+    dd = last_verify(env3)
+    ph = phases_of(dd)
+    v = (ph.get("verdict") or {}).get("Evidence") or {}
+    graders.append((ph.get("clone") or {}).get("Evidence", {}).get("grader_env"))
+    t.ok(rc != 0 and dd["deployment"]["Status"] == "failed" and (ph.get("grade") or {}).get("Status") == "failed"
+         and "timeout_sec (2 s)" in ((ph.get("grade") or {}).get("Error") or "") and took < 30,
+         "a verifier sleeping past timeout_sec fails the grade phase (%.1f s)" % took, (rc, out, err, ph.get("grade")))
+    t.ok(v.get("reward") is None and v.get("source") == "error", "verdict: reward null, source error", v)
+    end = time.time() + 60
+    left = ["x"]
+    while time.time() < end and left:
+        left = [g for g in graders if g and any(docker_leftovers(g.lower()))]
+        time.sleep(0.5)
+    t.ok(not left, "every grader's fork is gone, verifier containers included", left)
 finally:
     if d:
         d.kill()
         d.wait()
     cp.kill()
     cp.wait()
-    for x in [env] + graders:
+    for x in [env] + others + graders:
         if x:
             remove_project(x.lower())
     if t.failed:
