@@ -1,0 +1,44 @@
+#!/bin/sh
+# denvd-snap-btrfs.sh: the snapshot/fork/rollback suite (t/sidecar/test_snap.py)
+# and the real-control-plane deployments (test_snap_cp.py) on the btrfs
+# backend. The filesystem is an image FILE made in this test's own temp dir,
+# attached to a loop device and mounted on a directory in that temp dir; the
+# trap unmounts, detaches and removes it on every exit. Nothing else is ever
+# formatted or mounted. Prints TAP.
+set -u
+top=${DENV_TOP:-$PWD}
+py=$top/python/.venv/bin/python
+bin=$top/bin/denvd
+if [ ! -x "$bin" ]; then echo "1..0 # SKIP $bin not built"; exit 0; fi
+if [ ! -x "$py" ] || ! "$py" -c 'import websockets' 2>/dev/null; then
+	echo "1..0 # SKIP python websockets not installed in $top/python/.venv"; exit 0
+fi
+if [ "$(id -u)" != 0 ]; then echo "1..0 # SKIP needs root (loop mount)"; exit 0; fi
+for c in mkfs.btrfs btrfs losetup mount umount; do
+	command -v $c >/dev/null 2>&1 || { echo "1..0 # SKIP $c not installed (btrfs-progs)"; exit 0; }
+done
+if ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
+	echo "1..0 # SKIP no Docker engine or fixture images (t/docker-up.sh all)"; exit 0
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/denvd-snap-btrfs.XXXXXX")
+dev=
+cleanup() {
+	if mountpoint -q "$tmp/mnt" 2>/dev/null; then
+		umount "$tmp/mnt" 2>/dev/null || { sleep 1; umount "$tmp/mnt" 2>/dev/null; } || umount -l "$tmp/mnt"
+	fi
+	[ -n "$dev" ] && losetup -d "$dev" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+truncate -s 2G "$tmp/btrfs.img"
+mkfs.btrfs -q "$tmp/btrfs.img" >/dev/null 2>&1 || { echo "1..0 # SKIP mkfs.btrfs failed on an image file"; exit 0; }
+dev=$(losetup --find --show "$tmp/btrfs.img" 2>/dev/null) || { dev=; echo "1..0 # SKIP no loop device"; exit 0; }
+mkdir "$tmp/mnt" "$tmp/suite" "$tmp/cp"
+mount -t btrfs "$dev" "$tmp/mnt" || { echo "1..0 # SKIP cannot mount the loop device"; exit 0; }
+mkdir "$tmp/mnt/denv" "$tmp/mnt/denv-cp"
+rc=0
+"$py" "$top/t/sidecar/test_snap.py" "$bin" "$tmp/suite" btrfs --btrfs-root "$tmp/mnt/denv" || rc=1
+echo "# the same through the real control plane"
+"$py" "$top/t/sidecar/test_snap_cp.py" "$top" "$tmp/cp" --btrfs-root "$tmp/mnt/denv-cp" | sed -e 's/^\(not \)\{0,1\}ok /&cp: /' -e 's/^1\.\./# cp: 1../' || rc=1
+exit $rc
