@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fakecp import TAP, docker, docker_leftovers, remove_project  # noqa: E402
+from fakecp import TAP, docker_leftovers, remove_project  # noqa: E402
 
 top, tmp = sys.argv[1], sys.argv[2]
 t = TAP()
