@@ -39,9 +39,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# denv ARGS...: run the CLI, showing the command line.
+# denv ARGS...: run the CLI, showing the command line (on stderr, so that
+# output captured from it stays clean).
 denv() {
-	echo "\$ denv $*"
+	printf '$ denv %s\n' "$*" >&2
 	"$bin/denv" "$@"
 }
 
@@ -111,8 +112,8 @@ denv deploy --project quickstart -f "$tmp/compose.yaml" || fail "deploy did not 
 
 say "act as the agent (never root) and leave a row in the database"
 out=$(denv exec --service box quickstart/alpha -- sh -c 'id -u; echo 42 > /home/agent/answer.txt')
-echo "$out"
-expect_eq "the agent's uid" "$(echo "$out" | json_field 'd["stdout"].strip()')" 1000
+printf '%s\n' "$out"
+expect_eq "the agent's uid" "$(printf '%s\n' "$out" | json_field 'd["stdout"].strip()')" 1000
 denv exec --service db quickstart/alpha -- psql -U postgres -c "create table t(x int); insert into t values (1)" >/dev/null
 
 say "snapshot: freeze writers, checkpoint, capture every volume at one instant"
