@@ -1,25 +1,306 @@
-/* storage_zfs.c: the zfs backend (placeholder until step 4). */
+/* storage_zfs.c: the zfs backend (--zfs-pool POOL; used only when
+ * `zpool list POOL` succeeds).
+ *   POOL/envs/<env>/vol            parent of the volumes; its mountpoint is
+ *                                  the env's volume dir (inherited by each)
+ *   POOL/envs/<env>/vol/<volume>   a dataset per volume (bind-mounted)
+ *   POOL/envs/<env>/old/<volume>.<ms>  a volume replaced by a rollback to an
+ *                                  older snapshot, kept for its snapshots
+ * A snapshot is one `zfs snapshot -r POOL/envs/<env>/vol@<name>`: atomic
+ * across every volume. A fork is `zfs clone` of each volume's snapshot. A
+ * rollback to the newest snapshot of the volume is `zfs rollback`; to an
+ * older one (or to the snapshot a fork came from) the snapshot is cloned
+ * beside the volume and swapped in by rename, the old dataset moving to
+ * old/ with its snapshots, so no version is lost. Snapshots are found by
+ * name (version ids are unique) wherever the rename put them.
+ * A clone depends on its origin snapshot: a destroy never uses -R on a tree
+ * that has clones outside it; it keeps the tree and says so (1), and the
+ * snapshot layer reclaims it when the last fork is gone. */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/fs.h"
+#include "base/str.h"
+#include "base/sys.h"
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
 
-static int z_no(struct err *e)
+#define ZFS_NAME_MAX 1024
+#define ZFS_LIST_MAX ((size_t)4 << 20)
+
+#define ZFS_ARGS_MAX 16
+
+/* zfs with the NULL-terminated arguments after e. */
+static int zfs_v(struct buf *out, struct err *e, ...)
 {
-	return err_set(e, "storage zfs: not implemented yet");
+	const char *argv[ZFS_ARGS_MAX + 2] = { "zfs" };
+	size_t n = 1;
+	va_list ap;
+
+	va_start(ap, e);
+	while (n < ZFS_ARGS_MAX && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	return stg_run(argv, out, e);
 }
+#define Z(out, e, ...) zfs_v(out, e, __VA_ARGS__, (const char *)NULL)
+
+static void ds_env(const struct stg *s, const char *env, const char *sub, char *out, size_t n)
+{
+	snprintf(out, n, "%s/envs/%s%s%s", s->root, env, sub ? "/" : "", sub ? sub : "");
+}
+
+static bool ds_exists(const char *ds)
+{
+	struct err e;
+
+	return Z(NULL, &e, "list", "-H", "-o", "name", ds) == 0;
+}
+
+static int mountpoint(const char *ds, char *out, size_t n, struct err *e)
+{
+	struct buf b = BUF_INIT;
+
+	if (Z(&b, e, "get", "-H", "-o", "value", "mountpoint", ds) < 0) {
+		buf_release(&b);
+		return -1;
+	}
+	dk_first_line(b.data, out, n);
+	buf_release(&b);
+	if (out[0] != '/')
+		return err_set(e, "zfs: %s is not mounted (mountpoint %s)", ds, out);
+	return 0;
+}
+
 static int z_env_prepare(const struct stg *s, const char *env, char *voldir, size_t n, struct err *e)
-{ (void)s; (void)env; (void)voldir; (void)n; return z_no(e); }
+{
+	char ds[ZFS_NAME_MAX];
+
+	ds_env(s, env, "vol", ds, sizeof(ds));
+	if (!ds_exists(ds) && Z(NULL, e, "create", "-p", ds) < 0)
+		return -1;
+	return mountpoint(ds, voldir, n, e);
+}
+
 static int z_adopt(const struct stg *s, const char *env, const char *vol, const char *tree, struct err *e)
-{ (void)s; (void)env; (void)vol; (void)tree; return z_no(e); }
-static int z_sync(const struct stg *s, const char *env, struct err *e) { (void)s; (void)env; return z_no(e); }
+{
+	char ds[ZFS_NAME_MAX], mp[STG_PATH_MAX];
+
+	snprintf(ds, sizeof(ds), "%s/envs/%s/vol/%s", s->root, env, vol);
+	if (Z(NULL, e, "create", ds) < 0 || mountpoint(ds, mp, sizeof(mp), e) < 0)
+		return -1;
+	if (stg_copy_tree(tree, mp, e) < 0)
+		return -1;
+	return fs_remove_all(tree, e);
+}
+
+/* syncfs on each volume's mount (each dataset is its own filesystem). */
+static int z_sync(const struct stg *s, const char *env, struct err *e)
+{
+	char ds[ZFS_NAME_MAX];
+	struct buf b = BUF_INIT;
+	char **lines;
+	size_t n = 0;
+
+	ds_env(s, env, "vol", ds, sizeof(ds));
+	buf_init(&b, ZFS_LIST_MAX);
+	if (Z(&b, e, "list", "-H", "-o", "mountpoint", "-r", ds) < 0) {
+		buf_release(&b);
+		return -1;
+	}
+	lines = str_split(b.data, "\n", &n);
+	buf_release(&b);
+	for (size_t i = 0; i < n; i++) {
+		int fd = lines[i][0] == '/' ? open(lines[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+
+		if (fd >= 0) {
+			(void)syncfs(fd);
+			sys_close(fd);
+		}
+	}
+	str_list_free(lines);
+	return 0;
+}
+
 static int z_snapshot(const struct stg *s, const char *env, const char *name, const struct json *vols,
 		      struct json *datasets, struct err *e)
-{ (void)s; (void)env; (void)name; (void)vols; (void)datasets; return z_no(e); }
-static int z_clone(const struct stg *s, const char *a, const char *b, const char *c, const char *d, struct err *e)
-{ (void)s; (void)a; (void)b; (void)c; (void)d; return z_no(e); }
+{
+	char ds[ZFS_NAME_MAX], snap[ZFS_NAME_MAX + 200];
+	struct err e2;
+
+	ds_env(s, env, "vol", ds, sizeof(ds));
+	snprintf(snap, sizeof(snap), "%s@%s", ds, name);
+	Z(NULL, &e2, "destroy", "-r", snap);	/* a crashed attempt's leftover; usually "could not find" */
+	if (Z(NULL, e, "snapshot", "-r", snap) < 0)
+		return -1;
+	for (size_t i = 0; i < json_len(vols); i++) {
+		snprintf(snap, sizeof(snap), "%s/%s@%s", ds, json_at(vols, i)->u.str.s, name);
+		json_array_push(datasets, json_new_str(snap));
+	}
+	return 0;
+}
+
+/* The snapshot name of volume vol of env: vol/<vol>@name, or where a
+ * rollback moved it (old/<vol>.<ms>@name). */
+static int find_snap(const struct stg *s, const char *env, const char *vol, const char *name, char *out,
+		     size_t n, struct err *e)
+{
+	char top[ZFS_NAME_MAX], want[ZFS_NAME_MAX + 200], oldp[ZFS_NAME_MAX + 200], at[200];
+	struct buf b = BUF_INIT;
+	char **lines;
+	size_t cnt = 0;
+	int rc = -1;
+
+	ds_env(s, env, NULL, top, sizeof(top));
+	snprintf(want, sizeof(want), "%s/vol/%s@%s", top, vol, name);
+	snprintf(oldp, sizeof(oldp), "%s/old/%s.", top, vol);
+	snprintf(at, sizeof(at), "@%s", name);
+	buf_init(&b, ZFS_LIST_MAX);
+	if (Z(&b, e, "list", "-H", "-t", "snapshot", "-o", "name", "-r", top) < 0) {
+		buf_release(&b);
+		return -1;
+	}
+	lines = str_split(b.data, "\n", &cnt);
+	buf_release(&b);
+	for (size_t i = 0; i < cnt && rc < 0; i++)
+		if (str_eq(lines[i], want))
+			rc = str_copy(out, n, lines[i]);
+	for (size_t i = 0; i < cnt && rc < 0; i++)
+		if (str_has_prefix(lines[i], oldp) && str_has_suffix(lines[i], at))
+			rc = str_copy(out, n, lines[i]);
+	str_list_free(lines);
+	if (rc < 0)
+		err_set(e, "zfs: no snapshot %s of volume \"%s\" under %s", name, vol, top);
+	return rc;
+}
+
+static int z_clone(const struct stg *s, const char *from_env, const char *name, const char *env,
+		   const char *vol, struct err *e)
+{
+	char snap[ZFS_NAME_MAX + 200], ds[ZFS_NAME_MAX];
+
+	if (find_snap(s, from_env, vol, name, snap, sizeof(snap), e) < 0)
+		return -1;
+	snprintf(ds, sizeof(ds), "%s/envs/%s/vol/%s", s->root, env, vol);
+	if (ds_exists(ds) && Z(NULL, e, "destroy", "-r", ds) < 0)	/* an earlier attempt of this fork */
+		return -1;
+	return Z(NULL, e, "clone", snap, ds);
+}
+
+/* The newest snapshot of ds (its short name after '@'), "" if none. */
+static int newest(const char *ds, char *out, size_t n, struct err *e)
+{
+	struct buf b = BUF_INIT;
+	char **lines;
+	size_t cnt = 0;
+	const char *at;
+
+	out[0] = '\0';
+	buf_init(&b, ZFS_LIST_MAX);
+	if (Z(&b, e, "list", "-H", "-t", "snapshot", "-o", "name", "-s", "creation", "-d", "1", ds) < 0) {
+		buf_release(&b);
+		return -1;
+	}
+	lines = str_split(b.data, "\n", &cnt);
+	buf_release(&b);
+	if (cnt && (at = strchr(lines[cnt - 1], '@')))
+		str_copy(out, n, at + 1);
+	str_list_free(lines);
+	return 0;
+}
+
+static int z_restore(const struct stg *s, const char *from_env, const char *name, const char *env,
+		     const char *vol, struct err *e)
+{
+	char ds[ZFS_NAME_MAX], snap[ZFS_NAME_MAX + 200], last[256], tmp[ZFS_NAME_MAX + 16];
+	char oldp[ZFS_NAME_MAX], old[ZFS_NAME_MAX + 64], own[ZFS_NAME_MAX + 200];
+
+	snprintf(ds, sizeof(ds), "%s/envs/%s/vol/%s", s->root, env, vol);
+	snprintf(own, sizeof(own), "%s@%s", ds, name);
+	if (find_snap(s, from_env, vol, name, snap, sizeof(snap), e) < 0)
+		return -1;
+	if (str_eq(snap, own) && newest(ds, last, sizeof(last), e) == 0 && str_eq(last, name))
+		return Z(NULL, e, "rollback", snap);
+	/* Older, or another env's (a fork returning to its origin): clone and swap. */
+	snprintf(tmp, sizeof(tmp), "%s/envs/%s/vol/.new-%s", s->root, env, vol);
+	ds_env(s, env, "old", oldp, sizeof(oldp));
+	snprintf(old, sizeof(old), "%s/%s.%lld", oldp, vol, (long long)clock_now_ms());
+	if (ds_exists(tmp) && Z(NULL, e, "destroy", "-r", tmp) < 0)
+		return -1;
+	if (Z(NULL, e, "clone", snap, tmp) < 0)
+		return -1;
+	if (!ds_exists(oldp) && Z(NULL, e, "create", "-p", "-o", "mountpoint=none", oldp) < 0)
+		return -1;
+	if (ds_exists(ds) && Z(NULL, e, "rename", ds, old) < 0)
+		return -1;
+	return Z(NULL, e, "rename", tmp, ds);
+}
+
 static int z_drop_snapshot(const struct stg *s, const char *env, const char *name, struct err *e)
-{ (void)s; (void)env; (void)name; return z_no(e); }
-static int z_drop_env(const struct stg *s, const char *env, struct err *e) { (void)s; (void)env; return z_no(e); }
+{
+	char top[ZFS_NAME_MAX], at[200];
+	struct buf b = BUF_INIT;
+	char **lines;
+	size_t cnt = 0;
+	int rc = 0;
+
+	ds_env(s, env, NULL, top, sizeof(top));
+	if (!ds_exists(top))
+		return 0;
+	snprintf(at, sizeof(at), "@%s", name);
+	buf_init(&b, ZFS_LIST_MAX);
+	if (Z(&b, e, "list", "-H", "-t", "snapshot", "-o", "name", "-r", top) < 0) {
+		buf_release(&b);
+		return -1;
+	}
+	lines = str_split(b.data, "\n", &cnt);
+	buf_release(&b);
+	/* Children first: the parent vol@name has no data, but keep the order of -r. */
+	for (size_t i = cnt; i-- > 0 && rc == 0;)
+		if (str_has_suffix(lines[i], at))
+			rc = Z(NULL, e, "destroy", lines[i]);
+	str_list_free(lines);
+	return rc;
+}
+
+/* 1 (kept) when a snapshot under the env has a clone outside it. */
+static int z_drop_env(const struct stg *s, const char *env, struct err *e)
+{
+	char top[ZFS_NAME_MAX], inside[ZFS_NAME_MAX + 2];
+	struct buf b = BUF_INIT;
+	char **lines;
+	size_t cnt = 0;
+	bool outside = false;
+
+	ds_env(s, env, NULL, top, sizeof(top));
+	if (!ds_exists(top))
+		return 0;
+	snprintf(inside, sizeof(inside), "%s/", top);
+	buf_init(&b, ZFS_LIST_MAX);
+	if (Z(&b, e, "list", "-H", "-t", "snapshot", "-o", "clones", "-r", top) < 0) {
+		buf_release(&b);
+		return -1;
+	}
+	lines = str_split(b.data, "\n,", &cnt);
+	buf_release(&b);
+	for (size_t i = 0; i < cnt && !outside; i++) {
+		char *c = str_trim(lines[i]);
+
+		outside = *c && !str_eq(c, "-") && !str_has_prefix(c, inside);
+	}
+	str_list_free(lines);
+	if (outside) {
+		wk_progress("keeping %s: a fork elsewhere is a clone of one of its snapshots", top);
+		return 1;
+	}
+	/* -R reaches only clones inside this env's own tree (checked above). */
+	return Z(NULL, e, "destroy", "-R", top) < 0 ? -1 : 0;
+}
 
 const struct stg_ops stg_zfs_ops = {
-	"zfs", z_env_prepare, z_adopt, z_sync, z_snapshot, z_clone, z_clone, z_drop_snapshot, z_drop_env,
+	"zfs", z_env_prepare, z_adopt, z_sync, z_snapshot, z_clone, z_restore, z_drop_snapshot, z_drop_env,
 };
