@@ -509,7 +509,7 @@ static int snapshot_run(struct wk *w, const char *name, const struct json *keep,
 	json_object_set_str(rec, "name", name);
 	json_object_set_str(rec, "env", w->env);
 	json_object_set_str(rec, "storage", stg.ops->name);
-	json_object_set(rec, "volumes", json_dup(vols ? vols : json_new_array()));
+	json_object_set(rec, "volumes", vols ? json_dup(vols) : json_new_array());
 	json_object_set(rec, "datasets", datasets);
 	datasets = NULL;
 	json_object_set_str(rec, "frozen_for", dur);

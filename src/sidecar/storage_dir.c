@@ -235,8 +235,9 @@ static int dir_sync(const struct stg *s, const char *env, struct err *e)
 	return 0;
 }
 
-/* Copied into <snapdir>.partial while frozen; the snapshot layer renames the
- * partial into place when the record is written (dir_publish is that rename). */
+/* Copied into <data>/snaps/<env>/<name>/ while frozen. Leftovers of a crashed
+ * attempt are replaced; the snapshot counts only once snapshot.c has written
+ * its record beside the copies. */
 static int dir_snapshot(const struct stg *s, const char *env, const char *name, const struct json *vols,
 			struct json *datasets, struct err *e)
 {
