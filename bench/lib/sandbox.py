@@ -1,0 +1,66 @@
+"""sandbox create -> first exec: POST /v1/sandboxes (image form, busybox
+fixture, answered when healthy) then POST /v1/envs/{id}/exec `true`, against
+`docker run -d` of the same image and command then `docker exec` `true`.
+Runs alternate; the teardown of each (destroy, docker rm) is not timed."""
+import benchlib as B
+
+KEY = "sandbox"
+IMAGE = "denv-test/busybox"
+
+
+def baseline_once(i):
+    name = "%ssbx-%d" % (B.PREFIX, i)
+    t0 = B.now()
+    r = B.sh("docker", "run", "-d", "--name", name, IMAGE, "sleep", "3600")
+    ok = r.returncode == 0 and B.sh("docker", "exec", name, "true").returncode == 0
+    t1 = B.now()
+    B.sh("docker", "rm", "-f", "-v", name)
+    if ok:
+        B.base(KEY, (t1 - t0) * 1000)
+    return ok
+
+
+def denv_once(s):
+    """ms, or raises Pending with the reason."""
+    t0 = B.now()
+    st, r = s.req("POST", "/v1/sandboxes", {"image": IMAGE, "cmd": ["sleep", "3600"], "timeout_sec": 120})
+    if st != 201:
+        B.note("sandbox: POST /v1/sandboxes answered %s after %.0f ms (not a figure)" % (st, (B.now() - t0) * 1000))
+        raise B.Pending("POST /v1/sandboxes: %s %s" % (st, r.get("error", r) if isinstance(r, dict) else r))
+    env = r["environment"]["ID"]
+    s.envs.add(env)
+    st, x = s.req("POST", "/v1/envs/%s/exec" % env, {"service": "main", "cmd": ["true"]})
+    t1 = B.now()
+    if st != 200 or x.get("exit_code") != 0:
+        raise B.Pending("first exec: %s %s" % (st, x))
+    st, d = s.req("DELETE", "/v1/envs/" + env)
+    if st == 202:
+        s.wait_dep(d["deployment"]["ID"], limit=60)
+    return (t1 - t0) * 1000
+
+
+def body():
+    B.fig(KEY, "sandbox create -> first exec (busybox)", "docker run -d + docker exec", "ms", "ratio<=1.25")
+    why = B.docker_ready()
+    if why:
+        B.pending(KEY, why)
+        return
+    n = B.runs(7, 3)
+    for i in range(n):
+        baseline_once(i)
+    try:
+        s = B.Stack("sandbox")
+    except B.Pending as p:
+        B.pending(KEY, p)
+        return
+    try:
+        for i in range(n):
+            B.sample(KEY, denv_once(s))
+            baseline_once(n + i)
+    except B.Pending as p:
+        B.pending(KEY, p)
+    finally:
+        s.close()
+
+
+B.main(body)
