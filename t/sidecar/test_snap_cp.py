@@ -155,7 +155,7 @@ try:
 
     for e in (env, fork):
         dd = wait_dep(*req("DELETE", "/v1/envs/%s" % e))
-    left = [e for e in envs if any(docker_leftovers(e.lower()))]
+    left = [e for e in envs if e and any(docker_leftovers(e.lower()))]
     snaps = os.path.join(tmp, "data", "snaps")
     t.ok(not left and not os.listdir(os.path.join(tmp, "data", "envs")) and
          (not os.path.exists(snaps) or not os.listdir(snaps)), "destroys leave nothing behind",
