@@ -24,11 +24,17 @@ cleanup() {
 	status=$?
 	[ -n "$sc_pid" ] && kill "$sc_pid" 2>/dev/null && wait "$sc_pid" 2>/dev/null
 	[ -n "$cp_pid" ] && kill "$cp_pid" 2>/dev/null && wait "$cp_pid" 2>/dev/null
-	# Containers of this run only: those with a mount under its temp dir.
+	# Containers of this run only (a mount under its temp dir), then their
+	# networks: a destroy that was still running when denvd stopped leaves them.
+	nets=
 	for c in $(docker ps -aq 2>/dev/null); do
 		if docker inspect -f '{{range .Mounts}}{{.Source}} {{end}}' "$c" 2>/dev/null | grep -q "$tmp"; then
+			nets="$nets $(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' "$c" 2>/dev/null)"
 			docker rm -f "$c" >/dev/null 2>&1 || true
 		fi
+	done
+	for n in $nets; do
+		case $n in bridge|host|none) ;; *) docker network rm "$n" >/dev/null 2>&1 || true ;; esac
 	done
 	if [ $status -ne 0 ]; then
 		echo "--- denv-cp log (last 30 lines)"; tail -n 30 "$tmp/cp.log" 2>/dev/null || true
