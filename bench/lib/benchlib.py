@@ -128,8 +128,10 @@ def docker_rm_prefixed():
 class Stack:
     """denv-cp on a temp store, and optionally one joined denvd."""
 
-    def __init__(self, name, sidecar=True, db=None, key=None, cp_env=None):
-        """db: an existing store directory (kept); key: its API key."""
+    def __init__(self, name, sidecar=True, db=None, key=None, cp_env=None, sidecar_args=()):
+        """db: an existing store directory (kept); key: its API key;
+        sidecar_args: more denvd flags (--btrfs-root DIR)."""
+        self.sidecar_args = list(sidecar_args)
         self.procs = []
         self.envs = set()
         self.tmp = tempfile.mkdtemp(prefix="denv-bench-%s." % name, dir=os.environ.get("TMPDIR", "/tmp"))
@@ -182,7 +184,7 @@ class Stack:
         self.sidecar = subprocess.Popen(
             [TOP + "/bin/denvd", "join", "--server", self.url, "--token", tok["token"],
              "--state", self.tmp + "/host.json", "--data", self.tmp + "/data",
-             "--probe-image", "denv-test/busybox", "--probe-url", "http://127.0.0.1:9/"],
+             "--probe-image", "denv-test/busybox", "--probe-url", "http://127.0.0.1:9/"] + self.sidecar_args,
             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
         self.procs.append(self.sidecar)
         end = time.time() + 30
@@ -435,3 +437,79 @@ def wrk(url, duration, headers=(), conns=50):
     bad = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", out)
     need(rps and p99, "wrk gave no figures: " + (r.stderr.strip() or out.strip())[:200])
     return float(rps.group(1)), _ms(p99.group(1)), int(bad.group(1)) if bad else 0
+
+
+class Btrfs:
+    """A btrfs filesystem on an image file in a temp directory of our own,
+    loop-mounted there; close() unmounts it, detaches the loop device and
+    removes the directory. root is a directory in it for --btrfs-root."""
+
+    def __init__(self, size="4G"):
+        need(os.geteuid() == 0, "btrfs needs root (loop mount)")
+        for c in ("mkfs.btrfs", "losetup", "mount", "umount"):
+            need(which(c), "%s not installed (btrfs-progs, util-linux)" % c)
+        self.dev = None
+        self.tmp = tempfile.mkdtemp(prefix="denv-bench-btrfs.", dir=os.environ.get("TMPDIR", "/tmp"))
+        self.mnt = os.path.join(self.tmp, "mnt")
+        try:
+            img = os.path.join(self.tmp, "btrfs.img")
+            sh("truncate", "-s", size, img, check=True)
+            need(sh("mkfs.btrfs", "-q", img).returncode == 0, "mkfs.btrfs on an image file failed")
+            r = sh("losetup", "--find", "--show", img)
+            need(r.returncode == 0, "no loop device: " + r.stderr.strip())
+            self.dev = r.stdout.strip()
+            os.makedirs(self.mnt)
+            need(sh("mount", "-t", "btrfs", self.dev, self.mnt).returncode == 0, "cannot mount the loop device")
+            self.root = os.path.join(self.mnt, "root")
+            os.makedirs(self.root)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if os.path.ismount(self.mnt):
+            if sh("umount", self.mnt).returncode != 0:
+                time.sleep(1)
+                if sh("umount", self.mnt).returncode != 0:
+                    sh("umount", "-l", self.mnt)
+        if self.dev:
+            sh("losetup", "-d", self.dev)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def parse_ms(v):
+    """'47ms', '1.2s', 47 -> milliseconds (float), or None."""
+    if isinstance(v, (int, float)):
+        return float(v)
+    m = re.match(r"^\s*([0-9.]+)\s*(us|µs|ms|s)?\s*$", str(v or ""))
+    if not m:
+        return None
+    return float(m.group(1)) * {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0, None: 1.0}[m.group(2)]
+
+
+def ts(v):
+    """An RFC 3339 timestamp with up to nanoseconds -> seconds since the epoch."""
+    import datetime
+    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z$", v or "")
+    if not m:
+        return None
+    base = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+    return base.timestamp() + (float("0." + m.group(2)) if m.group(2) else 0.0)
+
+
+def phase_ms(dd):
+    """{phase name: milliseconds} of a deployment view."""
+    out = {}
+    for p in dd.get("phases", []):
+        a, b = ts(p.get("StartedAt")), ts(p.get("FinishedAt"))
+        if a is not None and b is not None:
+            out[p["Name"]] = (b - a) * 1000
+    return out
+
+
+def median(xs):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
