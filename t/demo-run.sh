@@ -145,4 +145,11 @@ grep -q 'refused' "$tmp/verify2.out" || fail "expected the submission to be refu
 
 say "cleanup"
 for e in f2 f1 alpha; do denv env destroy "quickstart/$e" >/dev/null || fail "destroy $e"; done
+for e in f2 f1 alpha; do
+	n=0
+	until [ "$("$bin/denv" env get "quickstart/$e" 2>/dev/null | json_field 'd["environment"]["Status"]' 2>/dev/null)" = destroyed ]; do
+		n=$((n + 1)); [ $n -lt 120 ] || fail "environment $e was not destroyed within 60 s"; sleep 0.5
+	done
+	echo "ok: $e destroyed"
+done
 echo "demo: all steps passed"
