@@ -14,28 +14,14 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=$top/bin
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-demo.XXXXXX")
-cp_pid=
-sc_pid=
+. "$top/t/lib/stack.sh"
 
 say() { printf '\n== %s\n' "$*"; }
 fail() { printf '\ndemo: FAILED: %s\n' "$*" >&2; exit 1; }
 
 cleanup() {
 	status=$?
-	[ -n "$sc_pid" ] && kill "$sc_pid" 2>/dev/null && wait "$sc_pid" 2>/dev/null
-	[ -n "$cp_pid" ] && kill "$cp_pid" 2>/dev/null && wait "$cp_pid" 2>/dev/null
-	# Containers of this run only (a mount under its temp dir), then their
-	# networks: a destroy that was still running when denvd stopped leaves them.
-	nets=
-	for c in $(docker ps -aq 2>/dev/null); do
-		if docker inspect -f '{{range .Mounts}}{{.Source}} {{end}}' "$c" 2>/dev/null | grep -q "$tmp"; then
-			nets="$nets $(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' "$c" 2>/dev/null)"
-			docker rm -f "$c" >/dev/null 2>&1 || true
-		fi
-	done
-	for n in $nets; do
-		case $n in bridge|host|none) ;; *) docker network rm "$n" >/dev/null 2>&1 || true ;; esac
-	done
+	stack_stop
 	if [ $status -ne 0 ]; then
 		echo "--- denv-cp log (last 30 lines)"; tail -n 30 "$tmp/cp.log" 2>/dev/null || true
 		echo "--- denvd log (last 30 lines)"; tail -n 30 "$tmp/denvd.log" 2>/dev/null || true
@@ -57,31 +43,14 @@ expect_eq() {
 	if [ "$2" = "$3" ]; then echo "ok: $1 is $3"; else fail "$1: expected '$3', got '$2'"; fi
 }
 
-json_field() { "$top/python/.venv/bin/python" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+json_field() { stack_json "$1"; }
 
 say "set-up: Docker engine and fixture images"
 sh "$top/t/docker-up.sh" all || fail "Docker is not usable here"
 
-say "control plane on a temporary store"
-export DENV_API_KEY=dak_demo_$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
-DENV_BOOTSTRAP_KEY=$DENV_API_KEY "$bin/denv-cp" -addr 127.0.0.1:0 -db "$tmp/store" >"$tmp/cp.log" 2>&1 &
-cp_pid=$!
-n=0
-until grep -q 'listening on' "$tmp/cp.log"; do
-	n=$((n + 1)); [ $n -lt 100 ] || fail "denv-cp did not start"; sleep 0.1
-done
-export DENV_SERVER=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$tmp/cp.log" | head -n 1)
+say "a control plane on a temporary store, and a sidecar joins it"
+stack_start || fail "the control plane or the sidecar did not start"
 echo "denv-cp at $DENV_SERVER"
-
-say "a sidecar joins"
-token=$("$bin/denv" host join-token | json_field 'd["token"]')
-"$bin/denvd" join --server "$DENV_SERVER" --token "$token" --state "$tmp/host.json" \
-	--data "$tmp/data" --probe-url http://192.0.2.1/ >"$tmp/denvd.log" 2>&1 &
-sc_pid=$!
-n=0
-until "$bin/denv" host list 2>/dev/null | grep -q '"connected": true'; do
-	n=$((n + 1)); [ $n -lt 100 ] || fail "denvd did not connect"; sleep 0.2
-done
 denv host list | grep -E '"(Name|Status|storage)"' || true
 
 say "a project and its compose file"
@@ -146,10 +115,7 @@ grep -q 'refused' "$tmp/verify2.out" || fail "expected the submission to be refu
 say "cleanup"
 for e in f2 f1 alpha; do denv env destroy "quickstart/$e" >/dev/null || fail "destroy $e"; done
 for e in f2 f1 alpha; do
-	n=0
-	until [ "$("$bin/denv" env get "quickstart/$e" 2>/dev/null | json_field 'd["environment"]["Status"]' 2>/dev/null)" = destroyed ]; do
-		n=$((n + 1)); [ $n -lt 120 ] || fail "environment $e was not destroyed within 60 s"; sleep 0.5
-	done
+	stack_wait_destroyed "quickstart/$e" || fail "environment $e was not destroyed within 60 s"
 	echo "ok: $e destroyed"
 done
 echo "demo: all steps passed"

@@ -58,14 +58,19 @@ static int write_files(struct create *c, struct err *e)
 
 static int make_network(struct create *c, struct err *e)
 {
+	char bridge[HW_BRIDGE_MAX];
 	struct argv a;
 	int rc;
 
+	hw_bridge_name(c->project, bridge);
 	av_init(&a);
 	av_add(&a, "network");
 	av_add(&a, "create");
 	if (c->internal)
 		av_add(&a, "--internal");
+	/* A bridge name we know, for the host wall's INPUT rule. */
+	av_add(&a, "-o");
+	av_addf(&a, "com.docker.network.bridge.name=%s", bridge);
 	av_add(&a, "--label");
 	av_addf(&a, "com.docker.compose.project=%s", c->project);
 	av_add(&a, "--label");
@@ -75,7 +80,8 @@ static int make_network(struct create *c, struct err *e)
 	av_add(&a, c->net);
 	rc = dk_run(&a, SC_DOCKER_TIMEOUT_MS, NULL, e);
 	av_release(&a);
-	return rc;
+	/* Fail closed: no container starts on a network that can reach the host. */
+	return rc < 0 ? -1 : hw_isolate(c->project, e);
 }
 
 static int start_services(struct create *c, struct err *e)

@@ -174,5 +174,5 @@ int dk_project_down(const char *project, struct err *e)
 	    dk(NULL, SC_DOCKER_TIMEOUT_MS, e, "network", "rm", net, NULL) < 0)
 		return -1;
 	err_clear(e);
-	return 0;
+	return hw_release(project, e);
 }

@@ -254,6 +254,14 @@ int health_wait(const char *project, const struct json *services, const char *on
 
 /* storage.h: the storage backends (storage_{dir,btrfs,zfs}.c). */
 
+/* hostwall.c: INPUT rules keeping containers from opening connections to the host. */
+#define HW_BRIDGE_MAX 16		/* "dnv" + 12 hex + NUL: Linux allows 15-byte names */
+#define HW_TIMEOUT_MS 15000
+#define HW_MAX_DUPLICATES 8
+void hw_bridge_name(const char *project, char out[HW_BRIDGE_MAX]);
+int hw_isolate(const char *project, struct err *e);
+int hw_release(const char *project, struct err *e);
+
 /* probe.c */
 struct probe_result {
 	bool reached;
