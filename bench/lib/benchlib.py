@@ -18,6 +18,8 @@
    environment it created is destroyed, in close() (also on SIGTERM/SIGINT).
 
 Benchmarks assert nothing: a failure becomes a "pending" row with the reason.
+BENCH_KEEP=1 keeps the stacks' temp directories (logs); BENCH_CP_VERBOSE=1
+starts denv-cp with -v (one log line per request).
 """
 import json
 import os
@@ -159,7 +161,7 @@ class Stack:
         logf = open(os.path.join(self.tmp, "cp.log"), "w")
         env = dict(os.environ, DENV_BOOTSTRAP_KEY=self.key)
         env.update(cp_env or {})
-        self.cp = subprocess.Popen([TOP + "/bin/denv-cp", "-addr", "127.0.0.1:0", "-db", self.db],
+        self.cp = subprocess.Popen([TOP + "/bin/denv-cp"] + (["-v"] if os.environ.get("BENCH_CP_VERBOSE") else []) + ["-addr", "127.0.0.1:0", "-db", self.db],
                                    env=env, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
         self.procs.append(self.cp)
         port = None

@@ -23,7 +23,7 @@ machine() {
 		b=$p
 	done
 	if [ -r "/sys/class/block/$b/queue/rotational" ]; then
-		case $(cat "/sys/class/block/$b/queue/rotational") in 0) kind=", non-rotational" ;; 1) kind=", rotational" ;; esac
+		case $(cat "/sys/class/block/$b/queue/rotational") in 0) kind=", non-rotational" ;; 1) kind=", rotational per the kernel" ;; esac
 	fi
 	size=$(awk -v k="$size" 'BEGIN { printf "%.0f GiB", k / 1048576 }')
 	dk=$(timeout 10 docker info --format '{{.ServerVersion}} {{.Driver}} {{.DockerRootDir}}' 2>/dev/null)
