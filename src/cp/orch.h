@@ -80,5 +80,7 @@ int64_t run_duration_ms(const struct json *v, bool number_is_ms);
 
 /* The evidence of an env.snapshot result; fallback_name when it names no snapshot. */
 struct json *run_snapshot_evidence(const struct json *payload, const char *fallback_name);
+/* The snapshot phase of deploy and snapshot: env.snapshot named after the version. */
+void run_snapshot(struct cp_run *r);
 
 #endif

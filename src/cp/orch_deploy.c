@@ -172,7 +172,9 @@ static void snapshotted(struct cp_run *r, const struct cp_result *res)
 	run_ok(r, ev);
 }
 
-static void snapshot(struct cp_run *r)
+/* The snapshot phase (shared with the snapshot kind): env.snapshot named after
+ * the version; the name taken goes to ctx "snapshot". */
+void run_snapshot(struct cp_run *r)
 {
 	run_cmd(r, r->env_id, "env.snapshot", cp_obj("name", json_new_str(r->version_id), NULL), 0, snapshotted);
 }
@@ -233,5 +235,5 @@ static void verdict(struct cp_run *r)
 
 const struct run_kind cp_kind_deploy = {
 	"deploy", "deploying",
-	{ resolve, run_place, run_provision, run_join, prepare, start, health, warm, snapshot, ingress, verdict },
+	{ resolve, run_place, run_provision, run_join, prepare, start, health, warm, run_snapshot, ingress, verdict },
 };

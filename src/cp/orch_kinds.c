@@ -107,24 +107,6 @@ const struct run_kind cp_kind_fork = {
 
 /* ---- snapshot: VersionID is the new version ---- */
 
-static void snap_taken(struct cp_run *r, const struct cp_result *res)
-{
-	struct json *ev;
-
-	if (!res->ok) {
-		run_fail(r, NULL, "%s", res->error);
-		return;
-	}
-	ev = run_snapshot_evidence(res->payload, r->version_id);
-	json_object_set_str(r->ctx, "snapshot", json_get_str(ev, "snapshot"));
-	run_ok(r, ev);
-}
-
-static void snap_snapshot(struct cp_run *r)
-{
-	run_cmd(r, r->env_id, "env.snapshot", cp_obj("name", json_new_str(r->version_id), NULL), 0, snap_taken);
-}
-
 static void snap_answered(struct cp_run *r, const struct cp_result *res)
 {
 	int64_t code = json_get_int(res->payload, "exit_code", -1);
@@ -167,7 +149,7 @@ static void snap_verdict(struct cp_run *r)
 }
 
 const struct run_kind cp_kind_snapshot = {
-	"snapshot", NULL, { snap_snapshot, snap_health, snap_verdict },
+	"snapshot", NULL, { run_snapshot, snap_health, snap_verdict },
 };
 
 /* ---- rollback: Params {version} ---- */
