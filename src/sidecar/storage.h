@@ -95,6 +95,9 @@ int stg_run(const char *const *argv, struct buf *out, struct err *e);
 /* storage_btrfs.c: true when path is on a btrfs filesystem. */
 bool stg_btrfs_path(const char *path);
 
+/* storage_dir.c: syncfs the filesystem holding <top>/envs/<env>/vol (the dir
+ * and btrfs backends keep every volume of an env on one filesystem). */
+int stg_sync_vols(const char *top, const char *env, struct err *e);
 /* storage_dir.c: fill volumes that do not exist yet (create.c). */
 int storage_fill_with(const struct stg *s, const char *project, const char *env, const char *voldir,
 		      const struct json *spec, struct err *e);

@@ -12,7 +12,6 @@
  * freeze so the snapshots inside it only commit what the freeze adds. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,7 +20,6 @@
 
 #include "base/fs.h"
 #include "base/str.h"
-#include "base/sys.h"
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
 
@@ -113,18 +111,7 @@ static int bt_adopt(const struct stg *s, const char *env, const char *vol, const
 
 static int bt_sync(const struct stg *s, const char *env, struct err *e)
 {
-	char path[STG_PATH_MAX];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/envs/%s/vol", s->root, env);
-	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return err_errno(e, "open %s", path);
-	if (syncfs(fd) < 0) {
-		sys_close(fd);
-		return err_errno(e, "syncfs %s", path);
-	}
-	sys_close(fd);
-	return 0;
+	return stg_sync_vols(s->root, env, e);
 }
 
 static int bt_snapshot(const struct stg *s, const char *env, const char *name, const struct json *vols,

@@ -219,12 +219,12 @@ static int dir_adopt(const struct stg *s, const char *env, const char *vol, cons
 	return 0;
 }
 
-static int dir_sync(const struct stg *s, const char *env, struct err *e)
+int stg_sync_vols(const char *top, const char *env, struct err *e)
 {
 	char path[STG_PATH_MAX];
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/envs/%s/vol", s->data, env);
+	snprintf(path, sizeof(path), "%s/envs/%s/vol", top, env);
 	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return err_errno(e, "open %s", path);
 	if (syncfs(fd) < 0) {
@@ -233,6 +233,11 @@ static int dir_sync(const struct stg *s, const char *env, struct err *e)
 	}
 	sys_close(fd);
 	return 0;
+}
+
+static int dir_sync(const struct stg *s, const char *env, struct err *e)
+{
+	return stg_sync_vols(s->data, env, e);
 }
 
 /* Copied into <data>/snaps/<env>/<name>/ while frozen. Leftovers of a crashed
