@@ -99,6 +99,31 @@ def rss_kib(pid):
     return None
 
 
+def descendants(pid):
+    """Every process below pid (from /proc), deepest last."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for t in os.listdir("/proc/%d/task" % p):
+                with open("/proc/%d/task/%s/children" % (p, t)) as f:
+                    kids = [int(c) for c in f.read().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            pass
+    return out
+
+
+def alive(pid):
+    """pid exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def need(ok, reason):
     if not ok:
         raise Pending(reason)
@@ -291,6 +316,11 @@ class Stack:
                             pass
             else:
                 envs = set(self.envs)
+            # denvd's workers (and their docker CLIs) finish a running command
+            # after denvd is told to stop: wait for them, then kill what is
+            # left of that tree, so that nothing creates containers after the
+            # clean-up below.
+            tree = descendants(self.sidecar.pid) if self.sidecar and self.sidecar.poll() is None else []
             for p in reversed(self.procs):
                 if p.poll() is None:
                     p.terminate()
@@ -299,9 +329,26 @@ class Stack:
                     except subprocess.TimeoutExpired:
                         p.kill()
                         p.wait()
+            end = time.time() + 20
+            while tree and time.time() < end:
+                tree = [q for q in tree if alive(q)]
+                time.sleep(0.1)
+            for q in tree:
+                try:
+                    os.kill(q, signal.SIGKILL)
+                except OSError:
+                    pass
             # Whatever a destroy left behind, by environment id (ours only;
             # only a stack with a sidecar ever made containers).
-            if self.sidecar and envs:
+            # The sidecar's data dir names every environment it ever made,
+            # also those whose ids we never heard of (cp killed first).
+            try:
+                envs |= {e for e in os.listdir(os.path.join(self.tmp, "data", "envs")) if e.startswith("env_")}
+            except OSError:
+                pass
+            for attempt in range(2 if self.sidecar and envs else 0):
+                if attempt:
+                    time.sleep(1)  # a create the daemon had already accepted
                 for what in (("ps", "-a"), ("network", "ls")):
                     fmt = '{{.ID}} {{.Label "ai.denv.env"}}'
                     out = sh("docker", *what, "--filter", "label=ai.denv.env", "--format", fmt).stdout

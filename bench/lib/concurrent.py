@@ -66,7 +66,7 @@ def denv_once(s, N):
         except Exception as e:  # reported below
             res[i] = (0, str(e))
 
-    th = [threading.Thread(target=one, args=(i,)) for i in range(N)]
+    th = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(N)]
     t0 = B.now()
     for t in th:
         t.start()
