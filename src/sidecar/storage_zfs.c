@@ -33,21 +33,50 @@
 
 #define ZFS_ARGS_MAX 16
 
-/* zfs with the NULL-terminated arguments after e. */
-static int zfs_v(struct buf *out, struct err *e, ...)
+/* zfs with the NULL-terminated arguments in ap. */
+static int zfs_va(struct buf *out, struct err *e, va_list ap)
 {
 	const char *argv[ZFS_ARGS_MAX + 2] = { "zfs" };
 	size_t n = 1;
-	va_list ap;
 
-	va_start(ap, e);
 	while (n < ZFS_ARGS_MAX && (argv[n] = va_arg(ap, const char *)))
 		n++;
-	va_end(ap);
 	argv[n] = NULL;
 	return stg_run(argv, out, e);
 }
+
+/* zfs with the NULL-terminated arguments after e. */
+static int zfs_v(struct buf *out, struct err *e, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, e);
+	rc = zfs_va(out, e, ap);
+	va_end(ap);
+	return rc;
+}
 #define Z(out, e, ...) zfs_v(out, e, __VA_ARGS__, (const char *)NULL)
+
+/* The output of `zfs list -H <the NULL-terminated arguments after e>` split
+ * at any of seps (str_list_free it); *cnt the number of fields. NULL on error. */
+static char **zfs_list_v(const char *seps, size_t *cnt, struct err *e, ...)
+{
+	struct buf b = BUF_INIT;
+	char **fields = NULL;
+	va_list ap;
+	int rc;
+
+	buf_init(&b, ZFS_LIST_MAX);
+	va_start(ap, e);
+	rc = zfs_va(&b, e, ap);
+	va_end(ap);
+	if (rc == 0)
+		fields = str_split(b.data, seps, cnt);
+	buf_release(&b);
+	return fields;
+}
+#define ZLIST(seps, cnt, e, ...) zfs_list_v(seps, cnt, e, "list", "-H", __VA_ARGS__, (const char *)NULL)
 
 static void ds_env(const struct stg *s, const char *env, const char *sub, char *out, size_t n)
 {
@@ -102,18 +131,12 @@ static int z_adopt(const struct stg *s, const char *env, const char *vol, const 
 static int z_sync(const struct stg *s, const char *env, struct err *e)
 {
 	char ds[ZFS_NAME_MAX];
-	struct buf b = BUF_INIT;
 	char **lines;
 	size_t n = 0;
 
 	ds_env(s, env, "vol", ds, sizeof(ds));
-	buf_init(&b, ZFS_LIST_MAX);
-	if (Z(&b, e, "list", "-H", "-o", "mountpoint", "-r", ds) < 0) {
-		buf_release(&b);
+	if (!(lines = ZLIST("\n", &n, e, "-o", "mountpoint", "-r", ds)))
 		return -1;
-	}
-	lines = str_split(b.data, "\n", &n);
-	buf_release(&b);
 	for (size_t i = 0; i < n; i++) {
 		int fd = lines[i][0] == '/' ? open(lines[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 
@@ -150,7 +173,6 @@ static int find_snap(const struct stg *s, const char *env, const char *vol, cons
 		     size_t n, struct err *e)
 {
 	char top[ZFS_NAME_MAX], want[ZFS_NAME_MAX + 200], oldp[ZFS_NAME_MAX + 200], at[200];
-	struct buf b = BUF_INIT;
 	char **lines;
 	size_t cnt = 0;
 	int rc = -1;
@@ -159,13 +181,8 @@ static int find_snap(const struct stg *s, const char *env, const char *vol, cons
 	snprintf(want, sizeof(want), "%s/vol/%s@%s", top, vol, name);
 	snprintf(oldp, sizeof(oldp), "%s/old/%s.", top, vol);
 	snprintf(at, sizeof(at), "@%s", name);
-	buf_init(&b, ZFS_LIST_MAX);
-	if (Z(&b, e, "list", "-H", "-t", "snapshot", "-o", "name", "-r", top) < 0) {
-		buf_release(&b);
+	if (!(lines = ZLIST("\n", &cnt, e, "-t", "snapshot", "-o", "name", "-r", top)))
 		return -1;
-	}
-	lines = str_split(b.data, "\n", &cnt);
-	buf_release(&b);
 	for (size_t i = 0; i < cnt && rc < 0; i++)
 		if (str_eq(lines[i], want))
 			rc = str_copy(out, n, lines[i]);
@@ -194,19 +211,13 @@ static int z_clone(const struct stg *s, const char *from_env, const char *name, 
 /* The newest snapshot of ds (its short name after '@'), "" if none. */
 static int newest(const char *ds, char *out, size_t n, struct err *e)
 {
-	struct buf b = BUF_INIT;
 	char **lines;
 	size_t cnt = 0;
 	const char *at;
 
 	out[0] = '\0';
-	buf_init(&b, ZFS_LIST_MAX);
-	if (Z(&b, e, "list", "-H", "-t", "snapshot", "-o", "name", "-s", "creation", "-d", "1", ds) < 0) {
-		buf_release(&b);
+	if (!(lines = ZLIST("\n", &cnt, e, "-t", "snapshot", "-o", "name", "-s", "creation", "-d", "1", ds)))
 		return -1;
-	}
-	lines = str_split(b.data, "\n", &cnt);
-	buf_release(&b);
 	if (cnt && (at = strchr(lines[cnt - 1], '@')))
 		str_copy(out, n, at + 1);
 	str_list_free(lines);
@@ -243,7 +254,6 @@ static int z_restore(const struct stg *s, const char *from_env, const char *name
 static int z_drop_snapshot(const struct stg *s, const char *env, const char *name, struct err *e)
 {
 	char top[ZFS_NAME_MAX], at[200];
-	struct buf b = BUF_INIT;
 	char **lines;
 	size_t cnt = 0;
 	int rc = 0;
@@ -252,13 +262,8 @@ static int z_drop_snapshot(const struct stg *s, const char *env, const char *nam
 	if (!ds_exists(top))
 		return 0;
 	snprintf(at, sizeof(at), "@%s", name);
-	buf_init(&b, ZFS_LIST_MAX);
-	if (Z(&b, e, "list", "-H", "-t", "snapshot", "-o", "name", "-r", top) < 0) {
-		buf_release(&b);
+	if (!(lines = ZLIST("\n", &cnt, e, "-t", "snapshot", "-o", "name", "-r", top)))
 		return -1;
-	}
-	lines = str_split(b.data, "\n", &cnt);
-	buf_release(&b);
 	/* Children first: the parent vol@name has no data, but keep the order of -r. */
 	for (size_t i = cnt; i-- > 0 && rc == 0;)
 		if (str_has_suffix(lines[i], at))
@@ -271,7 +276,6 @@ static int z_drop_snapshot(const struct stg *s, const char *env, const char *nam
 static int z_drop_env(const struct stg *s, const char *env, struct err *e)
 {
 	char top[ZFS_NAME_MAX], inside[ZFS_NAME_MAX + 2];
-	struct buf b = BUF_INIT;
 	char **lines;
 	size_t cnt = 0;
 	bool outside = false;
@@ -280,13 +284,8 @@ static int z_drop_env(const struct stg *s, const char *env, struct err *e)
 	if (!ds_exists(top))
 		return 0;
 	snprintf(inside, sizeof(inside), "%s/", top);
-	buf_init(&b, ZFS_LIST_MAX);
-	if (Z(&b, e, "list", "-H", "-t", "snapshot", "-o", "clones", "-r", top) < 0) {
-		buf_release(&b);
+	if (!(lines = ZLIST("\n,", &cnt, e, "-t", "snapshot", "-o", "clones", "-r", top)))
 		return -1;
-	}
-	lines = str_split(b.data, "\n,", &cnt);
-	buf_release(&b);
 	for (size_t i = 0; i < cnt && !outside; i++) {
 		char *c = str_trim(lines[i]);
 
