@@ -25,7 +25,8 @@ static void h_env_get(struct cp *cp, struct http_req *req)
 	cp_reply(req, 200, resp);
 }
 
-static void h_env_versions(struct cp *cp, struct http_req *req)
+/* 200 {table: the rows of table that belong to the caller's {env}}. */
+static void reply_env_rows(struct cp *cp, struct http_req *req, const char *table, bool newest_first)
 {
 	struct cp_caller who;
 	const struct json *env = team_env(cp, req, &who);
@@ -34,23 +35,18 @@ static void h_env_versions(struct cp *cp, struct http_req *req)
 	if (!env)
 		return;
 	resp = json_new_object();
-	json_object_set(resp, "versions",
-			cp_list(cp, "versions", "EnvID", json_get_str(env, "ID"), false, 0, NULL, NULL));
+	json_object_set(resp, table, cp_list(cp, table, "EnvID", json_get_str(env, "ID"), newest_first, 0, NULL, NULL));
 	cp_reply(req, 200, resp);
+}
+
+static void h_env_versions(struct cp *cp, struct http_req *req)
+{
+	reply_env_rows(cp, req, "versions", false);
 }
 
 static void h_env_deployments(struct cp *cp, struct http_req *req)
 {
-	struct cp_caller who;
-	const struct json *env = team_env(cp, req, &who);
-	struct json *resp;
-
-	if (!env)
-		return;
-	resp = json_new_object();
-	json_object_set(resp, "deployments",
-			cp_list(cp, "deployments", "EnvID", json_get_str(env, "ID"), true, 0, NULL, NULL));
-	cp_reply(req, 200, resp);
+	reply_env_rows(cp, req, "deployments", true);
 }
 
 static void h_deployment_get(struct cp *cp, struct http_req *req)
