@@ -1338,6 +1338,22 @@ static int coll_props(struct parser *p, const struct props *pr, struct json *v, 
 	return 0;
 }
 
+/* Hand the finished mapping to *out: merge keys applied, pr's anchor and tag
+ * recorded; mb is released either way. Closes the nesting level (p->depth)
+ * the mapping opened, on success. */
+static int mapb_done(struct parser *p, struct mapb *mb, const struct props *pr, struct json **out)
+{
+	if (mapb_finish(p, mb) < 0 || coll_props(p, pr, mb->obj, true) < 0) {
+		mapb_release(mb);
+		return -1;
+	}
+	*out = mb->obj;
+	mb->obj = NULL;
+	mapb_release(mb);
+	p->depth--;
+	return 0;
+}
+
 /* A key's text, malloc'd, from p->sb. The key's tag is checked by typing it;
  * an anchored key keeps its typed node in p->keep for later aliases. */
 static int key_text(struct parser *p, enum style st, const struct props *pr, size_t pos, char **key, size_t *n)
@@ -1529,13 +1545,7 @@ static int block_map(struct parser *p, int m, const struct props *node_pr, struc
 		fail(p, p->pos, "bad indentation of a mapping entry");
 		goto bad;
 	}
-	if (mapb_finish(p, &mb) < 0 || coll_props(p, node_pr, mb.obj, true) < 0)
-		goto bad;
-	*out = mb.obj;
-	mb.obj = NULL;
-	mapb_release(&mb);
-	p->depth--;
-	return 0;
+	return mapb_done(p, &mb, node_pr, out);
 bad:
 	mapb_release(&mb);
 	return -1;
@@ -1797,13 +1807,7 @@ static int flow_map(struct parser *p, const struct props *pr, struct json **out)
 			goto bad;
 		}
 	}
-	if (mapb_finish(p, &mb) < 0 || coll_props(p, pr, mb.obj, true) < 0)
-		goto bad;
-	*out = mb.obj;
-	mb.obj = NULL;
-	mapb_release(&mb);
-	p->depth--;
-	return 0;
+	return mapb_done(p, &mb, pr, out);
 bad:
 	mapb_release(&mb);
 	return -1;
