@@ -13,14 +13,15 @@ export PATH="$top/bin:$top/python/.venv/bin:$PATH"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-# run_prove NAME FILES...: prove the files, note pass/fail and counts.
+# run_prove NAME JOBS FILES...: prove the files, note pass/fail and counts.
 run_prove() {
 	name=$1
-	shift
+	jobs=$2
+	shift 2
 	[ $# -gt 0 ] || return 0
 	echo "== $name"
 	out=$(mktemp)
-	if prove -j2 "$@" >"$out" 2>&1; then status=ok; else status=FAIL; failed="$failed $name"; fi
+	if prove -j"$jobs" "$@" >"$out" 2>&1; then status=ok; else status=FAIL; failed="$failed $name"; fi
 	cat "$out"
 	# prove hides diagnostics: show what each failing file said about its failures.
 	for f in $(sed -n 's/^\([^ ]*\) *(Wstat: .*/\1/p' "$out"); do
@@ -35,8 +36,8 @@ run_prove() {
 echo "== lint"
 if sh t/lint.sh; then summary="lint ok"; else failed="$failed lint"; summary="lint FAIL"; fi
 
-run_prove unit "$build"/t/*
-run_prove asan "$build"/t-asan/*
+run_prove unit 2 "$build"/t/*
+run_prove asan 2 "$build"/t-asan/*
 
 echo "== fuzz corpus replay"
 n=0
@@ -49,7 +50,9 @@ for bin in "$build"/replay/*; do
 done
 summary="$summary; replay $n targets"
 
-run_prove integration $(ls t/integ/*.sh 2>/dev/null)
+# One at a time: on two cores, Docker-heavy suites side by side turn timeouts
+# into flakes, and a slower green run is worth more than a faster flaky one.
+run_prove integration 1 $(ls t/integ/*.sh 2>/dev/null)
 
 summary=${summary#; }
 if [ -n "$failed" ]; then
