@@ -4,14 +4,9 @@
 # Prints TAP; removes its containers, network and data even on failure.
 set -u
 top=${DENV_TOP:-$PWD}
-py=$top/python/.venv/bin/python
-for b in denvd denv-cp; do
-	if [ ! -x "$top/bin/$b" ]; then echo "1..0 # SKIP $top/bin/$b not built"; exit 0; fi
-done
-if [ "$(id -u)" != 0 ]; then echo "1..0 # SKIP needs root (volumes owned by uid 1000)"; exit 0; fi
-if ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
-	echo "1..0 # SKIP no Docker engine or fixture images (t/docker-up.sh all)"; exit 0
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denvd-cp.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT INT TERM
+. "$top/t/lib/denvd-suite.sh"
+suite_need_bins denvd denv-cp
+suite_need_root "volumes owned by uid 1000"
+suite_need_docker all
+suite_tmp denvd-cp
 "$py" "$top/t/sidecar/test_with_cp.py" "$top" "$tmp"

@@ -5,18 +5,14 @@
 # namespace, its veth pair and every container and network it made.
 set -u
 top=${DENV_TOP:-$PWD}
-py=$top/python/.venv/bin/python
+. "$top/t/lib/denvd-suite.sh"
 bin=$top/bin/denvd
-if [ ! -x "$bin" ]; then echo "1..0 # SKIP $bin not built"; exit 0; fi
-if [ ! -x "$py" ] || ! "$py" -c 'import websockets' 2>/dev/null; then
-	echo "1..0 # SKIP python websockets not installed in $top/python/.venv"; exit 0
-fi
+suite_need_bins denvd
+suite_need_websockets
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs root and iproute2"; exit 0
+	suite_skip "needs root and iproute2"
 fi
-if ! sh "$top/t/docker-up.sh" busybox >/dev/null 2>&1; then
-	echo "1..0 # SKIP no Docker engine (t/docker-up.sh)"; exit 0
-fi
+suite_need_docker busybox
 tag=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 ns=denvt$tag
 hv=dvh$tag

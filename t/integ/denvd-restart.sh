@@ -4,16 +4,11 @@
 # Removes its containers, network and data even on failure.
 set -u
 top=${DENV_TOP:-$PWD}
-py=$top/python/.venv/bin/python
+. "$top/t/lib/denvd-suite.sh"
 bin=$top/bin/denvd
-if [ ! -x "$bin" ]; then echo "1..0 # SKIP $bin not built"; exit 0; fi
-if [ ! -x "$py" ] || ! "$py" -c 'import websockets' 2>/dev/null; then
-	echo "1..0 # SKIP python websockets not installed in $top/python/.venv"; exit 0
-fi
-if [ "$(id -u)" != 0 ]; then echo "1..0 # SKIP needs root (volumes owned by uid 1000)"; exit 0; fi
-if ! sh "$top/t/docker-up.sh" busybox >/dev/null 2>&1; then
-	echo "1..0 # SKIP no Docker engine or fixture images (t/docker-up.sh)"; exit 0
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denvd-restart.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT INT TERM
+suite_need_bins denvd
+suite_need_websockets
+suite_need_root "volumes owned by uid 1000"
+suite_need_docker busybox "no Docker engine or fixture images (t/docker-up.sh)"
+suite_tmp denvd-restart
 "$py" "$top/t/sidecar/test_restart.py" "$bin" "$tmp"

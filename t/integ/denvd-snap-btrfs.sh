@@ -7,19 +7,15 @@
 # formatted or mounted. Prints TAP.
 set -u
 top=${DENV_TOP:-$PWD}
-py=$top/python/.venv/bin/python
+. "$top/t/lib/denvd-suite.sh"
 bin=$top/bin/denvd
-if [ ! -x "$bin" ]; then echo "1..0 # SKIP $bin not built"; exit 0; fi
-if [ ! -x "$py" ] || ! "$py" -c 'import websockets' 2>/dev/null; then
-	echo "1..0 # SKIP python websockets not installed in $top/python/.venv"; exit 0
-fi
-if [ "$(id -u)" != 0 ]; then echo "1..0 # SKIP needs root (loop mount)"; exit 0; fi
+suite_need_bins denvd
+suite_need_websockets
+suite_need_root "loop mount"
 for c in mkfs.btrfs btrfs losetup mount umount; do
-	command -v $c >/dev/null 2>&1 || { echo "1..0 # SKIP $c not installed (btrfs-progs)"; exit 0; }
+	command -v $c >/dev/null 2>&1 || suite_skip "$c not installed (btrfs-progs)"
 done
-if ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
-	echo "1..0 # SKIP no Docker engine or fixture images (t/docker-up.sh all)"; exit 0
-fi
+suite_need_docker all
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/denvd-snap-btrfs.XXXXXX")
 dev=
 cleanup() {

@@ -1,0 +1,48 @@
+# denvd-suite.sh: the start of a t/integ/denvd-*.sh script that runs a Python
+# suite from t/sidecar/. Each suite_need_* prints the TAP skip line and exits
+# when something the suite needs is missing here; suite_tmp makes the run's
+# temp dir. (t/lib/stack.sh is something else: a running cp + denvd for tests.)
+#   needs: $top (repository root)
+#   sets:  py (the venv's python); suite_tmp sets tmp
+
+py=$top/python/.venv/bin/python
+
+suite_skip() {
+	echo "1..0 # SKIP $*"
+	exit 0
+}
+
+# suite_need_bins NAME...: each $top/bin/NAME is built.
+suite_need_bins() {
+	for b in "$@"; do
+		[ -x "$top/bin/$b" ] || suite_skip "$top/bin/$b not built"
+	done
+}
+
+# suite_need_websockets: the venv's python has websockets (the fake control planes use it).
+suite_need_websockets() {
+	if [ ! -x "$py" ] || ! "$py" -c 'import websockets' 2>/dev/null; then
+		suite_skip "python websockets not installed in $top/python/.venv"
+	fi
+}
+
+# suite_need_root WHY: running as root; WHY says what for.
+suite_need_root() {
+	[ "$(id -u)" = 0 ] || suite_skip "needs root ($1)"
+}
+
+# suite_need_docker all|busybox [MESSAGE]: t/docker-up.sh brings up Docker
+# and those images; else skip with MESSAGE (by default, one that fits the set).
+suite_need_docker() {
+	sh "$top/t/docker-up.sh" "$1" >/dev/null 2>&1 && return 0
+	if [ "$1" = all ]; then
+		suite_skip "${2:-no Docker engine or fixture images (t/docker-up.sh all)}"
+	fi
+	suite_skip "${2:-no Docker engine (t/docker-up.sh)}"
+}
+
+# suite_tmp NAME: tmp, a fresh temp dir named after NAME, removed on exit.
+suite_tmp() {
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT INT TERM
+}
