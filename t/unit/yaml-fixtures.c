@@ -16,38 +16,7 @@
 #include "json/json.h"
 #include "tap.h"
 #include "yaml/yaml.h"
-
-/* json_equal, but an INT and a DOUBLE are different. */
-static bool same(const struct json *a, const struct json *b)
-{
-	if (!a || !b || a->type != b->type)
-		return a == b;
-	switch (a->type) {
-	case JSON_ARRAY:
-		if (a->u.arr.n != b->u.arr.n)
-			return false;
-		for (size_t i = 0; i < a->u.arr.n; i++)
-			if (!same(a->u.arr.items[i], b->u.arr.items[i]))
-				return false;
-		return true;
-	case JSON_OBJECT:
-		if (a->u.obj.n != b->u.obj.n)
-			return false;
-		for (size_t i = 0; i < a->u.obj.n; i++) {
-			const struct json_member *m = &a->u.obj.m[i];
-			const struct json *bv = NULL;
-			for (size_t j = 0; j < b->u.obj.n; j++)
-				if (b->u.obj.m[j].key_len == m->key_len &&
-				    memcmp(b->u.obj.m[j].key, m->key, m->key_len) == 0)
-					bv = b->u.obj.m[j].val;
-			if (!same(m->val, bv))
-				return false;
-		}
-		return true;
-	default:
-		return json_equal(a, b);
-	}
-}
+#include "yaml-util.h"
 
 static int cmp_names(const void *a, const void *b)
 {
@@ -104,7 +73,7 @@ int main(void)
 			tap_diag("%s", e.msg);
 			goto next;
 		}
-		if (!ok(want && same(got, want), "%s.yaml: tree equals %s.json", names[i], names[i])) {
+		if (!ok(want && same_typed(got, want), "%s.yaml: tree equals %s.json", names[i], names[i])) {
 			char *s = json_to_string(got, JSON_PRETTY);
 			tap_diag("got:\n%s", s);
 			free(s);

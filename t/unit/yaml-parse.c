@@ -10,37 +10,7 @@
 #include "json/json.h"
 #include "tap.h"
 #include "yaml/yaml.h"
-
-static bool same(const struct json *a, const struct json *b)
-{
-	if (!a || !b || a->type != b->type)
-		return a == b;
-	switch (a->type) {
-	case JSON_ARRAY:
-		if (a->u.arr.n != b->u.arr.n)
-			return false;
-		for (size_t i = 0; i < a->u.arr.n; i++)
-			if (!same(a->u.arr.items[i], b->u.arr.items[i]))
-				return false;
-		return true;
-	case JSON_OBJECT:
-		if (a->u.obj.n != b->u.obj.n)
-			return false;
-		for (size_t i = 0; i < a->u.obj.n; i++) {
-			const struct json_member *m = &a->u.obj.m[i];
-			const struct json *bv = NULL;
-			for (size_t j = 0; j < b->u.obj.n; j++)
-				if (b->u.obj.m[j].key_len == m->key_len &&
-				    memcmp(b->u.obj.m[j].key, m->key, m->key_len) == 0)
-					bv = b->u.obj.m[j].val;
-			if (!same(m->val, bv))
-				return false;
-		}
-		return true;
-	default:
-		return json_equal(a, b);
-	}
-}
+#include "yaml-util.h"
 
 struct tcase {
 	const char *name;
@@ -267,7 +237,7 @@ int main(void)
 		}
 		if (!ok(yaml_parse(c->yaml, strlen(c->yaml), NULL, &got, &e) == 0, "%s: parses", c->name)) {
 			tap_diag("%s", e.msg);
-		} else if (!ok(same(got, want), "%s: gives %s", c->name, c->json)) {
+		} else if (!ok(same_typed(got, want), "%s: gives %s", c->name, c->json)) {
 			char *s = json_to_string(got, JSON_COMPACT);
 			tap_diag("got %s", s);
 			free(s);
