@@ -6,71 +6,25 @@ rollback deployment to the deploy's version removes it; destroys leave
 nothing behind."""
 import json
 import os
-import secrets
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fakecp import TAP, docker_leftovers, remove_project  # noqa: E402
+from realcp import QUICKSTART as COMPOSE, RealCP  # noqa: E402
 
 top, tmp = sys.argv[1], sys.argv[2]
 extra = sys.argv[3:]
 t = TAP()
-port = 19500 + secrets.randbelow(1000)
-key = "dak_" + secrets.token_hex(20)
-srv = "http://127.0.0.1:%d" % port
-cplog = open(os.path.join(tmp, "cp.log"), "w")
-cp = subprocess.Popen([top + "/bin/denv-cp", "-addr", "127.0.0.1:%d" % port, "-db", tmp + "/db",
-                       "-public-url", srv], env=dict(os.environ, DENV_BOOTSTRAP_KEY=key),
-                      stdin=subprocess.DEVNULL, stdout=cplog, stderr=cplog)
-COMPOSE = """
-x-denv:
-  egress: deny
-  agent: { service: box }
-services:
-  box:
-    image: denv-test/busybox
-    user: "1000:1000"
-    command: ["sleep", "3600"]
-    environment: { HOME: /home/agent }
-    volumes: ["home:/home/agent"]
-    depends_on: [db]
-  db:
-    image: denv-test/debian
-    command: ["postgres"]
-    environment: { POSTGRES_PASSWORD: pw }
-    volumes: ["pg:/var/lib/postgresql/data"]
-    healthcheck: { test: ["CMD", "pg_isready", "-U", "postgres", "-h", "/run/postgresql"], interval: 1s, retries: 30 }
-volumes: { home: {}, pg: {} }
-"""
+rcp = RealCP(top, tmp, 19500)
+cp, req = rcp.proc, rcp.req
 PG = ["psql", "-U", "postgres", "-h", "/run/postgresql", "-v", "ON_ERROR_STOP=1", "-qAt"]
-
-
-def req(method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    r = urllib.request.Request(srv + path, data=data, method=method,
-                               headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(r, timeout=120) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(errors="replace")
 
 
 def wait_dep(st, r, limit=240):
     if st != 202:
         return {"error": (st, r)}
-    depid = r["deployment"]["ID"]
-    end = time.time() + limit
-    while time.time() < end:
-        s, dd = req("GET", "/v1/deployments/" + depid)
-        if s == 200 and dd["deployment"]["Status"] not in ("pending", "running", "queued"):
-            return dd
-        time.sleep(0.3)
-    return req("GET", "/v1/deployments/" + depid)[1]
+    return rcp.wait_dep(r["deployment"]["ID"], limit)
 
 
 def phases(dd):
@@ -89,24 +43,10 @@ def sql(env, q):
 d = None
 envs = []
 try:
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(srv + "/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
+    rcp.wait_up()
     st, tok = req("POST", "/v1/join-tokens", {})
-    dlog = open(os.path.join(tmp, "denvd.log"), "w")
-    d = subprocess.Popen([top + "/bin/denvd", "join", "--server", srv, "--token", tok["token"],
-                          "--state", tmp + "/host.json", "--data", tmp + "/data",
-                          "--probe-image", "denv-test/busybox", "--probe-url", "http://127.0.0.1:9/"] + extra,
-                         stdin=subprocess.DEVNULL, stdout=dlog, stderr=dlog)
-    for _ in range(100):
-        st, h = req("GET", "/v1/hosts")
-        hosts = h.get("hosts", []) if st == 200 else []
-        if hosts and hosts[0].get("connected"):
-            break
-        time.sleep(0.1)
+    d = rcp.start_denvd(tok["token"], extra)
+    hosts = rcp.wait_connected()
     t.ok(hosts and hosts[0].get("connected"), "the host joins (storage %s)"
          % (hosts[0].get("Capabilities", {}).get("storage") if hosts else None), hosts)
     req("POST", "/v1/projects", {"name": "qs"})

@@ -14,25 +14,18 @@ image verifier; then:
 Needs [F7] (env.snapshot, env.fork on the sidecar)."""
 import json
 import os
-import secrets
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fakecp import TAP, docker_leftovers, remove_project  # noqa: E402
+from realcp import RealCP  # noqa: E402
 
 top, tmp = sys.argv[1], sys.argv[2]
 t = TAP()
-port = 18500 + secrets.randbelow(1000)
-key = "dak_" + secrets.token_hex(20)
-srv = "http://127.0.0.1:%d" % port
-cplog = open(os.path.join(tmp, "cp.log"), "w")
-cp = subprocess.Popen([top + "/bin/denv-cp", "-addr", "127.0.0.1:%d" % port, "-db", tmp + "/db",
-                       "-public-url", srv], env=dict(os.environ, DENV_BOOTSTRAP_KEY=key),
-                      stdin=subprocess.DEVNULL, stdout=cplog, stderr=cplog)
+rcp = RealCP(top, tmp, 18500)
+cp, srv, key, req = rcp.proc, rcp.srv, rcp.key, rcp.req
 # The verifier leaves a marker in its logs directory on the host
 # (<data>/verify/<deployment>/logs), so a refused verify shows none.
 GRADE = ("mkdir -p /logs/verifier; touch /logs/verifier/ran; "
@@ -68,25 +61,8 @@ COMPOSE_SLOW = COMPOSE.replace('["sh", "-c", %s]' % json.dumps(GRADE), '["sleep"
     "timeout_sec: 60", "timeout_sec: 2")
 
 
-def req(method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    r = urllib.request.Request(srv + path, data=data, method=method,
-                               headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(r, timeout=120) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(errors="replace")
-
-
 def wait_dep(depid, limit=180):
-    end = time.time() + limit
-    while time.time() < end:
-        st, dd = req("GET", "/v1/deployments/" + depid)
-        if st == 200 and dd["deployment"]["Status"] not in ("pending", "running", "queued"):
-            return dd
-        time.sleep(0.3)
-    return req("GET", "/v1/deployments/" + depid)[1]
+    return rcp.wait_dep(depid, limit)
 
 
 def cli(*args, timeout=300):
@@ -115,23 +91,10 @@ env = None
 graders = []
 others = []
 try:
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(srv + "/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
+    rcp.wait_up()
     st, tok = req("POST", "/v1/join-tokens", {})
-    dlog = open(os.path.join(tmp, "denvd.log"), "w")
-    d = subprocess.Popen([top + "/bin/denvd", "join", "--server", srv, "--token", tok["token"],
-                          "--state", tmp + "/host.json", "--data", tmp + "/data",
-                          "--probe-image", "denv-test/busybox", "--probe-url", "http://127.0.0.1:9/"],
-                         stdin=subprocess.DEVNULL, stdout=dlog, stderr=dlog)
-    for _ in range(100):
-        st, h = req("GET", "/v1/hosts")
-        if st == 200 and h.get("hosts") and h["hosts"][0].get("connected"):
-            break
-        time.sleep(0.1)
+    d = rcp.start_denvd(tok["token"])
+    rcp.wait_connected()
     req("POST", "/v1/projects", {"name": "vf"})
     st, dep = req("POST", "/v1/projects/vf/deploy", {"compose": COMPOSE})
     dd = wait_dep(dep["deployment"]["ID"]) if st == 202 else {}

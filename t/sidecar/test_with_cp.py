@@ -7,8 +7,6 @@ issues and are not judged here."""
 import io
 import json
 import os
-import secrets
-import subprocess
 import sys
 import tarfile
 import time
@@ -17,36 +15,12 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fakecp import TAP, docker_leftovers, remove_project  # noqa: E402
+from realcp import QUICKSTART as COMPOSE, RealCP  # noqa: E402
 
 top, tmp = sys.argv[1], sys.argv[2]
 t = TAP()
-port = 18500 + secrets.randbelow(1000)
-key = "dak_" + secrets.token_hex(20)
-srv = "http://127.0.0.1:%d" % port
-cplog = open(os.path.join(tmp, "cp.log"), "w")
-cp = subprocess.Popen([top + "/bin/denv-cp", "-addr", "127.0.0.1:%d" % port, "-db", tmp + "/db",
-                       "-public-url", srv], env=dict(os.environ, DENV_BOOTSTRAP_KEY=key),
-                      stdin=subprocess.DEVNULL, stdout=cplog, stderr=cplog)
-COMPOSE = """
-x-denv:
-  egress: deny
-  agent: { service: box }
-services:
-  box:
-    image: denv-test/busybox
-    user: "1000:1000"
-    command: ["sleep", "3600"]
-    environment: { HOME: /home/agent }
-    volumes: ["home:/home/agent"]
-    depends_on: [db]
-  db:
-    image: denv-test/debian
-    command: ["postgres"]
-    environment: { POSTGRES_PASSWORD: pw }
-    volumes: ["pg:/var/lib/postgresql/data"]
-    healthcheck: { test: ["CMD", "pg_isready", "-U", "postgres", "-h", "/run/postgresql"], interval: 1s, retries: 30 }
-volumes: { home: {}, pg: {} }
-"""
+rcp = RealCP(top, tmp, 18500)
+cp, srv, key = rcp.proc, rcp.srv, rcp.key
 
 
 def req(method, path, body=None, raw=None, ctype="application/json"):
@@ -64,38 +38,17 @@ def req(method, path, body=None, raw=None, ctype="application/json"):
 
 
 def wait_dep(depid, limit=180):
-    end = time.time() + limit
-    while time.time() < end:
-        st, dd = req("GET", "/v1/deployments/" + depid)
-        if st == 200 and dd["deployment"]["Status"] not in ("pending", "running", "queued"):
-            return dd
-        time.sleep(0.3)
-    return req("GET", "/v1/deployments/" + depid)[1]
+    return rcp.wait_dep(depid, limit, req)
 
 
 d = None
 env = None
 try:
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(srv + "/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
+    rcp.wait_up()
     st, tok = req("POST", "/v1/join-tokens", {})
     t.ok(st == 201 and tok["token"].startswith("djt_"), "join token from the API", tok)
-    dlog = open(os.path.join(tmp, "denvd.log"), "w")
-    d = subprocess.Popen([top + "/bin/denvd", "join", "--server", srv, "--token", tok["token"],
-                          "--state", tmp + "/host.json", "--data", tmp + "/data",
-                          "--probe-image", "denv-test/busybox", "--probe-url", "http://127.0.0.1:9/"],
-                         stdin=subprocess.DEVNULL, stdout=dlog, stderr=dlog)
-    hosts = []
-    for _ in range(100):
-        st, h = req("GET", "/v1/hosts")
-        hosts = h.get("hosts", []) if st == 200 else []
-        if hosts and hosts[0].get("connected"):
-            break
-        time.sleep(0.1)
+    d = rcp.start_denvd(tok["token"])
+    hosts = rcp.wait_connected(req)
     t.ok(hosts and hosts[0].get("connected") and hosts[0].get("Capabilities", {}).get("storage") == "dir",
          "the host joins and reports its capabilities", hosts)
     req("POST", "/v1/projects", {"name": "qs"})
