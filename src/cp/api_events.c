@@ -1,5 +1,4 @@
 /* api_events.c: GET /v1/events, newest first, the caller's team only. */
-#include <string.h>
 
 #include "base/str.h"
 #include "cp/cp.h"
@@ -7,17 +6,6 @@
 static bool same_team(const struct json *row, void *team_id)
 {
 	return str_eq(json_get_str(row, "TeamID"), team_id);
-}
-
-/* "env:<id>", "dep:<id>", "host:<id>" or "cmd:<id>". */
-static bool valid_subject(const char *s)
-{
-	static const char *const kinds[] = { "env:", "dep:", "host:", "cmd:", NULL };
-
-	for (const char *const *k = kinds; *k; k++)
-		if (str_has_prefix(s, *k) && s[strlen(*k)] && strlen(s) < ST_ID_MAX)
-			return true;
-	return false;
 }
 
 static void h_events(struct cp *cp, struct http_req *req)
@@ -32,7 +20,7 @@ static void h_events(struct cp *cp, struct http_req *req)
 		http_respond_error(req, 400, "subject is required (env:<id>, dep:<id>, host:<id> or cmd:<id>)");
 		return;
 	}
-	if (!valid_subject(subject)) {
+	if (!cp_event_subject_valid(subject)) {
 		http_respond_error(req, 400, "subject must be env:<id>, dep:<id>, host:<id> or cmd:<id>");
 		return;
 	}

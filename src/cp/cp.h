@@ -309,6 +309,8 @@ struct json *cp_env_new(const char *team_id, const char *project_id, const char 
  * NULL, and push it to the team's live streams. */
 void cp_event(struct cp *cp, struct st_txn *txn, const char *team_id, const char *subject, const char *kind,
 	      struct json *body);
+/* An event subject: "env:<id>", "dep:<id>", "host:<id>" or "cmd:<id>". */
+bool cp_event_subject_valid(const char *s);
 void cp_events_close_all(struct cp *cp);
 int cp_events_stream_route(struct cp *cp);
 

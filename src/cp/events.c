@@ -87,8 +87,7 @@ static void sub_close(struct ws_conn *c, int code, const char *reason, void *arg
 	free(s);
 }
 
-/* "env:<id>", "dep:<id>", "host:<id>" or "cmd:<id>" (shared with GET /v1/events). */
-static bool valid_subject(const char *s)
+bool cp_event_subject_valid(const char *s)
 {
 	static const char *const kinds[] = { "env:", "dep:", "host:", "cmd:", NULL };
 
@@ -108,7 +107,7 @@ static void h_stream(struct cp *cp, struct http_req *req)
 
 	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
 		return;
-	if (subject && *subject && !valid_subject(subject)) {
+	if (subject && *subject && !cp_event_subject_valid(subject)) {
 		http_respond_error(req, 400, "subject must be env:<id>, dep:<id>, host:<id> or cmd:<id>");
 		return;
 	}
