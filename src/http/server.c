@@ -755,13 +755,18 @@ static void conn_settle_timer(struct conn *c)
 		ms = 0;
 	}
 	c->rearm_idle = false;
+	/* tkind = T_NONE elsewhere means "re-arm at the next settle"; when that
+	 * settle wants no timer (a request in its handler, parked for as long as
+	 * it takes), the header or body timer still armed must go too. */
+	if (want == T_NONE) {
+		c->tkind = T_NONE;
+		ev_timer_stop(srv->ev, &c->timer);
+		return;
+	}
 	if (want == c->tkind)
 		return;
 	c->tkind = want;
-	if (want == T_NONE)
-		ev_timer_stop(srv->ev, &c->timer);
-	else
-		ev_timer_start(srv->ev, &c->timer, ms, conn_on_timer, c);
+	ev_timer_start(srv->ev, &c->timer, ms, conn_on_timer, c);
 }
 
 static void conn_settle_events(struct conn *c)

@@ -439,6 +439,30 @@ static void test_timeouts(void)
 	srv = http_server_new(loop, &o, &e);
 	http_route(srv, "POST", "/echo", 0, h_echo, NULL);
 	http_route(srv, "GET", "/json", 0, h_json, NULL);
+	http_route(srv, "GET", "/park", 0, h_park, NULL);
+	http_route(srv, "POST", "/park", 0, h_park, NULL);
+
+	/* A parked request outlives the header and body timeouts: those bound
+	 * reading the request, not how long the handler takes to answer. */
+	for (int with_body = 0; with_body < 2; with_body++) {
+		const char *req = with_body ? "POST /park HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
+					    : "GET /park HTTP/1.1\r\nHost: x\r\n\r\n";
+		parked_req = NULL;
+		a = dial();
+		sys_write_all(a, req, strlen(req));
+		t0 = ev_mono_ms();
+		while (ev_mono_ms() - t0 < 1000)	/* three header/body timeouts */
+			ev_run_once(loop, 50);
+		ok(parked_req && !http_req_gone(parked_req), "parked %s request still there after 1 s (timeouts 300 ms)",
+		   with_body ? "POST" : "GET");
+		if (parked_req)	/* answered either way: a gone req is freed by its answer */
+			http_respond(parked_req, 200, "text/plain", "late", 4);
+		parked_req = NULL;
+		r = pump(a, "late", &eof, 1000);
+		ok(r && strstr(r, "late"), "  and its late answer reaches the client");
+		free(r);
+		close(a);
+	}
 
 	a = dial();
 	sys_write_all(a, "GET /json HTTP/1.1\r\nHost: x\r\n\r\n", strlen("GET /json HTTP/1.1\r\nHost: x\r\n\r\n"));
