@@ -14,8 +14,9 @@ suite_need_docker all
 suite_tmp denvd-snap-zfs
 mkdir "$tmp/suite"
 PATH=$top/t/fakes/zfs:$PATH DENV_FAKE_ZFS=$tmp/zfs DENV_FAKE_ZPOOL=tank SNAP_QUICK=1 \
-	"$py" "$top/t/sidecar/test_snap.py" "$bin" "$tmp/suite" zfs --zfs-pool tank
+	"$py" "$top/t/sidecar/test_snap.py" "$bin" "$tmp/suite" zfs --zfs-pool tank >"$tmp/part1.tap"
 rc=$?
-echo "# the command sequence the fake zfs recorded"
-"$py" "$top/t/sidecar/check_zfs_calls.py" "$tmp/zfs/calls.log" | sed -e 's/^1\.\./# zfs: 1../' || rc=1
+{ echo "# the command sequence the fake zfs recorded"
+  "$py" "$top/t/sidecar/check_zfs_calls.py" "$tmp/zfs/calls.log"; } >"$tmp/part2.tap" || rc=1
+tap_join "$tmp/part1.tap" "$tmp/part2.tap"
 exit $rc

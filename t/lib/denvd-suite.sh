@@ -46,3 +46,29 @@ suite_tmp() {
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT INT TERM
 }
+
+# tap_join FILE...: several TAP streams as one: test points renumbered in
+# order, each stream's own plan kept as a comment and checked (a stream that
+# ran fewer or more points than it planned adds a failing point), one plan
+# at the end.
+tap_join() {
+	awk '
+		function close_part() {
+			if (part != "" && planned >= 0 && seen != planned) {
+				n++
+				print "not ok " n " - " part ": planned " planned " test points, ran " seen
+			}
+		}
+		FNR == 1 { close_part(); part = FILENAME; planned = -1; seen = 0 }
+		/^1\.\.[0-9]+/ { planned = substr($1, 4) + 0; print "# (part plan " $0 ")"; next }
+		/^(not )?ok( |$)/ {
+			n++; seen++
+			neg = ($1 == "not")
+			sub(/^(not )?ok( [0-9]+)?/, "")
+			print (neg ? "not ok " : "ok ") n $0
+			next
+		}
+		{ print }
+		END { close_part(); print "1.." n }
+	' "$@"
+}
