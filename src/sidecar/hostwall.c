@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/crypto.h"
+#include "base/fs.h"
 #include "base/proc.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
@@ -54,11 +55,52 @@ static int iptables(const char *action, const char *project, struct err *e, stru
 	return code;
 }
 
+/* Remove denv rules whose bridge no longer exists: an environment torn down
+ * behind denvd's back (docker rm, a crash before destroy) leaves its rule. */
+static void prune_stale(void)
+{
+	const char *argv[] = { "iptables", "-w", "10", "-S", "INPUT", NULL };
+	struct proc_spec spec;
+	struct proc_result r;
+	struct err e;
+	char **lines;
+
+	proc_spec_init(&spec, argv);
+	spec.timeout_ms = HW_TIMEOUT_MS;
+	if (proc_run(&spec, NULL, 0, &r, &e) < 0)
+		return;
+	lines = str_split(r.out.data, "\n", NULL);
+	for (char **l = lines; *l; l++) {
+		const char *in = strstr(*l, " -i dnv"), *tag = strstr(*l, "--comment \"denv ");
+		char bridge[HW_BRIDGE_MAX], path[64], project[96];
+		size_t n;
+
+		if (!in || !tag)
+			continue;
+		n = strcspn(in + 4, " ");
+		if (n >= sizeof(bridge))
+			continue;
+		memcpy(bridge, in + 4, n);
+		bridge[n] = '\0';
+		snprintf(path, sizeof(path), "/sys/class/net/%s", bridge);
+		tag += strlen("--comment \"denv ");
+		n = strcspn(tag, "\"");
+		if (fs_exists(path) || n >= sizeof(project))
+			continue;
+		memcpy(project, tag, n);
+		project[n] = '\0';
+		hw_release(project, &e);
+	}
+	str_list_free(lines);
+	proc_result_release(&r);
+}
+
 int hw_isolate(const char *project, struct err *e)
 {
 	struct buf why = BUF_INIT;
 	int code;
 
+	prune_stale();
 	if (iptables("-C", project, e, NULL) == 0)
 		return 0;	/* already there (a create retried after a crash) */
 	code = iptables("-I", project, e, &why);
