@@ -56,7 +56,7 @@ static int write_files(struct create *c, struct err *e)
 	return rc;
 }
 
-static int make_network(struct create *c, struct err *e)
+static int create_network(struct create *c, const char *subnet, struct err *e)
 {
 	char bridge[HW_BRIDGE_MAX];
 	struct argv a;
@@ -68,6 +68,8 @@ static int make_network(struct create *c, struct err *e)
 	av_add(&a, "create");
 	if (c->internal)
 		av_add(&a, "--internal");
+	av_add(&a, "--subnet");
+	av_add(&a, subnet);
 	/* A bridge name we know, for the host wall's INPUT rule. */
 	av_add(&a, "-o");
 	av_addf(&a, "com.docker.network.bridge.name=%s", bridge);
@@ -80,8 +82,28 @@ static int make_network(struct create *c, struct err *e)
 	av_add(&a, c->net);
 	rc = dk_run(&a, SC_DOCKER_TIMEOUT_MS, NULL, e);
 	av_release(&a);
-	/* Fail closed: no container starts on a network that can reach the host. */
-	return rc < 0 ? -1 : hw_isolate(c->project, e);
+	return rc;
+}
+
+static int make_network(struct create *c, struct err *e)
+{
+	struct subnet_pool pool;
+	char subnet[SUBNET_CIDR_MAX];
+	uint32_t first;
+
+	if (subnet_pool(&pool, e) < 0)
+		return -1;
+	first = subnet_first(&pool, c->project);
+	for (uint32_t k = 0; k < SUBNET_TRIES && k < pool.blocks; k++) {
+		subnet_block(&pool, first + k, subnet);
+		if (create_network(c, subnet, e) == 0)
+			/* Fail closed: no container starts on a network that can reach the host. */
+			return hw_isolate(c->project, e);
+		if (!strstr(e->msg, "overlap"))
+			return -1;
+	}
+	return err_set(e, "no free /%d in the subnet pool after %d tries (set DENV_SUBNET_POOL to a larger range)",
+		       SUBNET_BLOCK_PREFIX, SUBNET_TRIES);
 }
 
 static int start_services(struct create *c, struct err *e)

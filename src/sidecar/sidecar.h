@@ -262,6 +262,20 @@ void hw_bridge_name(const char *project, char out[HW_BRIDGE_MAX]);
 int hw_isolate(const char *project, struct err *e);
 int hw_release(const char *project, struct err *e);
 
+/* subnet.c: /25 blocks of denvd's own address pool for environment networks. */
+#define SUBNET_POOL_DEFAULT "10.208.0.0/12"
+#define SUBNET_BLOCK_PREFIX 25		/* 126 addresses: more than SPEC_MAX_SERVICES */
+#define SUBNET_TRIES 64			/* blocks tried before giving up */
+#define SUBNET_CIDR_MAX 20
+struct subnet_pool {
+	uint32_t base;			/* host order */
+	int prefix;
+	uint32_t blocks;
+};
+int subnet_pool(struct subnet_pool *p, struct err *e);	/* from DENV_SUBNET_POOL */
+uint32_t subnet_first(const struct subnet_pool *p, const char *project);
+void subnet_block(const struct subnet_pool *p, uint32_t i, char out[SUBNET_CIDR_MAX]);
+
 /* probe.c */
 struct probe_result {
 	bool reached;
