@@ -28,7 +28,10 @@ static const char usage_text[] =
 	"  --env-file FILE    read KEY=VALUE lines into the environment first\n"
 	"  --probe-image IMG  egress probe image (DENV_PROBE_IMAGE; default busybox)\n"
 	"  --probe-url URL    egress probe URL (DENV_PROBE_URL; default http://1.1.1.1/)\n"
-	"  -v                 debug logging\n";
+	"  -v                 debug logging\n"
+	"\n"
+	"environment: DENV_SUBNET_POOL, the IPv4 range environment networks take /25s from\n"
+	"(default 10.208.0.0/12).\n";
 
 int main(int argc, char **argv)
 {
