@@ -6,18 +6,11 @@
 set -u
 top=${DENV_TOP:-$PWD}
 build=${DENV_BUILD:-$PWD/build}
-py=$top/python/.venv/bin/python
+. "$top/t/lib/denvd-suite.sh"
 helper=$build/helpers/ws-client
-if [ ! -x "$py" ] || ! "$py" -c 'import websockets' 2>/dev/null; then
-	echo "1..0 # SKIP python websockets not installed in $top/python/.venv"
-	exit 0
-fi
-if [ ! -x "$helper" ]; then
-	echo "1..0 # SKIP $helper not built"
-	exit 0
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
+suite_need_websockets
+[ -x "$helper" ] || suite_skip "$helper not built"
+suite_tmp ws-client
 have_tls=0
 # Our own minimal config, so the test does not depend on the system's openssl.cnf.
 printf '[req]\ndistinguished_name = dn\n[dn]\n' >"$tmp/openssl.cnf"

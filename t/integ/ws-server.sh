@@ -5,16 +5,10 @@
 set -u
 top=${DENV_TOP:-$PWD}
 build=${DENV_BUILD:-$PWD/build}
-py=$top/python/.venv/bin/python
+. "$top/t/lib/denvd-suite.sh"
 helper=$build/helpers/ws-echo
-if [ ! -x "$py" ] || ! "$py" -c 'import websockets' 2>/dev/null; then
-	echo "1..0 # SKIP python websockets not installed in $top/python/.venv"
-	exit 0
-fi
-if [ ! -x "$helper" ]; then
-	echo "1..0 # SKIP $helper not built"
-	exit 0
-fi
+suite_need_websockets
+[ -x "$helper" ] || suite_skip "$helper not built"
 exec "$py" - "$helper" <<'PY'
 import http.client, os, queue, subprocess, sys, threading, time
 from websockets.sync.client import connect

@@ -1,5 +1,6 @@
-# denvd-suite.sh: the start of a t/integ/denvd-*.sh script that runs a Python
-# suite from t/sidecar/. Each suite_need_* prints the TAP skip line and exits
+# denvd-suite.sh: the start of an integration script (t/integ/denvd-*.sh
+# running a Python suite from t/sidecar/, and others that need the same
+# checks). Each suite_need_* prints the TAP skip line and exits
 # when something the suite needs is missing here; suite_tmp makes the run's
 # temp dir. (t/lib/stack.sh is something else: a running cp + denvd for tests.)
 #   needs: $top (repository root)
