@@ -453,7 +453,16 @@ int http_client_do(struct http_client *c, const struct http_client_req *req,
 		buf_release(&reqb);
 		return -1;
 	}
-	snprintf(peer, sizeof(peer), strchr(t.host, ':') ? "[%s]:%d" : "%s:%d", t.host, t.port);
+	if (req->unix_socket) {
+		if (t.tls) {
+			buf_release(&reqb);
+			return err_set(e, "https over a Unix socket is not supported");
+		}
+		snprintf(peer, sizeof(peer), "unix:%.*s", STREAM_MAX_HOST, req->unix_socket);
+		snprintf(t.key, sizeof(t.key), "%s", peer);
+	} else {
+		snprintf(peer, sizeof(peer), strchr(t.host, ':') ? "[%s]:%d" : "%s:%d", t.host, t.port);
+	}
 	for (int round = 0; round < 2; round++) {
 		struct stream *s = round == 0 ? pool_take(&c->pool, t.key) : NULL;
 		bool reused = s != NULL;
@@ -464,7 +473,8 @@ int http_client_do(struct http_client *c, const struct http_client_req *req,
 				break;
 			}
 			c->dials++;
-			if (stream_dial(t.host, t.port, t.tls, (int)left, &s, e) < 0)
+			if ((req->unix_socket ? stream_dial_unix(req->unix_socket, (int)left, &s, e)
+					      : stream_dial(t.host, t.port, t.tls, (int)left, &s, e)) < 0)
 				break;
 		}
 		reader_init(&rr, resp, head_req);
@@ -788,7 +798,8 @@ struct http_acall *http_aclient_do(struct http_aclient *ac, const struct http_cl
 	call->resp = (struct http_client_resp)HTTP_CLIENT_RESP_INIT;
 	buf_init(&call->resp.body, max_body ? max_body : HTTP_MAX_BODY_DEFAULT * 64);
 	call->url = xstrdup(req->url ? req->url : "");
-	if (target_parse(call->url, &call->t, e) < 0 || build_request(req, &call->t, &call->reqb, e) < 0) {
+	if ((req->unix_socket && err_set(e, "the asynchronous client does not dial Unix sockets") < 0) ||
+	    target_parse(call->url, &call->t, e) < 0 || build_request(req, &call->t, &call->reqb, e) < 0) {
 		buf_release(&call->reqb);
 		buf_release(&call->resp.body);
 		free(call->url);

@@ -222,6 +222,8 @@ struct http_client_req {
 	const void *body;
 	size_t body_len;
 	int timeout_ms;			/* whole exchange; <= 0: HTTP_CLIENT_TIMEOUT_DEFAULT_MS */
+	const char *unix_socket;	/* blocking client only: connect to this Unix socket
+					 * path instead; the URL still gives Host and path */
 };
 
 struct http_client_resp {

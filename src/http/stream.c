@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -436,6 +437,43 @@ int stream_connect_finish(int fd, const char *host, int port, struct err *e)
 	return 0;
 }
 
+
+int stream_dial_unix(const char *path, int timeout_ms, struct stream **out, struct err *e)
+{
+	struct sockaddr_un sa;
+	int fd;
+
+	*out = NULL;
+	if (timeout_ms <= 0)
+		timeout_ms = STREAM_DIAL_TIMEOUT_DEFAULT_MS;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (!path || !*path || strlen(path) >= sizeof(sa.sun_path))
+		return err_set(e, "connect unix:%s: bad socket path", path ? path : "");
+	memcpy(sa.sun_path, path, strlen(path));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+		return err_errno(e, "connect unix:%s: socket", path);
+	/* A Unix socket connects at once or fails at once, except when the
+	 * listener's backlog is full (EAGAIN): then retry until the deadline. */
+	{
+		int64_t deadline = ev_mono_ms() + timeout_ms;
+		int rc;
+
+		while ((rc = connect(fd, (const struct sockaddr *)&sa, sizeof(sa))) < 0 && errno == EAGAIN &&
+		       ev_mono_ms() < deadline)
+			ev_wait_fd(-1, 0, ev_mono_ms() + 1);
+		if (rc < 0) {
+			if (errno == EAGAIN)
+				err_set(e, "connect unix:%s: timeout after %d ms", path, timeout_ms);
+			else
+				err_errno(e, "connect unix:%s", path);
+			sys_close(fd);
+			return -1;
+		}
+	}
+	*out = stream_new_plain(fd);
+	return 0;
+}
 
 int stream_dial(const char *host, int port, bool tls, int timeout_ms, struct stream **out, struct err *e)
 {

@@ -56,6 +56,11 @@ void stream_free(struct stream *s);
  */
 int stream_dial(const char *host, int port, bool tls, int timeout_ms, struct stream **out, struct err *e);
 
+/* Connect to the Unix-domain stream socket at path (plain, no TLS) within
+ * timeout_ms (<= 0: 30 s). Errors read like "connect unix:/run/x.sock: No
+ * such file or directory". The stream returned is non-blocking. */
+int stream_dial_unix(const char *path, int timeout_ms, struct stream **out, struct err *e);
+
 /* ---- building blocks for event-loop users (the HTTP server and async client) ---- */
 
 /* Wrap an already-connected fd (made non-blocking and close-on-exec here). */
