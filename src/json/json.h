@@ -58,6 +58,22 @@ struct json_limits {
 int json_parse(const char *text, size_t len, const struct json_limits *lim,
 	       struct json **out, struct err *e);
 
+/* Deepest nesting json_skip follows. */
+#define JSON_SKIP_DEPTH_MAX 256
+
+/*
+ * Find the end of the one JSON value at the start of text (leading
+ * whitespace allowed) without building it: 0 and *end = the offset just
+ * past the value (trailing bytes are the caller's business), or -1 if no
+ * complete, well-formed value starts there or it nests deeper than
+ * max_depth (0 or above JSON_SKIP_DEPTH_MAX: JSON_SKIP_DEPTH_MAX).
+ * Allocates nothing. Strings are checked as json_parse checks them; what
+ * needs the values is not checked (duplicate keys, numbers beyond a
+ * double). So it accepts every value json_parse accepts, and a few more:
+ * use it to find spans in text that is, or will be, parsed anyway.
+ */
+int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end);
+
 /* ---- construction ---- */
 
 struct json *json_new_null(void);
