@@ -17,6 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "base/buf.h"
 #include "base/ev.h"
@@ -35,29 +38,48 @@ static const char st_payload_prefix[] = "{\"ops\":[";
 
 /*
  * One node type serves both the rows of a table (ordered by id) and the
- * entries of an index (ordered by value, then id). A row node has v = "".
+ * entries of an index (ordered by value, then id). A row node has vlen 0;
+ * an index node is a struct ixnode with its value stored inline.
  * Priorities are random, so the expected depth is O(log n) whatever the
  * insertion order (ULIDs arrive sorted, which would degenerate a plain BST).
+ *
+ * Memory is the point of this layout (10,000 environments must fit in a few
+ * tens of MiB): a row in memory is its id, where its JSON text lies in the
+ * log, and a copy of each indexed value; the row itself is read from the log
+ * (and parsed) when someone asks for it.
  */
 struct st_row;
 
 struct tnode {
 	struct tnode *l, *r;
-	uint32_t prio;
-	const char *v;		/* index value: points into the row's JSON (or "") */
-	size_t vlen;
 	struct st_row *row;
-	struct tnode *next_ix;	/* the row's other index entries */
-	int ix;			/* which index of the table (index nodes only) */
+	uint32_t prio;
+	uint32_t vlen;		/* index value bytes (0 for a row node) */
+};
+
+struct ixnode {
+	struct tnode t;		/* first: a tnode * of an index node is an ixnode * */
+	struct ixnode *next_ix;	/* the row's other index entries */
+	int ix;			/* which index of the table */
+	char v[];		/* the value, vlen bytes and a NUL */
 };
 
 struct st_row {
 	struct tnode t;		/* t.row == this row */
-	char *id;
-	size_t idlen;
-	struct json *json;
-	struct tnode *ixhead;	/* this row's index entries */
+	struct ixnode *ixhead;	/* this row's index entries */
+	struct json *json;	/* parsed row while cached (see "Pointers" in store.h), or NULL */
+	off_t off;		/* the row's JSON text in the log file */
+	uint32_t len;
+	uint32_t idlen;
+	uint32_t cidx;		/* position in db->cache + 1 while cached, else 0 */
+	char id[];		/* idlen bytes and a NUL */
 };
+
+/* The value a node sorts by: only index nodes have one that is not "". */
+static const char *node_v(const struct tnode *n)
+{
+	return n->vlen ? ((const struct ixnode *)n)->v : "";
+}
 
 struct tkey {
 	const char *v;
@@ -80,7 +102,7 @@ static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 /* Compare node n with key k: <0, 0, >0. */
 static int node_cmp(const struct tnode *n, const struct tkey *k)
 {
-	int c = bytes_cmp(n->v, n->vlen, k->v, k->vlen);
+	int c = bytes_cmp(node_v(n), n->vlen, k->v, k->vlen);
 
 	if (c)
 		return c;
@@ -91,7 +113,7 @@ static int node_cmp(const struct tnode *n, const struct tkey *k)
 
 static struct tkey key_of(const struct tnode *n)
 {
-	struct tkey k = { n->v, n->vlen, n->row->id, n->row->idlen, false };
+	struct tkey k = { node_v(n), n->vlen, n->row->id, n->row->idlen, false };
 	return k;
 }
 
@@ -259,6 +281,7 @@ struct st_flush_token {
 	struct st_db *db;
 	bool queued;		/* an ev_defer of flush_cb is pending */
 	bool running;		/* flush_cb is on the stack */
+	bool rel_queued;	/* an ev_defer of release_cb is pending */
 };
 
 struct st_db {
@@ -279,6 +302,12 @@ struct st_db {
 	struct st_pending *pending;
 	size_t npending, pending_cap;
 	struct st_flush_token *token;
+	struct st_row **cache;		/* rows with a parsed row cached (NULL: dropped since) */
+	size_t ncache, cache_cap;
+	bool release_after_flush;	/* release_cb ran while a flush was queued */
+	char *rbuf;			/* where a row's text is read */
+	size_t rbuf_cap;
+	uint64_t row_reads;
 	bool failed, closing;
 	struct err fail_err;
 	int scanning;
@@ -288,7 +317,8 @@ struct st_op {
 	bool del;
 	const char *table;
 	const char *id;
-	struct json *row;	/* put: owned by the op until applied */
+	struct json *row;	/* put: owned by the op until applied (st_commit), or into the record's DOM (replay) */
+	size_t rpos, rlen;	/* put: the row's text in the record */
 };
 
 struct st_txn {
@@ -367,24 +397,33 @@ static struct st_row *row_find(const struct st_table *t, const char *id, size_t 
 	return n ? n->row : NULL;
 }
 
-static void ix_add_one(struct st_db *db, struct st_table *t, struct st_row *r, int i)
+static struct ixnode *ix_node_new(struct st_row *r, int i, const char *v, size_t vlen)
 {
-	struct json *v = json_get(r->json, t->ixfield[i]);
-	struct tnode *n;
+	struct ixnode *n = xmalloc(sizeof(*n) + vlen + 1);
+
+	memset(n, 0, sizeof(*n));
+	memcpy(n->v, v, vlen);
+	n->v[vlen] = '\0';
+	n->t.vlen = (uint32_t)vlen;
+	n->t.row = r;
+	n->ix = i;
+	n->next_ix = r->ixhead;
+	r->ixhead = n;
+	return n;
+}
+
+static void ix_add_one(struct st_db *db, struct st_table *t, struct st_row *r, const struct json *row, int i)
+{
+	struct json *v = json_get(row, t->ixfield[i]);
+	struct ixnode *n;
 
 	/* Only string values are indexed: a row without the field, or with a
 	 * non-string value, is simply not in the index. */
 	if (!v || v->type != JSON_STRING)
 		return;
-	n = xcalloc(1, sizeof(*n));
-	n->prio = db_rand(db);
-	n->v = v->u.str.s;
-	n->vlen = v->u.str.len;
-	n->row = r;
-	n->ix = i;
-	n->next_ix = r->ixhead;
-	r->ixhead = n;
-	t->ixroot[i] = t_insert(t->ixroot[i], n);
+	n = ix_node_new(r, i, v->u.str.s, v->u.str.len);
+	n->t.prio = db_rand(db);
+	t->ixroot[i] = t_insert(t->ixroot[i], &n->t);
 }
 
 /* An entry of the sort that builds an index in bulk: the value's first
@@ -404,7 +443,7 @@ static int ix_sort_cmp(const void *a, const void *b)
 	if (x->prefix != y->prefix)
 		return x->prefix < y->prefix ? -1 : 1;
 	if (x->n->vlen > 8 || y->n->vlen > 8) {
-		c = bytes_cmp(x->n->v, x->n->vlen, y->n->v, y->n->vlen);
+		c = bytes_cmp(node_v(x->n), x->n->vlen, node_v(y->n), y->n->vlen);
 		if (c)
 			return c;
 	} else if (x->n->vlen != y->n->vlen) {
@@ -431,13 +470,16 @@ static struct tnode *build_balanced(struct tnode **v, size_t lo, size_t hi, uint
 	return n;
 }
 
+static struct json *row_read(struct st_db *db, struct st_row *r, struct err *e);
+
 /*
  * Build index i of a table that already has rows (an index declared after
- * replay): sort the entries and build the tree in one go, several times
- * faster than a million single inserts that each miss the cache all the way
- * down.
+ * replay): read each row from the log for its value, sort the entries and
+ * build the tree in one go, several times faster than a million single
+ * inserts that each miss the cache all the way down. -1 if a row cannot be
+ * read (the index then holds the rows read before it).
  */
-static void ix_build(struct st_table *t, int i)
+static int ix_build(struct st_db *db, struct st_table *t, int i, struct err *e)
 {
 	struct ix_sort *v = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*v));
 	struct tnode **nodes;
@@ -445,28 +487,31 @@ static void ix_build(struct st_table *t, int i)
 	struct tkey k = { "", 0, "", 0, false };
 	struct tnode *rn;
 	size_t cnt = 0;
+	int rc = 0;
 
 	it_seek(&it, t->root, &k, false);
 	while ((rn = it_next(&it))) {
 		struct st_row *r = rn->row;
-		struct json *val = json_get(r->json, t->ixfield[i]);
-		struct tnode *n;
+		struct json *doc = r->json ? r->json : row_read(db, r, e);
+		struct json *val = json_get(doc, t->ixfield[i]);
+		struct ixnode *n;
 
-		if (!val || val->type != JSON_STRING)
-			continue;
-		n = xcalloc(1, sizeof(*n));
-		n->v = val->u.str.s;
-		n->vlen = val->u.str.len;
-		n->row = r;
-		n->ix = i;
-		n->next_ix = r->ixhead;
-		r->ixhead = n;
-		v[cnt].prefix = 0;
-		for (size_t b = 0; b < 8; b++)
-			v[cnt].prefix = v[cnt].prefix << 8 | (b < n->vlen ? (unsigned char)n->v[b] : 0);
-		v[cnt].seq = cnt;
-		v[cnt].n = n;
-		cnt++;
+		if (!doc) {
+			rc = -1;
+			break;
+		}
+		if (val && val->type == JSON_STRING) {
+			n = ix_node_new(r, i, val->u.str.s, val->u.str.len);
+			v[cnt].prefix = 0;
+			for (size_t b = 0; b < 8; b++)
+				v[cnt].prefix = v[cnt].prefix << 8 |
+						(b < val->u.str.len ? (unsigned char)val->u.str.s[b] : 0);
+			v[cnt].seq = cnt;
+			v[cnt].n = &n->t;
+			cnt++;
+		}
+		if (doc != r->json)
+			json_free(doc);
 	}
 	it_release(&it);
 	qsort(v, cnt, sizeof(*v), ix_sort_cmp);
@@ -476,35 +521,87 @@ static void ix_build(struct st_table *t, int i)
 	t->ixroot[i] = build_balanced(nodes, 0, cnt, UINT32_MAX);
 	free(nodes);
 	free(v);
+	return rc;
 }
 
-static void ix_add(struct st_db *db, struct st_table *t, struct st_row *r)
+static void ix_add(struct st_db *db, struct st_table *t, struct st_row *r, const struct json *row)
 {
 	for (int i = 0; i < t->nix; i++)
-		ix_add_one(db, t, r, i);
+		ix_add_one(db, t, r, row, i);
 }
 
 static void ix_remove(struct st_table *t, struct st_row *r)
 {
-	struct tnode *n = r->ixhead, *next;
+	struct ixnode *n = r->ixhead, *next;
 
 	for (; n; n = next) {
 		next = n->next_ix;
-		t->ixroot[n->ix] = t_remove(t->ixroot[n->ix], n);
+		t->ixroot[n->ix] = t_remove(t->ixroot[n->ix], &n->t);
 		free(n);
 	}
 	r->ixhead = NULL;
 }
 
+/* Hand memory freed in bulk (a replay, a big listing) back to the system:
+ * glibc keeps it in its arenas otherwise, and the RSS stays at the peak. */
+static void trim_memory(void)
+{
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
+/* Forget r's parsed row (it changed, or goes): the pointer handed out dies. */
+static void cache_drop(struct st_db *db, struct st_row *r)
+{
+	if (r->cidx) {
+		db->cache[r->cidx - 1] = NULL;
+		r->cidx = 0;
+	}
+	json_free(r->json);
+	r->json = NULL;
+}
+
+static void cache_add(struct st_db *db, struct st_row *r, struct json *doc);
+
+/* Free every cached parsed row (the end of their lifetime, store.h). */
+static void cache_release(struct st_db *db)
+{
+	size_t n = db->ncache;
+
+	for (size_t i = 0; i < n; i++) {
+		struct st_row *r = db->cache[i];
+		if (!r)
+			continue;
+		json_free(r->json);
+		r->json = NULL;
+		r->cidx = 0;
+	}
+	db->ncache = 0;
+	if (db->cache_cap > 4096) {
+		/* a big scan should not pin its array */
+		free(db->cache);
+		db->cache = NULL;
+		db->cache_cap = 0;
+	}
+	/* After a pass over many rows, give the freed pages back. */
+	if (n >= ST_TRIM_AFTER_ROWS)
+		trim_memory();
+}
+
 static void row_free(struct st_row *r)
 {
 	json_free(r->json);
-	free(r->id);
 	free(r);
 }
 
-/* Apply one put (row ownership taken) or delete to memory. Cannot fail. */
-static void apply_op(struct st_db *db, const char *table, const char *id, struct json *row)
+/*
+ * Apply one put or delete to memory. A put gives the row's text in the log
+ * (off, len) and its parsed form (row, not taken: only read for the index
+ * values). Cannot fail.
+ */
+static void apply_op(struct st_db *db, const char *table, const char *id, const struct json *row,
+		     off_t off, size_t len)
 {
 	struct st_table *t = row ? table_get(db, table) : table_find(db, table);
 	size_t idlen = strlen(id);
@@ -515,29 +612,31 @@ static void apply_op(struct st_db *db, const char *table, const char *id, struct
 	r = row_find(t, id, idlen);
 	if (row) {
 		if (r) {
-			/* Index entries point into the old JSON: out before it goes. */
+			cache_drop(db, r);
 			ix_remove(t, r);
-			json_free(r->json);
-			r->json = row;
-			ix_add(db, t, r);
+			r->off = off;
+			r->len = (uint32_t)len;
+			ix_add(db, t, r, row);
 			return;
 		}
-		r = xcalloc(1, sizeof(*r));
-		r->id = xmemdup(id, idlen + 1);
-		r->idlen = idlen;
-		r->json = row;
+		r = xmalloc(sizeof(*r) + idlen + 1);
+		memset(r, 0, sizeof(*r));
+		memcpy(r->id, id, idlen + 1);
+		r->idlen = (uint32_t)idlen;
+		r->off = off;
+		r->len = (uint32_t)len;
 		r->t.prio = db_rand(db);
-		r->t.v = "";
 		r->t.vlen = 0;
 		r->t.row = r;
 		t->root = t_insert(t->root, &r->t);
 		t->nrows++;
 		db->live_rows++;
-		ix_add(db, t, r);
+		ix_add(db, t, r, row);
 		return;
 	}
 	if (!r)
 		return;
+	cache_drop(db, r);
 	ix_remove(t, r);
 	t->root = t_remove(t->root, &r->t);
 	t->nrows--;
@@ -550,7 +649,8 @@ static void tree_free_rows(struct tnode *n)
 	/* Rows hang off the id tree; index nodes are freed through the rows.
 	 * Recursion goes left only (expected depth O(log n)); right is a loop. */
 	while (n) {
-		struct tnode *right = n->r, *x, *next;
+		struct tnode *right = n->r;
+		struct ixnode *x, *next;
 		struct st_row *row = n->row;
 
 		tree_free_rows(n->l);
@@ -749,6 +849,97 @@ static void make_header(char *h)
 	put_u32(h + 12, crc(h, 12));
 }
 
+/* ---- reading rows from the log ---- */
+
+/*
+ * A row's read failed (I/O error, or bytes that no longer parse: the log
+ * changed under us). The caller would take the row for absent and might act
+ * on that (create it again, say), so the store refuses commits from now on,
+ * like after a failed fsync; a restart replays and checks the log.
+ */
+static void row_failed(struct st_db *db, struct err *e)
+{
+	log_error(MOD, "%s", e->msg);
+	if (!db->failed) {
+		db->failed = true;
+		err_set(&db->fail_err, "%s; refusing further commits (restart to replay what is on disk)", e->msg);
+	}
+}
+
+/* The bytes of r's JSON text, in db->rbuf (valid until the next read). */
+static const char *row_text(struct st_db *db, struct st_row *r, struct err *e)
+{
+	if (r->len + 1 > db->rbuf_cap) {
+		free(db->rbuf);
+		db->rbuf_cap = r->len + 1 > 4096 ? r->len + 1 : 4096;
+		db->rbuf = xmalloc(db->rbuf_cap);
+	}
+	if (sys_pread_full(db, db->fd, db->rbuf, r->len, r->off) < 0) {
+		err_errno(e, "store: read row %s at offset %lld of %s", r->id, (long long)r->off, db->log_path);
+		return NULL;
+	}
+	db->rbuf[r->len] = '\0';
+	db->row_reads++;
+	return db->rbuf;
+}
+
+/* Read and parse r (not cached): a new DOM, or NULL (and e). */
+static struct json *row_read(struct st_db *db, struct st_row *r, struct err *e)
+{
+	struct json_limits lim = { ST_JSON_DEPTH_MAX + 8, ST_RECORD_MAX };
+	const char *text = row_text(db, r, e);
+	struct json *doc = NULL;
+	struct err pe;
+
+	if (!text)
+		return NULL;
+	if (json_parse(text, r->len, &lim, &doc, &pe) < 0 || doc->type != JSON_OBJECT) {
+		err_set(e, "store: row %s at offset %lld of %s does not parse: %s", r->id, (long long)r->off,
+			db->log_path, doc ? "not an object" : pe.msg);
+		json_free(doc);
+		return NULL;
+	}
+	if (db->rbuf_cap > ST_COMPACT_RECORD_BYTES) {
+		/* one huge row should not pin its buffer */
+		free(db->rbuf);
+		db->rbuf = NULL;
+		db->rbuf_cap = 0;
+	}
+	return doc;
+}
+
+static void release_cb(struct ev *ev, void *arg);
+
+static void cache_add(struct st_db *db, struct st_row *r, struct json *doc)
+{
+	if (db->ncache == db->cache_cap) {
+		db->cache_cap = db->cache_cap ? db->cache_cap * 2 : 64;
+		db->cache = xrealloc(db->cache, db->cache_cap * sizeof(*db->cache));
+	}
+	db->cache[db->ncache++] = r;
+	r->cidx = (uint32_t)db->ncache;
+	r->json = doc;
+	if (db->ev && !db->token->rel_queued) {
+		db->token->rel_queued = true;
+		ev_defer(db->ev, release_cb, db->token);
+	}
+}
+
+/* r's parsed row, from the cache or read now (and cached). NULL and e on failure. */
+static const struct json *row_get(struct st_db *db, struct st_row *r, struct err *e)
+{
+	struct json *doc;
+
+	if (r->json)
+		return r->json;
+	if (!(doc = row_read(db, r, e))) {
+		row_failed(db, e);
+		return NULL;
+	}
+	cache_add(db, r, doc);
+	return doc;
+}
+
 /* ---- encoding records ---- */
 
 /* Start a record in b: room for len+crc, then the payload's opening. */
@@ -759,19 +950,33 @@ static void rec_begin(struct buf *b)
 	buf_adds(b, st_payload_prefix);
 }
 
-/* Append one op to the record in b ("first" says no comma). -1 if b's cap
- * (the record size limit) is reached; b is then in an unknown state. */
-static int rec_add_op(struct buf *b, bool first, const char *table, const char *id, const struct json *row)
+/*
+ * Append one op to the record in b ("first" says no comma): a put of row
+ * (a DOM) or of text (rtext, rlen bytes of JSON, copied as they are), or a
+ * delete when both are NULL. A put's row text lands at b->data + *rpos,
+ * *rlen bytes. -1 if b's cap (the record size limit) is reached; b is then
+ * in an unknown state.
+ */
+static int rec_add_op(struct buf *b, bool first, const char *table, const char *id, const struct json *row,
+		      const char *rtext, size_t rlen, size_t *rpos, size_t *rlenp)
 {
+	bool put = row || rtext;
+
 	if (!first && buf_addch(b, ',') < 0)
 		return -1;
-	if (buf_adds(b, row ? "{\"put\":" : "{\"del\":") < 0 ||
+	if (buf_adds(b, put ? "{\"put\":" : "{\"del\":") < 0 ||
 	    json_write_string(b, table, strlen(table)) < 0 ||
 	    buf_adds(b, ",\"id\":") < 0 ||
 	    json_write_string(b, id, strlen(id)) < 0)
 		return -1;
-	if (row && (buf_adds(b, ",\"row\":") < 0 || json_write(b, row, JSON_COMPACT) < 0))
-		return -1;
+	if (put) {
+		if (buf_adds(b, ",\"row\":") < 0)
+			return -1;
+		*rpos = b->len;
+		if (row ? json_write(b, row, JSON_COMPACT) < 0 : buf_add(b, rtext, rlen) < 0)
+			return -1;
+		*rlenp = b->len - *rpos;
+	}
 	return buf_addch(b, '}');
 }
 
@@ -855,20 +1060,102 @@ fail:
 	return -1;
 }
 
-/* Detach each put's row from doc (so json_free(doc) spares it) and apply. */
-static void apply_decoded(struct st_db *db, struct json *doc, struct st_op *ops, size_t n)
-{
-	struct json *arr = json_get(doc, "ops");
+/* ---- where each row's text lies in a record ---- */
 
-	for (size_t i = 0; i < n; i++) {
-		if (ops[i].row) {
-			struct json *op = arr->u.arr.items[i];
-			for (size_t m = 0; m < op->u.obj.n; m++)
-				if (op->u.obj.m[m].val == ops[i].row)
-					op->u.obj.m[m].val = NULL;
+static size_t span_ws(const char *p, size_t len, size_t i)
+{
+	while (i < len && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
+		i++;
+	return i;
+}
+
+/* Expect byte c (after whitespace) at *i and step over it. */
+static int span_expect(const char *p, size_t len, size_t *i, char c)
+{
+	*i = span_ws(p, len, *i);
+	if (*i >= len || p[*i] != c)
+		return -1;
+	(*i)++;
+	return 0;
+}
+
+/* Step over one value (after whitespace); *start gets where it begins. */
+static int span_value(const char *p, size_t len, size_t *i, size_t *start)
+{
+	size_t end;
+
+	*i = span_ws(p, len, *i);
+	*start = *i;
+	if (json_skip(p + *i, len - *i, JSON_SKIP_DEPTH_MAX, &end) < 0)
+		return -1;
+	*i += end;
+	return 0;
+}
+
+/* Step over member m of an object (its key and value; the comma or the
+ * closing brace after it is the caller's); vstart gets its value's start. */
+static int span_member(const char *p, size_t len, size_t *i, size_t *vstart)
+{
+	size_t ks;
+
+	if (span_value(p, len, i, &ks) < 0 || p[ks] != '"')
+		return -1;
+	if (span_expect(p, len, i, ':') < 0)
+		return -1;
+	return span_value(p, len, i, vstart);
+}
+
+/*
+ * Find each put's row text in payload p (len bytes), which json_parse made
+ * into doc and decode_ops into ops. The DOM keeps an object's members in
+ * the order of the text (the parser appends them as it reads them, and
+ * refuses duplicates), so "the k-th member" means the same in both and the
+ * text is walked by counting. Every step is bounded by len; a mismatch
+ * (which a parsed payload cannot have) is an error, never a guess.
+ */
+static int find_row_spans(const char *p, size_t len, const struct json *doc, struct st_op *ops, size_t n)
+{
+	const struct json *arr = json_get(doc, "ops");
+	size_t i = 0, vs, mops = 0;
+
+	for (; mops < doc->u.obj.n; mops++)
+		if (doc->u.obj.m[mops].val == arr)
+			break;
+	if (mops == doc->u.obj.n || span_expect(p, len, &i, '{') < 0)
+		return -1;
+	for (size_t m = 0; m < mops; m++)
+		if (span_member(p, len, &i, &vs) < 0 || span_expect(p, len, &i, ',') < 0)
+			return -1;
+	if (span_value(p, len, &i, &vs) < 0 || p[vs] != '"' || span_expect(p, len, &i, ':') < 0 ||
+	    span_expect(p, len, &i, '[') < 0)
+		return -1;
+	for (size_t k = 0; k < n; k++) {
+		const struct json *op = doc->u.obj.m[mops].val->u.arr.items[k];
+		if ((k > 0 && span_expect(p, len, &i, ',') < 0) || span_expect(p, len, &i, '{') < 0)
+			return -1;
+		for (size_t m = 0; m < op->u.obj.n; m++) {
+			if ((m > 0 && span_expect(p, len, &i, ',') < 0) || span_member(p, len, &i, &vs) < 0)
+				return -1;
+			if (ops[k].row && op->u.obj.m[m].val == ops[k].row) {
+				if (p[vs] != '{' || p[i - 1] != '}')
+					return -1;
+				ops[k].rpos = vs;
+				ops[k].rlen = i - vs;
+			}
 		}
-		apply_op(db, ops[i].table, ops[i].id, ops[i].row);
+		if (span_expect(p, len, &i, '}') < 0)
+			return -1;
+		if (ops[k].row && !ops[k].rlen)
+			return -1;
 	}
+	return span_expect(p, len, &i, ']');
+}
+
+/* Apply the decoded record whose payload starts at file offset poff. */
+static void apply_decoded(struct st_db *db, off_t poff, struct st_op *ops, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		apply_op(db, ops[i].table, ops[i].id, ops[i].row, poff + (off_t)ops[i].rpos, ops[i].rlen);
 	db->records++;
 	db->log_ops += n;
 }
@@ -1106,13 +1393,16 @@ static int replay(struct st_db *db, off_t size, struct err *e)
 			rc = -1;
 			break;
 		}
-		if (json_parse(p, plen, &lim, &doc, &pe) < 0 || decode_ops(db, doc, &ops, &nops, &pe) < 0) {
+		if (json_parse(p, plen, &lim, &doc, &pe) < 0 || decode_ops(db, doc, &ops, &nops, &pe) < 0 ||
+		    (find_row_spans(p, plen, doc, ops, nops) < 0 &&
+		     err_set(&pe, "cannot find the rows in the record's text") < 0)) {
 			json_free(doc);
+			free(ops);
 			snprintf(why, sizeof(why), "undecodable transaction: %s", pe.msg);
 			rc = bad_record(db, &r, off, why, true, e);
 			break;
 		}
-		apply_decoded(db, doc, ops, nops);
+		apply_decoded(db, off + ST_RECORD_HEAD_BYTES, ops, nops);
 		free(ops);
 		json_free(doc);
 		off += ST_RECORD_HEAD_BYTES + (off_t)plen;
@@ -1281,6 +1571,7 @@ int st_open(const char *path, const struct st_opts *opts, struct st_db **out, st
 	db->size = ST_HEADER_BYTES;
 	if (hr == 0 && replay(db, st.st_size, e) < 0)
 		goto fail;
+	trim_memory();	/* replay's parsed records are gone: their pages too */
 	*out = db;
 	return 0;
 fail:
@@ -1296,8 +1587,8 @@ void st_close(struct st_db *db)
 		return;		/* (closing: called again from a done_fn during close) */
 	db->closing = true;
 	flush(db);
-	if (db->token->queued || db->token->running)
-		db->token->db = NULL;	/* flush_cb frees it */
+	if (db->token->queued || db->token->running || db->token->rel_queued)
+		db->token->db = NULL;	/* flush_cb or release_cb frees it */
 	else
 		free(db->token);
 	for (size_t i = 0; i < db->ntables; i++) {
@@ -1308,6 +1599,8 @@ void st_close(struct st_db *db)
 		free(t->name);
 	}
 	free(db->tables);
+	free(db->cache);
+	free(db->rbuf);
 	free(db->pending);
 	buf_release(&db->wbuf);
 	sys_close_fd(db, db->fd);
@@ -1346,8 +1639,12 @@ int st_table(struct st_db *db, const char *table, const char *const index_fields
 		t->ixfield[t->nix] = xstrdup(f);
 		t->ixroot[t->nix] = NULL;
 		t->nix++;
-		if (t->root)
-			ix_build(t, t->nix - 1);
+		if (t->root && ix_build(db, t, t->nix - 1, e) < 0) {
+			row_failed(db, e);
+			return -1;
+		}
+		if (t->nrows >= ST_TRIM_AFTER_ROWS)
+			trim_memory();	/* the rows it parsed are gone */
 	}
 	return 0;
 }
@@ -1358,11 +1655,18 @@ const struct json *st_get(struct st_db *db, const char *table, const char *id)
 {
 	struct st_table *t;
 	struct st_row *r;
+	struct err e;
 
 	if (!table || !id || !(t = table_find(db, table)))
 		return NULL;
 	r = row_find(t, id, strlen(id));
-	return r ? r->json : NULL;
+	return r ? row_get(db, r, &e) : NULL;
+}
+
+void st_release(struct st_db *db)
+{
+	if (db && !db->scanning)
+		cache_release(db);
 }
 
 static int find_index(const struct st_table *t, const char *field)
@@ -1382,6 +1686,7 @@ int st_scan(struct st_db *db, const char *table, const char *field, const char *
 	struct tkey k = { "", 0, "", 0, false };
 	bool rev = range && range->reverse;
 	size_t limit = range ? range->limit : 0, seen = 0;
+	int rc = 0;
 
 	if (!name_ok(table))
 		return err_set(e, "store: bad table name");
@@ -1408,16 +1713,21 @@ int st_scan(struct st_db *db, const char *table, const char *field, const char *
 	it_seek(&it, root, &k, rev);
 	db->scanning++;
 	while ((n = it_next(&it))) {
-		if (n->vlen != k.vlen || memcmp(n->v, k.v, k.vlen) != 0)
+		const struct json *row;
+		if (n->vlen != k.vlen || memcmp(node_v(n), k.v, k.vlen) != 0)
 			break;	/* past the index entry for value */
-		if (fn(n->row->id, n->row->json, arg) != 0)
+		if (!(row = row_get(db, n->row, e))) {
+			rc = -1;
+			break;
+		}
+		if (fn(n->row->id, row, arg) != 0)
 			break;
 		if (limit && ++seen >= limit)
 			break;
 	}
 	db->scanning--;
 	it_release(&it);
-	return 0;
+	return rc;
 }
 
 size_t st_count(struct st_db *db, const char *table, const char *field, const char *value)
@@ -1438,7 +1748,7 @@ size_t st_count(struct st_db *db, const char *table, const char *field, const ch
 	k.v = value;
 	k.vlen = strlen(value);
 	it_seek(&it, t->ixroot[i], &k, false);
-	while ((n = it_next(&it)) && n->vlen == k.vlen && memcmp(n->v, k.v, k.vlen) == 0)
+	while ((n = it_next(&it)) && n->vlen == k.vlen && memcmp(node_v(n), k.v, k.vlen) == 0)
 		count++;
 	it_release(&it);
 	return count;
@@ -1458,6 +1768,10 @@ void st_stats(const struct st_db *db, struct st_stats *out)
 	out->fsyncs = db->fsyncs;
 	out->compactions = db->compactions;
 	out->truncated_bytes = db->truncated_bytes;
+	out->row_reads = db->row_reads;
+	out->cached_rows = 0;
+	for (size_t i = 0; i < db->ncache; i++)
+		out->cached_rows += db->cache[i] != NULL;
 }
 
 /* ---- transactions ---- */
@@ -1661,7 +1975,8 @@ static void flush_cb(struct ev *ev, void *arg)
 
 	tok->queued = false;
 	if (!tok->db) {
-		free(tok);	/* the store was closed while this was queued */
+		if (!tok->rel_queued)
+			free(tok);	/* the store was closed while this was queued */
 		return;
 	}
 	/* A done_fn may close the store: st_close then leaves the token to us. */
@@ -1669,9 +1984,34 @@ static void flush_cb(struct ev *ev, void *arg)
 	flush(tok->db);
 	if (tok->db)
 		maybe_compact(tok->db);
+	if (tok->db && tok->db->release_after_flush) {
+		tok->db->release_after_flush = false;
+		cache_release(tok->db);
+	}
 	tok->running = false;
-	if (!tok->db && !tok->queued)
+	if (!tok->db && !tok->queued && !tok->rel_queued)
 		free(tok);
+}
+
+/*
+ * The end of a loop turn for cached rows (store.h, "Pointers"). When a
+ * flush is queued too, its done_fns may still use rows read in this turn:
+ * then the rows go after it (at the end of flush_cb) instead.
+ */
+static void release_cb(struct ev *ev, void *arg)
+{
+	struct st_flush_token *tok = arg;
+
+	tok->rel_queued = false;
+	if (!tok->db) {
+		if (!tok->queued && !tok->running)
+			free(tok);	/* the store was closed while this was queued */
+		return;
+	}
+	if (tok->queued)
+		tok->db->release_after_flush = true;
+	else
+		cache_release(tok->db);
 }
 
 int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
@@ -1679,6 +2019,7 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
 	struct st_db *db = txn->db;
 	struct buf *b = &db->wbuf;
 	size_t newtables = 0;
+	off_t roff;
 	int rc = 0;
 
 	if (txn->bad) {
@@ -1712,7 +2053,8 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
 	}
 	rec_begin(b);
 	for (size_t i = 0; i < txn->n; i++) {
-		if (rec_add_op(b, i == 0, txn->ops[i].table, txn->ops[i].id, txn->ops[i].row) < 0) {
+		struct st_op *o = &txn->ops[i];
+		if (rec_add_op(b, i == 0, o->table, o->id, o->row, NULL, 0, &o->rpos, &o->rlen) < 0) {
 			err_set(e, "store: transaction larger than %zu bytes", ST_RECORD_MAX);
 			goto refuse;
 		}
@@ -1721,13 +2063,17 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
 		err_set(e, "store: transaction larger than %zu bytes", ST_RECORD_MAX);
 		goto refuse;
 	}
+	roff = db->size;
 	if (log_append(db, b->data, b->len, e) < 0)
 		goto refuse;
 	if (b->cap > ST_COMPACT_RECORD_BYTES * 2)
 		buf_release(b);	/* one huge transaction should not pin its buffer */
+	/* The rows stay on disk only: readers parse them from the log, so
+	 * that what they see never depends on whether the row was just
+	 * written or replayed. st_abort below frees the DOMs. */
 	for (size_t i = 0; i < txn->n; i++) {
-		apply_op(db, txn->ops[i].table, txn->ops[i].id, txn->ops[i].row);
-		txn->ops[i].row = NULL;
+		struct st_op *o = &txn->ops[i];
+		apply_op(db, o->table, o->id, o->row, roff + (off_t)o->rpos, o->rlen);
 	}
 	db->records++;
 	db->log_ops += txn->n;
@@ -1770,12 +2116,17 @@ refuse:
 
 /* ---- compaction ---- */
 
-static int compact_write(struct st_db *db, int fd, off_t *off, struct buf *b, struct err *e)
+/* Write the record in b at *off; the rows it holds (their positions in b
+ * are in newoff[first..first+n)) become file offsets. */
+static int compact_write(struct st_db *db, int fd, off_t *off, struct buf *b, uint64_t *newoff,
+			 size_t first, size_t n, struct err *e)
 {
 	if (rec_end(b) < 0)
 		return err_set(e, "store: compaction: record too large");	/* cannot happen: see below */
 	if (sys_pwrite_all(db, fd, b->data, b->len, *off) < 0)
 		return err_errno(e, "store: write %s", db->tmp_path);
+	for (size_t i = first; i < first + n; i++)
+		newoff[i] += (uint64_t)*off;
 	*off += (off_t)b->len;
 	return 0;
 }
@@ -1786,7 +2137,10 @@ int st_compact(struct st_db *db, struct err *e)
 	struct buf rec, op;
 	off_t off = ST_HEADER_BYTES;
 	uint64_t nrec = 0;
-	size_t inrec = 0;
+	size_t inrec = 0, nrows = 0, first = 0;
+	/* Where each live row lands in the new file, in the order the loop
+	 * below visits them: the rows keep their old spans until the rename. */
+	uint64_t *newoff = NULL;
 	int fd;
 	int64_t t0 = ev_mono_ms();
 
@@ -1801,6 +2155,7 @@ int st_compact(struct st_db *db, struct err *e)
 		return err_errno(e, "store: create %s", db->tmp_path);
 	buf_init(&rec, ST_RECORD_MAX + ST_RECORD_HEAD_BYTES + 1);
 	buf_init(&op, ST_RECORD_MAX + 1);
+	newoff = xmalloc((db->live_rows ? db->live_rows : 1) * sizeof(*newoff));
 	make_header(h);
 	if (sys_pwrite_all(db, fd, h, sizeof(h), 0) < 0) {
 		err_errno(e, "store: write %s", db->tmp_path);
@@ -1815,36 +2170,53 @@ int st_compact(struct st_db *db, struct err *e)
 
 		it_seek(&it, t->root, &k, false);
 		while ((n = it_next(&it))) {
+			struct st_row *r = n->row;
+			size_t rpos = 0, rlen = 0;
+			const char *text;
+
+			/* The row's bytes as they are in the old log. */
+			if (!(text = row_text(db, r, e))) {
+				it_release(&it);
+				goto fail;
+			}
 			/* Each put is encoded alone first, so that a record is cut
 			 * before it would pass ST_RECORD_MAX. A single put always
 			 * fits: it came from a record no larger. */
 			buf_reset(&op);
-			if (rec_add_op(&op, true, t->name, n->row->id, n->row->json) < 0) {
+			if (rec_add_op(&op, true, t->name, r->id, NULL, text, r->len, &rpos, &rlen) < 0) {
 				it_release(&it);
-				err_set(e, "store: compaction: row %s/%s too large", t->name, n->row->id);
+				err_set(e, "store: compaction: row %s/%s too large", t->name, r->id);
 				goto fail;
 			}
 			if (inrec && rec.len + 1 + op.len + 2 > ST_RECORD_MAX + ST_RECORD_HEAD_BYTES) {
-				if (compact_write(db, fd, &off, &rec, e) < 0) {
+				if (compact_write(db, fd, &off, &rec, newoff, first, inrec, e) < 0) {
 					it_release(&it);
 					goto fail;
 				}
 				nrec++;
+				first += inrec;
 				rec_begin(&rec);
 				inrec = 0;
 			}
-			if ((inrec && buf_addch(&rec, ',') < 0) || buf_add(&rec, op.data, op.len) < 0) {
+			if ((inrec && buf_addch(&rec, ',') < 0)) {
 				it_release(&it);
-				err_set(e, "store: compaction: row %s/%s too large", t->name, n->row->id);
+				err_set(e, "store: compaction: row %s/%s too large", t->name, r->id);
+				goto fail;
+			}
+			newoff[nrows++] = (uint64_t)(rec.len + rpos);	/* made a file offset by compact_write */
+			if (buf_add(&rec, op.data, op.len) < 0) {
+				it_release(&it);
+				err_set(e, "store: compaction: row %s/%s too large", t->name, r->id);
 				goto fail;
 			}
 			inrec++;
 			if (rec.len >= ST_COMPACT_RECORD_BYTES || inrec >= ST_TXN_OPS_MAX) {
-				if (compact_write(db, fd, &off, &rec, e) < 0) {
+				if (compact_write(db, fd, &off, &rec, newoff, first, inrec, e) < 0) {
 					it_release(&it);
 					goto fail;
 				}
 				nrec++;
+				first += inrec;
 				rec_begin(&rec);
 				inrec = 0;
 			}
@@ -1852,7 +2224,7 @@ int st_compact(struct st_db *db, struct err *e)
 		it_release(&it);
 	}
 	if (inrec) {
-		if (compact_write(db, fd, &off, &rec, e) < 0)
+		if (compact_write(db, fd, &off, &rec, newoff, first, inrec, e) < 0)
 			goto fail;
 		nrec++;
 	}
@@ -1867,6 +2239,21 @@ int st_compact(struct st_db *db, struct err *e)
 	/* From here the new file is the log: switch to it whatever happens. */
 	sys_close_fd(db, db->fd);
 	db->fd = fd;
+	{
+		/* The same walk as above: the same rows in the same order. */
+		size_t j = 0;
+		for (size_t i = 0; i < db->ntables; i++) {
+			struct titer it = { 0 };
+			struct tkey k = { "", 0, "", 0, false };
+			struct tnode *n;
+			it_seek(&it, db->tables[i].root, &k, false);
+			while ((n = it_next(&it)) && j < nrows)
+				n->row->off = (off_t)newoff[j++];
+			it_release(&it);
+		}
+	}
+	free(newoff);
+	newoff = NULL;
 	db->size = off;
 	db->records = nrec;
 	db->log_ops = db->live_rows;
@@ -1885,6 +2272,7 @@ int st_compact(struct st_db *db, struct err *e)
 		  (unsigned long long)db->live_rows, (long long)off, (long long)(ev_mono_ms() - t0));
 	return 0;
 fail:
+	free(newoff);
 	buf_release(&rec);
 	buf_release(&op);
 	sys_close_fd(db, fd);

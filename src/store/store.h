@@ -6,6 +6,13 @@
  * objects keyed by a string id, kept in id order) and their secondary indexes
  * (exact match on a top-level string field).
  *
+ * What stays in memory is the index of the data, not the data: for each row
+ * its id, where its JSON text lies in the log (offset and length), and a copy
+ * of each indexed field's value. A row is read from the log (pread through
+ * the st_sys table) and parsed when st_get or st_scan hands it out; it is
+ * then cached for a while (see "Pointers"). Indexes and st_count never read
+ * rows; an index declared on a table that has rows reads each row once.
+ *
  * Files in the directory:
  *   log            the record log (see "File format" below)
  *   lock           flock(2)ed while a process has the store open
@@ -40,10 +47,30 @@
  *    was saved. If the fsync then fails the store goes read-only for commits
  *    (st_failed) and the process should restart, replaying what is on disk.
  *
- * Pointers: st_get and st_scan hand out rows owned by the store. A row pointer
- * stays valid until a commit that puts or deletes that row, or st_close.
- * Compaction does not move rows. Callers must not modify rows; st_put takes
- * a row the caller built (or json_dup'ed).
+ * Pointers: st_get and st_scan hand out rows owned by the store: parsed from
+ * the log on first use and cached on the row. A row pointer stays valid until
+ * the first of:
+ *  - a commit that puts or deletes that row;
+ *  - st_close;
+ *  - st_release (explicit: tools and tests without a loop call it, or keep
+ *    the rows until the row changes or the store closes);
+ *  - with an ev loop (st_opts.ev): the end of the loop turn in which it was
+ *    read. The store frees the turn's rows in an end-of-turn (ev_defer)
+ *    callback it queues at the first read of a turn; if a group-commit flush
+ *    is queued as well, after that flush's done_fns have run. Rows read in a
+ *    done_fn or another end-of-turn callback live until the end of the next
+ *    turn.
+ * So: use a row within the callback that read it. Whatever must outlive it
+ * (a struct that waits for a reply, a timer, an async step) keeps a json_dup
+ * or the id, and reads the row again later. Compaction does not move cached
+ * rows. Callers must not modify rows; st_put takes a row the caller built
+ * (or json_dup'ed).
+ *
+ * Read failures: a row that cannot be read back (pread error, or bytes that
+ * no longer parse: the log was changed under the store) is logged, st_get
+ * returns NULL and st_scan fails with the reason; and the store refuses
+ * commits from then on (st_failed), because a caller may act on the row's
+ * apparent absence. Restart to replay (and check) the log.
  *
  * Not re-entrant: st_scan callbacks must not commit (st_commit fails if they
  * try), compact or close. done_fn callbacks may commit (the commit lands in
@@ -91,6 +118,10 @@ struct ev;
 #define ST_COMPACT_MIN_BYTES ((off_t)4 << 20)
 /* Replay reads the log through a window of this many bytes (or one record). */
 #define ST_READ_CHUNK ((size_t)1 << 20)
+/* Releasing at least this many cached rows at once also hands freed memory
+ * back to the system (glibc malloc_trim), so that one big listing does not
+ * leave the process at its peak size. */
+#define ST_TRIM_AFTER_ROWS 1024
 
 /* ---- the system-call table ---- */
 
@@ -143,11 +174,19 @@ void st_close(struct st_db *db);
  * Indexes are not stored in the log: declare them after st_open, on every
  * start; an index added to a table with rows is built from them. */
 int st_table(struct st_db *db, const char *table, const char *const index_fields[], struct err *e);
+/* (A new index on a table with rows reads every row: -1 if one cannot be
+ * read, and the store refuses commits, as under "Read failures".) */
 
 /* ---- reading ---- */
 
-/* The row, owned by the store (see "Pointers" above), or NULL if absent. */
+/* The row, owned by the store (see "Pointers" above), or NULL if absent or
+ * unreadable (see "Read failures"). */
 const struct json *st_get(struct st_db *db, const char *table, const char *id);
+
+/* Free the cached rows now: every pointer st_get and st_scan handed out
+ * dies (see "Pointers"). Safe with NULL; ignored inside an st_scan callback.
+ * With a loop the store does this itself at the end of each turn. */
+void st_release(struct st_db *db);
 
 /* Called for each row of a scan, in id order. Return 0 to go on, anything
  * else to stop. Must not commit. */
@@ -163,7 +202,8 @@ struct st_range {
 
 /* Visit the rows of table (field NULL) or those whose string field `field`
  * equals value exactly (field must be indexed with st_table). A missing
- * table is empty. 0, or -1 (field not indexed, bad names). */
+ * table is empty. Only the visited rows are read from the log. 0, or -1
+ * (field not indexed, bad names, a row could not be read). */
 int st_scan(struct st_db *db, const char *table, const char *field, const char *value,
 	    const struct st_range *range, st_scan_fn fn, void *arg, struct err *e);
 
@@ -232,6 +272,8 @@ struct st_stats {
 	uint64_t fsyncs;	/* fsyncs of the log since open */
 	uint64_t compactions;	/* since open */
 	uint64_t truncated_bytes;	/* torn tail dropped at open */
+	uint64_t row_reads;	/* rows read from the log since open */
+	uint64_t cached_rows;	/* parsed rows held right now */
 };
 void st_stats(const struct st_db *db, struct st_stats *out);
 
