@@ -288,4 +288,40 @@ int probe_egress(struct wk *w, const char *project, const char *network, const c
 /* install.c */
 int install_run(struct sc_config *c, const char *self, struct err *e);
 
+/* freeze.c: the snapshot's own freeze through the kernel's cgroup freezer
+ * (v1 freezer.state or v2 cgroup.freeze), with a record that lets a later
+ * command, or denvd's start, thaw what a killed worker left frozen. */
+#define FZ_PATH_MAX 4096
+#define FZ_FREEZE_TIMEOUT_MS 10000	/* every task of every cgroup frozen */
+#define FZ_REWRITE_MS 50		/* v1: FROZEN written again while still FREEZING */
+#define FZ_MOUNTINFO_MAX ((size_t)4 << 20)	/* also /proc/<pid>/cgroup and cgroup.procs */
+#define FZ_RECORD_MAX ((size_t)1 << 20)
+struct fz_sys {
+	const char *proc;		/* "/proc" */
+	const char *root;		/* "": put before every mount point (tests: a fake tree) */
+};
+struct fz_cg {
+	int version;			/* 1: <dir>/freezer.state; 2: <dir>/cgroup.freeze */
+	char dir[FZ_PATH_MAX];
+};
+void fz_sys_default(struct fz_sys *s);
+/* The freezer cgroup of pid; must_contain (the container id, may be NULL)
+ * guards against a pid from another pid namespace. */
+int fz_cgroup_of(const struct fz_sys *s, long pid, const char *must_contain, struct fz_cg *out, struct err *e);
+/* "comm\n" of every process in the cgroup, appended to out; -1 if none is visible. */
+int fz_comms(const struct fz_sys *s, const struct fz_cg *cg, struct buf *out, struct err *e);
+/* Freeze all and wait until each is frozen; on failure all are thawed again. */
+int fz_freeze(const struct fz_cg *cgs, size_t n, int64_t timeout_ms, struct err *e);
+int fz_thaw(const struct fz_cg *cgs, size_t n, struct err *e);
+/* <data>/envs/<env>/frozen */
+void fz_record_path(const char *data, const char *env, char *out, size_t n);
+/* Write the record, locked; the fd holding the lock, or -1. */
+int fz_record_begin(const char *path, const struct fz_cg *cgs, size_t n, struct err *e);
+int fz_record_end(const char *path, int fd, struct err *e);
+/* Thaw what an unlocked record lists and remove it: 1 if a cgroup was
+ * thawed, 0 if nothing to do (no record, or its worker still runs), -1. */
+int fz_recover(const struct fz_sys *s, const char *path, struct err *e);
+int fz_recover_env(const char *data, const char *env, struct err *e);
+int fz_recover_all(const char *data, struct err *e);
+
 #endif
