@@ -1,13 +1,15 @@
 /* create.c: env.create (protocol.md), and the same path for env.fork and
  * env.rollback (snapshot.c). In order: remove what an earlier attempt of
- * this environment left in Docker; choose the storage backend (the env's
- * own, or its snapshot's for a fork); write spec.json; clone or restore
- * the volumes from a snapshot when asked, then fill the volumes still
- * missing; create the network (internal when egress is denied);
- * write compose.yaml; start the containers in depends_on order, each after
- * its dependencies are healthy; wait for health; read back image digests
- * and, with egress allowed, the published ports; with egress denied run the
- * probe. Any failure stops the stack (the data dir stays for a destroy). */
+ * this environment left in Docker (nothing to do on a first create); choose
+ * the storage backend (the env's own, or its snapshot's for a fork); write
+ * spec.json; clone or restore the volumes from a snapshot when asked; look
+ * up the images present; fill the volumes still missing; create the network
+ * (internal when egress is denied; none at all for one service with egress
+ * denied: render_networkless); start the containers in depends_on order,
+ * each after its dependencies are healthy; wait for health; report image
+ * digests and, with egress allowed, the published ports; with egress denied
+ * run the probe. Any failure stops the stack (the data dir stays for a
+ * destroy). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +29,9 @@ struct create {
 	char project[SC_ID_MAX], net[SC_ID_MAX + 16];
 	char envdir[4096], voldir[4200];
 	struct json *spec, *order;
-	bool deny, internal;
+	struct json *images;	/* image ref -> {id, digest} of those present locally */
+	bool deny, internal, networkless;
+	bool fresh;		/* no earlier attempt of this env on this host */
 };
 
 static int write_files(struct create *c, struct err *e)
@@ -122,7 +126,7 @@ static int start_services(struct create *c, struct err *e)
 				return -1;
 		}
 		av_init(&a);
-		if (render_run_argv(c->project, c->w->env, s, c->voldir, !c->deny, &a, e) < 0) {
+		if (render_run_argv(c->project, c->w->env, s, c->voldir, c->networkless, !c->deny, &a, e) < 0) {
 			av_release(&a);
 			return -1;
 		}
@@ -135,37 +139,56 @@ static int start_services(struct create *c, struct err *e)
 	return 0;
 }
 
+/* The id and repo digest of each image already on this host, read once:
+ * the volume fill keys its cache on the id, and the result reports digests.
+ * An image missing here is pulled by the first docker command that needs it
+ * and looked up again for the digests. */
+static struct json *look_up_images(struct create *c)
+{
+	struct json *images = json_new_object();
+
+	for (size_t i = 0; i < json_len(c->order); i++) {
+		const char *image = json_get_str(json_at(c->order, i), "image");
+		struct engine_img im;
+		struct err e;
+
+		struct json *one;
+
+		if (!image || json_get(images, image) || engine_image(image, &im, &e) <= 0)
+			continue;
+		one = json_new_object();
+		json_object_set_str(one, "id", im.id);
+		json_object_set_str(one, "digest", im.digest);
+		json_object_set(images, image, one);
+	}
+	return images;
+}
+
+/* service -> repo@sha256:... (the first registry digest), or image@<id> for
+ * a local image that has only its id. */
 static struct json *read_digests(struct create *c, struct err *e)
 {
 	struct json *d = json_new_object();
 
 	for (size_t i = 0; i < json_len(c->order); i++) {
-		const struct json *s = json_at(c->order, i);
+		const struct json *s = json_at(c->order, i), *known;
 		const char *image = json_get_str(s, "image");
-		struct buf out = BUF_INIT;
-		char line[600], *bar;
+		struct engine_img im;
+		char ref[700];
 
-		if (dk(&out, SC_DOCKER_QUICK_MS, e, "image", "inspect", "--format",
-		       "{{range .RepoDigests}}{{.}} {{end}}|{{.Id}}", image, NULL) < 0) {
-			buf_release(&out);
+		if ((known = json_get(c->images, image))) {
+			str_copy(im.id, sizeof(im.id), json_get_str(known, "id"));
+			str_copy(im.digest, sizeof(im.digest), json_get_str(known, "digest"));
+		} else if (engine_image(image, &im, e) <= 0) {
 			json_free(d);
+			if (!e->msg[0])
+				err_set(e, "image %s: not on this host after the start", image);
 			return NULL;
 		}
-		dk_first_line(out.data, line, sizeof(line));
-		buf_release(&out);
-		if (!(bar = strrchr(line, '|'))) {
-			json_free(d);
-			err_set(e, "image %s: cannot read its digest", image);
-			return NULL;
-		}
-		*bar = '\0';
-		if (line[0]) {		/* a registry digest: repo@sha256:... (the first one) */
-			line[strcspn(line, " ")] = '\0';
-			json_object_set_str(d, json_get_str(s, "name"), line);
-		} else {		/* a local image has only its id */
-			char ref[700];
-
-			snprintf(ref, sizeof(ref), "%s@%s", image, bar + 1);
+		if (im.digest[0]) {
+			json_object_set_str(d, json_get_str(s, "name"), im.digest);
+		} else {
+			snprintf(ref, sizeof(ref), "%s@%s", image, im.id);
 			json_object_set_str(d, json_get_str(s, "name"), ref);
 		}
 	}
@@ -266,7 +289,9 @@ static int run(struct create *c, struct json *res, struct err *e)
 	struct probe_result pr;
 	char first[300];
 
-	if (dk_project_down(c->project, e) < 0)
+	/* Docker objects of an env exist only after its directory does (and a
+	 * destroy removes them first), so a first create skips the clean-up. */
+	if (!c->fresh && dk_project_down(c->project, e) < 0)
 		return err_prefix(e, "removing an earlier attempt");
 	if (c->stg.ops->env_prepare(&c->stg, c->w->env, c->voldir, sizeof(c->voldir), e) < 0 ||
 	    write_files(c, e) < 0)
@@ -275,10 +300,14 @@ static int run(struct create *c, struct json *res, struct err *e)
 		return -1;
 	wk_progress("preparing %zu volume(s) (storage %s)", json_len(json_get(c->spec, "volumes")),
 		    c->stg.ops->name);
-	if (storage_fill_with(&c->stg, c->project, c->w->env, c->voldir, c->spec, e) < 0)
+	c->images = look_up_images(c);
+	if (storage_fill_with(&c->stg, c->project, c->w->env, c->voldir, c->spec, c->images, e) < 0)
 		return -1;
-	wk_progress("creating network %s%s", c->net, c->internal ? " (internal: egress denied)" : "");
-	if (make_network(c, e) < 0 || start_services(c, e) < 0)
+	if (c->networkless)
+		wk_progress("no network: egress denied and one service (loopback only)");
+	else
+		wk_progress("creating network %s%s", c->net, c->internal ? " (internal: egress denied)" : "");
+	if ((!c->networkless && make_network(c, e) < 0) || start_services(c, e) < 0)
 		return -1;
 	wk_progress("waiting for health");
 	if (health_wait(c->project, c->order, NULL, e) < 0)
@@ -296,8 +325,14 @@ static int run(struct create *c, struct json *res, struct err *e)
 	}
 	dk_container(c->project, json_get_str(json_at(c->order, 0), "name"), first, sizeof(first));
 	wk_progress("probing egress (%s)", c->w->probe_url);
-	if (probe_egress(c->w, c->project, c->net, first, &pr, e) < 0)
-		return -1;
+	{
+		char shared[320];
+
+		/* Without a network of its own, a probe container joins the service's. */
+		snprintf(shared, sizeof(shared), "container:%s", first);
+		if (probe_egress(c->w, c->project, c->networkless ? shared : c->net, first, &pr, e) < 0)
+			return -1;
+	}
 	{
 		struct json *ev = json_new_object();
 
@@ -344,12 +379,14 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 	dk_project(w->env, c.project, sizeof(c.project));
 	snprintf(c.net, sizeof(c.net), "%s_default", c.project);
 	snprintf(c.envdir, sizeof(c.envdir), "%s/envs/%s", w->data, w->env);
+	c.fresh = !fs_exists(c.envdir);
 	c.spec = json_dup(payload);
 	json_object_set_str(c.spec, "env_id", w->env);
 	json_object_set_str(c.spec, "egress", c.deny ? "deny" : "allow");
 	json_object_set_str(c.spec, "storage", c.stg.ops->name);
 	json_object_del(c.spec, "from_env");
 	json_object_del(c.spec, "from_snapshot");
+	c.networkless = render_networkless(c.spec, w->leaky_network);
 	if (!(c.order = render_order(json_get(payload, "services"), e))) {
 		json_free(c.spec);
 		return err_prefix(e, "%s", kind);
@@ -372,6 +409,7 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 	}
 	json_free(c.spec);
 	json_free(c.order);
+	json_free(c.images);
 	return rc;
 }
 

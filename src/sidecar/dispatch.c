@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "sidecar/dispatch.h"
+#include "sidecar/storage.h"
 
 struct dispatch *dispatch_new(struct agent *a)
 {
@@ -269,4 +270,6 @@ void dispatch_sweep(struct dispatch *d)
 	spools_sweep(d->sp, ev_mono_ms());
 	if ((n = cmdlog_prune(d->data, clock_now_ms() / 1000)) > 0)
 		log_info("denvd", "command log: %d old file(s) removed", n);
+	if ((n = storage_fill_prune(d->data, clock_now_ms() / 1000)) > 0)
+		log_info("denvd", "volume fill cache: %d unused entr%s removed", n, n == 1 ? "y" : "ies");
 }

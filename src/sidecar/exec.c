@@ -11,8 +11,9 @@
 
 int wk_container(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e)
 {
-	char project[SC_ID_MAX], state[200] = "", owner[SC_ID_MAX + 8] = "";
-	struct buf b = BUF_INIT;
+	char project[SC_ID_MAX];
+	struct engine_ctr c;
+	struct err ie;
 
 	if (!sc_safe_id(w->env))
 		return err_set(e, "%s: the command has no usable env_id", kind);
@@ -20,17 +21,13 @@ int wk_container(struct wk *w, const char *kind, const char *svc, char *out, siz
 		return err_set(e, "%s: payload.service must name a service", kind);
 	dk_project(w->env, project, sizeof(project));
 	dk_container(project, svc, out, n);
-	if (dk(&b, SC_DOCKER_QUICK_MS, e, "inspect", "--type", "container", "--format",
-	       "{{index .Config.Labels \"ai.denv.env\"}} {{.State.Status}}", out, NULL) < 0) {
-		buf_release(&b);
+	err_clear(&ie);
+	if (engine_container(out, &c, &ie) <= 0)
 		return err_set(e, "%s: environment %s has no service \"%s\" running", kind, w->env, svc);
-	}
-	sscanf(b.data, "%71s %199s", owner, state);
-	buf_release(&b);
-	if (!str_eq(owner, w->env))
+	if (!str_eq(c.env, w->env))
 		return err_set(e, "%s: container %s does not belong to environment %s", kind, out, w->env);
-	if (!str_eq(state, "running") && !str_eq(state, "paused"))
-		return err_set(e, "%s: service \"%s\" is %s, not running", kind, svc, state);
+	if (!str_eq(c.status, "running") && !str_eq(c.status, "paused"))
+		return err_set(e, "%s: service \"%s\" is %s, not running", kind, svc, c.status);
 	return 0;
 }
 

@@ -66,27 +66,20 @@ static void sleep_ms(int64_t ms)
 /* One look at one container: 1 ready, 0 not yet, -1 failed (e set). */
 static int check_one(const char *cname, const char *svc, char *health_status, size_t hn, struct err *e)
 {
-	struct buf out = BUF_INIT;
-	char status[64] = "", health[64] = "", code[32] = "", tail[SC_LOG_TAIL_BYTES + 1];
+	char tail[SC_LOG_TAIL_BYTES + 1];
+	struct engine_ctr c;
 	int rc;
 
-	if (dk(&out, SC_DOCKER_QUICK_MS, e, "inspect", "--type", "container", "--format",
-	       "{{.State.Status}} {{.State.ExitCode}} {{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}",
-	       cname, NULL) < 0) {
-		buf_release(&out);
-		return err_prefix(e, "service \"%s\"", svc);
-	}
-	if (sscanf(out.data, "%63s %31s %63s", status, code, health) != 3) {
-		buf_release(&out);
-		return err_set(e, "service \"%s\": cannot read its state from docker inspect", svc);
-	}
-	buf_release(&out);
-	snprintf(health_status, hn, "%s/%s", status, health);
-	if (str_eq(status, "exited") || str_eq(status, "dead")) {
+	if ((rc = engine_container(cname, &c, e)) <= 0)
+		return rc == 0 ? err_set(e, "service \"%s\": no container %s", svc, cname)
+			       : err_prefix(e, "service \"%s\"", svc);
+	snprintf(health_status, hn, "%s/%s", c.status, c.health);
+	if (str_eq(c.status, "exited") || str_eq(c.status, "dead")) {
 		log_tail(cname, tail, sizeof(tail));
-		return err_set(e, "service \"%s\" exited with code %s%s%s", svc, code, *tail ? ": " : "", tail);
+		return err_set(e, "service \"%s\" exited with code %d%s%s", svc, c.exit_code, *tail ? ": " : "",
+			       tail);
 	}
-	if (str_eq(health, "unhealthy")) {
+	if (str_eq(c.health, "unhealthy")) {
 		struct buf hl = BUF_INIT;
 
 		rc = dk(&hl, SC_DOCKER_QUICK_MS, e, "inspect", "--format",
@@ -95,7 +88,7 @@ static int check_one(const char *cname, const char *svc, char *health_status, si
 		buf_release(&hl);
 		return err_set(e, "service \"%s\" is unhealthy%s%s", svc, *tail ? ": " : "", tail);
 	}
-	if (str_eq(status, "running") && (str_eq(health, "none") || str_eq(health, "healthy")))
+	if (str_eq(c.status, "running") && (str_eq(c.health, "none") || str_eq(c.health, "healthy")))
 		return 1;
 	return 0;
 }

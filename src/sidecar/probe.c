@@ -130,8 +130,8 @@ static void probe_child(int pid, const struct target *t, int rep)
 /* 0 with r filled, or -1 when this way cannot run (e says why). */
 static int probe_netns(const char *container, const struct target *t, struct probe_result *r, struct err *e)
 {
-	struct buf out = BUF_INIT;
-	int pid = 0, fds[2], status = 0;
+	struct engine_ctr c;
+	int pid, fds[2], status = 0;
 	pid_t child;
 	struct pollfd pfd;
 	char msg[400] = "";
@@ -139,12 +139,9 @@ static int probe_netns(const char *container, const struct target *t, struct pro
 	size_t len = 0;
 	int64_t deadline;
 
-	if (dk(&out, SC_DOCKER_QUICK_MS, e, "inspect", "--format", "{{.State.Pid}}", container, NULL) < 0 ||
-	    str_to_int(str_trim(out.data), &pid) < 0 || pid <= 0) {
-		buf_release(&out);
+	if (engine_container(container, &c, e) <= 0 || c.pid <= 0)
 		return e->msg[0] ? -1 : err_set(e, "container %s has no process", container);
-	}
-	buf_release(&out);
+	pid = c.pid;
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return err_errno(e, "pipe");
 	if ((child = fork()) < 0) {

@@ -185,8 +185,13 @@ static int volume_args(const struct json *svc, const char *voldir, struct argv *
 	return 0;
 }
 
+bool render_networkless(const struct json *spec, bool leaky)
+{
+	return !str_eq(json_get_str(spec, "egress"), "allow") && !leaky && json_len(json_get(spec, "services")) == 1;
+}
+
 int render_run_argv(const char *project, const char *env, const struct json *svc,
-		    const char *voldir, bool publish, struct argv *a, struct err *e)
+		    const char *voldir, bool networkless, bool publish, struct argv *a, struct err *e)
 {
 	const char *name = json_get_str(svc, "name"), *user = json_get_str(svc, "user");
 	const struct json *envs = json_get(svc, "env"), *ports = json_get(svc, "ports");
@@ -204,9 +209,13 @@ int render_run_argv(const char *project, const char *env, const struct json *svc
 	av_add(a, "--hostname");
 	av_add(a, name);
 	av_add(a, "--network");
-	av_addf(a, "%s_default", project);
-	av_add(a, "--network-alias");
-	av_add(a, name);
+	if (networkless) {
+		av_add(a, "none");
+	} else {
+		av_addf(a, "%s_default", project);
+		av_add(a, "--network-alias");
+		av_add(a, name);
+	}
 	av_add(a, "--label");
 	av_addf(a, "com.docker.compose.project=%s", project);
 	av_add(a, "--label");
@@ -268,7 +277,7 @@ static void y_list(struct buf *b, const struct json *arr)
 }
 
 static void y_service(struct buf *b, const char *project, const char *env, const struct json *s,
-		      const char *voldir, bool publish)
+		      const char *voldir, bool publish, bool networkless)
 {
 	const struct json *envs = json_get(s, "env"), *h = json_get(s, "health");
 	const struct json *vols = json_get(s, "volumes"), *ports = json_get(s, "ports");
@@ -346,7 +355,7 @@ static void y_service(struct buf *b, const char *project, const char *env, const
 		 (long long)pids, cpus);
 	buf_adds(b, "\n    labels:\n      ai.denv.env: ");
 	y_str(b, env);
-	buf_adds(b, "\n    networks: [\"default\"]\n");
+	buf_adds(b, networkless ? "\n    network_mode: none\n" : "\n    networks: [\"default\"]\n");
 }
 
 int render_compose(const char *project, const char *env, const struct json *spec,
@@ -354,6 +363,8 @@ int render_compose(const char *project, const char *env, const struct json *spec
 {
 	const struct json *services = json_get(spec, "services");
 	bool publish = str_eq(json_get_str(spec, "egress"), "allow");
+	/* internal is "egress denied and not the leaky test mode" (create.c). */
+	bool networkless = internal && json_len(services) == 1;
 	char net[300];
 
 	snprintf(net, sizeof(net), "%s_default", project);
@@ -362,10 +373,12 @@ int render_compose(const char *project, const char *env, const struct json *spec
 	y_str(out, project);
 	buf_adds(out, "\nservices:\n");
 	for (size_t i = 0; i < json_len(services); i++)
-		y_service(out, project, env, json_at(services, i), voldir, publish);
-	buf_adds(out, "networks:\n  default:\n    name: ");
-	y_str(out, net);
-	buf_addf(out, "\n    internal: %s\n", internal ? "true" : "false");
+		y_service(out, project, env, json_at(services, i), voldir, publish, networkless);
+	if (!networkless) {
+		buf_adds(out, "networks:\n  default:\n    name: ");
+		y_str(out, net);
+		buf_addf(out, "\n    internal: %s\n", internal ? "true" : "false");
+	}
 	if (out->len >= out->max)
 		return err_set(e, "compose.yaml too large");
 	return 0;

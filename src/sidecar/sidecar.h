@@ -79,6 +79,8 @@
 #define SC_EXEC_OUTPUT_MAX ((size_t)1 << 20)	/* stdout and stderr each */
 #define SC_LOG_TAIL_BYTES 800			/* container log quoted in an error */
 #define SC_FILL_MAX_BYTES ((uint64_t)8 << 30)	/* image content copied into a fresh volume */
+#define SC_FILL_CACHE_ENTRY_MAX ((uint64_t)64 << 20)	/* larger image trees are not kept */
+#define SC_FILL_CACHE_KEEP_S (7 * 24 * 3600)	/* a cache entry unused this long goes */
 
 /* ---- egress probe ---- */
 #define SC_PROBE_IMAGE_DEFAULT "busybox"
@@ -241,12 +243,33 @@ int dk_project_down(const char *project, struct err *e);
 /* The first line of s, trimmed, at most n-1 bytes, for messages. */
 void dk_first_line(const char *s, char *out, size_t n);
 
+/* engine.c: container and image state read over dockerd's Engine API socket
+ * ($DOCKER_HOST unix://..., default /var/run/docker.sock), or from `docker
+ * inspect` when the socket cannot be used. 1 found, 0 no such object, -1 e. */
+struct engine_ctr {
+	char status[32];	/* created running paused restarting exited dead */
+	char health[32];	/* none (no healthcheck) starting healthy unhealthy */
+	int exit_code;
+	int pid;		/* 0 when not running */
+	char env[SC_ID_MAX];	/* its ai.denv.env label, "" when none */
+};
+struct engine_img {
+	char id[80];		/* sha256:... */
+	char digest[512];	/* its first repo digest (repo@sha256:...), "" for a local image */
+};
+int engine_container(const char *name, struct engine_ctr *c, struct err *e);
+int engine_image(const char *ref, struct engine_img *im, struct err *e);
+
 /* render.c */
 struct json *render_order(const struct json *services, struct err *e);
 int render_compose(const char *project, const char *env, const struct json *spec,
 		   const char *voldir, bool internal, struct buf *out, struct err *e);
+/* An environment with egress denied (and not the leaky test mode) and one
+ * service needs no network: its container gets Docker's "none" network,
+ * loopback only. Nothing to create, wall off from the host, or leak. */
+bool render_networkless(const struct json *spec, bool leaky);
 int render_run_argv(const char *project, const char *env, const struct json *svc,
-		    const char *voldir, bool publish, struct argv *a, struct err *e);
+		    const char *voldir, bool networkless, bool publish, struct argv *a, struct err *e);
 int render_user(const char *user, long *uid, long *gid);
 
 /* health.c */

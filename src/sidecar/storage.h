@@ -98,9 +98,13 @@ bool stg_btrfs_path(const char *path);
 /* storage_dir.c: syncfs the filesystem holding <top>/envs/<env>/vol (the dir
  * and btrfs backends keep every volume of an env on one filesystem). */
 int stg_sync_vols(const char *top, const char *env, struct err *e);
-/* storage_dir.c: fill volumes that do not exist yet (create.c). */
+/* storage_fill.c: fill volumes that do not exist yet (create.c). images maps
+ * an image reference to {id} for the images known to be on this host (may be
+ * NULL): their content is cached by id. */
 int storage_fill_with(const struct stg *s, const char *project, const char *env, const char *voldir,
-		      const struct json *spec, struct err *e);
+		      const struct json *spec, const struct json *images, struct err *e);
+/* Remove fill-cache entries unused for SC_FILL_CACHE_KEEP_S; how many. */
+int storage_fill_prune(const char *data, int64_t now_s);
 
 /* create.c: bring up env's stack from a spec (env.create, env.fork,
  * env.rollback). With from set, the volumes of the snapshot (from->env,

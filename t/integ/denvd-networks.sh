@@ -20,7 +20,8 @@ stack_start >"$tmp/start.log" 2>&1
 ok $? "control plane up, sidecar joined"
 
 "$top/bin/denv" project create many >/dev/null 2>&1
-printf 'services:\n  box:\n    image: denv-test/busybox:latest\n    command: ["sleep", "infinity"]\n' >"$tmp/compose.yaml"
+# egress allow: one service with egress denied would get no network at all.
+printf 'x-denv:\n  egress: allow\nservices:\n  box:\n    image: denv-test/busybox:latest\n    command: ["sleep", "infinity"]\n' >"$tmp/compose.yaml"
 i=0
 while [ $i -lt $count ]; do
 	"$top/bin/denv" deploy --project many --env "e$i" -f "$tmp/compose.yaml" --wait=false >/dev/null 2>&1

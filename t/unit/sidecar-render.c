@@ -87,7 +87,7 @@ static void test_argv(void)
 	size_t n;
 
 	av_init(&a);
-	ok(render_run_argv("env_x", "ENV_X", svc, "/d/vol", false, &a, &e) == 0, "db argv renders");
+	ok(render_run_argv("env_x", "ENV_X", svc, "/d/vol", false, false, &a, &e) == 0, "db argv renders");
 	n = a.n;
 	ok(has_seq(&a, "--name", "env_x-db-1") && has_seq(&a, "--network", "env_x_default") &&
 	   has_seq(&a, "--network-alias", "db"), "name, network, alias");
@@ -104,11 +104,16 @@ static void test_argv(void)
 	   "image, then the command");
 	av_release(&a);
 	av_init(&a);
-	ok(render_run_argv("env_x", "ENV_X", svc, "/d/vol", true, &a, &e) == 0 &&
+	ok(render_run_argv("env_x", "ENV_X", svc, "/d/vol", false, true, &a, &e) == 0 &&
 	   has_seq(&a, "-p", "127.0.0.1::5432"), "egress allow publishes on 127.0.0.1");
 	av_release(&a);
 	av_init(&a);
-	ok(render_run_argv("env_x", "ENV_X", box, "/d/vol", false, &a, &e) < 0 && strstr(e.msg, "name:/path"),
+	ok(render_run_argv("env_x", "ENV_X", svc, "/d/vol", true, false, &a, &e) == 0 &&
+	   has_seq(&a, "--network", "none") && !has_seq(&a, "--network-alias", NULL) &&
+	   !has_seq(&a, "--network", "env_x_default"), "networkless: Docker's none network, no alias");
+	av_release(&a);
+	av_init(&a);
+	ok(render_run_argv("env_x", "ENV_X", box, "/d/vol", false, false, &a, &e) < 0 && strstr(e.msg, "name:/path"),
 	   "a volume without a path is refused: %s", e.msg);
 	av_release(&a);
 	json_free(svc);
@@ -124,8 +129,25 @@ static void test_compose(void)
 	struct buf b = BUF_INIT;
 	struct err e;
 
+	struct json *two = parse("{\"egress\":\"deny\",\"services\":[{\"name\":\"a\",\"image\":\"bb\"},"
+				 "{\"name\":\"b\",\"image\":\"bb\"}]}");
+
 	ok(render_compose("env_x", "ENV_X", spec, "/d/vol", true, &b, &e) == 0, "compose renders");
-	ok(strstr(b.data, "internal: true") && strstr(b.data, "name: \"env_x_default\""), "internal network");
+	ok(strstr(b.data, "network_mode: none") && !strstr(b.data, "networks:"),
+	   "one service with egress denied: no network at all");
+	buf_reset(&b);
+	ok(render_compose("env_x", "ENV_X", spec, "/d/vol", false, &b, &e) == 0 &&
+	   strstr(b.data, "internal: false") && !strstr(b.data, "network_mode"),
+	   "the leaky test mode (not internal) keeps a network");
+	buf_reset(&b);
+	ok(render_compose("env_x", "ENV_X", two, "/d/vol", true, &b, &e) == 0 &&
+	   strstr(b.data, "internal: true") && strstr(b.data, "name: \"env_x_default\"") &&
+	   !strstr(b.data, "network_mode"), "two services with egress denied: an internal network");
+	ok(render_networkless(spec, false) && !render_networkless(spec, true) && !render_networkless(two, false),
+	   "render_networkless: one service, egress denied, not leaky");
+	json_free(two);
+	buf_reset(&b);
+	ok(render_compose("env_x", "ENV_X", spec, "/d/vol", true, &b, &e) == 0, "compose renders again");
 	ok(strstr(b.data, "mem_limit: 512m") && strstr(b.data, "pids_limit: 64") && strstr(b.data, "cpus: 1.000"),
 	   "caps rendered");
 	ok(strstr(b.data, "\"K\": \"a: b # c\"") != NULL, "values are quoted scalars");

@@ -1,0 +1,164 @@
+/* engine.c: reading container and image state straight from dockerd's
+ * Engine API over its Unix socket, for workers.
+ *
+ * Why: each `docker inspect` costs a process start of the docker CLI (about
+ * 13 ms here), and a sandbox's path to its first exec asks for state several
+ * times (health, the probe's pid, the image digest, exec's ownership check).
+ * A GET on the socket costs about 1 ms. Only reads go this way; everything
+ * that changes state stays on the CLI, whose messages the tests and users
+ * know. When the socket cannot be used (DOCKER_HOST names something other
+ * than a Unix socket, the socket is missing, the answer is not what we
+ * expect), the same JSON comes from `docker inspect`, which prints the API's
+ * own objects, so one parser serves both ways. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/str.h"
+#include "http/http.h"
+#include "sidecar/sidecar.h"
+
+#define ENGINE_SOCKET_DEFAULT "/var/run/docker.sock"
+#define ENGINE_BODY_MAX ((size_t)4 << 20)
+
+static struct http_client *client;	/* one per worker: connections are reused */
+
+/* The socket path, or NULL when DOCKER_HOST points elsewhere (the CLI then). */
+static const char *socket_path(void)
+{
+	const char *h = getenv("DOCKER_HOST");
+
+	if (!h || !*h)
+		return ENGINE_SOCKET_DEFAULT;
+	return str_has_prefix(h, "unix://") && h[7] ? h + 7 : NULL;
+}
+
+/* Names and references we put in a URL path: nothing that needs escaping. */
+static bool path_safe(const char *s)
+{
+	if (!s || !*s || strlen(s) > 400)
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		      strchr("._-/:@", *p)))
+			return false;
+	return true;
+}
+
+/* GET path on the socket. 1 and *out (200), 0 (404), -1 (anything else:
+ * the caller falls back to the CLI). */
+static int api_get(const char *path, struct json **out, struct err *e)
+{
+	char url[640];
+	struct http_client_req req = { 0 };
+	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
+	const char *sock = socket_path();
+	int rc;
+
+	if (!sock)
+		return err_set(e, "DOCKER_HOST is not a Unix socket");
+	snprintf(url, sizeof(url), "http://docker%s", path);
+	req.url = url;
+	req.unix_socket = sock;
+	req.timeout_ms = (int)SC_DOCKER_QUICK_MS;
+	buf_init(&resp.body, ENGINE_BODY_MAX);
+	if (!client)
+		client = http_client_new();
+	if (http_client_do(client, &req, &resp, e) < 0) {
+		http_client_resp_release(&resp);
+		return -1;
+	}
+	if (resp.status == 404)
+		rc = 0;
+	else if (resp.status != 200)
+		rc = err_set(e, "engine API GET %s: HTTP %d", path, resp.status);
+	else
+		rc = json_parse(resp.body.data ? resp.body.data : "", resp.body.len, NULL, out, e) < 0 ? -1 : 1;
+	http_client_resp_release(&resp);
+	return rc;
+}
+
+/* The same object from the CLI: `docker inspect --type T name` prints a
+ * JSON array of API objects. 1 and *out, 0 no such object, -1 error. */
+static int cli_get(const char *type, const char *name, struct json **out, struct err *e)
+{
+	struct buf b = BUF_INIT;
+	struct json *arr = NULL;
+
+	if (dk(&b, SC_DOCKER_QUICK_MS, e, "inspect", "--type", type, name, NULL) < 0) {
+		buf_release(&b);
+		return strstr(e->msg, "No such") ? 0 : -1;
+	}
+	if (json_parse(b.data ? b.data : "", b.len, NULL, &arr, e) < 0 || json_len(arr) != 1) {
+		buf_release(&b);
+		json_free(arr);
+		return err_set(e, "docker inspect %s: unexpected output", name);
+	}
+	buf_release(&b);
+	*out = json_dup(json_at(arr, 0));
+	json_free(arr);
+	return 1;
+}
+
+static int get_object(const char *type, const char *name, struct json **out, struct err *e)
+{
+	char path[600];
+	int rc;
+
+	*out = NULL;
+	if (path_safe(name)) {
+		snprintf(path, sizeof(path), "/%ss/%s/json", type, name);
+		if ((rc = api_get(path, out, e)) >= 0)
+			return rc;
+		log_debug("worker", "engine API: %s; using the docker CLI", e->msg);
+		err_clear(e);
+	}
+	return cli_get(type, name, out, e);
+}
+
+int engine_container(const char *name, struct engine_ctr *c, struct err *e)
+{
+	const struct json *st, *health;
+	struct json *o;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if ((rc = get_object("container", name, &o, e)) <= 0)
+		return rc;
+	st = json_get(o, "State");
+	health = json_get(st, "Health");
+	str_copy(c->status, sizeof(c->status), json_get_str(st, "Status") ? json_get_str(st, "Status") : "");
+	str_copy(c->health, sizeof(c->health),
+		 health && json_get_str(health, "Status") ? json_get_str(health, "Status") : "none");
+	c->exit_code = (int)json_get_int(st, "ExitCode", 0);
+	c->pid = (int)json_get_int(st, "Pid", 0);
+	{
+		const char *env = json_get_str(json_get(json_get(o, "Config"), "Labels"), "ai.denv.env");
+
+		str_copy(c->env, sizeof(c->env), env ? env : "");
+	}
+	json_free(o);
+	if (!*c->status)
+		return err_set(e, "container %s: no state in its inspect output", name);
+	return 1;
+}
+
+int engine_image(const char *ref, struct engine_img *im, struct err *e)
+{
+	const struct json *digests;
+	struct json *o;
+	int rc;
+
+	memset(im, 0, sizeof(*im));
+	if ((rc = get_object("image", ref, &o, e)) <= 0)
+		return rc;
+	str_copy(im->id, sizeof(im->id), json_get_str(o, "Id") ? json_get_str(o, "Id") : "");
+	digests = json_get(o, "RepoDigests");
+	if (json_len(digests) > 0 && json_at(digests, 0)->type == JSON_STRING)
+		str_copy(im->digest, sizeof(im->digest), json_at(digests, 0)->u.str.s);
+	json_free(o);
+	if (!str_has_prefix(im->id, "sha256:"))
+		return err_set(e, "image %s: no id in its inspect output", ref);
+	return 1;
+}
