@@ -258,6 +258,9 @@ int agent_run(struct sc_config *c, struct err *e)
 
 	if (check_identity(c, e) < 0)
 		return -1;
+	/* Containers a killed snapshot worker left frozen (freeze.c). */
+	if (fz_recover_all(c->data_dir, e) < 0)
+		log_warn("denvd", "thawing what a killed snapshot left frozen: %s", e->msg);
 	memset(&a, 0, sizeof(a));
 	a.cfg = c;
 	if (sc_stream_url(c->server, a.url, sizeof(a.url), e) < 0)

@@ -2,22 +2,34 @@
  * the storage backends of storage.h.
  *
  * A snapshot, in order:
- *  1. checkpoint the databases found running (by process name, from docker
- *     top): PostgreSQL CHECKPOINT, Redis BGSAVE waited to finish, MySQL
- *     FLUSH TABLES. Their files on disk are then complete, so the copy has
- *     little to replay. A checkpoint that fails is reported in the evidence
- *     and does not stop the capture, which is crash-consistent anyway;
+ *  0. one `docker inspect` for every service: state, main pid, container
+ *     id, health; each running container's freezer cgroup from its pid
+ *     (freeze.c);
+ *  1. checkpoint the databases found running (by process name: the comm of
+ *     the processes in the container's cgroup, from the host's /proc; docker
+ *     top when /proc does not show them): PostgreSQL CHECKPOINT, Redis
+ *     BGSAVE waited to finish, MySQL FLUSH TABLES. Their files on disk are
+ *     then complete, so the copy has little to replay. A checkpoint that
+ *     fails is reported in the evidence and does not stop the capture,
+ *     which is crash-consistent anyway;
  *  2. flush the volumes' dirty data (syncfs) BEFORE the freeze, so the
  *     freeze does not pay for writeback (notes/machine.md: 1.4 s vs 3 ms);
- *  3. pause every running container in one docker call: writers stop;
+ *  3. record what we freeze (<data>/envs/<env>/frozen, freeze.c: a killed
+ *     worker's freeze is thawed by the next command or denvd's start), then
+ *     freeze every running container with the cgroup freezer: writers stop.
+ *     keep_paused services (and any without a usable cgroup) get `docker
+ *     pause` instead: Docker must show them paused after we are gone;
  *  4. capture every volume with the backend under the snapshot's name;
- *  5. unpause what we paused except keep_paused; frozen_for is 3 to 5;
+ *  5. thaw what we froze; `docker unpause` what docker paused, before us
+ *     (verify.collect) or for us, except keep_paused; frozen_for is 3 to 5;
  *  6. write the record <data>/snaps/<env>/<name>/snapshot.json: backend,
  *     volumes, datasets, the env's spec (so a rollback re-renders the
  *     version's own services), the evidence. A snapshot exists when its
  *     record does;
  *  7. wait until every unpaused service is running and healthy again
  *     (SNAP_HEALTH_MS): health probes that ran during the freeze failed.
+ *     Nothing to wait for when each was running, thawed by us, and has no
+ *     healthcheck (a thawed process is running).
  * A fork is env.create of a new env from the snapshot (create.c); a rollback
  * is the same over the existing env with volumes restored.
  *
@@ -36,6 +48,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "base/sys.h"
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
 
@@ -49,8 +62,15 @@
 struct svc_state {
 	const char *name;
 	char cname[300];
-	char status[32];	/* running | paused | exited | ... | absent */
-	bool paused_by_us, keep;
+	char id[100];		/* docker's container id */
+	char status[32];	/* running | paused | exited | ... | absent | unknown */
+	char health[32];	/* healthy | unhealthy | starting | none */
+	long pid;		/* main process, on the host */
+	bool has_health, keep;
+	bool docker_paused;	/* paused by docker: before us, or by us (keep_paused, no cgroup) */
+	bool frozen;		/* frozen by us through cg, to be thawed */
+	bool watch;		/* wait_healthy looks at it */
+	struct fz_cg cg;	/* version 0: not found */
 };
 
 static void sleep_ms(int64_t ms)
@@ -153,21 +173,99 @@ static int env_spec(const struct wk *w, const char *env, struct json **spec, str
 
 /* ---- containers ---- */
 
-static void state_of(struct svc_state *s)
-{
-	struct buf out = BUF_INIT;
-	struct err e;
+/* What one `docker inspect` says of every service at once. Health through
+ * index: with several containers the docker 20.10 CLI fails ".State.Health"
+ * on one without a healthcheck ("map has no entry for key") once it has
+ * seen one with. */
+#define SNAP_INSPECT_FORMAT \
+	"{{.Name}} {{.Id}} {{.State.Status}} {{.State.Pid}} " \
+	"{{with index .State \"Health\"}}{{.Status}}{{else}}none{{end}}"
 
-	if (dk(&out, SC_DOCKER_QUICK_MS, &e, "inspect", "--type", "container", "--format", "{{.State.Status}}",
-	       s->cname, NULL) < 0)
-		str_copy(s->status, sizeof(s->status), "absent");
-	else
-		dk_first_line(out.data, s->status, sizeof(s->status));
-	buf_release(&out);
+static void parse_state(struct svc_state *s, const char *line)
+{
+	char id[100] = "", st[32] = "", health[32] = "";
+	long pid = 0;
+
+	if (sscanf(line, "%*s %99s %31s %ld %31s", id, st, &pid, health) != 4) {
+		str_copy(s->status, sizeof(s->status), "unknown");
+		return;
+	}
+	str_copy(s->id, sizeof(s->id), id);
+	str_copy(s->status, sizeof(s->status), st);
+	str_copy(s->health, sizeof(s->health), health);
+	s->pid = pid;
+	s->has_health = !str_eq(health, "none");
 }
 
-/* One docker call for all of them: pause or unpause is then one round trip. */
-static int pause_all(struct svc_state *ss, size_t n, bool pause, struct err *e)
+/* Fill status, pid, id and health of every service in one docker call; a
+ * container that does not exist makes the call fail, then each is asked
+ * alone (and the missing one is "absent"). */
+static void inspect_all(struct svc_state *ss, size_t n)
+{
+	struct buf out = BUF_INIT;
+	struct argv a;
+	struct err e;
+	char **lines;
+	size_t nl = 0;
+	int rc;
+
+	av_init(&a);
+	av_add(&a, "inspect");
+	av_add(&a, "--type");
+	av_add(&a, "container");
+	av_add(&a, "--format");
+	av_add(&a, SNAP_INSPECT_FORMAT);
+	for (size_t i = 0; i < n; i++) {
+		av_add(&a, ss[i].cname);
+		str_copy(ss[i].status, sizeof(ss[i].status), "absent");
+	}
+	rc = dk_run(&a, SC_DOCKER_QUICK_MS, &out, &e);
+	av_release(&a);
+	if (rc < 0 && n > 1) {
+		for (size_t i = 0; i < n; i++) {
+			buf_reset(&out);
+			if (dk(&out, SC_DOCKER_QUICK_MS, &e, "inspect", "--type", "container", "--format",
+			       SNAP_INSPECT_FORMAT, ss[i].cname, NULL) == 0)
+				parse_state(&ss[i], out.data);
+		}
+		buf_release(&out);
+		return;
+	}
+	lines = str_split(out.data, "\n", &nl);
+	buf_release(&out);
+	for (size_t k = 0; k < nl; k++) {
+		char name[310];
+
+		if (sscanf(lines[k], "/%309s", name) != 1)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (str_eq(name, ss[i].cname))
+				parse_state(&ss[i], lines[k]);
+	}
+	str_list_free(lines);
+}
+
+/* The freezer cgroup of every running container; one that cannot be found
+ * (an odd host: rootless, another pid namespace) is paused by docker instead. */
+static void find_cgroups(const struct fz_sys *sys, struct svc_state *ss, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct err e;
+
+		if (!str_eq(ss[i].status, "running"))
+			continue;
+		if (fz_cgroup_of(sys, ss[i].pid, ss[i].id, &ss[i].cg, &e) < 0) {
+			ss[i].cg.version = 0;
+			log_info("snapshot", "service \"%s\": %s; docker pause is used instead", ss[i].name, e.msg);
+		}
+	}
+}
+
+/* One docker call for the services that want docker's own pause or
+ * unpause: protocol.md's keep_paused, containers docker had paused before
+ * (verify.collect froze the agent; resume: true is a snapshot without
+ * keep_paused: they are unpaused), and any whose cgroup was not found. */
+static int docker_pause(struct svc_state *ss, size_t n, bool pause, struct err *e)
 {
 	struct argv a;
 	size_t k = 0;
@@ -176,11 +274,8 @@ static int pause_all(struct svc_state *ss, size_t n, bool pause, struct err *e)
 	av_init(&a);
 	av_add(&a, pause ? "pause" : "unpause");
 	for (size_t i = 0; i < n; i++)
-		/* protocol.md: everything not in keep_paused is unpaused, also what
-		 * was paused before (verify.collect froze the agent; resume: true
-		 * is a snapshot without keep_paused). */
-		if (pause ? str_eq(ss[i].status, "running")
-			  : ((ss[i].paused_by_us || str_eq(ss[i].status, "paused")) && !ss[i].keep)) {
+		if (pause ? (str_eq(ss[i].status, "running") && (ss[i].keep || !ss[i].cg.version))
+			  : (ss[i].docker_paused && !ss[i].keep)) {
 			av_add(&a, ss[i].cname);
 			k++;
 		}
@@ -192,36 +287,37 @@ static int pause_all(struct svc_state *ss, size_t n, bool pause, struct err *e)
 
 /* Running and healthy (or without a healthcheck), every service not left
  * paused. Unlike env.create's wait, "unhealthy" is not final here: probes
- * failed while the containers were frozen, and the next one decides. */
+ * failed while the containers were frozen, and the next one decides.
+ * Nothing to ask when every such service was running, came back from our
+ * own freeze (a thawed process is running) and has no healthcheck. */
 static int wait_healthy(struct svc_state *ss, size_t n, struct err *e)
 {
 	int64_t start = ev_mono_ms();
 	char last[200] = "";
+	bool any = false;
 
+	for (size_t i = 0; i < n; i++) {
+		ss[i].watch = !ss[i].keep && (ss[i].docker_paused || ss[i].frozen);
+		if (ss[i].watch && (ss[i].has_health || !ss[i].frozen))
+			any = true;
+	}
+	if (!any)
+		return 0;
 	for (;;) {
 		bool all = true;
 
+		inspect_all(ss, n);
 		for (size_t i = 0; i < n && all; i++) {
-			struct buf out = BUF_INIT;
-			char st[64] = "", health[64] = "";
-
-			if (ss[i].keep || (!ss[i].paused_by_us && !str_eq(ss[i].status, "running") &&
-					   !str_eq(ss[i].status, "paused")))
+			if (!ss[i].watch)
 				continue;
-			if (dk(&out, SC_DOCKER_QUICK_MS, e, "inspect", "--type", "container", "--format",
-			       "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}",
-			       ss[i].cname, NULL) < 0) {
-				buf_release(&out);
-				return err_prefix(e, "service \"%s\"", ss[i].name);
-			}
-			if (sscanf(out.data, "%63s %63s", st, health) != 2)
-				str_copy(st, sizeof(st), "unknown");
-			buf_release(&out);
-			if (str_eq(st, "exited") || str_eq(st, "dead"))
-				return err_set(e, "service \"%s\" %s after the snapshot", ss[i].name, st);
-			if (!str_eq(st, "running") || !(str_eq(health, "none") || str_eq(health, "healthy"))) {
+			if (str_eq(ss[i].status, "exited") || str_eq(ss[i].status, "dead") ||
+			    str_eq(ss[i].status, "absent"))
+				return err_set(e, "service \"%s\" %s after the snapshot", ss[i].name, ss[i].status);
+			if (!str_eq(ss[i].status, "running") ||
+			    !(str_eq(ss[i].health, "none") || str_eq(ss[i].health, "healthy"))) {
 				all = false;
-				snprintf(last, sizeof(last), "service \"%s\" is %s/%s", ss[i].name, st, health);
+				snprintf(last, sizeof(last), "service \"%s\" is %s/%s", ss[i].name, ss[i].status,
+					 ss[i].health);
 			}
 		}
 		if (all)
@@ -234,34 +330,52 @@ static int wait_healthy(struct svc_state *ss, size_t n, struct err *e)
 
 /* ---- checkpoints ---- */
 
-/* "postgres", "redis", "mysql" when the container runs that server, else NULL. */
-static const char *db_kind(const char *cname)
+static const char *kind_of_comm(const char *comm)
+{
+	if (str_eq(comm, "postgres"))
+		return "postgres";
+	if (str_eq(comm, "redis-server"))
+		return "redis";
+	if (str_eq(comm, "mysqld") || str_eq(comm, "mariadbd"))
+		return "mysql";
+	return NULL;
+}
+
+/* "postgres", "redis", "mysql" when the container runs that server, else
+ * NULL: from the host's /proc (the processes of its cgroup), else from
+ * docker top. */
+static const char *db_kind(const struct fz_sys *sys, const struct svc_state *s)
 {
 	struct buf out = BUF_INIT;
 	struct err e;
 	const char *kind = NULL;
 	char **lines;
 	size_t n = 0;
+	bool top = false;
 
-	if (dk(&out, SC_DOCKER_QUICK_MS, &e, "top", cname, "-o", "pid,comm", NULL) < 0) {
-		buf_release(&out);
-		return NULL;
+	if (!s->cg.version || fz_comms(sys, &s->cg, &out, &e) < 0) {
+		buf_reset(&out);
+		if (dk(&out, SC_DOCKER_QUICK_MS, &e, "top", s->cname, "-o", "pid,comm", NULL) < 0) {
+			buf_release(&out);
+			return NULL;
+		}
+		top = true;
 	}
 	lines = str_split(out.data, "\n", &n);
 	buf_release(&out);
-	for (size_t i = 1; i < n && !kind; i++) {
-		const char *comm = strchr(lines[i], ' ');
+	for (size_t i = top ? 1 : 0; i < n && !kind; i++) {
+		const char *comm = lines[i];
 
-		while (comm && *comm == ' ')
-			comm++;
-		if (!comm)
-			continue;
-		if (str_eq(comm, "postgres"))
-			kind = "postgres";
-		else if (str_eq(comm, "redis-server"))
-			kind = "redis";
-		else if (str_eq(comm, "mysqld") || str_eq(comm, "mariadbd"))
-			kind = "mysql";
+		if (top) {	/* "  PID COMM" */
+			while (*comm == ' ')
+				comm++;
+			comm = strchr(comm, ' ');
+			while (comm && *comm == ' ')
+				comm++;
+			if (!comm)
+				continue;
+		}
+		kind = kind_of_comm(comm);
 	}
 	str_list_free(lines);
 	return kind;
@@ -384,7 +498,8 @@ static int mysql_flush(const char *cname, const struct json *svc, struct err *e)
 		  NULL);
 }
 
-static struct json *checkpoint_all(struct svc_state *ss, size_t n, const struct json *order)
+static struct json *checkpoint_all(const struct fz_sys *sys, struct svc_state *ss, size_t n,
+				   const struct json *order)
 {
 	struct json *list = json_new_array();
 
@@ -397,7 +512,7 @@ static struct json *checkpoint_all(struct svc_state *ss, size_t n, const struct 
 		int rc;
 		char dur[CLOCK_DURATION_MAX];
 
-		if (!str_eq(ss[i].status, "running") || !(kind = db_kind(ss[i].cname)))
+		if (!str_eq(ss[i].status, "running") || !(kind = db_kind(sys, &ss[i])))
 			continue;
 		err_clear(&e);
 		wk_progress("checkpointing %s (%s)", ss[i].name, kind);
@@ -448,18 +563,103 @@ static bool in_list(const struct json *arr, const char *s)
 	return false;
 }
 
+/* Test hook: sleep this many ms inside the frozen window (t/sidecar, to
+ * kill a worker there and see the next command thaw what it froze). */
+static int64_t test_frozen_sleep_ms(void)
+{
+	const char *v = getenv("DENVD_TEST_FROZEN_SLEEP_MS");
+	int64_t ms;
+
+	return v && str_to_i64(v, &ms) == 0 && ms > 0 ? ms : 0;
+}
+
+/* Steps 3 to 5: freeze, capture, thaw. *frozen_ms runs from the first
+ * freeze to the end of the last thaw. */
+static int frozen_capture(struct wk *w, struct stg *stg, const char *name, const struct json *vols,
+			  struct svc_state *ss, size_t n, struct json *datasets, int64_t *frozen_ms, struct err *e)
+{
+	struct fz_cg *cgs = xcalloc(n ? n : 1, sizeof(*cgs));
+	char record[FZ_PATH_MAX];
+	size_t ncg = 0;
+	int64_t t0, nap;
+	int fd = -1, rc = -1, cap_rc, thaw_rc = 0, unpause_rc;
+	struct err e2;
+
+	for (size_t i = 0; i < n; i++)
+		if (str_eq(ss[i].status, "running") && !ss[i].keep && ss[i].cg.version)
+			cgs[ncg++] = ss[i].cg;
+	{
+		size_t nd = 0;
+
+		for (size_t i = 0; i < n; i++)
+			nd += str_eq(ss[i].status, "running") && (ss[i].keep || !ss[i].cg.version);
+		wk_progress("freezing %zu container(s) with the cgroup freezer, pausing %zu with docker", ncg, nd);
+	}
+	/* Docker does not know of our freeze: say what we freeze before we do. */
+	fz_record_path(w->data, w->env, record, sizeof(record));
+	if (ncg && (fd = fz_record_begin(record, cgs, ncg, e)) < 0)
+		goto out;
+	/* Between here and the thaw every container is frozen. */
+	t0 = ev_mono_ms();
+	if (docker_pause(ss, n, true, e) < 0) {
+		for (size_t i = 0; i < n; i++)
+			if (str_eq(ss[i].status, "running") && (ss[i].keep || !ss[i].cg.version))
+				ss[i].docker_paused = true;
+		docker_pause(ss, n, false, &e2);	/* whatever did pause */
+		err_prefix(e, "pausing the containers");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (str_eq(ss[i].status, "running") && (ss[i].keep || !ss[i].cg.version))
+			ss[i].docker_paused = true;
+	if (fz_freeze(cgs, ncg, FZ_FREEZE_TIMEOUT_MS, e) < 0) {
+		docker_pause(ss, n, false, &e2);
+		err_prefix(e, "freezing the containers");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		ss[i].frozen = str_eq(ss[i].status, "running") && !ss[i].keep && ss[i].cg.version;
+	if ((nap = test_frozen_sleep_ms()) > 0) {
+		wk_progress("frozen; test hook: sleeping %lld ms", (long long)nap);
+		sleep_ms(nap);
+	}
+	cap_rc = stg->ops->snapshot(stg, w->env, name, vols, datasets, e);
+	thaw_rc = fz_thaw(cgs, ncg, cap_rc < 0 ? &e2 : e);
+	unpause_rc = docker_pause(ss, n, false, cap_rc < 0 || thaw_rc < 0 ? &e2 : e);
+	*frozen_ms = ev_mono_ms() - t0;
+	/* A failed thaw leaves the record: the next command for the env thaws again. */
+	if (cap_rc < 0) {
+		stg->ops->drop_snapshot(stg, w->env, name, &e2);
+		goto out;
+	}
+	if (thaw_rc < 0 || unpause_rc < 0) {
+		err_prefix(e, thaw_rc < 0 ? "thawing the containers" : "unpausing the containers");
+		goto out;
+	}
+	rc = 0;
+out:
+	if (fd >= 0) {
+		if (thaw_rc == 0)	/* nothing of ours is frozen */
+			(void)fz_record_end(record, fd, &e2);
+		else
+			sys_close(fd);
+	}
+	free(cgs);
+	return rc;
+}
+
 static int snapshot_run(struct wk *w, const char *name, const struct json *keep, struct json *spec,
 			struct json **result, struct err *e)
 {
 	const struct json *vols = json_get(spec, "volumes");
 	struct json *order = NULL, *checkpoints = NULL, *datasets = NULL, *rec = NULL;
-	struct svc_state ss[SNAP_MAX_SERVICES];
+	struct svc_state *ss = NULL;
 	char project[SC_ID_MAX], dir[STG_PATH_MAX], path[STG_PATH_MAX + 32], dur[CLOCK_DURATION_MAX];
 	struct stg stg;
+	struct fz_sys sys;
 	size_t n;
-	int64_t t_pause, frozen;
-	int rc = -1, cap_rc;
-	struct err e2;
+	int64_t frozen = 0;
+	int rc = -1;
 
 	if (stg_for_env(&stg, w, w->env, e) < 0)
 		return -1;
@@ -469,39 +669,24 @@ static int snapshot_run(struct wk *w, const char *name, const struct json *keep,
 		json_free(order);
 		return err_set(e, "more than %d services", SNAP_MAX_SERVICES);
 	}
+	fz_sys_default(&sys);
 	dk_project(w->env, project, sizeof(project));
-	memset(ss, 0, sizeof(ss));
+	ss = xcalloc(n ? n : 1, sizeof(*ss));
 	for (size_t i = 0; i < n; i++) {
 		ss[i].name = json_get_str(json_at(order, i), "name");
 		dk_container(project, ss[i].name, ss[i].cname, sizeof(ss[i].cname));
-		state_of(&ss[i]);
 		ss[i].keep = in_list(keep, ss[i].name);
 	}
-	checkpoints = checkpoint_all(ss, n, order);
+	inspect_all(ss, n);
+	for (size_t i = 0; i < n; i++)
+		ss[i].docker_paused = str_eq(ss[i].status, "paused");
+	find_cgroups(&sys, ss, n);
+	checkpoints = checkpoint_all(&sys, ss, n, order);
 	if (stg.ops->sync(&stg, w->env, e) < 0)
 		goto out;
-	/* Between here and the unpause every container is frozen. */
-	t_pause = ev_mono_ms();
-	if (pause_all(ss, n, true, e) < 0) {
-		for (size_t i = 0; i < n; i++)
-			ss[i].paused_by_us = str_eq(ss[i].status, "running");
-		pause_all(ss, n, false, &e2);	/* whatever did pause */
-		err_prefix(e, "pausing the containers");
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++)
-		ss[i].paused_by_us = str_eq(ss[i].status, "running");
 	datasets = json_new_array();
-	cap_rc = stg.ops->snapshot(&stg, w->env, name, vols, datasets, e);
-	if (pause_all(ss, n, false, cap_rc < 0 ? &e2 : e) < 0 && cap_rc == 0) {
-		err_prefix(e, "unpausing the containers");
+	if (frozen_capture(w, &stg, name, vols, ss, n, datasets, &frozen, e) < 0)
 		goto out;
-	}
-	frozen = ev_mono_ms() - t_pause;
-	if (cap_rc < 0) {
-		stg.ops->drop_snapshot(&stg, w->env, name, &e2);
-		goto out;
-	}
 	fmt_ms(frozen, dur, sizeof(dur));
 	wk_progress("captured %zu volume(s) with %s; frozen for %s", json_len(vols), stg.ops->name, dur);
 
@@ -536,12 +721,13 @@ static int snapshot_run(struct wk *w, const char *name, const struct json *keep,
 		struct json *kp = json_new_array();
 
 		for (size_t i = 0; i < n; i++)
-			if (ss[i].keep && (ss[i].paused_by_us || str_eq(ss[i].status, "paused")))
+			if (ss[i].keep && ss[i].docker_paused)
 				json_array_push(kp, json_new_str(ss[i].name));
 		json_object_set(*result, "kept_paused", kp);
 	}
 	rc = 0;
 out:
+	free(ss);
 	json_free(order);
 	json_free(checkpoints);
 	json_free(datasets);

@@ -150,6 +150,10 @@ int worker_main(int argc, char **argv)
 		return 1;
 	}
 	payload = json_get(w.cmd, "payload");
+	/* A snapshot's worker killed inside its freeze left containers frozen (freeze.c). */
+	if (sc_safe_id(w.env) && fz_recover_env(w.data, w.env, &e) < 0)
+		log_warn("worker", "thawing what a killed snapshot left frozen: %s", e.msg);
+	err_clear(&e);
 	rc = run_kind(&w, payload, &result, &e);
 	if (rc < 0)
 		log_info("worker", "command %s (%s) failed: %s", w.id, w.kind, e.msg);
