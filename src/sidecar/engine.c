@@ -24,8 +24,14 @@
 
 static struct http_client *client;	/* one per worker: connections are reused */
 
-/* The socket path, or NULL when DOCKER_HOST points elsewhere (the CLI then). */
-static const char *socket_path(void)
+struct http_client *engine_client(void)
+{
+	if (!client)
+		client = http_client_new();
+	return client;
+}
+
+const char *engine_socket(void)
 {
 	const char *h = getenv("DOCKER_HOST");
 
@@ -53,7 +59,7 @@ static int api_get(const char *path, struct json **out, struct err *e)
 	char url[640];
 	struct http_client_req req = { 0 };
 	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
-	const char *sock = socket_path();
+	const char *sock = engine_socket();
 	int rc;
 
 	if (!sock)
@@ -63,9 +69,7 @@ static int api_get(const char *path, struct json **out, struct err *e)
 	req.unix_socket = sock;
 	req.timeout_ms = (int)SC_DOCKER_QUICK_MS;
 	buf_init(&resp.body, ENGINE_BODY_MAX);
-	if (!client)
-		client = http_client_new();
-	if (http_client_do(client, &req, &resp, e) < 0) {
+	if (http_client_do(engine_client(), &req, &resp, e) < 0) {
 		http_client_resp_release(&resp);
 		return -1;
 	}

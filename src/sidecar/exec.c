@@ -1,6 +1,8 @@
-/* exec.c: env.exec, `docker exec` of an argv in a service's container as the
- * service's own user, with a timeout and capped output. A non-zero exit is a
- * successful command whose result carries the code. */
+/* exec.c: env.exec, an argv run in a service's container as the service's
+ * own user, with a timeout (the process is killed when it passes) and
+ * stdout and stderr capped at SC_EXEC_OUTPUT_MAX each. Through dockerd's
+ * Engine API (engine_exec.c), or `docker exec` when the API cannot take it.
+ * A non-zero exit is a successful command whose result carries the code. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,37 +33,35 @@ int wk_container(struct wk *w, const char *kind, const char *svc, char *out, siz
 	return 0;
 }
 
-int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+static struct json *result_of(int exit_code, const struct buf *out, const struct buf *err, bool truncated)
 {
-	const struct json *cmd = json_get(payload, "cmd");
-	int64_t timeout = json_get_int(payload, "timeout_sec", 0);
-	char cname[300];
+	struct json *res = json_new_object();
+
+	json_object_set_int(res, "exit_code", exit_code);
+	json_object_set(res, "stdout", json_new_strn(out->data ? out->data : "", out->len));
+	json_object_set(res, "stderr", json_new_strn(err->data ? err->data : "", err->len));
+	if (truncated)
+		json_object_set_bool(res, "truncated", true);
+	return res;
+}
+
+/* The docker CLI's way: when the Engine API cannot run it (engine_exec.c). */
+static int exec_cli(const char *cname, const char *const *cmd, int64_t timeout, struct json **result,
+		    struct err *e)
+{
 	const char **argv;
 	struct proc_spec s;
 	struct proc_result r;
-	struct json *res;
 	size_t n = 0;
 	int rc;
 
-	if (wk_container(w, "env.exec", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
-		return -1;
-	if (!cmd || cmd->type != JSON_ARRAY || json_len(cmd) == 0)
-		return err_set(e, "env.exec: payload.cmd must be a non-empty list of strings");
-	if (timeout <= 0)
-		timeout = SC_EXEC_TIMEOUT_DEFAULT_S;
-	if (timeout > SC_EXEC_TIMEOUT_MAX_S)
-		timeout = SC_EXEC_TIMEOUT_MAX_S;
-	argv = xcalloc(json_len(cmd) + 4, sizeof(char *));
-	argv[n++] = "docker";
-	argv[n++] = "exec";
-	argv[n++] = cname;
-	for (size_t i = 0; i < json_len(cmd); i++) {
-		if (json_at(cmd, i)->type != JSON_STRING) {
-			free(argv);
-			return err_set(e, "env.exec: payload.cmd must be a list of strings");
-		}
-		argv[n++] = json_at(cmd, i)->u.str.s;
-	}
+	for (n = 0; cmd[n]; n++)
+		;
+	argv = xcalloc(n + 4, sizeof(char *));
+	argv[0] = "docker";
+	argv[1] = "exec";
+	argv[2] = cname;
+	memcpy(argv + 3, cmd, n * sizeof(char *));
 	proc_spec_init(&s, argv);
 	s.timeout_ms = timeout * 1000;
 	s.out_max = s.err_max = SC_EXEC_OUTPUT_MAX;
@@ -73,13 +73,47 @@ int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result,
 		proc_result_release(&r);
 		return err_set(e, "env.exec: timed out after %lld s", (long long)timeout);
 	}
-	res = json_new_object();
-	json_object_set_int(res, "exit_code", r.exit_code);
-	json_object_set(res, "stdout", json_new_strn(r.out.data, r.out.len));
-	json_object_set(res, "stderr", json_new_strn(r.err.data, r.err.len));
-	if (r.out_truncated || r.err_truncated)
-		json_object_set_bool(res, "truncated", true);
+	*result = result_of(r.exit_code, &r.out, &r.err, r.out_truncated || r.err_truncated);
 	proc_result_release(&r);
-	*result = res;
 	return 0;
+}
+
+int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+{
+	const struct json *cmd = json_get(payload, "cmd");
+	int64_t timeout = json_get_int(payload, "timeout_sec", 0);
+	struct engine_exec x;
+	char cname[300];
+	const char **argv;
+	int rc;
+
+	if (wk_container(w, "env.exec", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
+		return -1;
+	if (!cmd || cmd->type != JSON_ARRAY || json_len(cmd) == 0)
+		return err_set(e, "env.exec: payload.cmd must be a non-empty list of strings");
+	if (timeout <= 0)
+		timeout = SC_EXEC_TIMEOUT_DEFAULT_S;
+	if (timeout > SC_EXEC_TIMEOUT_MAX_S)
+		timeout = SC_EXEC_TIMEOUT_MAX_S;
+	argv = xcalloc(json_len(cmd) + 1, sizeof(char *));
+	for (size_t i = 0; i < json_len(cmd); i++) {
+		if (json_at(cmd, i)->type != JSON_STRING) {
+			free(argv);
+			return err_set(e, "env.exec: payload.cmd must be a list of strings");
+		}
+		argv[i] = json_at(cmd, i)->u.str.s;
+	}
+	rc = engine_exec(cname, argv, timeout * 1000, SC_EXEC_OUTPUT_MAX, &x, e);
+	if (rc == 0)
+		rc = exec_cli(cname, argv, timeout, result, e);
+	else if (rc < 0)
+		err_prefix(e, "env.exec");
+	else if (x.timed_out)
+		rc = err_set(e, "env.exec: timed out after %lld s (the process was killed)", (long long)timeout);
+	else
+		*result = result_of(x.exit_code, &x.mux.out[0], &x.mux.out[1], x.mux.truncated[0] || x.mux.truncated[1]);
+	rc = rc > 0 ? 0 : rc;
+	engine_exec_release(&x);
+	free(argv);
+	return rc;
 }

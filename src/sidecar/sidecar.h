@@ -29,6 +29,8 @@
 #include "base/ev.h"
 #include "json/json.h"
 
+struct http_client;
+
 #ifndef DENVD_VERSION
 #define DENVD_VERSION "dev"
 #endif
@@ -259,6 +261,40 @@ struct engine_img {
 };
 int engine_container(const char *name, struct engine_ctr *c, struct err *e);
 int engine_image(const char *ref, struct engine_img *im, struct err *e);
+/* The socket path, or NULL when DOCKER_HOST names something else. */
+const char *engine_socket(void);
+/* This process's client for the socket (connections kept alive). */
+struct http_client *engine_client(void);
+
+/* mux.c: dockerd's multiplexed stdout/stderr stream, split and capped. */
+struct mux {
+	size_t cap;		/* bytes kept per stream */
+	struct buf out[2];	/* stdout, stderr */
+	bool truncated[2];
+	uint8_t head[8];	/* a frame header being read */
+	size_t hlen;
+	uint8_t stream;
+	uint32_t left;		/* bytes of the current frame still to come */
+};
+void mux_init(struct mux *m, size_t cap);
+void mux_release(struct mux *m);
+/* Feed bytes in any split. -1 on a malformed frame header. */
+int mux_feed(struct mux *m, const char *p, size_t n, struct err *e);
+/* True between frames: the stream ended cleanly if it ends here. */
+bool mux_complete(const struct mux *m);
+
+/* engine_exec.c: env.exec through the API. 1 ran (r filled: timed_out, or
+ * exit_code and the output), 0 the API was not usable and nothing ran (use
+ * the CLI), -1 failed after the command may have started (e). Release r
+ * after any return. */
+struct engine_exec {
+	int exit_code;
+	bool timed_out;
+	struct mux mux;
+};
+int engine_exec(const char *container, const char *const *argv, int64_t timeout_ms, size_t max,
+		struct engine_exec *r, struct err *e);
+void engine_exec_release(struct engine_exec *r);
 
 /* render.c */
 struct json *render_order(const struct json *services, struct err *e);

@@ -101,6 +101,18 @@ try:
     r = ex("box", ["sh", "-c", "echo oops >&2; exit 3"])
     t.ok(r and r["ok"] and r["payload"]["exit_code"] == 3 and r["payload"]["stderr"] == "oops\n",
          "a non-zero exit is ok:true with its code and stderr", r)
+    r = ex("box", ["sh", "-c", "echo out; echo err >&2; echo out2"])
+    t.ok(r and r["ok"] and r["payload"]["stdout"] == "out\nout2\n" and r["payload"]["stderr"] == "err\n",
+         "stdout and stderr come back apart", r)
+    r = ex("box", ["sh", "-c", "head -c 1200000 /dev/zero | tr '\\0' a; echo done >&2"])
+    t.ok(r and r["ok"] and len(r["payload"]["stdout"]) == 1 << 20 and r["payload"].get("truncated") is True and
+         r["payload"]["stderr"] == "done\n", "output over 1 MiB is cut at 1 MiB and marked truncated",
+         r and {k: (len(v) if isinstance(v, str) else v) for k, v in r["payload"].items()})
+    res, _, _, _ = cp.command("env.exec", env, {"service": "box", "timeout_sec": 1,
+                                                "cmd": ["sh", "-c", "echo $$ > /tmp/exec-pid; exec sleep 60"]})
+    t.ok(res and not res["ok"] and "timed out after 1 s" in res.get("error", ""), "an exec over its timeout fails", res)
+    r = ex("box", ["sh", "-c", "kill -0 $(cat /tmp/exec-pid) 2>/dev/null && echo running || echo gone"])
+    t.ok(r and r["ok"] and r["payload"]["stdout"] == "gone\n", "and its process does not keep running", r)
 
     r = ex("db", PG + ["-c", "CREATE TABLE t (x int); INSERT INTO t VALUES (42);"])
     t.ok(r and r["ok"] and r["payload"]["exit_code"] == 0, "psql writes a row", r)
