@@ -134,6 +134,7 @@ units: $(UNIT_BINS) $(ASAN_UNIT_BINS) $(REPLAY_BINS) $(HELPER_BINS)
 # Benchmarks print figures; they are not tests and assert no times.
 # bench/run.sh runs every bench/*.sh and prints one table.
 bench: all $(BENCH_BINS)
+	@sh t/deps.sh bench
 	@BUILD=$(BUILD) sh bench/run.sh
 
 # The whole test suite from a fresh clone: packages, configure, build, tests.

@@ -4,6 +4,8 @@
 # Python packages into python/.venv through pip.
 set -u
 
+#   sh t/deps.sh [bench]    bench: also what `make bench` drives (wrk, nginx)
+#
 # Debian package : a file or command that shows it is installed.
 pkgs="
 build-essential:/usr/bin/make
@@ -26,6 +28,9 @@ iproute2:/sbin/ip
 groff-base:/usr/bin/groff
 tmux:/usr/bin/tmux
 "
+if [ "${1:-}" = bench ]; then
+	pkgs="$pkgs wrk:/usr/bin/wrk nginx:/usr/sbin/nginx"
+fi
 
 missing=
 for entry in $pkgs; do
