@@ -248,6 +248,8 @@ try:
         res, prog = snapshot(P, V2)
         t.ok(res and res["ok"], "snapshot while the writer runs (frozen for %s)"
              % ((res or {}).get("payload", {}).get("frozen_for")), (res, prog))
+        t.ok(any("freezing 3 container(s) with the cgroup freezer, pausing 0 with docker" in m for m in prog),
+             "the freeze went through the cgroup freezer, not docker pause", prog)
         time.sleep(1)
         n2 = sql(P, "SELECT n FROM c")
         t.ok(n1.isdigit() and n2.isdigit() and int(n2) > int(n1) > 0,
