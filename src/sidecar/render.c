@@ -210,7 +210,11 @@ int render_run_argv(const char *project, const char *env, const struct json *svc
 	av_add(a, name);
 	av_add(a, "--network");
 	if (networkless) {
+		/* Loopback only; its own name still resolves, for it and for a
+		 * verifier that joins its namespace (verify.c). */
 		av_add(a, "none");
+		av_add(a, "--add-host");
+		av_addf(a, "%s:127.0.0.1", name);
 	} else {
 		av_addf(a, "%s_default", project);
 		av_add(a, "--network-alias");
@@ -355,7 +359,18 @@ static void y_service(struct buf *b, const char *project, const char *env, const
 		 (long long)pids, cpus);
 	buf_adds(b, "\n    labels:\n      ai.denv.env: ");
 	y_str(b, env);
-	buf_adds(b, networkless ? "\n    network_mode: none\n" : "\n    networks: [\"default\"]\n");
+	if (networkless) {
+		buf_adds(b, "\n    network_mode: none\n    extra_hosts: [");
+		{
+			char self[SC_ID_MAX + 16];
+
+			snprintf(self, sizeof(self), "%s:127.0.0.1", json_get_str(s, "name"));
+			y_str(b, self);
+		}
+		buf_adds(b, "]\n");
+	} else {
+		buf_adds(b, "\n    networks: [\"default\"]\n");
+	}
 }
 
 int render_compose(const char *project, const char *env, const struct json *spec,

@@ -81,6 +81,7 @@ struct http_client;
 #define SC_EXEC_OUTPUT_MAX ((size_t)1 << 20)	/* stdout and stderr each */
 #define SC_LOG_TAIL_BYTES 800			/* container log quoted in an error */
 #define SC_FILL_MAX_BYTES ((uint64_t)8 << 30)	/* image content copied into a fresh volume */
+#define SC_SPEC_FILE_MAX ((size_t)8 << 20)	/* an env's spec.json */
 #define SC_FILL_CACHE_ENTRY_MAX ((uint64_t)64 << 20)	/* larger image trees are not kept */
 #define SC_FILL_CACHE_KEEP_S (7 * 24 * 3600)	/* a cache entry unused this long goes */
 

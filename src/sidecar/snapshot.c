@@ -161,16 +161,6 @@ int snap_find(const struct wk *w, const char *hint_env, const char *name, char *
 	return err_set(e, "snapshot %s not found on this host", name);
 }
 
-static int env_spec(const struct wk *w, const char *env, struct json **spec, struct err *e)
-{
-	char path[STG_PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/envs/%s/spec.json", w->data, env);
-	if (!fs_exists(path))
-		return err_set(e, "environment %s does not exist on this host", env);
-	return read_json(path, spec, e);
-}
-
 /* ---- containers ---- */
 
 /* What one `docker inspect` says of every service at once. Health through
@@ -758,7 +748,7 @@ int cmd_env_snapshot(struct wk *w, const struct json *payload, struct json **res
 		}
 		return err_prefix(e, "env.snapshot");
 	}
-	if (env_spec(w, w->env, &spec, e) < 0)
+	if (create_read_spec(w, w->env, &spec, e) < 0)
 		return err_prefix(e, "env.snapshot");
 	rc = snapshot_run(w, name, keep, spec, result, e);
 	json_free(spec);

@@ -116,6 +116,9 @@ struct create_from {
 };
 int create_stack(struct wk *w, const char *kind, const struct json *spec, const struct create_from *from,
 		 struct json **result, struct err *e);
+/* The spec.json env.create wrote for env (the caller frees), or -1 with
+ * "environment ... does not exist on this host". */
+int create_read_spec(const struct wk *w, const char *env, struct json **spec, struct err *e);
 
 /* snapshot.c */
 /* The record of snapshot name: looked for under hint_env, then env, then

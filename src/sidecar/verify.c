@@ -39,6 +39,7 @@
 #include "base/str.h"
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
+#include "sidecar/storage.h"
 #include "tar/tar.h"
 
 #define VF_PATH_MAX 4000		/* a declared path, as for env.get */
@@ -550,17 +551,43 @@ static void read_reward_file(struct grade *g)
 	sys_close(fd);
 }
 
+/* A one-service env with egress denied has no network (render_networkless):
+ * the verifier then shares that service's namespace (and its /etc/hosts,
+ * where the service's name is loopback). net "" when the env has a network. */
+static int lone_service(struct grade *g, const char *project, char *net, size_t n, struct err *e)
+{
+	struct json *spec = NULL;
+	const char *svc;
+	char cname[300];
+
+	net[0] = '\0';
+	if (create_read_spec(g->w, g->w->env, &spec, e) < 0)
+		return -1;
+	if (render_networkless(spec, g->w->leaky_network) &&
+	    (svc = json_get_str(json_at(json_get(spec, "services"), 0), "name"))) {
+		dk_container(project, svc, cname, sizeof(cname));
+		snprintf(net, n, "container:%s", cname);
+	}
+	json_free(spec);
+	return 0;
+}
+
 static int run_image(struct grade *g, struct err *e)
 {
-	char project[SC_ID_MAX], net[SC_ID_MAX + 16], name[SC_ID_MAX * 2 + 16], lower[SC_ID_MAX];
+	char project[SC_ID_MAX], net[SC_ID_MAX + 300];
+	char name[SC_ID_MAX * 2 + 16], lower[SC_ID_MAX];
 	struct argv a;
 	struct err e2;
 	int rc;
 
 	dk_project(g->w->env, project, sizeof(project));
-	snprintf(net, sizeof(net), "%s_default", project);
-	if (dk(NULL, SC_DOCKER_QUICK_MS, e, "network", "inspect", "--format", "{{.Name}}", net, NULL) < 0)
-		return err_set(e, "environment %s has no network %s (is it running?)", g->w->env, net);
+	if (lone_service(g, project, net, sizeof(net), e) < 0)
+		return -1;
+	if (!*net) {
+		snprintf(net, sizeof(net), "%s_default", project);
+		if (dk(NULL, SC_DOCKER_QUICK_MS, e, "network", "inspect", "--format", "{{.Name}}", net, NULL) < 0)
+			return err_set(e, "environment %s has no network %s (is it running?)", g->w->env, net);
+	}
 	if (dk(NULL, SC_DOCKER_QUICK_MS, e, "image", "inspect", "--format", "{{.Id}}", g->image, NULL) < 0) {
 		wk_progress("pulling %s", g->image);
 		if (dk(NULL, SC_VERIFY_PULL_MS, e, "pull", g->image, NULL) < 0)

@@ -473,54 +473,64 @@ static struct tnode *build_balanced(struct tnode **v, size_t lo, size_t hi, uint
 static struct json *row_read(struct st_db *db, struct st_row *r, struct err *e);
 
 /*
- * Build index i of a table that already has rows (an index declared after
- * replay): read each row from the log for its value, sort the entries and
- * build the tree in one go, several times faster than a million single
- * inserts that each miss the cache all the way down. -1 if a row cannot be
- * read (the index then holds the rows read before it).
+ * Build indexes first..t->nix-1 of a table that already has rows (indexes
+ * declared after replay): read each row from the log once for all their
+ * values, sort each index's entries and build its tree in one go, several
+ * times faster than a million single inserts that each miss the cache all
+ * the way down. -1 if a row cannot be read (the indexes then hold the rows
+ * read before it).
  */
-static int ix_build(struct st_db *db, struct st_table *t, int i, struct err *e)
+static int ix_build(struct st_db *db, struct st_table *t, int first, struct err *e)
 {
-	struct ix_sort *v = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*v));
+	int nix = t->nix - first;
+	struct ix_sort *v[ST_INDEXES_MAX];
+	size_t cnt[ST_INDEXES_MAX] = { 0 };
 	struct tnode **nodes;
 	struct titer it = { 0 };
 	struct tkey k = { "", 0, "", 0, false };
 	struct tnode *rn;
-	size_t cnt = 0;
 	int rc = 0;
 
+	for (int x = 0; x < nix; x++)
+		v[x] = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*v[x]));
 	it_seek(&it, t->root, &k, false);
 	while ((rn = it_next(&it))) {
 		struct st_row *r = rn->row;
 		struct json *doc = r->json ? r->json : row_read(db, r, e);
-		struct json *val = json_get(doc, t->ixfield[i]);
-		struct ixnode *n;
 
 		if (!doc) {
 			rc = -1;
 			break;
 		}
-		if (val && val->type == JSON_STRING) {
-			n = ix_node_new(r, i, val->u.str.s, val->u.str.len);
-			v[cnt].prefix = 0;
+		for (int x = 0; x < nix; x++) {
+			struct json *val = json_get(doc, t->ixfield[first + x]);
+			struct ix_sort *s;
+			struct ixnode *n;
+
+			if (!val || val->type != JSON_STRING)
+				continue;
+			n = ix_node_new(r, first + x, val->u.str.s, val->u.str.len);
+			s = &v[x][cnt[x]];
+			s->prefix = 0;
 			for (size_t b = 0; b < 8; b++)
-				v[cnt].prefix = v[cnt].prefix << 8 |
-						(b < val->u.str.len ? (unsigned char)val->u.str.s[b] : 0);
-			v[cnt].seq = cnt;
-			v[cnt].n = &n->t;
-			cnt++;
+				s->prefix = s->prefix << 8 | (b < val->u.str.len ? (unsigned char)val->u.str.s[b] : 0);
+			s->seq = cnt[x];
+			s->n = &n->t;
+			cnt[x]++;
 		}
 		if (doc != r->json)
 			json_free(doc);
 	}
 	it_release(&it);
-	qsort(v, cnt, sizeof(*v), ix_sort_cmp);
-	nodes = xmalloc((cnt ? cnt : 1) * sizeof(*nodes));
-	for (size_t j = 0; j < cnt; j++)
-		nodes[j] = v[j].n;
-	t->ixroot[i] = build_balanced(nodes, 0, cnt, UINT32_MAX);
+	nodes = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*nodes));
+	for (int x = 0; x < nix; x++) {
+		qsort(v[x], cnt[x], sizeof(*v[x]), ix_sort_cmp);
+		for (size_t j = 0; j < cnt[x]; j++)
+			nodes[j] = v[x][j].n;
+		t->ixroot[first + x] = build_balanced(nodes, 0, cnt[x], UINT32_MAX);
+		free(v[x]);
+	}
 	free(nodes);
-	free(v);
 	return rc;
 }
 
@@ -1616,6 +1626,7 @@ void st_close(struct st_db *db)
 int st_table(struct st_db *db, const char *table, const char *const index_fields[], struct err *e)
 {
 	struct st_table *t;
+	int first, rc = 0;
 
 	if (!name_ok(table))
 		return err_set(e, "store: bad table name");
@@ -1625,28 +1636,39 @@ int st_table(struct st_db *db, const char *table, const char *const index_fields
 			return err_set(e, "store: more than %d tables", ST_TABLES_MAX);
 		t = table_get(db, table);
 	}
+	first = t->nix;
 	for (size_t i = 0; index_fields && index_fields[i]; i++) {
 		const char *f = index_fields[i];
 		bool have = false;
-		if (!name_ok(f))
-			return err_set(e, "store: table %s: bad index field name", table);
+		if (!name_ok(f)) {
+			rc = err_set(e, "store: table %s: bad index field name", table);
+			break;
+		}
 		for (int j = 0; j < t->nix && !have; j++)
 			have = strcmp(t->ixfield[j], f) == 0;
 		if (have)
 			continue;
-		if (t->nix >= ST_INDEXES_MAX)
-			return err_set(e, "store: table %s: more than %d indexes", table, ST_INDEXES_MAX);
+		if (t->nix >= ST_INDEXES_MAX) {
+			rc = err_set(e, "store: table %s: more than %d indexes", table, ST_INDEXES_MAX);
+			break;
+		}
 		t->ixfield[t->nix] = xstrdup(f);
 		t->ixroot[t->nix] = NULL;
 		t->nix++;
-		if (t->root && ix_build(db, t, t->nix - 1, e) < 0) {
-			row_failed(db, e);
+	}
+	/* The new indexes (those declared before a bad name too) are built
+	 * in one pass over the rows: each row is read once for all of them. */
+	if (t->root && t->nix > first) {
+		struct err be;
+		if (ix_build(db, t, first, &be) < 0) {
+			row_failed(db, &be);
+			*e = be;
 			return -1;
 		}
 		if (t->nrows >= ST_TRIM_AFTER_ROWS)
 			trim_memory();	/* the rows it parsed are gone */
 	}
-	return 0;
+	return rc;
 }
 
 /* ---- reading ---- */

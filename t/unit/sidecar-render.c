@@ -110,6 +110,7 @@ static void test_argv(void)
 	av_init(&a);
 	ok(render_run_argv("env_x", "ENV_X", svc, "/d/vol", true, false, &a, &e) == 0 &&
 	   has_seq(&a, "--network", "none") && !has_seq(&a, "--network-alias", NULL) &&
+	   has_seq(&a, "--add-host", "db:127.0.0.1") &&
 	   !has_seq(&a, "--network", "env_x_default"), "networkless: Docker's none network, no alias");
 	av_release(&a);
 	av_init(&a);
@@ -133,7 +134,8 @@ static void test_compose(void)
 				 "{\"name\":\"b\",\"image\":\"bb\"}]}");
 
 	ok(render_compose("env_x", "ENV_X", spec, "/d/vol", true, &b, &e) == 0, "compose renders");
-	ok(strstr(b.data, "network_mode: none") && !strstr(b.data, "networks:"),
+	ok(strstr(b.data, "network_mode: none") && strstr(b.data, "extra_hosts: [\"box:127.0.0.1\"]") &&
+	   !strstr(b.data, "networks:"),
 	   "one service with egress denied: no network at all");
 	buf_reset(&b);
 	ok(render_compose("env_x", "ENV_X", spec, "/d/vol", false, &b, &e) == 0 &&

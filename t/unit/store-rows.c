@@ -87,6 +87,7 @@ static uint64_t stat_of(struct st_db *db, int which)
 #define CACHED(db) stat_of(db, 1)
 
 static const char *const ix[] = { "Team", NULL };
+static const char *const ix2[] = { "Team", "s", NULL };
 
 /* ---- spans after reopen and compaction ---- */
 
@@ -155,8 +156,9 @@ static void test_spans(void)
 
 	ok(st_open(dir, NULL, &db, &e) == 0, "reopen: %s", e.msg);
 	is_int(READS(db), 0, "replay reads no row for the index of the data");
-	st_table(db, "rows", ix, &e);
-	is_int(READS(db), st_count(db, "rows", NULL, NULL), "a new index reads each row once");
+	st_table(db, "rows", ix2, &e);
+	is_int(READS(db), st_count(db, "rows", NULL, NULL), "two new indexes read each row once");
+	ok(st_count(db, "rows", "s", "x") > 0 && st_count(db, "rows", "Team", "t0") > 0, "and both are built");
 	is_int(st_count(db, "rows", "Team", "t9"), t9, "and counts as before");
 	ok(check_rows(db, n, "reopened"), "rows read back after reopen");
 	st_release(db);
