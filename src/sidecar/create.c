@@ -6,7 +6,7 @@
  * up the images present; fill the volumes still missing; create the network
  * (internal when egress is denied; none at all for one service with egress
  * denied: render_networkless); start the containers in depends_on order,
- * each after its dependencies are healthy; wait for health; report image
+ * each after its dependencies are healthy, independent ones at once; wait for health; report image
  * digests and, with egress allowed, the published ports; with egress denied
  * run the probe. Any failure stops the stack (the data dir stays for a
  * destroy). */
@@ -110,33 +110,88 @@ static int make_network(struct create *c, struct err *e)
 		       SUBNET_BLOCK_PREFIX, SUBNET_TRIES);
 }
 
-static int start_services(struct create *c, struct err *e)
+static bool all_started(const struct json *deps, const struct json *order, const bool *started)
 {
-	for (size_t i = 0; i < json_len(c->order); i++) {
-		const struct json *s = json_at(c->order, i), *deps = json_get(s, "depends_on");
-		const char *name = json_get_str(s, "name");
-		struct argv a;
-		int rc;
+	for (size_t k = 0; k < json_len(deps); k++) {
+		const char *dn = json_at(deps, k)->u.str.s;
 
-		for (size_t k = 0; k < json_len(deps); k++) {
+		for (size_t i = 0; i < json_len(order); i++)
+			if (str_eq(json_get_str(json_at(order, i), "name"), dn) && !started[i])
+				return false;
+	}
+	return true;
+}
+
+/* Wait until the dependencies of the wave's services are healthy, each once. */
+static int wait_deps(struct create *c, const bool *wave, struct err *e)
+{
+	struct json *waited = json_new_object();
+	int rc = 0;
+
+	for (size_t i = 0; i < json_len(c->order) && rc == 0; i++) {
+		const struct json *s = json_at(c->order, i), *deps = json_get(s, "depends_on");
+
+		for (size_t k = 0; wave[i] && k < json_len(deps) && rc == 0; k++) {
 			const char *dn = json_at(deps, k)->u.str.s;
 
-			wk_progress("waiting for %s before starting %s", dn, name);
-			if (health_wait(c->project, c->order, dn, e) < 0)
-				return -1;
+			if (json_get(waited, dn))
+				continue;
+			json_object_set_bool(waited, dn, true);
+			wk_progress("waiting for %s before starting %s", dn, json_get_str(s, "name"));
+			rc = health_wait(c->project, c->order, dn, e);
 		}
-		av_init(&a);
-		if (render_run_argv(c->project, c->w->env, s, c->voldir, c->networkless, !c->deny, &a, e) < 0) {
-			av_release(&a);
-			return -1;
-		}
-		wk_progress("starting %s (%s)", name, json_get_str(s, "image"));
-		rc = dk_run(&a, SC_DOCKER_TIMEOUT_MS, NULL, e);
-		av_release(&a);
-		if (rc < 0)
-			return err_prefix(e, "service \"%s\"", name);
 	}
-	return 0;
+	json_free(waited);
+	return rc;
+}
+
+/* Start the services in waves: every service whose dependencies have
+ * started (and, before it starts, are healthy) is in the next wave, and a
+ * wave's containers start at once, as docker compose does. */
+static int start_services(struct create *c, struct err *e)
+{
+	size_t n = json_len(c->order), left = n;
+	bool *started = xcalloc(n ? n : 1, sizeof(bool)), *wave = xcalloc(n ? n : 1, sizeof(bool));
+	struct argv *cmds = xcalloc(n ? n : 1, sizeof(struct argv));
+	size_t *who = xcalloc(n ? n : 1, sizeof(size_t));
+	int rc = 0;
+
+	while (left > 0 && rc == 0) {
+		size_t k = 0, bad = 0;
+
+		for (size_t i = 0; i < n; i++)
+			wave[i] = !started[i] && all_started(json_get(json_at(c->order, i), "depends_on"), c->order,
+							     started);
+		if ((rc = wait_deps(c, wave, e)) < 0)
+			break;
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			const struct json *s = json_at(c->order, i);
+
+			if (!wave[i])
+				continue;
+			av_init(&cmds[k]);
+			who[k] = i;
+			if (render_run_argv(c->project, c->w->env, s, c->voldir, c->networkless, !c->deny, &cmds[k++],
+					    e) < 0)
+				rc = -1;
+			else
+				wk_progress("starting %s (%s)", json_get_str(s, "name"), json_get_str(s, "image"));
+		}
+		if (rc == 0 && k == 0)
+			rc = err_set(e, "services wait on each other in a cycle");	/* render_order refuses these */
+		if (rc == 0 && dk_run_many(cmds, k, SC_DOCKER_TIMEOUT_MS, &bad, e) < 0)
+			rc = err_prefix(e, "service \"%s\"", json_get_str(json_at(c->order, who[bad]), "name"));
+		for (size_t j = 0; j < k; j++) {
+			started[who[j]] = true;
+			av_release(&cmds[j]);
+		}
+		left -= k;
+	}
+	free(started);
+	free(wave);
+	free(cmds);
+	free(who);
+	return rc;
 }
 
 /* The id and repo digest of each image already on this host, read once:

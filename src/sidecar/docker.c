@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ev.h"
 #include "base/proc.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
@@ -97,6 +98,85 @@ int dk_run(const struct argv *a, int64_t timeout_ms, struct buf *out, struct err
 		buf_add(out, r.out.data, r.out.len);
 	}
 	proc_result_release(&r);
+	return rc;
+}
+
+/* ---- several at once ---- */
+
+struct many {
+	size_t left;
+	int failed;		/* index of the first failure, -1 none */
+	struct err first;
+};
+
+struct many_job {
+	struct many *m;
+	size_t i;
+	const char *verb;
+	int64_t timeout_ms;
+};
+
+static void many_done(struct proc_job *job, const struct proc_result *r, void *arg)
+{
+	struct many_job *j = arg;
+	struct many *m = j->m;
+	char line[300];
+
+	m->left--;
+	if (m->failed >= 0 && (size_t)m->failed < j->i)
+		return;	/* report the failure of the earliest command */
+	if (r->timed_out) {
+		err_set(&m->first, "docker %s: no answer within %lld s", j->verb, (long long)(j->timeout_ms / 1000));
+	} else if (r->exit_code != 0) {
+		dk_first_line(r->err.len ? r->err.data : r->out.data ? r->out.data : "", line, sizeof(line));
+		err_set(&m->first, "docker %s: %s", j->verb, *line ? line : "failed");
+	} else {
+		return;
+	}
+	m->failed = (int)j->i;
+}
+
+int dk_run_many(const struct argv *cmds, size_t n, int64_t timeout_ms, size_t *failed, struct err *e)
+{
+	struct ev *ev = ev_new();
+	struct many m;
+	struct many_job *jobs = xcalloc(n ? n : 1, sizeof(*jobs));
+	int rc = 0;
+
+	memset(&m, 0, sizeof(m));
+	m.failed = -1;
+	for (size_t i = 0; i < n; i++) {
+		const char **argv = xcalloc(cmds[i].n + 2, sizeof(char *));
+		struct proc_spec s;
+
+		argv[0] = "docker";
+		memcpy(argv + 1, cmds[i].v, cmds[i].n * sizeof(char *));
+		proc_spec_init(&s, argv);
+		s.timeout_ms = timeout_ms;
+		s.out_max = SC_DOCKER_OUT_MAX;
+		s.err_max = 65536;
+		jobs[i] = (struct many_job){ &m, i, cmds[i].n ? cmds[i].v[0] : "", timeout_ms };
+		if (proc_start(ev, &s, NULL, 0, many_done, &jobs[i], NULL, e) < 0) {
+			free(argv);
+			if (m.failed < 0) {
+				m.failed = (int)i;
+				m.first = *e;
+			}
+			continue;	/* the ones started still run to their end */
+		}
+		free(argv);
+		m.left++;
+	}
+	while (m.left > 0)
+		ev_run_once(ev, -1);
+	ev_free(ev);
+	free(jobs);
+	if (m.failed >= 0) {
+		*e = m.first;
+		if (failed)
+			*failed = (size_t)m.failed;
+		rc = -1;
+	}
 	return rc;
 }
 

@@ -236,6 +236,9 @@ void av_release(struct argv *a);
 int dk_run(const struct argv *a, int64_t timeout_ms, struct buf *out, struct err *e);
 /* The same from a NULL-terminated list. */
 int dk(struct buf *out, int64_t timeout_ms, struct err *e, ...);
+/* n docker commands at once, each to its end. -1 when any failed: e is the
+ * message of the earliest (in cmds order) and *failed (may be NULL) its index. */
+int dk_run_many(const struct argv *cmds, size_t n, int64_t timeout_ms, size_t *failed, struct err *e);
 /* Lower-case project name and container names for an environment. */
 void dk_project(const char *env, char *out, size_t n);
 void dk_container(const char *project, const char *svc, char *out, size_t n);

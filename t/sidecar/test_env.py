@@ -224,8 +224,24 @@ try:
     c, n = docker_leftovers(project)
     t.ok(not c and not n, "no container or network left", (c, n))
     t.ok(not os.path.exists(envdir), "the environment's data dir is gone")
+
+    # Services without dependencies start at once; one that cannot start
+    # fails the create with its name, and nothing of the stack is left.
+    bad_env = env + "BAD"
+    bad_project = bad_env.lower()
+    svc = {"image": "denv-test/busybox:latest", "command": ["sleep", "3600"], "env": {}, "volumes": [],
+           "ports": [], "depends_on": [], "user": "", "resources": {"memory_mb": 0, "pids": 0, "cpus": 0}}
+    bad = {"egress": "deny", "volumes": [], "services": [dict(svc, name="good"),
+                                                        dict(svc, name="broken", image="denv-test/none:missing")]}
+    res, _, _, _ = cp.command("env.create", bad_env, bad, timeout=120)
+    t.ok(res and not res["ok"] and 'service "broken"' in res.get("error", ""),
+         "a service that cannot start fails the create, named", res)
+    c, n = docker_leftovers(bad_project)
+    t.ok(not c and not n, "and the stack is stopped: no container or network left", (c, n))
+    cp.command("env.destroy", bad_env, {}, timeout=120)
     t.ok(d.proc.poll() is None, "denvd still running")
 finally:
     d.kill()
     remove_project(project)
+    remove_project(env.lower() + "bad")
 sys.exit(t.done())
