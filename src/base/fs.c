@@ -307,3 +307,26 @@ int fs_exists(const char *path)
 	struct stat st;
 	return lstat(path, &st) == 0;
 }
+
+int fs_prune_files(const char *dir, int64_t now_s, int64_t (*keep_s)(const char *name))
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	struct stat st;
+	DIR *dp;
+	int n = 0;
+
+	if (!(dp = opendir(dir)))
+		return 0;
+	while ((de = readdir(dp))) {
+		int64_t keep = keep_s(de->d_name);
+
+		if (keep < 0 || (size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= sizeof(path))
+			continue;
+		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now_s - (int64_t)st.st_mtime > keep &&
+		    unlink(path) == 0)
+			n++;
+	}
+	closedir(dp);
+	return n;
+}

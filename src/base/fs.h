@@ -5,6 +5,7 @@
 #define DENV_FS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "base/buf.h"
@@ -39,5 +40,11 @@ int fs_fsync_dir(const char *path, struct err *e);
 
 /* 1 if path exists (lstat), 0 if not. */
 int fs_exists(const char *path);
+
+/* Unlink the regular files directly in dir (never through a link, never a
+ * subdirectory) last modified more than keep_s(name) seconds before now_s;
+ * keep_s returns a negative number to keep a file. How many went; a
+ * missing or unreadable dir removes none. */
+int fs_prune_files(const char *dir, int64_t now_s, int64_t (*keep_s)(const char *name));
 
 #endif

@@ -105,31 +105,19 @@ struct json *cmdlog_frame(const struct json *res)
  * results after a week (the control plane gives up on a command long before:
  * its phases time out at 15 minutes). Running commands (.cmd) are never
  * touched. Returns how many files were removed. */
+static int64_t cmdlog_keep(const char *name)
+{
+	if (str_has_suffix(name, ".tar"))
+		return SC_CMDLOG_TAR_KEEP_S;
+	if (str_has_suffix(name, ".json"))
+		return SC_CMDLOG_RESULT_KEEP_S;
+	return -1;
+}
+
 int cmdlog_prune(const char *data, int64_t now_s)
 {
-	char dir[4096], path[4096 + 300];
-	DIR *dp;
-	struct dirent *de;
-	struct stat st;
-	int n = 0;
+	char dir[4096];
 
 	snprintf(dir, sizeof(dir), "%s/commands", data);
-	if (!(dp = opendir(dir)))
-		return 0;
-	while ((de = readdir(dp))) {
-		int64_t keep;
-
-		if (str_has_suffix(de->d_name, ".tar"))
-			keep = SC_CMDLOG_TAR_KEEP_S;
-		else if (str_has_suffix(de->d_name, ".json"))
-			keep = SC_CMDLOG_RESULT_KEEP_S;
-		else
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now_s - (int64_t)st.st_mtime > keep &&
-		    unlink(path) == 0)
-			n++;
-	}
-	closedir(dp);
-	return n;
+	return fs_prune_files(dir, now_s, cmdlog_keep);
 }

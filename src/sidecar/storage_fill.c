@@ -16,7 +16,6 @@
  * Docker here. Archives over SC_FILL_CACHE_ENTRY_MAX are not kept; an entry
  * unused for SC_FILL_CACHE_KEEP_S goes in the sweep (storage_fill_prune). */
 #include <errno.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,30 +185,20 @@ static int image_tree(const struct stg *stg, const char *project, const char *en
 	return *fd >= 0 ? 1 : err_errno(e, "volume \"%s\": %s", vol, tmp);
 }
 
+/* Leftover temp files of a killed worker (".tmp-...") go after a day. */
+static int64_t fill_keep(const char *name)
+{
+	if (str_eq(name, ".") || str_eq(name, ".."))
+		return -1;
+	return name[0] == '.' ? 24 * 3600 : SC_FILL_CACHE_KEEP_S;
+}
+
 int storage_fill_prune(const char *data, int64_t now_s)
 {
-	char dir[STG_PATH_MAX], path[STG_PATH_MAX + 300];
-	struct dirent *de;
-	struct stat st;
-	DIR *dp;
-	int n = 0;
+	char dir[STG_PATH_MAX];
 
 	cache_dir(data, dir, sizeof(dir));
-	if (!(dp = opendir(dir)))
-		return 0;
-	while ((de = readdir(dp))) {
-		/* Leftover temp files of a killed worker go after a day. */
-		int64_t keep = de->d_name[0] == '.' ? 24 * 3600 : SC_FILL_CACHE_KEEP_S;
-
-		if (str_eq(de->d_name, ".") || str_eq(de->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now_s - (int64_t)st.st_mtime > keep &&
-		    unlink(path) == 0)
-			n++;
-	}
-	closedir(dp);
-	return n;
+	return fs_prune_files(dir, now_s, fill_keep);
 }
 
 /* ---- filling ---- */

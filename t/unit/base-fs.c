@@ -294,6 +294,38 @@ static void test_remove_deep(void)
 		fs_remove_all(at("deep"), &e);
 }
 
+static int64_t keep_by_name(const char *name)
+{
+	if (str_has_prefix(name, "keep"))
+		return -1;
+	return str_has_prefix(name, "short") ? 10 : 1000;
+}
+
+static void test_prune(void)
+{
+	struct timespec old[2] = { { 0, UTIME_OMIT }, { 100, 0 } };
+	struct err e;
+	int64_t now = 600;	/* files' mtime 100: 500 s old */
+
+	fs_mkdir_p(at("prune/sub"), 0755, &e);
+	put(at("prune/short-a"), "x");
+	put(at("prune/long-a"), "x");
+	put(at("prune/keep-a"), "x");
+	put(at("outside"), "x");
+	ok(symlink(at("outside"), at("prune/short-link")) == 0, "a link in the dir");
+	utimensat(AT_FDCWD, at("prune/short-a"), old, 0);
+	utimensat(AT_FDCWD, at("prune/long-a"), old, 0);
+	utimensat(AT_FDCWD, at("prune/keep-a"), old, 0);
+	utimensat(AT_FDCWD, at("prune/short-link"), old, AT_SYMLINK_NOFOLLOW);
+	utimensat(AT_FDCWD, at("prune/sub"), old, 0);
+	is_int(fs_prune_files(at("prune"), now, keep_by_name), 1, "one file is older than its keep");
+	ok(!fs_exists(at("prune/short-a")) && fs_exists(at("prune/long-a")) && fs_exists(at("prune/keep-a")),
+	   "the short-lived old file went; the long-lived one and the kept one stay");
+	ok(fs_exists(at("prune/short-link")) && fs_exists(at("outside")) && fs_exists(at("prune/sub")),
+	   "links and directories are never removed");
+	is_int(fs_prune_files(at("nope"), now, keep_by_name), 0, "a missing dir removes nothing");
+}
+
 int main(void)
 {
 	umask(022);
@@ -304,6 +336,7 @@ int main(void)
 	test_remove_all();
 	test_remove_root_refused();
 	test_remove_deep();
+	test_prune();
 	{
 		struct err e;
 		ok(fs_fsync_dir(base, &e) == 0, "fsync a directory");
