@@ -70,6 +70,11 @@ endif
 # V=1 shows the full commands.
 Q = $(if $(V),,@)
 $(BUILD)/obj/src/tui/%.o $(BUILD)/asan/src/tui/%.o: ALL_CFLAGS += $(CURSES_CFLAGS)
+# The version denvd reports (`denvd version`, its hello frame): the VERSION file.
+DENV_VERSION := $(shell cat VERSION 2>/dev/null || echo dev)
+SC_VERSIONED = $(patsubst %,src/sidecar/%.o,agent hostinfo main)
+$(SC_VERSIONED:%=$(BUILD)/obj/%) $(SC_VERSIONED:%=$(BUILD)/asan/%): VERSION
+$(SC_VERSIONED:%=$(BUILD)/obj/%) $(SC_VERSIONED:%=$(BUILD)/asan/%): ALL_CFLAGS += -DDENVD_VERSION='"$(DENV_VERSION)"'
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)

@@ -28,6 +28,8 @@ try:
     t.ok(all(k in caps for k in want) and caps["os"] == "linux" and caps["storage"] == "dir"
          and caps["cpus"] >= 1 and caps["memory_mb"] > 0, "hello carries the capabilities", caps)
     t.ok(caps.get("docker", "") != "", "capabilities name the Docker server version", caps)
+    vfile = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "VERSION")
+    t.ok(caps.get("denvd_version") == open(vfile).read().strip(), "denvd reports the VERSION file's version", caps)
     time.sleep(0.5)
     st = json.load(open(d.state)) if os.path.exists(d.state) else {}
     hid, sec = list(cp.hosts.items())[0] if cp.hosts else ("", "")
