@@ -26,51 +26,14 @@
 #include "base/log.h"
 #include "json/json.h"
 #include "store/store.h"
+#include "store-fuzz.h"
+#include "store-log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char fuzz_dir[256];
-
-static void header(char h[ST_HEADER_BYTES])
-{
-	uint32_t c;
-
-	memcpy(h, "denvstor", 8);
-	h[8] = ST_FORMAT_VERSION;
-	h[9] = h[10] = h[11] = 0;
-	c = (uint32_t)crc32(0, (const Bytef *)h, 12);
-	for (int i = 0; i < 4; i++)
-		h[12 + i] = (char)(c >> (8 * i));
-}
-
-static void cleanup(void)
-{
-	struct err e;
-
-	if (fuzz_dir[0])
-		fs_remove_all(fuzz_dir, &e);
-}
-
-static const char *setup(void)
-{
-	const char *base = getenv("TMPDIR");
-
-	if (fuzz_dir[0])
-		return fuzz_dir;
-	/* tmpfs when there is one: the target fsyncs on every run */
-	if (!base || !*base)
-		base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-	snprintf(fuzz_dir, sizeof(fuzz_dir), "%s/denv-fuzz-store.XXXXXX", base);
-	if (!mkdtemp(fuzz_dir))
-		abort();
-	atexit(cleanup);
-	log_set_level(LOG_ERROR);
-	return fuzz_dir;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	const char *top = setup();
+	const char *top = fuzz_setup("denv-fuzz-store");
 	struct buf dir = BUF_INIT, log = BUF_INIT;
 	struct st_opts o = { .no_auto_compact = true };
 	struct st_db *db;
@@ -91,8 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (fd < 0)
 		abort();
 	if (flags & 1) {
-		char h[ST_HEADER_BYTES];
-		header(h);
+		unsigned char h[ST_HEADER_BYTES];
+		stlog_header(h);
 		if (write(fd, h, sizeof(h)) != (ssize_t)sizeof(h))
 			abort();
 	}
@@ -110,8 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				if (len > size - off - 8)
 					break;
 				c = (uint32_t)crc32(0, copy + off + 8, len);
-				for (int i = 0; i < 4; i++)
-					copy[off + 4 + i] = (uint8_t)(c >> (8 * i));
+				stlog_put_u32(copy + off + 4, c);
 				off += 8 + (size_t)len;
 			}
 		}

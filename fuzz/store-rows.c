@@ -13,52 +13,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "base/buf.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "json/json.h"
 #include "store/store.h"
+#include "store-fuzz.h"
+#include "store-log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char fuzz_dir[256];
 
 static void must(int cond)
 {
 	if (!cond)
 		abort();
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void cleanup(void)
-{
-	struct err e;
-
-	if (fuzz_dir[0])
-		fs_remove_all(fuzz_dir, &e);
-}
-
-static const char *setup(void)
-{
-	const char *base = getenv("TMPDIR");
-
-	if (fuzz_dir[0])
-		return fuzz_dir;
-	if (!base || !*base)
-		base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-	snprintf(fuzz_dir, sizeof(fuzz_dir), "%s/denv-fuzz-rows.XXXXXX", base);
-	if (!mkdtemp(fuzz_dir))
-		abort();
-	atexit(cleanup);
-	log_set_level(LOG_ERROR);
-	return fuzz_dir;
 }
 
 /* Every op of the payload agrees with the store: for each (table, id), the
@@ -91,7 +60,7 @@ static void check_rows(struct st_db *db, const struct json *doc)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	const char *top = setup();
+	const char *top = fuzz_setup("denv-fuzz-rows");
 	struct buf dir = BUF_INIT, log = BUF_INIT, file = BUF_INIT;
 	struct st_opts o = { .no_auto_compact = true };
 	struct st_db *db;
@@ -107,11 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	buf_addf(&log, "%s/log", dir.data);
 	if (fs_remove_all(dir.data, &e) < 0 || fs_mkdir_p(dir.data, 0700, &e) < 0)
 		abort();
-	memcpy(h, "denvstor", 8);
-	put_u32(h + 8, ST_FORMAT_VERSION);
-	put_u32(h + 12, (uint32_t)crc32(0, h, 12));
-	put_u32(rh, (uint32_t)size);
-	put_u32(rh + 4, (uint32_t)crc32(0, data, (uInt)size));
+	stlog_header(h);
+	stlog_record_head(rh, data, size);
 	buf_add(&file, (const char *)h, sizeof(h));
 	buf_add(&file, (const char *)rh, sizeof(rh));
 	buf_add(&file, (const char *)data, size);

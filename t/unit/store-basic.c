@@ -12,50 +12,9 @@
 #include "json/json.h"
 #include "store/store.h"
 #include "tap.h"
-
-static struct json *row(const char *text)
-{
-	struct json *v = NULL;
-	struct err e;
-
-	if (json_parse(text, strlen(text), NULL, &v, &e) < 0) {
-		fprintf(stderr, "bad test JSON %s: %s\n", text, e.msg);
-		exit(2);
-	}
-	return v;
-}
-
-static char *dir_named(const char *name)
-{
-	struct buf b = BUF_INIT;
-
-	buf_addf(&b, "%s/%s", tap_tmpdir(), name);
-	return buf_detach(&b, NULL);
-}
+#include "store-util.h"
 
 static const char *const env_ix[] = { "TeamID", "ProjectID", NULL };
-
-static int put1(struct st_db *db, const char *table, const char *id, const char *json)
-{
-	struct st_txn *t = st_begin(db);
-	struct err e;
-
-	st_put(t, table, id, row(json));
-	if (st_commit(t, NULL, NULL, &e) < 0) {
-		tap_diag("commit %s/%s: %s", table, id, e.msg);
-		return -1;
-	}
-	return 0;
-}
-
-static int del1(struct st_db *db, const char *table, const char *id)
-{
-	struct st_txn *t = st_begin(db);
-	struct err e;
-
-	st_delete(t, table, id);
-	return st_commit(t, NULL, NULL, &e);
-}
 
 /* A scan's ids joined with commas. */
 struct collect {

@@ -14,6 +14,7 @@
 #include "json/json.h"
 #include "store/store.h"
 #include "tap.h"
+#include "store-util.h"
 
 /* ---- the fake system-call table ---- */
 
@@ -107,14 +108,6 @@ static void fake_init(void)
 }
 
 /* ---- helpers ---- */
-
-static char *dir_named(const char *name)
-{
-	struct buf b = BUF_INIT;
-
-	buf_addf(&b, "%s/%s", tap_tmpdir(), name);
-	return buf_detach(&b, NULL);
-}
 
 static off_t log_size(const char *dir)
 {

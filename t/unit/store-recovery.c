@@ -7,13 +7,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "base/buf.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "json/json.h"
 #include "store/store.h"
+#include "store-log.h"
 #include "tap.h"
 
 #define NTXN 10
@@ -309,14 +309,10 @@ static void test_mid_corruption(void)
 static void append_record(const char *log, const char *payload)
 {
 	size_t n = strlen(payload);
-	unsigned char h[8];
-	uint32_t c = (uint32_t)crc32(0, (const Bytef *)payload, (uInt)n);
+	unsigned char h[ST_RECORD_HEAD_BYTES];
 
-	for (int i = 0; i < 4; i++) {
-		h[i] = (unsigned char)(n >> (8 * i));
-		h[4 + i] = (unsigned char)(c >> (8 * i));
-	}
-	append_bytes(log, h, 8);
+	stlog_record_head(h, payload, n);
+	append_bytes(log, h, sizeof(h));
 	append_bytes(log, payload, n);
 }
 

@@ -8,56 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "base/buf.h"
 #include "base/ev.h"
 #include "base/log.h"
 #include "json/json.h"
 #include "store/store.h"
+#include "store-log.h"
 #include "tap.h"
-
-static struct json *row(const char *text)
-{
-	struct json *v = NULL;
-	struct err e;
-
-	if (json_parse(text, strlen(text), NULL, &v, &e) < 0) {
-		fprintf(stderr, "bad test JSON %s: %s\n", text, e.msg);
-		exit(2);
-	}
-	return v;
-}
-
-static char *dir_named(const char *name)
-{
-	struct buf b = BUF_INIT;
-
-	buf_addf(&b, "%s/%s", tap_tmpdir(), name);
-	return buf_detach(&b, NULL);
-}
-
-static int put1(struct st_db *db, const char *table, const char *id, const char *json)
-{
-	struct st_txn *t = st_begin(db);
-	struct err e;
-
-	st_put(t, table, id, row(json));
-	if (st_commit(t, NULL, NULL, &e) < 0) {
-		tap_diag("commit %s/%s: %s", table, id, e.msg);
-		return -1;
-	}
-	return 0;
-}
-
-static int del1(struct st_db *db, const char *table, const char *id)
-{
-	struct st_txn *t = st_begin(db);
-	struct err e;
-
-	st_delete(t, table, id);
-	return st_commit(t, NULL, NULL, &e);
-}
+#include "store-util.h"
 
 /* Does table/id hold exactly the JSON text want (NULL: absent)? */
 static bool holds(struct st_db *db, const char *table, const char *id, const char *want)
@@ -362,26 +321,16 @@ static void test_index_no_reads(void)
 static void write_log(const char *dir, const char *const payloads[])
 {
 	struct buf b = BUF_INIT;
-	char h[16];
-	uint32_t c;
+	unsigned char h[ST_HEADER_BYTES];
 	int fd;
 
-	memcpy(h, "denvstor", 8);
-	h[8] = ST_FORMAT_VERSION;
-	h[9] = h[10] = h[11] = 0;
-	c = (uint32_t)crc32(0, (const Bytef *)h, 12);
-	for (int i = 0; i < 4; i++)
-		h[12 + i] = (char)(c >> (8 * i));
-	buf_add(&b, h, 16);
+	stlog_header(h);
+	buf_add(&b, (char *)h, sizeof(h));
 	for (size_t k = 0; payloads[k]; k++) {
 		size_t n = strlen(payloads[k]);
-		unsigned char rh[8];
-		c = (uint32_t)crc32(0, (const Bytef *)payloads[k], (uInt)n);
-		for (int i = 0; i < 4; i++) {
-			rh[i] = (unsigned char)(n >> (8 * i));
-			rh[4 + i] = (unsigned char)(c >> (8 * i));
-		}
-		buf_add(&b, (char *)rh, 8);
+		unsigned char rh[ST_RECORD_HEAD_BYTES];
+		stlog_record_head(rh, payloads[k], n);
+		buf_add(&b, (char *)rh, sizeof(rh));
 		buf_add(&b, payloads[k], n);
 	}
 	mkdir(dir, 0700);
