@@ -103,6 +103,10 @@ void ev_free(struct ev *ev)
 		return;
 	for (size_t i = 0; i < ev->nsigs; i++)
 		signal(ev->sigs[i].signo, SIG_DFL);
+	/* A loop made for a while (denvd's workers start containers on one)
+	 * leaves the process's SIGCHLD as it found it. */
+	if (ev->sigchld_installed)
+		signal(SIGCHLD, SIG_DFL);
 	free(ev->fds);
 	free(ev->pfds);
 	free(ev->heap);

@@ -444,6 +444,12 @@ static void test_child(void)
 	close(gate[0]);
 	close(gate[1]);
 	ev_free(ev);
+	{
+		struct sigaction sa;
+
+		sigaction(SIGCHLD, NULL, &sa);
+		ok(sa.sa_handler == SIG_DFL, "ev_free puts SIGCHLD back to its default");
+	}
 }
 
 static void test_child_del(void)
