@@ -2,12 +2,9 @@
 once (image form, busybox) have all answered 201, against 50 `docker run -d`
 of the same image started at once. CONCURRENT_N overrides 50.
 
-Each sandbox gets its own Docker network, and dockerd's default address
-pools hold 31 networks (172.17-31.0.0/16 and 192.168.0.0/16 in /20s). On a
-shared engine we never take the last ones (other users' tests need them):
-when N does not fit with CONCURRENT_HEADROOM (8) networks to spare, the
-50-row is pending and a second row measures the largest N that fits (at
-least 8), against as many `docker run -d`."""
+An image sandbox is one service with egress denied, so it gets no network of
+its own (Docker's none network); an environment that has one takes a /25 of
+denvd's pool (DENV_SUBNET_POOL), never one of dockerd's ~31 default ones."""
 import os
 import subprocess
 import threading
@@ -124,8 +121,6 @@ def body():
         B.pending(KEY, why)
         return
     n = B.runs(3, 1)
-    # Each sandbox's network is a /25 of denvd's own pool (DENV_SUBNET_POOL),
-    # not one of dockerd's ~31 default networks, so all N are measured.
     try:
         s = B.Stack("concurrent")
     except B.Pending as p:
