@@ -71,6 +71,7 @@
 /* Provisioning machines (targets.md, "Placement"). */
 #define CP_JOIN_WAIT_MS (6 * 60 * 1000)		/* the join phase waits this long for a host */
 #define CP_PROVIDER_TIMEOUT_MS 60000		/* one call to a cloud provider's API */
+#define CP_MACHINE_DELETE_TRIES 5		/* deletes of a server that never joined, over restarts */
 #define CP_PROVIDER_BODY_MAX ((size_t)1 << 20)	/* a provider's answer */
 #define CP_USER_DATA_MAX ((size_t)32 << 10)	/* Hetzner's limit for cloud-init user data */
 #define CP_HETZNER_API_URL "https://api.hetzner.cloud/v1"
@@ -135,6 +136,7 @@ struct cp_cmd;
 struct cp_run;
 struct cp_watch;
 struct cp_sub;
+struct cp_sweep;
 
 struct cp {
 	struct ev *ev;
@@ -156,6 +158,7 @@ struct cp {
 	struct cp_sub *subs;		/* live event streams (events.c) */
 	size_t nsubs;
 	struct http_aclient *aclient;	/* calls to cloud providers, made on first use */
+	struct cp_sweep *sweeps;	/* start-up deletes of servers that never joined (orch_place.c) */
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -447,7 +450,23 @@ struct cp_machine_call;
 struct cp_machine_call *cp_hetzner_create(struct cp *cp, const struct json *config, const char *name,
 					  const char *user_data, const struct json *labels, cp_machine_fn fn,
 					  void *arg, struct err *e);
-/* Forget a call in flight: fn is not called (the provider may still create the machine). NULL is fine. */
+/* Delete server ref (the provider's id): fn gets m NULL and error NULL once
+ * it is deleted or was already gone (404), else error says why. Same
+ * lifetime rules as cp_hetzner_create. */
+struct cp_machine_call *cp_hetzner_delete(struct cp *cp, const struct json *config, const char *ref,
+					  cp_machine_fn fn, void *arg, struct err *e);
+/* Find the server named name: fn gets it as m, or m NULL and error NULL when
+ * there is none. Same lifetime rules as cp_hetzner_create. */
+struct cp_machine_call *cp_hetzner_find(struct cp *cp, const struct json *config, const char *name,
+					cp_machine_fn fn, void *arg, struct err *e);
+/* Forget a call in flight: fn is not called (the provider may still create or
+ * delete the machine). NULL is fine. */
 void cp_machine_cancel(struct cp_machine_call *call);
+
+/* Servers the provision phase created that never joined (orch_place.c;
+ * denv-cp(8), "Provisioned servers that never join"): at start-up, delete
+ * those of a deployment that ended without success or whose join token
+ * expired. */
+void cp_orch_sweep_machines(struct cp *cp);
 
 #endif

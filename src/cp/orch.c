@@ -397,6 +397,8 @@ void cp_orch_start(struct cp *cp)
 		log_error("orch", "deployments: %s", e.msg);
 	for (size_t i = 0; i < json_len(s.running); i++)
 		fail_interrupted(cp, json_at(s.running, i)->u.str.s);
+	/* Servers those (and earlier) deployments created that never joined. */
+	cp_orch_sweep_machines(cp);
 	for (size_t i = 0; i < json_len(s.envs); i++)
 		cp_orch_kick(cp, json_at(s.envs, i)->u.str.s);
 	json_free(s.running);
@@ -407,6 +409,7 @@ void cp_orch_free_all(struct cp *cp)
 {
 	while (cp->runs)
 		run_free(cp->runs);
+	run_sweeps_free(cp);
 	while (cp->watches) {
 		struct cp_watch *w = cp->watches;
 

@@ -42,7 +42,7 @@ struct cp_run {
 	struct json *ctx;		/* what one phase hands to the next */
 	struct cp_cmd *cmd;		/* command in flight */
 	run_cmd_fn cmd_fn;
-	struct cp_machine_call *machine;	/* provision: the cloud's answer pending */
+	struct cp_machine_call *machine;	/* provision, join: the cloud's answer pending (create, delete) */
 	struct ev_timer join_timer;	/* join: how long it may still wait */
 	bool join_waiting;		/* join: taking the next host of the team that connects */
 	int64_t join_started_ms;
@@ -69,8 +69,12 @@ void run_event(struct cp_run *r, const char *kind, struct json *body);
 void run_place(struct cp_run *r);
 void run_provision(struct cp_run *r);
 void run_join(struct cp_run *r);
-/* Stop whatever placement still waits for (the run is going away). */
+/* Stop whatever placement still waits for (the run is going away). A
+ * server being deleted stays recorded as deleting: the next start's sweep
+ * (cp_orch_sweep_machines) finishes it. */
 void run_place_free(struct cp_run *r);
+/* Drop the start-up sweep's calls still in flight (exit). */
+void run_sweeps_free(struct cp *cp);
 /* Milliseconds since the deployment started. */
 int64_t run_took_ms(const struct cp_run *r);
 /* Update the environment row (fields taken). */

@@ -10,13 +10,24 @@
  * preferring one that joined through that cloud. The machine's answer and the
  * join are both callbacks on the loop: nothing here blocks.
  *
+ * A server that never joins is deleted (denv-cp(8), "Provisioned servers
+ * that never join"): when join gives up, through the cloud at once; when
+ * the control plane stopped meanwhile, by the start-up sweep. The machine's join token row is
+ * its durable record: DeploymentID and MachineName before the create call,
+ * ProviderRef once the cloud answered, then MachineStatus (deleting,
+ * deleted, delete_failed, never_created), MachineError, DeleteTries and
+ * MachineHostID (the host row that shows the outcome in GET /v1/hosts). A
+ * token whose UsedAt is set joined a host: that server is never deleted here.
+ *
  * ctx: placed (a host was found by place), cloud_id and token_id (what
- * provision made), machine (its name, for messages).
+ * provision made), machine (its name, for messages), waited_ms (join).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/crypto.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -219,6 +230,10 @@ void run_provision(struct cp_run *r)
 	}
 	memset(token, 0, sizeof(token));
 	cp_short_name("denv-", name, sizeof(name));
+	/* Before the call: should the answer never come back (a restart), the
+	 * start-up sweep finds the server by this name. */
+	cp_update(r->cp, "join_tokens", token_id,
+		  cp_obj("DeploymentID", json_new_str(r->dep_id), "MachineName", json_new_str(name), NULL));
 	labels = cp_obj("managed-by", json_new_str("denv"), "denv-cloud", json_new_str(cloud_id), "denv-deployment",
 			json_new_str(r->dep_id), NULL);
 	r->machine = cp_hetzner_create(r->cp, json_get(cloud, "Config"), name, ud.data, labels, machine_made, r, &e);
@@ -230,6 +245,109 @@ void run_provision(struct cp_run *r)
 		run_fail(r, cp_obj("cloud", json_new_str(cloud_id), "provider", json_new_str(provider), NULL), "%s",
 			 e.msg);
 	}
+}
+
+/* ---- servers that never joined ---- */
+
+static void now_rfc3339(char out[CLOCK_RFC3339_MAX])
+{
+	clock_format_rfc3339(clock_now_ns(), out);
+}
+
+/* The server of token tok may be deleted: it has a record and joined no host. */
+static bool machine_unjoined(const struct json *tok)
+{
+	const char *ref = json_get_str(tok, "ProviderRef"), *name = json_get_str(tok, "MachineName");
+
+	return tok && !json_get_str(tok, "UsedAt") && ((ref && *ref) || (name && *name));
+}
+
+/* From now on the token admits nobody (hub.c refuses an expired token), so
+ * the server cannot join while it is being deleted; one more try counted. */
+static void machine_deleting(struct cp *cp, const char *tok_id)
+{
+	const struct json *tok = st_get(cp->db, "join_tokens", tok_id);
+	int64_t tries = json_get_int(tok, "DeleteTries", 0);
+	char now[CLOCK_RFC3339_MAX];
+
+	now_rfc3339(now);
+	cp_update(cp, "join_tokens", tok_id,
+		  cp_obj("ExpiresAt", json_new_str(now), "MachineStatus", json_new_str("deleting"), "DeleteTries",
+			 json_new_int(tries + 1), NULL));
+}
+
+/* A copy of a string field ("" when absent): row pointers die when the row
+ * is written. */
+static void field(const struct json *row, const char *key, char *out, size_t n)
+{
+	const char *v = json_get_str(row, key);
+
+	str_copy(out, n, v ? v : "");
+}
+
+/* Record what became of the server of tok_id (error NULL: deleted, or it was
+ * already gone): on the token, as a host row with Status deleted or
+ * delete_failed (a server that never joined has no other row), and as a
+ * host.deleted or host.delete_failed event on host:, dep: and env:. */
+static void machine_outcome(struct cp *cp, const char *tok_id, const char *error)
+{
+	const struct json *tok = st_get(cp->db, "join_tokens", tok_id);
+	const char *status = error ? "delete_failed" : "deleted";
+	const char *kind = error ? "host.delete_failed" : "host.deleted";
+	char team[ID_MAX], cloud[ID_MAX], dep[ID_MAX], env[ID_MAX], rec[ID_MAX], host_id[ID_MAX];
+	char name[CP_NAME_MAX + 1], ref[32], subject[ST_ID_MAX];
+	const char *subjects[] = { "host", "env", "dep" }, *ids[] = { host_id, env, dep };
+	struct json *body;
+	struct st_txn *txn;
+
+	if (!tok)
+		return;
+	field(tok, "TeamID", team, sizeof(team));
+	field(tok, "CloudID", cloud, sizeof(cloud));
+	field(tok, "DeploymentID", dep, sizeof(dep));
+	field(tok, "MachineHostID", rec, sizeof(rec));
+	field(tok, "MachineName", name, sizeof(name));
+	field(tok, "ProviderRef", ref, sizeof(ref));
+	field(*dep ? st_get(cp->db, "deployments", dep) : NULL, "EnvID", env, sizeof(env));
+	if (*rec && st_get(cp->db, "hosts", rec)) {
+		str_copy(host_id, sizeof(host_id), rec);
+		cp_update(cp, "hosts", host_id,
+			  cp_obj("Status", json_new_str(status), "ProviderRef", json_new_str(ref), NULL));
+	} else {
+		id_new("host", host_id);
+		txn = st_begin(cp->db);
+		st_put(txn, "hosts", host_id,
+		       cp_obj("ID", json_new_str(host_id), "TeamID", json_new_str(team), "CloudID", json_new_str(cloud),
+			      "Name", json_new_str(*name ? name : ref), "Status", json_new_str(status), "ProviderRef",
+			      json_new_str(ref), "LastSeenAt", json_new_null(), "CreatedAt", cp_now_json(),
+			      "Capabilities", json_new_object(), NULL));
+		cp_commit_quiet(txn, "host record");
+	}
+	cp_update(cp, "join_tokens", tok_id,
+		  cp_obj("MachineStatus", json_new_str(status), "MachineError", json_new_str(error ? error : ""),
+			 "MachineHostID", json_new_str(host_id), NULL));
+	body = cp_obj("host", json_new_str(host_id), "name", json_new_str(name), "ref", json_new_str(ref), "cloud",
+		      json_new_str(cloud), "deployment", json_new_str(dep), NULL);
+	if (error)
+		json_object_set_str(body, "error", error);
+	for (size_t i = 0; i < sizeof(subjects) / sizeof(subjects[0]); i++)
+		if (*ids[i]) {
+			snprintf(subject, sizeof(subject), "%s:%s", subjects[i], ids[i]);
+			cp_event(cp, NULL, team, subject, kind, json_dup(body));
+		}
+	json_free(body);
+	if (error)
+		log_warn("orch", "server %s (%s) never joined and could not be deleted: %s; delete it by hand", name,
+			 ref, error);
+	else
+		log_info("orch", "server %s (%s) never joined: deleted", name, ref);
+}
+
+static const struct json *cloud_config(struct cp *cp, const struct json *tok)
+{
+	const struct json *cloud = st_get(cp->db, "clouds", json_get_str(tok, "CloudID"));
+
+	return str_eq(json_get_str(cloud, "Provider"), "hetzner") ? json_get(cloud, "Config") : NULL;
 }
 
 /* ---- join ---- */
@@ -250,19 +368,64 @@ static bool join_try(struct cp_run *r)
 	return true;
 }
 
+/* The provider answered the delete of the server join waited for. */
+static void machine_deleted(struct cp *cp, const struct cp_machine *m, const char *error, void *arg)
+{
+	struct cp_run *r = arg;
+	const struct json *tok = st_get(cp->db, "join_tokens", json_get_str(r->ctx, "token_id"));
+	char name[CP_NAME_MAX + 1], ref[32];
+	struct json *server;
+
+	r->machine = NULL;
+	field(tok, "MachineName", name, sizeof(name));
+	field(tok, "ProviderRef", ref, sizeof(ref));
+	machine_outcome(cp, json_get_str(r->ctx, "token_id"), error);
+	server = cp_obj("name", json_new_str(name), "ref", json_new_str(ref), "deleted", json_new_bool(!error), NULL);
+	if (error)
+		json_object_set_str(server, "error", error);
+	if (error)
+		run_fail(r, cp_obj("waited_ms", json_new_int(json_get_int(r->ctx, "waited_ms", 0)), "server", server, NULL),
+			 "no host of the team connected within %lld s; provisioned server %s (%s) could not be deleted: "
+			 "%.200s; delete it by hand",
+			 (long long)(cp->cfg.join_wait_ms / 1000), name, ref, error);
+	else
+		run_fail(r, cp_obj("waited_ms", json_new_int(json_get_int(r->ctx, "waited_ms", 0)), "server", server, NULL),
+			 "no host of the team connected within %lld s; provisioned server %s (%s) deleted",
+			 (long long)(cp->cfg.join_wait_ms / 1000), name, ref);
+}
+
+/* Nobody joined in time. The server this deployment made joined no host
+ * either (join_try would have taken it): delete it, then fail the phase. */
 static void join_timeout(struct ev *ev, void *arg)
 {
 	struct cp_run *r = arg;
-	const char *machine = json_get_str(r->ctx, "machine");
+	const char *machine = json_get_str(r->ctx, "machine"), *tok_id = json_get_str(r->ctx, "token_id");
+	const struct json *tok = tok_id ? st_get(r->cp->db, "join_tokens", tok_id) : NULL;
 	int64_t waited = ev_mono_ms() - r->join_started_ms;
+	const struct json *config;
+	struct err e;
 
 	r->join_waiting = false;
-	if (machine)
-		log_warn("orch", "deploy %s: server %s did not join; it may still be running in the cloud account",
-			 r->dep_id, machine);
-	run_fail(r, cp_obj("waited_ms", json_new_int(waited), NULL), "no host of the team connected within %lld s%s%s",
-		 (long long)(r->cp->cfg.join_wait_ms / 1000), machine ? "; waited for server " : "",
-		 machine ? machine : "");
+	if (!machine || !machine_unjoined(tok) || !json_get_str(tok, "ProviderRef")) {
+		if (machine)
+			log_warn("orch", "deploy %s: server %s did not join, and a host joined with its token", r->dep_id,
+				 machine);
+		run_fail(r, cp_obj("waited_ms", json_new_int(waited), NULL),
+			 "no host of the team connected within %lld s%s%s", (long long)(r->cp->cfg.join_wait_ms / 1000),
+			 machine ? "; waited for server " : "", machine ? machine : "");
+		return;
+	}
+	log_warn("orch", "deploy %s: server %s did not join within %lld s; deleting it", r->dep_id, machine,
+		 (long long)(r->cp->cfg.join_wait_ms / 1000));
+	json_object_set_int(r->ctx, "waited_ms", waited);
+	config = cloud_config(r->cp, tok);
+	r->machine = config ? cp_hetzner_delete(r->cp, config, json_get_str(tok, "ProviderRef"), machine_deleted, r, &e)
+			    : NULL;
+	if (!config)
+		err_set(&e, "its cloud is gone or cannot delete machines");
+	machine_deleting(r->cp, tok_id);
+	if (!r->machine)
+		machine_deleted(r->cp, NULL, e.msg, r);
 }
 
 void run_join(struct cp_run *r)
@@ -291,4 +454,127 @@ void run_place_free(struct cp_run *r)
 	r->machine = NULL;
 	ev_timer_stop(r->cp->ev, &r->join_timer);
 	r->join_waiting = false;
+}
+
+/* ---- the start-up sweep ---- */
+
+struct cp_sweep {
+	struct cp *cp;
+	char tok_id[ID_MAX];
+	struct cp_machine_call *call;
+	struct cp_sweep *next;
+};
+
+static void sweep_end(struct cp_sweep *s)
+{
+	for (struct cp_sweep **p = &s->cp->sweeps; *p; p = &(*p)->next)
+		if (*p == s) {
+			*p = s->next;
+			break;
+		}
+	free(s);
+}
+
+static void sweep_deleted(struct cp *cp, const struct cp_machine *m, const char *error, void *arg)
+{
+	struct cp_sweep *s = arg;
+
+	s->call = NULL;
+	machine_outcome(cp, s->tok_id, error);
+	sweep_end(s);
+}
+
+/* The create call's answer was lost: the server, if the provider made it,
+ * is found by the name the token recorded. */
+static void sweep_found(struct cp *cp, const struct cp_machine *m, const char *error, void *arg)
+{
+	struct cp_sweep *s = arg;
+	const struct json *tok = st_get(cp->db, "join_tokens", s->tok_id);
+	char why[ERR_MSG_MAX];
+	struct err e;
+
+	s->call = NULL;
+	if (error) {
+		snprintf(why, sizeof(why), "finding it by name: %.400s", error);
+		machine_outcome(cp, s->tok_id, why);
+		sweep_end(s);
+		return;
+	}
+	if (!m) {
+		log_info("orch", "server %s: the provider never created it", json_get_str(tok, "MachineName"));
+		cp_update(cp, "join_tokens", s->tok_id, cp_obj("MachineStatus", json_new_str("never_created"), NULL));
+		sweep_end(s);
+		return;
+	}
+	cp_update(cp, "join_tokens", s->tok_id, cp_obj("ProviderRef", json_new_str(m->ref), NULL));
+	tok = st_get(cp->db, "join_tokens", s->tok_id);
+	s->call = cp_hetzner_delete(cp, cloud_config(cp, tok), m->ref, sweep_deleted, s, &e);
+	if (!s->call)
+		sweep_deleted(cp, NULL, e.msg, s);
+}
+
+/* A token whose server the sweep deletes: a server that never joined, not
+ * deleted yet, with tries left, whose deployment is over without success, or
+ * whose token expired (it can no longer join). */
+static int sweep_pick(const char *id, const struct json *tok, void *arg)
+{
+	struct cp *cp = ((struct cp_sweep *)arg)->cp;
+	const char *ms = json_get_str(tok, "MachineStatus"), *dep_id = json_get_str(tok, "DeploymentID");
+	const char *exp = json_get_str(tok, "ExpiresAt"), *dst;
+	int64_t ns;
+	bool expired = !exp || clock_parse_rfc3339(exp, &ns) < 0 || ns <= clock_now_ns();
+	struct cp_sweep *s;
+
+	if (!machine_unjoined(tok) || str_eq(ms, "deleted") || str_eq(ms, "never_created") ||
+	    json_get_int(tok, "DeleteTries", 0) >= CP_MACHINE_DELETE_TRIES)
+		return 0;
+	dst = dep_id && *dep_id ? json_get_str(st_get(cp->db, "deployments", dep_id), "Status") : NULL;
+	if (!expired && (!dst || str_eq(dst, "running") || str_eq(dst, "pending") || str_eq(dst, "succeeded")))
+		return 0;
+	s = xcalloc(1, sizeof(*s));
+	s->cp = cp;
+	str_copy(s->tok_id, sizeof(s->tok_id), id);
+	s->next = cp->sweeps;
+	cp->sweeps = s;
+	return 0;
+}
+
+void cp_orch_sweep_machines(struct cp *cp)
+{
+	struct cp_sweep head = { cp, "", NULL, NULL };
+	struct err e;
+
+	if (st_scan(cp->db, "join_tokens", NULL, NULL, NULL, sweep_pick, &head, &e) < 0)
+		log_error("orch", "join tokens: %s", e.msg);
+	for (struct cp_sweep *s = cp->sweeps, *next; s; s = next) {
+		const struct json *tok = st_get(cp->db, "join_tokens", s->tok_id);
+		const struct json *config = cloud_config(cp, tok);
+		char ref[32], name[CP_NAME_MAX + 1];
+
+		next = s->next;
+		field(tok, "ProviderRef", ref, sizeof(ref));
+		field(tok, "MachineName", name, sizeof(name));
+		machine_deleting(cp, s->tok_id);
+		if (!config) {
+			err_set(&e, "its cloud is gone or cannot delete machines");
+			s->call = NULL;
+		} else if (*ref) {
+			log_info("orch", "start-up: server %s (%s) never joined; deleting it", name, ref);
+			s->call = cp_hetzner_delete(cp, config, ref, sweep_deleted, s, &e);
+		} else {
+			log_info("orch", "start-up: looking for server %s, whose creation was interrupted", name);
+			s->call = cp_hetzner_find(cp, config, name, sweep_found, s, &e);
+		}
+		if (!s->call)
+			sweep_deleted(cp, NULL, e.msg, s);
+	}
+}
+
+void run_sweeps_free(struct cp *cp)
+{
+	while (cp->sweeps) {
+		cp_machine_cancel(cp->sweeps->call);
+		cp->sweeps->call = NULL;
+		sweep_end(cp->sweeps);
+	}
 }

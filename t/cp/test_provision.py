@@ -114,6 +114,7 @@ def test_provision_and_join(s, st8):
        "the host records its cloud and the server id as ProviderRef", h)
     env = call(s, "GET", "/v1/envs/" + doc["deployment"]["EnvID"])[1]["environment"]
     is_((env["HostID"], env["Status"]), (sc.host_id, "running"), "the environment lives on it")
+    ok("4711" in fake.servers and "4711" not in fake.deleted, "the server that joined is kept", fake.deleted)
     again = Sidecar(s.port, token=token, hostname="box-2")
     is_(again.wait_closed(), (1008, "join: join token already used"), "the provision join token is single use")
 
@@ -152,6 +153,23 @@ def test_provider_errors(s, st8):
     ok(all(x not in dead for x in st8["secrets"] if x), "no cloud token or join token in the log (-v)")
 
 
+def hosts_named(s, name):
+    return [h for h in call(s, "GET", "/v1/hosts")[1]["hosts"] if h["Name"] == name]
+
+
+def deleted_record(s, dep, name, ref, status, kind):
+    """The host row and the event that record what became of a server that never joined."""
+    hs = hosts_named(s, name)
+    ok(len(hs) == 1 and hs[0]["Status"] == status and hs[0]["ProviderRef"] == ref and not hs[0]["connected"]
+       and hs[0]["CloudID"] and hs[0]["LastSeenAt"] is None,
+       "the host row of %s says %s, with the server's ref, never seen" % (name, status), hs)
+    ev = [e for e in events(s, "dep:" + dep) if e["Kind"] == kind]
+    ok(ev and ev[-1]["Body"]["name"] == name and ev[-1]["Body"]["ref"] == ref
+       and hs and ev[-1]["Body"]["host"] == hs[0]["ID"], "a %s event on dep:, naming the server" % kind, ev)
+    ok(hs and [e for e in events(s, "host:" + hs[0]["ID"]) if e["Kind"] == kind], "and on host:")
+    return hs[0] if hs else None
+
+
 def test_join_timeout(s, st8):
     fake = st8["fake"]
     n = len(fake.requests)
@@ -160,14 +178,55 @@ def test_join_timeout(s, st8):
     doc = wait_dep(s, dep, timeout=JOIN_WAIT_SEC + 10)
     took = time.time() - t0
     name = fake.requests[n]["body"]["name"] if len(fake.requests) > n else "?"
+    ref = phase_map(doc)["provision"]["Evidence"].get("ref", "?")
     is_((doc["deployment"]["Status"], doc["deployment"]["Error"]),
-        ("failed", "join: no host of the team connected within %d s; waited for server %s" % (JOIN_WAIT_SEC, name)),
-        "nobody joins: join fails after the (shortened) wait")
+        ("failed", "join: no host of the team connected within %d s; provisioned server %s (%s) deleted"
+         % (JOIN_WAIT_SEC, name, ref)),
+        "nobody joins: join fails after the (shortened) wait and says the server was deleted")
     ok(JOIN_WAIT_SEC - 0.5 <= took < JOIN_WAIT_SEC + 8, "after about DENV_JOIN_WAIT_SEC", took)
+    dels = [r for r in fake.requests[n:] if r["method"] == "DELETE"]
+    ok(len(dels) == 1 and dels[0]["path"] == "/v1/servers/" + ref
+       and dels[0]["headers"].get("authorization") == "Bearer " + HZ_TOKEN,
+       "the fake saw DELETE /v1/servers/<ref> with the cloud's token", [(r["method"], r["path"]) for r in dels])
+    ok(ref in fake.deleted and ref not in fake.servers, "the server is gone from the account", fake.deleted)
     is_(statuses(doc), ["ok", "ok", "ok", "failed"] + ["skipped"] * 6 + ["failed"], "phase statuses")
     ph = phase_map(doc)
-    ok(ph["provision"]["Status"] == "ok" and ph["join"]["Evidence"]["waited_ms"] >= JOIN_WAIT_SEC * 1000 - 100,
-       "join failure evidence: waited_ms", ph["join"]["Evidence"])
+    ev = ph["join"]["Evidence"]
+    ok(ph["provision"]["Status"] == "ok" and ev["waited_ms"] >= JOIN_WAIT_SEC * 1000 - 100
+       and ev["server"] == {"name": name, "ref": ref, "deleted": True},
+       "join failure evidence: waited_ms and the deleted server", ev)
+    deleted_record(s, dep, name, ref, "deleted", "host.deleted")
+    st8["lonely"] = (dep, name, ref)
+
+
+def test_delete_refused(s, st8):
+    """The cloud refuses the delete: the phase error says so, with the
+    server's name and ref, and tells the user to delete it by hand."""
+    fake = st8["fake"]
+    n = len(fake.requests)
+    fake.delete_plan.append((500, {"error": {"code": "server_error", "message": "internal server error",
+                                             "details": {}}}))
+    dep = deploy(s, "stuck")
+    doc = wait_dep(s, dep, timeout=JOIN_WAIT_SEC + 10)
+    name = fake.requests[n]["body"]["name"] if len(fake.requests) > n else "?"
+    ref = phase_map(doc)["provision"]["Evidence"].get("ref", "?")
+    is_(doc["deployment"]["Error"],
+        "join: no host of the team connected within %d s; provisioned server %s (%s) could not be deleted: "
+        "hetzner: internal server error (HTTP 500 server_error); delete it by hand" % (JOIN_WAIT_SEC, name, ref),
+        "a refused delete: the phase error names the server, its ref and the provider's answer")
+    ok([r for r in fake.requests[n:] if r["method"] == "DELETE"] and ref in fake.servers,
+       "the DELETE was tried and the server is still there", fake.deleted)
+    ev = phase_map(doc)["join"]["Evidence"]["server"]
+    ok(ev.get("deleted") is False and "HTTP 500" in ev.get("error", ""), "join evidence: deleted false, the error",
+       ev)
+    deleted_record(s, dep, name, ref, "delete_failed", "host.delete_failed")
+    # The server cannot join any more: its token was withdrawn before the delete.
+    ud = fake.requests[n]["body"]["user_data"]
+    tok = re.search(r"DENV_JOIN_TOKEN=(djt_[A-Za-z0-9_-]+)", ud).group(1)
+    st8["secrets"].append(tok)
+    late = Sidecar(s.port, token=tok, hostname=name)
+    is_(late.wait_closed(), (1008, "join: join token expired"), "its join token no longer admits it")
+    st8["stuck"] = (dep, name, ref)
 
 
 def test_other_host_joins(s, st8):
@@ -184,6 +243,10 @@ def test_other_host_joins(s, st8):
     doc = wait_dep(s, dep)
     ok(doc["deployment"]["Status"] == "succeeded" and phase_map(doc)["join"]["Evidence"]["host"] == sc.host_id,
        "a host joined by hand while join waits is taken", phase_map(doc)["join"])
+    ref = phase_map(doc)["provision"]["Evidence"]["ref"]
+    ok(ref in fake.servers and not [r for r in fake.requests[n:] if r["method"] == "DELETE"],
+       "join succeeded: the server it provisioned is not deleted (it may still join)", fake.deleted)
+    st8["anyhost_ref"] = ref
     st8["secrets"].append(sc.secret)
     sc.stop()
     wait_until(lambda: not host_row(s, sc.host_id)["connected"])
@@ -191,18 +254,65 @@ def test_other_host_joins(s, st8):
 
 def test_restart(s, st8):
     """SIGTERM while the provider has not answered: the call is dropped, the
-    process exits 0, and the next start marks the deployment failed there."""
+    process exits 0, and the next start marks the deployment failed there.
+    The provider made the server all the same: the start-up sweep finds it
+    by the name the join token recorded and deletes it. The same start
+    retries the delete the cloud refused in test_delete_refused, and keeps
+    the server of a deployment that succeeded on another host."""
     fake = st8["fake"]
     n = len(fake.requests)
     fake.delay = 3
     dep = deploy(s, "halted")
     ok(fake.wait_requests(n + 1), "a slow provider is asked for a machine")
+    name = fake.requests[n]["body"]["name"]
     is_(s.stop(), 0, "SIGTERM while the call is in flight: exit 0")
     fake.delay = 0
+    made = [sid for sid, v in fake.servers.items() if v["name"] == name]
+    ok(len(made) == 1, "the provider created the server anyway", made)
+    ref = made[0] if made else "?"
+    n = len(fake.requests)
     s = T.Server(s.store, st8["env"])
     doc = wait_dep(s, dep)
     is_((doc["deployment"]["Status"], doc["deployment"]["Error"]),
         ("failed", "provision: the control plane restarted during this phase"), "after a restart: failed at provision")
+    ok(wait_until(lambda: ref in fake.deleted, 5), "the start-up sweep deleted the server the lost answer made",
+       fake.deleted)
+    ok([r for r in fake.requests[n:] if r["method"] == "GET" and r["path"] == "/v1/servers?name=" + name],
+       "it found it by name (GET /v1/servers?name=)", [(r["method"], r["path"]) for r in fake.requests[n:]])
+    wait_until(lambda: hosts_named(s, name) and hosts_named(s, name)[0]["Status"] == "deleted", 5)
+    deleted_record(s, dep, name, ref, "deleted", "host.deleted")
+    sdep, sname, sref = st8["stuck"]
+    ok(wait_until(lambda: sref in fake.deleted, 5), "the delete the cloud refused is retried at start-up", fake.deleted)
+    wait_until(lambda: hosts_named(s, sname)[0]["Status"] == "deleted", 5)
+    is_([h["Status"] for h in hosts_named(s, sname)], ["deleted"], "its host row now says deleted (the same row)")
+    ok([e for e in events(s, "dep:" + sdep) if e["Kind"] == "host.deleted"], "with a host.deleted event")
+    ok(st8["anyhost_ref"] in fake.servers, "the server of a deploy that succeeded elsewhere is kept (its token is "
+       "still valid)", st8["anyhost_ref"])
+    lref = st8["lonely"][2]
+    is_(fake.deleted.count(lref), 1, "a server already deleted is not deleted again")
+    return s
+
+
+def test_restart_while_joining(s, st8):
+    """SIGTERM while join waits: the next start fails the deployment at join
+    and its sweep deletes the server that never joined."""
+    fake = st8["fake"]
+    n = len(fake.requests)
+    dep = deploy(s, "waiting")
+    ok(fake.wait_requests(n + 1), "a machine is requested")
+    ok(wait_until(lambda: phase_map(call(s, "GET", "/v1/deployments/" + dep)[1])["join"]["Status"] == "running", 5),
+       "join waits")
+    name = fake.requests[n]["body"]["name"]
+    ref = [sid for sid, v in fake.servers.items() if v["name"] == name][0]
+    is_(s.stop(), 0, "SIGTERM while join waits: exit 0")
+    ok(ref in fake.servers, "the server is still there while the control plane is down")
+    s = T.Server(s.store, st8["env"])
+    doc = wait_dep(s, dep)
+    is_((doc["deployment"]["Status"], doc["deployment"]["Error"]),
+        ("failed", "join: the control plane restarted during this phase"), "after a restart: failed at join")
+    ok(wait_until(lambda: ref in fake.deleted, 5), "the start-up sweep deleted the server", fake.deleted)
+    wait_until(lambda: hosts_named(s, name) and hosts_named(s, name)[0]["Status"] == "deleted", 5)
+    deleted_record(s, dep, name, ref, "deleted", "host.deleted")
     return s
 
 
@@ -240,7 +350,8 @@ def main():
         s = T.Server(os.path.join(tmp, "store"), env)
         st8["env"] = env
         for t in (test_no_cloud, test_provision_and_join, test_provider_errors, test_join_timeout,
-                  test_other_host_joins, test_restart, test_driver_hosts):
+                  test_delete_refused, test_other_host_joins, test_restart, test_restart_while_joining,
+                  test_driver_hosts):
             s = t(s, st8) or s
         is_(s.stop(), 0, "SIGTERM: exit 0")
         log = s.stderr()

@@ -1,8 +1,10 @@
 """A FAKE of the Hetzner Cloud API, for tests only: it creates nothing.
 
-It serves, on loopback, the one endpoint denv-cp calls when it provisions a
-machine (src/cp/cloud_hetzner.c), with the request and response shapes of
-the public API reference (https://docs.hetzner.cloud/, "Create a Server"):
+It serves, on loopback, the endpoints denv-cp calls to provision a machine
+and to delete one that never joined (src/cp/cloud_hetzner.c), with the
+request and response shapes of the public API reference
+(https://docs.hetzner.cloud/, "Create a Server", "Delete a Server",
+"Get all Servers"):
 
   POST /v1/servers  Authorization: Bearer <token>
     {name, server_type, location, image, user_data, start_after_create, labels}
@@ -11,12 +13,17 @@ the public API reference (https://docs.hetzner.cloud/, "Create a Server"):
   401 {error: {code: "unauthorized", message: "unable to authenticate", details: {}}}
   422 {error: {code: "invalid_input", message: "invalid input in field 'server_type'",
                details: {fields: [{name, messages}]}}}
+  DELETE /v1/servers/{id}   200 {action: {command: "delete_server", ...}}; 404 not_found
+  GET /v1/servers?name=N    200 {servers: [...], meta: {pagination: {...}}}
+  GET /v1/servers/{id}      200 {server}; 404 not_found
 
 Every request is recorded (method, path, headers, parsed body) so a test can
-assert the bearer token, the defaults and the cloud-init user data. Knobs:
+assert the bearer token, the defaults and the cloud-init user data; a
+deleted server leaves `servers` and its id goes to `deleted`. Knobs:
 `token` (the one accepted), `server_types`/`locations`/`images` (what
 exists), `plan` (a list of (status, body) answers used before anything else),
-`delay` (seconds to hold every answer: a slow provider).
+`delete_plan` (the same, for DELETE requests only: a cloud that refuses to
+delete), `delay` (seconds to hold every answer: a slow provider).
 
 Use it from a test (FakeHetzner().url is the API base for
 DENV_HETZNER_API_URL), or run it: python3 t/fakes/hetzner.py [port].
@@ -26,6 +33,7 @@ import json
 import sys
 import threading
 import time
+import urllib.parse
 
 SERVER_TYPES = {"cx22", "cx32", "cpx11", "cpx21", "cpx31", "cpx41", "cax11", "cax21"}
 LOCATIONS = {"nbg1", "fsn1", "hel1", "ash", "hil", "sin"}
@@ -43,6 +51,8 @@ class FakeHetzner:
         self.locations = set(LOCATIONS)
         self.images = set(IMAGES)
         self.plan = []          # [(status, body)] answered first, in order
+        self.delete_plan = []   # [(status, body)] answered first to DELETE, in order
+        self.deleted = []       # ids (strings) of the servers deleted, in order
         self.delay = 0.0        # seconds before each answer
         self.requests = []      # {method, path, headers, body}
         self.servers = {}       # id -> server object
@@ -60,6 +70,9 @@ class FakeHetzner:
                 fake._handle(self)
 
             def do_GET(self):
+                fake._handle(self)
+
+            def do_DELETE(self):
                 fake._handle(self)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
@@ -108,6 +121,24 @@ class FakeHetzner:
             return 401, api_error("unauthorized", "unable to authenticate")
         if self.plan:
             return self.plan.pop(0)
+        if h.command == "DELETE" and self.delete_plan:
+            return self.delete_plan.pop(0)
+        if h.command == "DELETE" and h.path.startswith("/v1/servers/"):
+            sid = h.path.rsplit("/", 1)[1]
+            if sid not in self.servers:
+                return 404, api_error("not_found", "server with ID '%s' not found" % sid)
+            del self.servers[sid]
+            self.deleted.append(sid)
+            return 200, {"action": {"id": 300 + int(sid), "command": "delete_server", "status": "running",
+                                    "progress": 0, "started": "2026-01-01T00:00:00+00:00", "finished": None,
+                                    "resources": [{"id": int(sid), "type": "server"}], "error": None}}
+        if h.command == "GET" and h.path.startswith("/v1/servers?"):
+            q = urllib.parse.parse_qs(h.path.split("?", 1)[1])
+            name = (q.get("name") or [None])[0]
+            found = [s for s in self.servers.values() if name is None or s["name"] == name]
+            return 200, {"servers": found, "meta": {"pagination": {
+                "page": 1, "per_page": 25, "previous_page": None, "next_page": None, "last_page": 1,
+                "total_entries": len(found)}}}
         if h.command == "GET" and h.path.startswith("/v1/servers/"):
             s = self.servers.get(h.path.rsplit("/", 1)[1])
             return (200, {"server": s}) if s else (404, api_error("not_found", "server not found"))
