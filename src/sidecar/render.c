@@ -83,24 +83,15 @@ struct json *render_order(const struct json *services, struct err *e)
 	return order;
 }
 
-/* "uid[:gid]" in numbers; 0 and the ids, or -1 for a name or empty. */
+/* "uid[:gid]" in numbers; 0 and the ids, or -1 for a name or empty. The
+ * image-less case of pw_resolve, so the two never disagree. */
 int render_user(const char *user, long *uid, long *gid)
 {
-	char u[64], *colon;
-	int64_t a, b;
+	struct err e;
 
-	if (!user || !*user || str_copy(u, sizeof(u), user) < 0)
+	if (!user || !*user)
 		return -1;
-	if ((colon = strchr(u, ':')))
-		*colon = '\0';
-	if (str_to_i64(u, &a) < 0 || a < 0)
-		return -1;
-	b = 0;	/* Docker runs a bare uid with group 0 */
-	if (colon && (str_to_i64(colon + 1, &b) < 0 || b < 0))
-		return -1;
-	*uid = (long)a;
-	*gid = (long)b;
-	return 0;
+	return pw_resolve(user, NULL, uid, gid, &e);
 }
 
 static void caps_of(const struct json *svc, int64_t *mem, int64_t *pids, double *cpus)

@@ -310,7 +310,36 @@ int render_compose(const char *project, const char *env, const struct json *spec
 bool render_networkless(const struct json *spec, bool leaky);
 int render_run_argv(const char *project, const char *env, const struct json *svc,
 		    const char *voldir, bool networkless, bool publish, struct argv *a, struct err *e);
+/* A service's user without the image's files (pw_resolve with none):
+ * numbers only; a bare uid gets gid 0. 0 and the ids, -1 for a name or empty. */
 int render_user(const char *user, long *uid, long *gid);
+
+/* passwd.c: a service's `user` to uid and gid by Docker's rules, from the
+ * image's /etc/passwd and /etc/group (the rules and the parser's strictness
+ * are at the top of passwd.c). Parsing allocates nothing. */
+#define PW_FILE_MAX ((size_t)1 << 20)	/* bytes of an image's /etc/passwd or /etc/group read */
+#define PW_LINE_MAX ((size_t)64 << 10)	/* a longer line is skipped */
+#define PW_NAME_MAX 256			/* a longer user or group name is skipped */
+#define PW_USER_MAX 512			/* bytes in a `user` value */
+#define PW_ID_MAX 2147483647L		/* Docker's highest uid and gid */
+#define PW_NEED_PASSWD 0x1
+#define PW_NEED_GROUP 0x2
+struct pw_files {
+	const char *passwd;	/* NULL: the image has no /etc/passwd */
+	size_t passwd_len;
+	const char *group;	/* NULL: no /etc/group */
+	size_t group_len;
+};
+/* 1 and the first entry's ids, 0 when no line matches (or buf is NULL). */
+int pw_user_by_name(const char *buf, size_t len, const char *name, size_t nlen, long *uid, long *gid);
+int pw_user_by_uid(const char *buf, size_t len, long uid, long *gid);
+int pw_group_by_name(const char *buf, size_t len, const char *name, size_t nlen, long *gid);
+/* Which files resolving user needs (PW_NEED_*; 0 for "uid:gid" numbers),
+ * or -1 for a value no image can satisfy. */
+int pw_needs(const char *user);
+/* 0 and the ids; -1 and e ("user \"x\" is not in the image's /etc/passwd")
+ * for a name the files lack or a bad value. f NULL: no files. */
+int pw_resolve(const char *user, const struct pw_files *f, long *uid, long *gid, struct err *e);
 
 /* health.c */
 int health_wait(const char *project, const struct json *services, const char *only, struct err *e);

@@ -55,33 +55,51 @@ static const struct json *first_mount(const struct json *order, const char *vol,
 	return NULL;
 }
 
-/* docker cp of path out of a created (never started) container of image into
- * tarfile. 1 copied, 0 the image has nothing at path, -1 error. */
-static int copy_out(const char *project, const char *env, const char *vol, const char *image,
-		    const char *path, const char *tarfile, struct err *e)
+/* A created (never started) container of image, named <project>-fill-<tag>
+ * into name; what prefixes errors ("volume \"home\""). 0 or -1. */
+static int fill_container(const char *project, const char *env, const char *tag, const char *image,
+			  const char *what, char *name, size_t n, struct err *e)
 {
-	char name[400], label[300], label2[300], src[4200];
+	char label[300], label2[300];
 	struct buf id = BUF_INIT;
-	const char *argv[] = { "docker", "cp", src, "-", NULL };
+	int rc;
+
+	snprintf(name, n, "%s-fill-%s", project, tag);
+	snprintf(label, sizeof(label), "com.docker.compose.project=%s", project);
+	snprintf(label2, sizeof(label2), "ai.denv.env=%s", env);
+	dk(NULL, SC_DOCKER_QUICK_MS, e, "rm", "-f", name, NULL);	/* left by a crash */
+	rc = dk(&id, SC_DOCKER_TIMEOUT_MS, e, "create", "--name", name, "--label", label, "--label", label2,
+		image, "denvd-fill", NULL);
+	buf_release(&id);
+	return rc < 0 ? err_prefix(e, "%s", what) : 0;
+}
+
+static void fill_container_rm(const char *name)
+{
+	struct err e;
+
+	dk(NULL, SC_DOCKER_QUICK_MS, &e, "rm", "-f", name, NULL);
+}
+
+/* docker cp [-L] of path out of container name into tarfile. 1 copied, 0 the
+ * image has nothing at path, -1 error. */
+static int fill_cp(const char *name, const char *path, bool follow, const char *tarfile, const char *what,
+		   struct err *e)
+{
+	char src[4200];
+	const char *argv[] = { "docker", "cp", src, "-", NULL, NULL };
 	struct proc_spec s;
 	struct proc_result r;
 	int fd, rc;
 
-	snprintf(name, sizeof(name), "%s-fill-%s", project, vol);
-	snprintf(label, sizeof(label), "com.docker.compose.project=%s", project);
-	snprintf(label2, sizeof(label2), "ai.denv.env=%s", env);
-	dk(NULL, SC_DOCKER_QUICK_MS, e, "rm", "-f", name, NULL);	/* left by a crash */
-	if (dk(&id, SC_DOCKER_TIMEOUT_MS, e, "create", "--name", name, "--label", label, "--label", label2,
-	       image, "denvd-fill", NULL) < 0) {
-		buf_release(&id);
-		return err_prefix(e, "volume \"%s\"", vol);
-	}
-	buf_release(&id);
 	snprintf(src, sizeof(src), "%s:%s", name, path);
-	if ((fd = open(tarfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0) {
-		dk(NULL, SC_DOCKER_QUICK_MS, e, "rm", "-f", name, NULL);
-		return err_errno(e, "volume \"%s\": %s", vol, tarfile);
+	if (follow) {
+		argv[2] = "-L";
+		argv[3] = src;
+		argv[4] = "-";
 	}
+	if ((fd = open(tarfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+		return err_errno(e, "%s: %s", what, tarfile);
 	proc_spec_init(&s, argv);
 	s.out.mode = PROC_FD;
 	s.out.fd = fd;
@@ -95,16 +113,27 @@ static int copy_out(const char *project, const char *env, const char *vol, const
 		if (strstr(line, "Could not find the file") || strstr(line, "No such container:path"))
 			rc = 0, r.exit_code = 1;
 		else
-			rc = err_set(e, "volume \"%s\": docker cp %s: %s", vol, path, r.timed_out ? "timed out" : line);
+			rc = err_set(e, "%s: docker cp %s: %s", what, path, r.timed_out ? "timed out" : line);
 	}
 	if (rc == 0)
 		rc = r.exit_code == 0 ? 1 : 0;
 	proc_result_release(&r);
-	{
-		struct err e2;
+	return rc;
+}
 
-		dk(NULL, SC_DOCKER_QUICK_MS, &e2, "rm", "-f", name, NULL);
-	}
+/* docker cp of path out of a created (never started) container of image into
+ * tarfile. 1 copied, 0 the image has nothing at path, -1 error. */
+static int copy_out(const char *project, const char *env, const char *vol, const char *image,
+		    const char *path, const char *tarfile, struct err *e)
+{
+	char name[400], what[300];
+	int rc;
+
+	snprintf(what, sizeof(what), "volume \"%s\"", vol);
+	if (fill_container(project, env, vol, image, what, name, sizeof(name), e) < 0)
+		return -1;
+	rc = fill_cp(name, path, false, tarfile, what, e);
+	fill_container_rm(name);
 	return rc;
 }
 
@@ -185,6 +214,160 @@ static int image_tree(const struct stg *stg, const char *project, const char *en
 	return *fd >= 0 ? 1 : err_errno(e, "volume \"%s\": %s", vol, tmp);
 }
 
+/* ---- the image's users ---- */
+
+/* What a fresh volume's owner is resolved from. Cached under their own keys
+ * ("user:" and the path), apart from a volume's tree at the same path: these
+ * are copied with -L, since Docker reads them through a symlink too. */
+static const char *const user_paths[2] = { "/etc/passwd", "/etc/group" };
+
+/* The regular file a `docker cp -L` archive holds, into out (at most
+ * PW_FILE_MAX bytes). 1 read, 0 the archive holds no regular file (the path
+ * is a directory, say), -1 e. */
+static int read_one_file(int fd, const char *what, struct buf *out, struct err *e)
+{
+	struct tar_reader *r = tar_reader_new();
+	const struct tar_entry *ent = NULL;
+	char chunk[8192];
+	ssize_t n;
+	int rc;
+
+	buf_init(out, PW_FILE_MAX);
+	rc = tar_reader_next_fd(r, fd, &ent, e);
+	if (rc == 1 && ent->type != TAR_REG)
+		rc = 0;
+	else if (rc == 1 && ent->size > PW_FILE_MAX)
+		rc = err_set(e, "over %zu bytes", PW_FILE_MAX);
+	while (rc == 1 && (n = tar_reader_data_fd(r, fd, chunk, sizeof(chunk), e)) != 0) {
+		if (n < 0 || buf_add(out, chunk, (size_t)n) < 0) {
+			rc = n < 0 ? -1 : err_set(e, "over %zu bytes", PW_FILE_MAX);
+			break;
+		}
+	}
+	tar_reader_free(r);
+	return rc < 0 ? err_prefix(e, "%s", what) : rc;
+}
+
+/* The image's /etc/passwd and/or /etc/group (need: PW_NEED_*) into f, whose
+ * views point into bufs (the caller releases them): each from the cache
+ * when the image id is known and the entry is there, else all those missing
+ * out of one created container. 0 or -1. */
+static int image_user_files(const struct stg *stg, const char *project, const char *env, const char *voldir,
+			    const char *image, const char *image_id, int need, struct buf bufs[2],
+			    struct pw_files *f, struct err *e)
+{
+	char dir[STG_PATH_MAX], key[64], entry[2][STG_PATH_MAX + 100], none[2][STG_PATH_MAX + 100];
+	char tmp[STG_PATH_MAX + 300], name[400], what[600];
+	bool cacheable = image_id && *image_id, made = false;
+	int state[2] = { 0, 0 }, fds[2] = { -1, -1 }, rc = 0, nfd;	/* state: 1 have, 0 none, 2 to copy */
+
+	memset(f, 0, sizeof(*f));
+	if (cacheable) {
+		cache_dir(stg->data, dir, sizeof(dir));
+		if (fs_mkdir_p(dir, 0700, e) < 0)
+			return -1;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (!(need & (i ? PW_NEED_GROUP : PW_NEED_PASSWD)))
+			continue;
+		state[i] = 2;
+		if (!cacheable)
+			continue;
+		snprintf(key, sizeof(key), "user:%s", user_paths[i]);
+		cache_entry(dir, image_id, key, ".tar", entry[i], sizeof(entry[i]));
+		cache_entry(dir, image_id, key, ".none", none[i], sizeof(none[i]));
+		if ((fds[i] = open_entry(entry[i])) >= 0) {
+			state[i] = 1;
+		} else if ((nfd = open_entry(none[i])) >= 0) {
+			sys_close(nfd);
+			state[i] = 0;
+		}
+	}
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		int got;
+
+		if (state[i] != 2)
+			continue;
+		snprintf(what, sizeof(what), "image %s: %s", image, user_paths[i]);
+		if (!made && fill_container(project, env, "user.files", image, what, name, sizeof(name), e) < 0) {
+			rc = -1;
+			break;
+		}
+		made = true;
+		if (cacheable)
+			snprintf(tmp, sizeof(tmp), "%s/.tmp-%ld-user%d.tar", dir, (long)getpid(), i);
+		else
+			snprintf(tmp, sizeof(tmp), "%s/.fill.user%d.tar", voldir, i);
+		got = fill_cp(name, user_paths[i], true, tmp, what, e);
+		state[i] = got > 0 ? 1 : 0;
+		if (got <= 0) {
+			unlink(tmp);
+			if (got < 0)
+				rc = -1;
+			else if (cacheable && (nfd = open(none[i], O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) >= 0)
+				sys_close(nfd);
+			continue;
+		}
+		if (cacheable && rename(tmp, entry[i]) == 0) {
+			fds[i] = open_entry(entry[i]);
+		} else {
+			fds[i] = open(tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			unlink(tmp);
+		}
+		if (fds[i] < 0)
+			rc = err_errno(e, "%s", what);
+	}
+	if (made)
+		fill_container_rm(name);
+	for (int i = 0; i < 2; i++) {
+		if (rc == 0 && state[i] == 1) {
+			snprintf(what, sizeof(what), "image %s: %s", image, user_paths[i]);
+			state[i] = read_one_file(fds[i], what, &bufs[i], e);
+			if (state[i] < 0)
+				rc = -1;
+		}
+		if (fds[i] >= 0)
+			sys_close(fds[i]);
+	}
+	if (rc == 0 && state[0] == 1) {
+		f->passwd = bufs[0].data;
+		f->passwd_len = bufs[0].len;
+	}
+	if (rc == 0 && state[1] == 1) {
+		f->group = bufs[1].data;
+		f->group_len = bufs[1].len;
+	}
+	return rc;
+}
+
+/* Who owns a fresh volume the image has nothing for: svc's user, resolved in
+ * svc's image the way Docker will run it. 1 and the ids, 0 when svc has no
+ * user (root keeps it), -1 e (a name the image lacks: naming the service,
+ * the user and the image). Numbers alone ("1000:1000") need no image file. */
+static int volume_owner(const struct stg *stg, const char *project, const char *env, const char *voldir,
+			const char *vol, const struct json *svc, const char *image_id, long *uid, long *gid,
+			struct err *e)
+{
+	const char *user = json_get_str(svc, "user"), *image = json_get_str(svc, "image");
+	struct buf bufs[2] = { BUF_INIT, BUF_INIT };
+	struct pw_files f;
+	int need, rc = 0;
+
+	if (!user || !*user)
+		return 0;
+	memset(&f, 0, sizeof(f));
+	if ((need = pw_needs(user)) > 0)
+		rc = image_user_files(stg, project, env, voldir, image, image_id, need, bufs, &f, e);
+	if (rc == 0)
+		rc = pw_resolve(user, &f, uid, gid, e);
+	buf_release(&bufs[0]);
+	buf_release(&bufs[1]);
+	if (rc < 0)
+		return err_prefix(e, "volume \"%s\": service \"%s\" (image %s)", vol, json_get_str(svc, "name"),
+				  image);
+	return 1;
+}
+
 /* Leftover temp files of a killed worker (".tmp-...") go after a day. */
 static int64_t fill_keep(const char *name)
 {
@@ -237,8 +420,9 @@ static int fill_one(const struct stg *stg, const char *project, const char *env,
 	} else {
 		if (mkdir(top, 0755) < 0)
 			return err_errno(e, "volume \"%s\": mkdir", vol);
-		if (render_user(json_get_str(svc, "user"), &uid, &gid) == 0 &&
-		    chown(top, (uid_t)uid, (gid_t)gid) < 0)
+		if ((got = volume_owner(stg, project, env, voldir, vol, svc, image_id, &uid, &gid, e)) < 0)
+			return -1;
+		if (got && chown(top, (uid_t)uid, (gid_t)gid) < 0)
 			return err_errno(e, "volume \"%s\": chown %ld:%ld", vol, uid, gid);
 		if (chmod(top, 0755) < 0)
 			return err_errno(e, "volume \"%s\": chmod", vol);

@@ -239,9 +239,70 @@ try:
     c, n = docker_leftovers(bad_project)
     t.ok(not c and not n, "and the stack is stopped: no container or network left", (c, n))
     cp.command("env.destroy", bad_env, {}, timeout=120)
+
+    # A fresh volume the image has nothing for belongs to the service's user,
+    # resolved by name the way Docker does: from the IMAGE's /etc/passwd and
+    # /etc/group (this host has no user 1234 nor group 50 named so).
+    users_tag = "denv-test/users:" + secrets.token_hex(6)
+    ctx = os.path.join(tmp, "users-image")
+    os.makedirs(ctx)
+    open(os.path.join(ctx, "passwd"), "w").write("root:x:0:0:root:/root:/bin/sh\n"
+                                                 "agent:x:1234:1234::/home/agent:/bin/sh\n")
+    open(os.path.join(ctx, "group"), "w").write("root:x:0:\nstaff:x:50:agent\nagent:x:1234:\n")
+    open(os.path.join(ctx, "Dockerfile"), "w").write("FROM denv-test/busybox\nCOPY passwd group /etc/\n")
+    built = docker("build", "-q", "-t", users_tag, ctx)
+    if t.ok(built.returncode == 0, "fixture image with user agent (1234) and group staff (50)", built.stderr):
+        users_env = env + "USR"
+        usvc = {"image": users_tag, "command": ["sleep", "3600"], "env": {}, "ports": [], "depends_on": [],
+                "resources": {"memory_mb": 0, "pids": 0, "cpus": 0}}
+        uspec = {"egress": "deny", "volumes": ["ha", "hb", "hc", "hd"], "services": [
+            dict(usvc, name="a", user="agent", volumes=["ha:/home/agent"]),
+            dict(usvc, name="b", user="agent:staff", volumes=["hb:/work"]),
+            dict(usvc, name="c", user="1234", volumes=["hc:/work"]),
+            dict(usvc, name="d", image="denv-test/busybox", user="4321", volumes=["hd:/work"])]}
+        t0 = time.time()
+        res, prog, _, _ = cp.command("env.create", users_env, uspec, timeout=240)
+        t.diag("env.create with named users took %.2f s" % (time.time() - t0))
+        if t.ok(res and res["ok"], "env.create with user: agent, agent:staff, 1234", (res, d.logtext()[-2000:])):
+            vd = os.path.join(d.data, "envs", users_env, "vol")
+
+            def owner(v):
+                st = os.stat(os.path.join(vd, v))
+                return st.st_uid, st.st_gid
+            t.ok(owner("ha") == (1234, 1234), "user: agent -> the volume is owned by 1234:1234 (passwd)",
+                 owner("ha"))
+            t.ok(owner("hb") == (1234, 50), "user: agent:staff -> 1234:50 (group from the image)", owner("hb"))
+            t.ok(owner("hc") == (1234, 1234), "user: 1234 -> its passwd entry's group, as Docker does",
+                 owner("hc"))
+            t.ok(owner("hd") == (4321, 0), "user: 4321 in an image with no passwd -> group 0", owner("hd"))
+            r, _, _, _ = cp.command("env.exec", users_env, {"service": "a", "timeout_sec": 60, "cmd": [
+                "sh", "-c", "id -u; id -g; echo hi > /home/agent/f && cat /home/agent/f"]})
+            t.ok(r and r["ok"] and r["payload"]["stdout"] == "1234\n1234\nhi\n",
+                 "the agent writes its own home", r)
+        cp.command("env.destroy", users_env, {}, timeout=120)
+        # The image's files are now cached by image id: a second env from
+        # the same image resolves its user without a container.
+        t0 = time.time()
+        res, _, _, _ = cp.command("env.create", users_env + "2", {"egress": "deny", "volumes": ["ha"], "services": [
+            dict(usvc, name="a", user="agent:staff", volumes=["ha:/home/agent"])]}, timeout=240)
+        t.diag("again, from the cache: %.2f s" % (time.time() - t0))
+        st = os.stat(os.path.join(d.data, "envs", users_env + "2", "vol", "ha")) if res and res["ok"] else None
+        t.ok(st and (st.st_uid, st.st_gid) == (1234, 50), "the same from the fill cache", res)
+        cp.command("env.destroy", users_env + "2", {}, timeout=120)
+        res, _, _, _ = cp.command("env.create", users_env + "3", {"egress": "deny", "volumes": ["ha"], "services": [
+            dict(usvc, name="lost", user="nobodyhere", volumes=["ha:/home/agent"])]}, timeout=240)
+        err = (res or {}).get("error", "")
+        t.ok(res and not res["ok"] and 'service "lost"' in err and '"nobodyhere"' in err and users_tag in err,
+             "user: nobodyhere -> the create fails naming the service, the user and the image", res)
+        cp.command("env.destroy", users_env + "3", {}, timeout=120)
+        for suffix in ("", "2", "3"):
+            remove_project((users_env + suffix).lower())
+        docker("rmi", "-f", users_tag)
     t.ok(d.proc.poll() is None, "denvd still running")
 finally:
     d.kill()
     remove_project(project)
     remove_project(env.lower() + "bad")
+    for suffix in ("usr", "usr2", "usr3"):
+        remove_project(env.lower() + suffix)
 sys.exit(t.done())
