@@ -183,7 +183,12 @@ void sc_config_defaults(struct sc_config *c)
 	if (!c->probe_url)
 		c->probe_url = env_or("DENV_PROBE_URL", SC_PROBE_URL_DEFAULT);
 	if (!c->probe_mode)
-		c->probe_mode = "auto";
+		c->probe_mode = env_or("DENV_PROBE_MODE", "auto");
+}
+
+bool sc_probe_mode_ok(const char *mode)
+{
+	return str_eq(mode, "auto") || str_eq(mode, "netns") || str_eq(mode, "container");
 }
 
 static void fill_from_env(struct sc_config *c)

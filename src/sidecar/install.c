@@ -2,7 +2,13 @@
  * binary to /usr/local/bin/denvd, write /etc/denv/denvd.env (0600) and the
  * systemd unit, then daemon-reload and enable --now. Root only. The hidden
  * --root DIR puts every path under DIR and skips systemctl, so tests never
- * touch the real system. */
+ * touch the real system.
+ *
+ * Every flag of join/run reaches the installed service: --server, --token,
+ * --data, --zfs-pool, --btrfs-root, --probe-image, --probe-url, --probe-mode
+ * (and DENV_SUBNET_POOL) as lines of denvd.env; --state and -v on the unit's
+ * ExecStart; --env-file is read now, so what it set is saved like the rest.
+ * --root and --test-leaky-network are not for a service: not saved. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +22,8 @@
 
 #define INSTALL_BIN_MAX ((size_t)256 << 20)
 
-static const char unit_text[] =
+/* %s: the state file, then " -v" or "". */
+static const char unit_fmt[] =
 	"[Unit]\n"
 	"Description=denv sidecar\n"
 	"After=network-online.target docker.service\n"
@@ -24,7 +31,7 @@ static const char unit_text[] =
 	"\n"
 	"[Service]\n"
 	"EnvironmentFile=/etc/denv/denvd.env\n"
-	"ExecStart=/usr/local/bin/denvd join --state /etc/denv/host.json\n"
+	"ExecStart=/usr/local/bin/denvd join --state %s%s\n"
 	"Restart=always\n"
 	"RestartSec=3\n"
 	"LimitNOFILE=1048576\n"
@@ -60,7 +67,16 @@ static int write_env(const struct sc_config *c, struct err *e)
 	    under(c, "/etc/denv/denvd.env", path, sizeof(path), e) < 0)
 		return -1;
 	if (env_line(&b, "DENV_SERVER", c->server, e) < 0 || env_line(&b, "DENV_JOIN_TOKEN", c->token, e) < 0 ||
-	    env_line(&b, "DENV_DATA_DIR", c->data_dir, e) < 0 || env_line(&b, "DENV_ZFS_POOL", c->zfs_pool, e) < 0) {
+	    env_line(&b, "DENV_DATA_DIR", c->data_dir, e) < 0 || env_line(&b, "DENV_ZFS_POOL", c->zfs_pool, e) < 0 ||
+	    env_line(&b, "DENV_BTRFS_ROOT", c->btrfs_root, e) < 0 ||
+	    /* Defaults are left out, so that a newer denvd's defaults apply. */
+	    (!str_eq(c->probe_image, SC_PROBE_IMAGE_DEFAULT) &&
+	     env_line(&b, "DENV_PROBE_IMAGE", c->probe_image, e) < 0) ||
+	    (!str_eq(c->probe_url, SC_PROBE_URL_DEFAULT) && env_line(&b, "DENV_PROBE_URL", c->probe_url, e) < 0) ||
+	    (!str_eq(c->probe_mode, "auto") && env_line(&b, "DENV_PROBE_MODE", c->probe_mode, e) < 0) ||
+	    (getenv("DENV_SUBNET_POOL") && *getenv("DENV_SUBNET_POOL") &&
+	     env_line(&b, "DENV_SUBNET_POOL", getenv("DENV_SUBNET_POOL"), e) < 0)) {
+		memset(b.data, 0, b.len);
 		buf_release(&b);
 		return -1;
 	}
@@ -106,10 +122,35 @@ static int systemctl(const char *a, const char *b, const char *c3, struct err *e
 	return rc;
 }
 
-int install_run(struct sc_config *c, const char *self, struct err *e)
+/* An absolute path that goes on the unit's ExecStart line as it is: nothing
+ * systemd would split, unquote, expand or specifier-substitute. */
+static int unit_path(const char *flag, const char *p, struct err *e)
+{
+	if (!p || p[0] != '/')
+		return err_set(e, "--%s must be an absolute path", flag);
+	if (strpbrk(p, " \t\r\n\"'\\%$;"))
+		return err_set(e, "--%s %s: blanks, quotes, \\, %%, $ and ; cannot go on the unit's ExecStart line",
+			       flag, p);
+	return 0;
+}
+
+static int write_unit(const struct sc_config *c, struct err *e)
 {
 	char path[4096], dir[4096];
+	struct buf b = BUF_INIT;
+	int rc;
 
+	if (under(c, "/etc/systemd/system", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0755, e) < 0 ||
+	    under(c, "/etc/systemd/system/denvd.service", path, sizeof(path), e) < 0)
+		return -1;
+	buf_addf(&b, unit_fmt, c->state_path, c->verbose ? " -v" : "");
+	rc = fs_write_atomic(path, b.data, b.len, 0644, e);
+	buf_release(&b);
+	return rc;
+}
+
+int install_run(struct sc_config *c, const char *self, struct err *e)
+{
 	if (geteuid() != 0)
 		return err_set(e, "must run as root (it writes /etc/denv and a systemd unit)");
 	if (!c->server)
@@ -118,17 +159,23 @@ int install_run(struct sc_config *c, const char *self, struct err *e)
 		c->data_dir = getenv("DENV_DATA_DIR");
 	if (!c->zfs_pool)
 		c->zfs_pool = getenv("DENV_ZFS_POOL");
+	if (!c->btrfs_root)
+		c->btrfs_root = getenv("DENV_BTRFS_ROOT");
 	if (!c->server || !*c->server)
 		return err_set(e, "--server (or DENV_SERVER) is required");
 	if (!str_has_prefix(c->server, "http://") && !str_has_prefix(c->server, "https://"))
 		return err_set(e, "--server %s: must start with http:// or https://", c->server);
 	if (c->root && c->root[0] != '/')
 		return err_set(e, "--root must be an absolute path");
-	if (copy_self(c, self, e) < 0 || write_env(c, e) < 0)
+	if (c->btrfs_root && *c->btrfs_root && c->btrfs_root[0] != '/')
+		return err_set(e, "--btrfs-root must be an absolute path");
+	if (c->data_dir && *c->data_dir && c->data_dir[0] != '/')
+		return err_set(e, "--data must be an absolute path");
+	if (!sc_probe_mode_ok(c->probe_mode))
+		return err_set(e, "--probe-mode %s: must be auto, netns or container", c->probe_mode);
+	if (unit_path("state", c->state_path, e) < 0)
 		return -1;
-	if (under(c, "/etc/systemd/system", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0755, e) < 0 ||
-	    under(c, "/etc/systemd/system/denvd.service", path, sizeof(path), e) < 0 ||
-	    fs_write_atomic(path, unit_text, strlen(unit_text), 0644, e) < 0)
+	if (copy_self(c, self, e) < 0 || write_env(c, e) < 0 || write_unit(c, e) < 0)
 		return -1;
 	if (c->root) {
 		printf("installed under %s (systemctl skipped)\n", c->root);

@@ -130,6 +130,8 @@ struct sc_config {
 int sc_config_parse(int argc, char **argv, struct sc_config *c, struct err *e);
 int sc_env_file_load(const char *path, struct err *e);
 void sc_config_defaults(struct sc_config *c);
+/* auto | netns | container (--probe-mode, DENV_PROBE_MODE). */
+bool sc_probe_mode_ok(const char *mode);
 void sc_config_release(struct sc_config *c);
 int sc_state_load(struct sc_config *c, struct err *e);
 int sc_state_save(const struct sc_config *c, struct err *e);

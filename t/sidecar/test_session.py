@@ -127,6 +127,34 @@ if ok:
     b = os.path.join(root, "usr/local/bin/denvd")
     t.ok(os.access(b, os.X_OK) and open(b, "rb").read() == open(binary, "rb").read(),
          "binary copied to usr/local/bin/denvd")
+# Every join/run flag reaches the installed service: --btrfs-root and the
+# probe settings as denvd.env lines, --state and -v on the ExecStart line.
+root3 = os.path.join(tmp, "root3")
+r = subprocess.run([binary, "install", "--server", "http://127.0.0.1:9", "--token", "djt_x", "--root", root3,
+                    "--btrfs-root", "/srv/btrfs", "--probe-image", "denv-test/busybox",
+                    "--probe-url", "http://127.0.0.1:9/", "--probe-mode", "container",
+                    "--state", "/var/lib/denv-state/host.json", "-v"],
+                   capture_output=True, text=True, timeout=30, env=dict(os.environ, DENV_SUBNET_POOL="10.99.0.0/16"))
+envp3 = os.path.join(root3, "etc/denv/denvd.env")
+txt = open(envp3).read() if os.path.exists(envp3) else ""
+t.ok(r.returncode == 0 and "DENV_BTRFS_ROOT=/srv/btrfs\n" in txt and "DENV_PROBE_IMAGE=denv-test/busybox\n" in txt
+     and "DENV_PROBE_URL=http://127.0.0.1:9/\n" in txt and "DENV_PROBE_MODE=container\n" in txt
+     and "DENV_SUBNET_POOL=10.99.0.0/16\n" in txt, "install saves --btrfs-root, the probe flags and the subnet pool",
+     (r.stderr, txt))
+unit3 = os.path.join(root3, "etc/systemd/system/denvd.service")
+u = open(unit3).read() if os.path.exists(unit3) else ""
+t.ok("ExecStart=/usr/local/bin/denvd join --state /var/lib/denv-state/host.json -v\n" in u,
+     "install puts --state and -v on the unit's ExecStart", u)
+if ok:
+    t.ok("DENV_BTRFS_ROOT=\n" in open(envp).read() and "DENV_PROBE" not in open(envp).read(),
+         "without them: an empty DENV_BTRFS_ROOT, and the probe defaults left to denvd", open(envp).read())
+for bad, why in ((["--btrfs-root", "rel/dir"], "--btrfs-root must be an absolute path"),
+                 (["--probe-mode", "sometimes"], "--probe-mode sometimes"),
+                 (["--state", "/etc/denv/my host.json"], "--state")):
+    r = subprocess.run([binary, "install", "--server", "http://x", "--root", os.path.join(tmp, "root4")] + bad,
+                       capture_output=True, text=True, timeout=30)
+    t.ok(r.returncode != 0 and why in r.stderr and not os.path.exists(os.path.join(tmp, "root4")),
+         "install refuses %s" % " ".join(bad), r.stderr)
 r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", binary, "install",
                     "--server", "http://x", "--root", os.path.join(tmp, "root2")],
                    capture_output=True, text=True, timeout=30)
