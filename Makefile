@@ -5,6 +5,9 @@
 -include config.mk
 
 BUILD ?= build
+# Threads, for the HTTP client's name lookups (src/http/resolve.c). configure
+# writes it; this default serves a config.mk written before it did.
+PTHREAD_FLAGS ?= -pthread
 PREFIX ?= /usr/local
 FUZZ_SECONDS ?= 60
 CC ?= cc
@@ -12,7 +15,7 @@ CC ?= cc
 WARN = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
        -Wno-unused-parameter -Wformat=2 -Wvla
 # _GNU_SOURCE: the sidecar needs Linux calls (setns, pipe2, getrandom) beyond POSIX.
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -Isrc -It $(LIBS_CFLAGS) $(CONFIG_CFLAGS) $(CFLAGS)
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -Isrc -It $(LIBS_CFLAGS) $(PTHREAD_FLAGS) $(CONFIG_CFLAGS) $(CFLAGS)
 SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 SAN_CFLAGS = $(subst -O2,-O1,$(ALL_CFLAGS)) $(SAN_FLAGS)
 
@@ -127,7 +130,7 @@ $(foreach b,$(BENCHES),$(eval $(call prog_rule,$(b),bench,bench)))
 define fuzz_rule
 $(BUILD)/fuzz/$(1): $(BUILD)/fuzzobj/fuzz/$(1).o $(call objs_of,$(call module_of,$(1)),$(BUILD)/fuzzobj)
 	@mkdir -p $$(@D)
-	$$(Q)$$(FUZZ_CC) -fsanitize=address,undefined,fuzzer -o $$@ $$^ $$(LIBS)
+	$$(Q)$$(FUZZ_CC) -fsanitize=address,undefined,fuzzer $$(PTHREAD_FLAGS) -o $$@ $$^ $$(LIBS)
 $(BUILD)/replay/$(1): $(BUILD)/asan/fuzz/$(1).o $(BUILD)/asan/fuzz/replay.o $(call objs_of,$(call module_of,$(1)),$(BUILD)/asan)
 	@mkdir -p $$(@D)
 	$$(Q)$$(CC) $$(SAN_CFLAGS) -o $$@ $$^ $$(LIBS)
