@@ -4,12 +4,19 @@
  * connections per scheme://host:port and retry a request once on a fresh
  * connection when a reused one turns out to have been closed by the server
  * before it answered (the usual keep-alive race). Redirects are not followed.
+ *
+ * The asynchronous client never blocks its loop: IP literals are converted on
+ * the spot, names are looked up in a resolver thread (resolve.h) under the
+ * call's deadline, and each address the name has is tried in turn. Copies of
+ * a request (URL, serialized head with its credentials, body) are wiped with
+ * explicit_bzero before they are freed, by both clients.
  */
 #include "http/http.h"
 #include "http/http_int.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +26,7 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "base/sys.h"
+#include "http/resolve.h"
 
 #define KEY_MAX (STREAM_MAX_HOST + 32)
 
@@ -103,16 +111,30 @@ static int target_parse(const char *url, struct target *t, struct err *e)
 	return 0;
 }
 
-/* Serialize the request into out. */
+/* Zero a buffer's whole allocation (it may hold credentials), then free it. */
+static void buf_wipe(struct buf *b)
+{
+	if (b->cap)
+		explicit_bzero(b->data, b->cap);
+	buf_release(b);
+}
+
+/* Serialize the request into out, in one allocation (sized up front, so that
+ * no realloc leaves a stray copy of the headers behind: out is wiped later). */
 static int build_request(const struct http_client_req *r, const struct target *t, struct buf *out, struct err *e)
 {
 	const char *method = r->method ? r->method : "GET";
 	bool v6 = strchr(t->host, ':') != NULL;
 	bool default_port = t->port == (t->tls ? 443 : 80);
+	size_t need = strlen(method) + strlen(t->path) + strlen(t->host) + 96;
 
 	for (const char *p = method; *p; p++)
 		if (!isupper((unsigned char)*p) && *p != '-' && *p != '_')
 			return err_set(e, "bad method %s", method);
+	for (size_t i = 0; r->headers && r->headers[i]; i++)
+		need += strlen(r->headers[i]) + 2;
+	if (r->body_len > SIZE_MAX - need || buf_grow(out, need + r->body_len) < 0)
+		return err_set(e, "request body too large");
 	buf_addf(out, "%s %s HTTP/1.1\r\nHost: %s%s%s", method, t->path, v6 ? "[" : "", t->host, v6 ? "]" : "");
 	if (!default_port)
 		buf_addf(out, ":%d", t->port);
@@ -450,12 +472,12 @@ int http_client_do(struct http_client *c, const struct http_client_req *req,
 	int r = -1;
 
 	if (target_parse(req->url, &t, e) < 0 || build_request(req, &t, &reqb, e) < 0) {
-		buf_release(&reqb);
+		buf_wipe(&reqb);
 		return -1;
 	}
 	if (req->unix_socket) {
 		if (t.tls) {
-			buf_release(&reqb);
+			buf_wipe(&reqb);
 			return err_set(e, "https over a Unix socket is not supported");
 		}
 		snprintf(peer, sizeof(peer), "unix:%.*s", STREAM_MAX_HOST, req->unix_socket);
@@ -491,13 +513,13 @@ int http_client_do(struct http_client *c, const struct http_client_req *req,
 		if (round == 1)
 			err_set(e, "connection closed by %s before any response", peer);
 	}
-	buf_release(&reqb);
+	buf_wipe(&reqb);
 	return r == 0 ? 0 : -1;
 }
 
 /* ---- asynchronous client ---- */
 
-enum { A_START, A_CONNECTING, A_HANDSHAKE, A_WRITING, A_READING };
+enum { A_START, A_RESOLVING, A_CONNECTING, A_HANDSHAKE, A_WRITING, A_READING };
 
 struct http_acall {
 	struct http_aclient *ac;
@@ -508,6 +530,9 @@ struct http_acall {
 	struct buf reqb;
 	size_t written;
 	int fd;			/* watched fd, or -1 */
+	struct resolve_req *lookup;	/* name lookup in flight, or NULL */
+	struct addrinfo *addrs;	/* the host's addresses (owned) */
+	const struct addrinfo *ai;	/* the one being tried */
 	struct stream *s;
 	int phase;
 	bool reused, retried, head_req;
@@ -524,6 +549,7 @@ struct http_aclient {
 	struct ev *ev;
 	struct http_acall *calls;
 	struct pool pool;
+	struct resolver *resolver;
 	size_t dials;
 };
 
@@ -532,11 +558,17 @@ size_t http_aclient_dials(const struct http_aclient *ac)
 	return ac->dials;
 }
 
+size_t http_aclient_lookups(const struct http_aclient *ac)
+{
+	return resolver_threads(ac->resolver);
+}
+
 struct http_aclient *http_aclient_new(struct ev *ev)
 {
 	struct http_aclient *ac = xcalloc(1, sizeof(*ac));
 
 	ac->ev = ev;
+	ac->resolver = resolver_new(ev);
 	return ac;
 }
 
@@ -557,6 +589,8 @@ static void acall_unlink(struct http_acall *call)
 	struct http_aclient *ac = call->ac;
 
 	ev_timer_stop(ac->ev, &call->timer);
+	resolve_cancel(call->lookup);	/* its thread drops the answer */
+	call->lookup = NULL;
 	acall_drop_conn(call);
 	if (call->prev)
 		call->prev->next = call->next;
@@ -570,8 +604,12 @@ static void acall_release(struct http_acall *call)
 {
 	reader_release(&call->rr);
 	http_client_resp_release(&call->resp);
-	buf_release(&call->reqb);
+	if (call->addrs)
+		freeaddrinfo(call->addrs);
+	buf_wipe(&call->reqb);
+	explicit_bzero(call->url, strlen(call->url));
 	free(call->url);
+	explicit_bzero(call, sizeof(*call));
 	free(call);
 }
 
@@ -594,6 +632,7 @@ void http_aclient_free(struct http_aclient *ac)
 	while (ac->calls)
 		acall_free(ac->calls);
 	pool_release(&ac->pool);
+	resolver_free(ac->resolver);
 	free(ac);
 }
 
@@ -627,10 +666,45 @@ static void acall_watch(struct http_acall *call, int events)
 	ev_fd_set(call->ac->ev, call->fd, events);
 }
 
+/* Dial call->ai, then the addresses after it, until a connect is under way. */
+static void acall_dial(struct http_acall *call)
+{
+	struct err e;
+
+	err_set(&e, "connect %s: no address", call->peer);
+	for (; call->ai; call->ai = call->ai->ai_next) {
+		int fd = stream_connect_addr(call->ai, call->t.host, call->t.port, &e);
+		if (fd < 0)
+			continue;
+		call->fd = fd;
+		call->phase = A_CONNECTING;
+		ev_fd_add(call->ac->ev, call->fd, EV_WRITE, acall_on_fd, call);
+		return;
+	}
+	acall_fail(call, &e);
+}
+
+static void acall_on_resolved(struct addrinfo *res, const struct err *re, void *arg)
+{
+	struct http_acall *call = arg;
+	struct err e;
+
+	call->lookup = NULL;
+	if (!res) {
+		e = *re;
+		acall_fail(call, &e);
+		return;
+	}
+	call->addrs = res;
+	call->ai = res;
+	acall_dial(call);
+}
+
 /* Start (or restart) the connection. */
 static void acall_connect(struct http_acall *call)
 {
 	struct err e;
+	int lit;
 
 	call->s = pool_take(&call->ac->pool, call->t.key);
 	call->reused = call->s != NULL;
@@ -644,13 +718,27 @@ static void acall_connect(struct http_acall *call)
 		return;
 	}
 	call->ac->dials++;
-	call->fd = stream_connect_start(call->t.host, call->t.port, &e);
-	if (call->fd < 0) {
+	if (call->addrs) {
+		freeaddrinfo(call->addrs);
+		call->addrs = NULL;
+		call->ai = NULL;
+	}
+	lit = resolve_numeric(call->t.host, call->t.port, &call->addrs, &e);
+	if (lit < 0) {
 		acall_fail(call, &e);
 		return;
 	}
-	call->phase = A_CONNECTING;
-	ev_fd_add(call->ac->ev, call->fd, EV_WRITE, acall_on_fd, call);
+	if (lit == 0) {
+		/* A name: look it up off the loop; acall_on_resolved goes on. */
+		call->phase = A_RESOLVING;
+		call->lookup = resolve_start(call->ac->resolver, call->t.host, call->t.port, acall_on_resolved,
+					     call, &e);
+		if (!call->lookup)
+			acall_fail(call, &e);
+		return;
+	}
+	call->ai = call->addrs;
+	acall_dial(call);
 }
 
 /* A reused connection died before answering: once, try a fresh one. */
@@ -671,6 +759,14 @@ static void acall_step(struct http_acall *call)
 
 	if (call->phase == A_CONNECTING) {
 		if (stream_connect_finish(call->fd, call->t.host, call->t.port, &e) < 0) {
+			if (call->ai && call->ai->ai_next) {
+				/* localhost may be ::1 then 127.0.0.1: try the next one */
+				log_debug("http", "%s; trying the next address", e.msg);
+				acall_drop_conn(call);
+				call->ai = call->ai->ai_next;
+				acall_dial(call);
+				return;
+			}
 			acall_fail(call, &e);
 			return;
 		}
@@ -780,6 +876,11 @@ static void acall_on_timer(struct ev *ev, void *arg)
 		acall_connect(call);
 		return;
 	}
+	if (call->phase == A_RESOLVING) {
+		err_set(&e, "timeout after %d ms resolving %s", call->timeout_ms, call->t.host);
+		acall_fail(call, &e);
+		return;
+	}
 	err_set(&e, "timeout after %d ms %s %s", call->timeout_ms,
 		call->phase == A_CONNECTING ? "connecting to" :
 		call->phase == A_HANDSHAKE ? "in the TLS handshake with" :
@@ -800,8 +901,9 @@ struct http_acall *http_aclient_do(struct http_aclient *ac, const struct http_cl
 	call->url = xstrdup(req->url ? req->url : "");
 	if ((req->unix_socket && err_set(e, "the asynchronous client does not dial Unix sockets") < 0) ||
 	    target_parse(call->url, &call->t, e) < 0 || build_request(req, &call->t, &call->reqb, e) < 0) {
-		buf_release(&call->reqb);
+		buf_wipe(&call->reqb);
 		buf_release(&call->resp.body);
+		explicit_bzero(call->url, strlen(call->url));
 		free(call->url);
 		free(call);
 		return NULL;

@@ -250,7 +250,12 @@ int http_client_do(struct http_client *c, const struct http_client_req *req,
 /* Connections dialled so far (tests check keep-alive reuse with it). */
 size_t http_client_dials(const struct http_client *c);
 
-/* Asynchronous client on the loop: same requests, completion by callback. */
+/* Asynchronous client on the loop: same requests, completion by callback.
+ * It never blocks the loop: host names are looked up in a resolver thread
+ * (http/resolve.h), within the request's timeout ("timeout after 5000 ms
+ * resolving api.example"); a failed lookup reads "resolve nosuch.invalid:
+ * Name or service not known"; IP literals need no lookup. Every address of
+ * the name is tried in turn. */
 struct http_aclient;
 struct http_acall;
 /* resp is NULL on error (e set), else e is NULL. resp is valid during the call
@@ -266,6 +271,8 @@ void http_aclient_free(struct http_aclient *ac);
 struct http_acall *http_aclient_do(struct http_aclient *ac, const struct http_client_req *req,
 				   size_t max_body, http_aclient_fn fn, void *arg, struct err *e);
 size_t http_aclient_dials(const struct http_aclient *ac);
+/* Name lookups (resolver threads) started so far: literals take none. */
+size_t http_aclient_lookups(const struct http_aclient *ac);
 /* Abandon a call in flight: fn will not be called. Not from inside its own fn. */
 void http_acall_cancel(struct http_acall *call);
 

@@ -13,4 +13,13 @@
 int http_int_read_response(const char *data, size_t len, const size_t *steps, size_t nsteps,
 			   bool head_req, struct http_client_resp *resp, struct err *e);
 
+/* Stand in for getaddrinfo in the resolver's lookup threads (resolve.c), so
+ * that tests can make a lookup slow or fail on purpose. fn runs on a lookup
+ * thread; its result is freed with freeaddrinfo. NULL restores getaddrinfo.
+ * Set it before starting lookups, from the loop's thread. */
+struct addrinfo;
+typedef int (*http_int_gai_fn)(const char *node, const char *service, const struct addrinfo *hints,
+			       struct addrinfo **res);
+void http_int_resolve_hook(http_int_gai_fn fn);
+
 #endif

@@ -399,6 +399,20 @@ static int open_socket(const struct addrinfo *ai)
 	return fd;
 }
 
+int stream_connect_addr(const struct addrinfo *ai, const char *host, int port, struct err *e)
+{
+	int fd = open_socket(ai);
+
+	if (fd < 0)
+		return err_errno(e, "connect %s:%d: socket", host, port);
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+		err_errno(e, "connect %s:%d", host, port);
+		sys_close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int stream_connect_start(const char *host, int port, struct err *e)
 {
 	char hb[STREAM_MAX_HOST + 1];
@@ -408,17 +422,7 @@ int stream_connect_start(const char *host, int port, struct err *e)
 	host = bare_host(host, hb, sizeof(hb));
 	if (resolve(host, port, &res, e) < 0)
 		return -1;
-	fd = open_socket(res);
-	if (fd < 0) {
-		freeaddrinfo(res);
-		return err_errno(e, "connect %s:%d: socket", host, port);
-	}
-	if (connect(fd, res->ai_addr, res->ai_addrlen) < 0 && errno != EINPROGRESS) {
-		err_errno(e, "connect %s:%d", host, port);
-		freeaddrinfo(res);
-		sys_close(fd);
-		return -1;
-	}
+	fd = stream_connect_addr(res, host, port, e);
 	freeaddrinfo(res);
 	return fd;
 }

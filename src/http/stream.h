@@ -83,9 +83,14 @@ int stream_handshake(struct stream *s, struct err *e);
 
 /* Non-blocking connect to a numeric or named address: returns the fd with
  * the connect in progress (wait for EV_WRITE, then stream_connect_finish), or
- * -1. The name is resolved with getaddrinfo (which blocks: use literals or
- * names from /etc/hosts on a loop). */
+ * -1. The name is resolved with getaddrinfo, which blocks: on a loop, look
+ * names up with a resolver (resolve.h) and use stream_connect_addr. */
 int stream_connect_start(const char *host, int port, struct err *e);
+/* Non-blocking connect to one resolved address (host and port name it in
+ * messages): the fd with the connect in progress, or -1 with e
+ * ("connect 127.0.0.1:1: Connection refused"). */
+struct addrinfo;
+int stream_connect_addr(const struct addrinfo *ai, const char *host, int port, struct err *e);
 /* 0 if the connect on fd succeeded, -1 with e ("connect h:p: reason"). */
 int stream_connect_finish(int fd, const char *host, int port, struct err *e);
 
