@@ -11,9 +11,9 @@
 #include "sidecar/sidecar.h"
 
 static const char usage_text[] =
-	"usage: denvd join --server URL --token T [--state FILE] [--data DIR] [--zfs-pool POOL] [--env-file FILE]\n"
-	"       denvd run [--server URL] [--state FILE] [--data DIR] [--zfs-pool POOL]\n"
-	"       denvd install --server URL --token T [--data DIR] [--zfs-pool POOL] [--env-file FILE]\n"
+	"usage: denvd join --server URL --token T [OPTIONS]\n"
+	"       denvd run [--server URL] [OPTIONS]\n"
+	"       denvd install --server URL --token T [OPTIONS]   (saves them for the systemd unit)\n"
 	"       denvd version\n"
 	"\n"
 	"The denv sidecar: dials the control plane over one WebSocket and runs\n"
@@ -28,6 +28,7 @@ static const char usage_text[] =
 	"  --env-file FILE    read KEY=VALUE lines into the environment first\n"
 	"  --probe-image IMG  egress probe image (DENV_PROBE_IMAGE; default busybox)\n"
 	"  --probe-url URL    egress probe URL (DENV_PROBE_URL; default http://1.1.1.1/)\n"
+	"  --probe-mode M     auto, netns or container (DENV_PROBE_MODE; default auto)\n"
 	"  -v                 debug logging\n"
 	"\n"
 	"environment: DENV_SUBNET_POOL, the IPv4 range environment networks take /25s from\n"

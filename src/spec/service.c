@@ -234,7 +234,7 @@ static int read_health(const char *name, const struct json *v, struct json **out
 static int read_user(const char *name, const struct json *v, char *out, size_t n, struct err *e)
 {
 	if (spec_scalar_string(v, out, n) < 0 || strchr(out, ' '))
-		return err_set(e, "compose: service \"%s\" user must be uid[:gid]", name);
+		return err_set(e, "compose: service \"%s\" user must be a user[:group] (names or ids)", name);
 	return 0;
 }
 
