@@ -261,7 +261,8 @@ static struct json *target_view(struct cp *cp, const struct json *host, const ch
 }
 
 /* The team's hosts as targets, sidecars first; extra holds host rows not
- * yet committed. */
+ * yet committed. A provisioned server that never joined (deleted, or whose
+ * delete failed: orch_place.c) is in /v1/hosts as a record, and no target. */
 static struct json *targets_list(struct cp *cp, const char *team_id, const struct json *extra)
 {
 	struct json *rows = cp_list(cp, "hosts", "TeamID", team_id, false, 0, NULL, NULL);
@@ -270,8 +271,10 @@ static struct json *targets_list(struct cp *cp, const char *team_id, const struc
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < json_len(rows) + json_len(extra); i++) {
 			const struct json *h = i < json_len(rows) ? json_at(rows, i) : json_at(extra, i - json_len(rows));
-			const char *provider = host_driver(cp, h);
+			const char *provider = host_driver(cp, h), *status = json_get_str(h, "Status");
 
+			if (str_eq(status, "deleted") || str_eq(status, "delete_failed"))
+				continue;
 			if ((pass == 0) == (provider == NULL))
 				json_array_push(out, target_view(cp, h, provider));
 		}

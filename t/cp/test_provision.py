@@ -167,6 +167,8 @@ def deleted_record(s, dep, name, ref, status, kind):
     ok(ev and ev[-1]["Body"]["name"] == name and ev[-1]["Body"]["ref"] == ref
        and hs and ev[-1]["Body"]["host"] == hs[0]["ID"], "a %s event on dep:, naming the server" % kind, ev)
     ok(hs and [e for e in events(s, "host:" + hs[0]["ID"]) if e["Kind"] == kind], "and on host:")
+    targets = call(s, "GET", "/v1/targets")[1]["targets"]
+    ok(hs and not [t for t in targets if t["ID"] == hs[0]["ID"]], "it is no target", targets)
     return hs[0] if hs else None
 
 
