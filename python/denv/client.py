@@ -8,6 +8,7 @@ a request that gets no answer in time raises ``DenvTimeout``, which is both a
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import posixpath
@@ -23,6 +24,8 @@ import httpx
 
 DEFAULT_SERVER = "http://localhost:8080"
 MAX_ARCHIVE = 32 * 1024 * 1024  # the API refuses larger uploads with 413
+# denvd keeps at most this much of each of stdout and stderr (man denvd, env.exec).
+EXEC_OUTPUT_MAX = 1024 * 1024
 FINAL_STATUSES = ("succeeded", "failed", "rolled_back")
 # Extra seconds on top of a server-side wait before the HTTP request gives up.
 HTTP_MARGIN = 60.0
@@ -56,9 +59,29 @@ class Sandbox:
 
 @dataclass
 class ExecResult:
+    """What a command printed and how it exited.
+
+    ``truncated`` is true when denvd cut stdout or stderr at ``EXEC_OUTPUT_MAX``
+    (1 MiB each): what was printed beyond that is gone.
+    """
+
     exit_code: int
     stdout: str
     stderr: str
+    truncated: bool = False
+
+
+def _at_cap(text: str) -> bool:
+    """Whether a stream as received is as long as denvd's cap, so it may be cut.
+
+    denvd keeps the first EXEC_OUTPUT_MAX bytes and writes each byte that is not
+    UTF-8 as U+FFFD (three bytes), so the bytes it kept are the UTF-8 length
+    less two per U+FFFD.
+    """
+    if len(text) * 4 < EXEC_OUTPUT_MAX:
+        return False
+    kept = len(text.encode("utf-8", "surrogatepass")) - 2 * text.count("\ufffd")
+    return kept >= EXEC_OUTPUT_MAX
 
 
 @dataclass
@@ -432,16 +455,27 @@ class Client:
     def exec(self, env_id: str, service: str, cmd: Sequence[str], timeout_sec: int = 120) -> ExecResult:
         if isinstance(cmd, str):
             raise TypeError("denv: exec takes an argv list; use shell_command() for a script")
-        doc = self._json(
-            "POST", f"/v1/envs/{env_id}/exec",
-            json={"service": service, "cmd": [str(c) for c in cmd], "timeout_sec": int(timeout_sec)},
-            timeout=max(30.0, timeout_sec + HTTP_MARGIN),
-        )
-        return ExecResult(
-            exit_code=int(doc.get("exit_code", -1)),
-            stdout=str(doc.get("stdout") or ""),
-            stderr=str(doc.get("stderr") or ""),
-        )
+        path = f"/v1/envs/{env_id}/exec"
+        try:
+            doc = self._json(
+                "POST", path,
+                json={"service": service, "cmd": [str(c) for c in cmd], "timeout_sec": int(timeout_sec)},
+                timeout=max(30.0, timeout_sec + HTTP_MARGIN),
+            )
+        except DenvTimeout:
+            raise
+        except DenvError as e:
+            # denvd's own timeout comes back as a 502 "env.exec: timed out after N s"
+            if e.status == 502 and "env.exec: timed out" in e.message:
+                raise DenvTimeout(e.method, e.path, e.status, e.message) from None
+            raise
+        out = str(doc.get("stdout") or "")
+        err = str(doc.get("stderr") or "")
+        # The answer says "truncated" when the control plane passes denvd's flag
+        # on; when it does not, a stream that reached the cap is taken as cut
+        # (one of exactly 1 MiB that was not cut cannot be told apart).
+        truncated = bool(doc.get("truncated")) or _at_cap(out) or _at_cap(err)
+        return ExecResult(exit_code=int(doc.get("exit_code", -1)), stdout=out, stderr=err, truncated=truncated)
 
     def put_tar(self, env_id: str, service: str, path: str, tar_bytes: bytes) -> None:
         """Extract an archive into ``path`` (created if missing) inside the service."""
@@ -465,13 +499,25 @@ class Client:
             raise ValueError(f"denv: {target_path!r} names no file")
         return parent or "/", base
 
-    def put_bytes(self, env_id: str, service: str, target_path: str, data: bytes, mode: int = 0o644) -> None:
+    def put_bytes(
+        self,
+        env_id: str,
+        service: str,
+        target_path: str,
+        data: bytes,
+        mode: int = 0o644,
+        uid: int = 0,
+        gid: int = 0,
+    ) -> None:
+        """Write one file; it is owned by ``uid``:``gid`` (Docker keeps the archive's owner)."""
         parent, base = self._split(target_path)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
             info = tarfile.TarInfo(base)
             info.size = len(data)
             info.mode = mode
+            info.uid = int(uid)
+            info.gid = int(gid)
             info.mtime = int(time.time())
             tf.addfile(info, io.BytesIO(data))
         self.put_tar(env_id, service, parent, buf.getvalue())
@@ -493,10 +539,12 @@ class Client:
         self.put_tar(env_id, service, str(target_dir), buf.getvalue())
 
     def get_bytes(self, env_id: str, service: str, source_path: str) -> bytes:
-        """The first regular file of the archive of ``source_path``."""
+        """The first regular file of the archive of ``source_path``; a directory is ``IsADirectoryError``."""
         data = self.get_tar(env_id, service, source_path)
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
             for m in tf:
+                if m.isdir():
+                    raise IsADirectoryError(errno.EISDIR, "Is a directory", source_path)
                 if m.isfile():
                     f = tf.extractfile(m)
                     if f is not None:

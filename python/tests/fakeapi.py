@@ -55,11 +55,17 @@ class ApiError(Exception):
 # ---- backends ----
 
 class MemoryBackend:
-    """Files in a dict per environment; exec through ``exec_fn``."""
+    """Files in a dict per environment; exec through ``exec_fn``.
+
+    ``exec_fn`` answers ``(exit_code, stdout, stderr)``, or with a fourth item
+    ``truncated`` (what denvd says when it cut a stream at 1 MiB). ``meta``
+    keeps each uploaded file's (mode, uid, gid) and ``get`` serves the mode.
+    """
 
     def __init__(self) -> None:
         self.files: dict[str, dict[str, bytes]] = {}
-        self.exec_fn: Callable[[str, str, list[str], int], tuple[int, str, str]] = (
+        self.meta: dict[str, dict[str, tuple[int, int, int]]] = {}
+        self.exec_fn: Callable[[str, str, list[str], int], tuple[Any, ...]] = (
             lambda env, svc, cmd, t: (0, json.dumps(cmd), "")
         )
 
@@ -79,17 +85,19 @@ class MemoryBackend:
     def destroy(self, env_id: str) -> None:
         self.files.pop(env_id, None)
 
-    def exec(self, env_id: str, service: str, cmd: list[str], timeout: int) -> tuple[int, str, str]:
+    def exec(self, env_id: str, service: str, cmd: list[str], timeout: int) -> tuple[Any, ...]:
         return self.exec_fn(env_id, service, cmd, timeout)
 
     def put(self, env_id: str, service: str, path: str, data: bytes) -> None:
         fs = self.files[env_id]
+        meta = self.meta.setdefault(env_id, {})
         with tarfile.open(fileobj=io.BytesIO(data)) as tf:
             for m in tf:
                 full = path.rstrip("/") + "/" + m.name
                 if m.isfile():
                     f = tf.extractfile(m)
                     fs[full] = f.read() if f else b""
+                    meta[full] = (m.mode, m.uid, m.gid)
 
     def get(self, env_id: str, service: str, path: str) -> bytes:
         fs = self.files[env_id]
@@ -99,6 +107,7 @@ class MemoryBackend:
             if path in fs:
                 info = tarfile.TarInfo(base)
                 info.size = len(fs[path])
+                info.mode = self.meta.get(env_id, {}).get(path, (0o644, 0, 0))[0]
                 tf.addfile(info, io.BytesIO(fs[path]))
             else:
                 below = sorted(p for p in fs if p.startswith(path.rstrip("/") + "/"))
@@ -456,8 +465,11 @@ class FakeDenv:
             cmd = b.get("cmd")
             if not isinstance(cmd, list) or not cmd:
                 raise ApiError(400, "cmd must be a non-empty array of strings")
-            code, out, err = self.backend.exec(env["ID"], b.get("service", ""), cmd, int(b.get("timeout_sec") or 120))
-            return 200, {"exit_code": code, "stdout": out, "stderr": err}
+            res = self.backend.exec(env["ID"], b.get("service", ""), cmd, int(b.get("timeout_sec") or 120))
+            doc = {"exit_code": res[0], "stdout": res[1], "stderr": res[2]}
+            if len(res) > 3 and res[3]:
+                doc["truncated"] = True
+            return 200, doc
         if sub == "/files":
             if not q.get("service") or not q.get("path"):
                 raise ApiError(400, "service and path are required")

@@ -186,8 +186,45 @@ class TestExecAndFiles(FakeCase):
     def test_get_bytes_none(self) -> None:
         a = self.c.sandbox(image="busybox")
         self.fake.raw_fail[("GET", ".*/files")] = (200, tar_of([("d", None)]), "application/x-tar")
+        with self.assertRaises(IsADirectoryError) as cm:
+            self.c.get_bytes(a.id, "main", "/d")
+        self.assertEqual(cm.exception.filename, "/d")
+        self.fake.raw_fail[("GET", ".*/files")] = (200, b"\0" * 1024, "application/x-tar")
         with self.assertRaises(FileNotFoundError):
             self.c.get_bytes(a.id, "main", "/d")
+
+    def test_exec_truncated(self) -> None:
+        from denv.client import EXEC_OUTPUT_MAX
+        a = self.c.sandbox(image="busybox")
+        self.fake.backend.exec_fn = lambda env, svc, cmd, t: (0, "cut", "", True)
+        self.assertEqual(self.c.exec(a.id, "box", ["yes"]), ExecResult(0, "cut", "", truncated=True))
+        # no flag in the answer: a stream as long as denvd's cap is taken as cut
+        cases = [("a" * EXEC_OUTPUT_MAX, True), ("a" * (EXEC_OUTPUT_MAX - 1), False),
+                 ("a" * (EXEC_OUTPUT_MAX - 2) + "\ufffd", False),  # a cut character: 2 bytes kept + 1
+                 ("a" * (EXEC_OUTPUT_MAX - 1) + "\ufffd", True),
+                 ("\ufffd" * (EXEC_OUTPUT_MAX // 2), False), ("é" * (EXEC_OUTPUT_MAX // 2), True)]
+        for out, cut in cases:
+            self.fake.backend.exec_fn = lambda env, svc, cmd, t, o=out: (0, "", o)
+            self.assertEqual(self.c.exec(a.id, "box", ["x"]).truncated, cut, (len(out), out[-1]))
+
+    def test_exec_timeout_from_denvd(self) -> None:
+        from denv import DenvTimeout
+        a = self.c.sandbox(image="busybox")
+        self.fake.fail[("POST", ".*/exec")] = (502, "env.exec: timed out after 2 s (the process was killed)")
+        with self.assertRaises(DenvTimeout):
+            self.c.exec(a.id, "box", ["sleep", "9"], timeout_sec=2)
+        self.fake.fail[("POST", ".*/exec")] = (502, "env.exec: environment has no service")
+        with self.assertRaises(DenvError) as cm:
+            self.c.exec(a.id, "box", ["sleep", "9"], timeout_sec=2)
+        self.assertNotIsInstance(cm.exception, TimeoutError)
+
+    def test_put_bytes_owner_and_mode(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.c.put_bytes(a.id, "main", "/tmp/in", b"s", mode=0o600, uid=1000, gid=1001)
+        with tarfile.open(fileobj=io.BytesIO(self.fake.calls("PUT", ".*/files")[-1].body)) as tf:
+            m = tf.next()
+            assert m is not None
+            self.assertEqual((m.name, m.mode, m.uid, m.gid), ("in", 0o600, 1000, 1001))
 
     def test_put_file_and_dir_get_file_and_dir(self) -> None:
         a = self.c.sandbox(image="busybox")
