@@ -167,6 +167,13 @@ class DenvEnvironment(BaseEnvironment):
         )
         t = int(timeout_sec) if timeout_sec else DEFAULT_EXEC_TIMEOUT
         r = await asyncio.to_thread(self.client.exec, self.env_id, SERVICE, argv, t)
+        if r.truncated:
+            # Harbor's ExecResult has no way to say so, and agents parse stdout:
+            # the output stays as denvd kept it (1 MiB of each stream) and the
+            # cut is logged. Write large output to a file and download it.
+            self.logger.warning(
+                f"denv: output of {command[:80]!r} was cut at 1 MiB a stream by denvd; the rest is lost"
+            )
         return ExecResult(stdout=r.stdout, stderr=r.stderr, return_code=r.exit_code)
 
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:

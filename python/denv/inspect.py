@@ -4,16 +4,27 @@ Select it with ``sandbox="denv"`` (image from ``DENV_SANDBOX_IMAGE``),
 ``("denv", "denv.yaml")``, ``("denv", DenvSandboxConfig(...))`` or
 ``("denv", "ver_…")``. Inspect finds it through the ``inspect_ai`` entry point
 (``denv._inspect_registry``), so a task file need not import this module.
+
+Limits (python/README.md has the whole story): denvd keeps 1 MiB of each of a
+command's stdout and stderr, less than the 10 MiB Inspect allows, so a cut
+output raises ``OutputLimitExceededError`` (limit "1 MiB") carrying what was
+received, rather than passing for the whole output. Files move as tar archives
+of at most 32 MiB. Docker moves them as root, so for a service whose user is
+not root ``read_file``/``write_file`` first ask, as that user, whether it may.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
+import io
 import logging
 import os
 import posixpath
 import shlex
+import stat
 import tarfile
-import io
+import uuid
 from typing import Any, Literal, Union, overload
 
 import anyio
@@ -22,9 +33,11 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from inspect_ai.util import (
     ExecResult,
+    OutputLimitExceededError,
     SandboxConnection,
     SandboxEnvironment,
     SandboxEnvironmentConfigType,
+    SandboxEnvironmentLimits,
     sandboxenv,
 )
 
@@ -34,7 +47,12 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "python:3.12-slim"
 DEFAULT_EXEC_TIMEOUT = 300
-STDIN_PATH = "/tmp/.denv_stdin"
+# exec's input: one file per call, this prefix and 32 random hex digits.
+STDIN_PREFIX = "/tmp/.denv_stdin."
+# denvd keeps 1 MiB of each of stdout and stderr (EXEC_OUTPUT_MAX); a file
+# moves as a tar archive of at most 32 MiB (MAX_ARCHIVE).
+DENV_EXEC_LIMIT_STR = "1 MiB"
+DENV_ARCHIVE_LIMIT_STR = "32 MiB"
 CONFIG_FILES = ["denv.yaml", "denv.yml"]
 
 
@@ -85,6 +103,60 @@ def _is_timeout(e: BaseException) -> bool:
     return isinstance(e, TimeoutError)
 
 
+def _utf8_cut(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` that is at most ``limit`` bytes of UTF-8."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore")
+
+
+def _exec_denied(stderr: str, program: str) -> bool:
+    """The shell's one-line report that it may not run ``program`` (exit 126)."""
+    lines = stderr.strip().splitlines()
+    if len(lines) != 1 or not lines[0].startswith(("sh: ", "bash: ")):
+        return False
+    return lines[0].lower().endswith(f"{program}: permission denied".lower())
+
+
+def with_stdin(path: str, argv: list[str]) -> list[str]:
+    """``argv`` with its stdin opened from ``path``, which is removed at once.
+
+    The shell opens the file as the service's user before ``argv`` starts (a
+    ``su`` in ``argv`` inherits the open descriptor), then unlinks it: the input
+    exists as a file only from the upload until the command starts.
+    """
+    return ["sh", "-c", 'exec <"$1" || exit 126\nrm -f -- "$1"\nshift\nexec "$@"', "sh", path, *argv]
+
+
+def _is_dir_alias(file: str) -> bool:
+    return posixpath.basename(file.rstrip("/")) in (".", "..") or file.endswith("/")
+
+
+class _Who:
+    """The service's own user (the one exec runs as) and its working directory."""
+
+    def __init__(self, uid: int, gid: int, workdir: str) -> None:
+        self.uid = uid
+        self.gid = gid
+        self.workdir = workdir
+
+
+# What the file probes print: how the service's user sees a path.
+READ_PROBE = (
+    'if [ -d "$1" ]; then echo dir; '
+    'elif [ -e "$1" ]; then if [ -r "$1" ]; then echo ok; else echo denied; fi; '
+    "else echo missing; fi"
+)
+WRITE_PROBE = (
+    'd=$(dirname -- "$1"); '
+    'if [ -d "$1" ]; then echo dir; '
+    'elif [ -e "$1" ]; then if [ -w "$1" ]; then echo ok; else echo denied; fi; '
+    'elif mkdir -p -- "$d" 2>/dev/null && [ -w "$d" ] && [ -x "$d" ]; then echo ok; '
+    "else echo denied; fi"
+)
+
+
 @sandboxenv(name="denv")
 class DenvSandbox(SandboxEnvironment):
     """One denv environment; ``exec`` runs in its ``service``."""
@@ -95,7 +167,7 @@ class DenvSandbox(SandboxEnvironment):
         self._env_id = env_id
         self._service = service
         self._sandbox = sandbox
-        self._workdir: str | None = None
+        self._whoami: _Who | None = None
 
     # ---- lifecycle ----
 
@@ -160,6 +232,25 @@ class DenvSandbox(SandboxEnvironment):
 
     # ---- inside the sample ----
 
+    async def _run(self, argv: list[str], timeout: int) -> Any:
+        return await anyio.to_thread.run_sync(self._client.exec, self._env_id, self._service, argv, timeout)
+
+    async def _who(self) -> _Who:
+        """The service's user and working directory, learnt once (``id``, ``pwd``)."""
+        if self._whoami is None:
+            r = await self._run(["sh", "-c", "id -u; id -g; pwd"], 30)
+            lines = r.stdout.splitlines()
+            try:
+                uid, gid = int(lines[0]), int(lines[1])
+            except (IndexError, ValueError):
+                raise RuntimeError(
+                    f"denv: cannot tell the user of service {self._service} "
+                    f"(id -u; id -g; pwd exited {r.exit_code}: {r.stderr.strip()[:300]!r})"
+                ) from None
+            workdir = lines[2].strip() if len(lines) > 2 and lines[2].startswith("/") else "/"
+            self._whoami = _Who(uid, gid, workdir)
+        return self._whoami
+
     async def exec(
         self,
         cmd: list[str],
@@ -171,35 +262,91 @@ class DenvSandbox(SandboxEnvironment):
         timeout_retry: bool = True,
         concurrency: bool = True,
     ) -> ExecResult[str]:
-        script = shlex.join(cmd)
+        """Run ``cmd``; output cut by denvd (1 MiB a stream) raises ``OutputLimitExceededError``.
+
+        ``input`` is uploaded to a file of its own (``/tmp/.denv_stdin.<random>``,
+        mode 0600, owned by the service's user), which the command gets as stdin
+        and which is removed before the command starts.
+        """
+        argv = shell_command(shlex.join(cmd), cwd=cwd, env=env, user=user)
+        stdin_path: str | None = None
         if input is not None:
             data = input.encode("utf-8") if isinstance(input, str) else bytes(input)
+            who = await self._who()
+            stdin_path = f"{STDIN_PREFIX}{uuid.uuid4().hex}"
             await anyio.to_thread.run_sync(
-                self._client.put_bytes, self._env_id, self._service, STDIN_PATH, data)
-            script += f" < {STDIN_PATH}"
-        argv = shell_command(script, cwd=cwd, env=env, user=user)
+                functools.partial(self._client.put_bytes, self._env_id, self._service, stdin_path, data,
+                                  mode=0o600, uid=who.uid, gid=who.gid))
+            argv = with_stdin(stdin_path, argv)
         t = int(timeout) if timeout else DEFAULT_EXEC_TIMEOUT
         try:
-            r = await anyio.to_thread.run_sync(self._client.exec, self._env_id, self._service, argv, t)
+            r = await self._run(argv, t)
         except DenvError as e:
+            if stdin_path is not None:
+                await self._remove(stdin_path)
             if _is_timeout(e):
                 raise TimeoutError(f"denv: command timed out after {t} s: {e}") from e
             raise
+        limit = SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE
+        out, err = _utf8_cut(r.stdout, limit), _utf8_cut(r.stderr, limit)
+        if out is not r.stdout or err is not r.stderr:
+            raise OutputLimitExceededError(SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE_STR, out + err)
+        if r.exit_code == 126 and not r.stdout.strip() and cmd and _exec_denied(r.stderr, cmd[0]):
+            # as Inspect's Docker sandbox does: the command itself could not be run
+            raise PermissionError(errno.EACCES, f"Permission denied executing command: {r.stderr.strip()}", cmd[0])
+        if r.truncated:
+            # denvd kept the first 1 MiB of a stream and dropped the rest, so the
+            # whole output Inspect allows (10 MiB) cannot be returned: say so.
+            raise OutputLimitExceededError(DENV_EXEC_LIMIT_STR, r.stdout + r.stderr)
         return ExecResult(success=r.exit_code == 0, returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
+
+    async def _remove(self, path: str) -> None:
+        """Remove a file we made, if it is still there; a failure is only logged."""
+        try:
+            await self._run(["rm", "-f", "--", path], 30)
+        except DenvError as e:
+            logger.warning("denv: removing %s failed: %s", path, e)
 
     async def _abs(self, file: str) -> str:
         if file.startswith("/"):
-            return file
-        if self._workdir is None:
-            r = await anyio.to_thread.run_sync(
-                self._client.exec, self._env_id, self._service, ["sh", "-c", "pwd"], 30)
-            self._workdir = r.stdout.strip() or "/"
-        return posixpath.normpath(posixpath.join(self._workdir, file))
+            return posixpath.normpath(file)
+        who = await self._who()
+        return posixpath.normpath(posixpath.join(who.workdir, file))
+
+    async def _probe(self, script: str, path: str) -> str:
+        r = await self._run(["sh", "-c", script, "sh", path], 30)
+        return r.stdout.strip()
 
     async def write_file(self, file: str, contents: str | bytes) -> None:
+        """Write ``file`` as the service's user would: its parents are created, and a
+        directory is ``IsADirectoryError``, a path that user may not write ``PermissionError``."""
+        if _is_dir_alias(file):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
         path = await self._abs(file)
         data = contents.encode("utf-8") if isinstance(contents, str) else bytes(contents)
-        await anyio.to_thread.run_sync(self._client.put_bytes, self._env_id, self._service, path, data)
+        who = await self._who()
+        if who.uid != 0:
+            # The upload is made by Docker as root: ask first what the user may do.
+            seen = await self._probe(WRITE_PROBE, path)
+            if seen == "dir":
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
+            if seen != "ok":
+                raise PermissionError(errno.EACCES, "Permission denied", file)
+        try:
+            await anyio.to_thread.run_sync(
+                functools.partial(self._client.put_bytes, self._env_id, self._service, path, data,
+                                  uid=who.uid, gid=who.gid))
+        except DenvError as e:
+            if _is_timeout(e):
+                raise
+            msg = e.message.lower()
+            if "cannot overwrite directory" in msg or "is a directory" in msg:
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", file) from e
+            if "permission denied" in msg or "read-only" in msg:
+                raise PermissionError(errno.EACCES, "Permission denied", file) from e
+            if "larger than" in msg:
+                raise OutputLimitExceededError(DENV_ARCHIVE_LIMIT_STR, None) from e
+            raise
 
     @overload
     async def read_file(self, file: str, text: Literal[True] = True) -> str: ...
@@ -208,30 +355,80 @@ class DenvSandbox(SandboxEnvironment):
     async def read_file(self, file: str, text: Literal[False]) -> bytes: ...
 
     async def read_file(self, file: str, text: bool = True) -> Union[str, bytes]:
+        """Read ``file`` as the service's user would (see ``SandboxEnvironment.read_file``).
+
+        Files over Inspect's read limit raise ``OutputLimitExceededError``, and so do
+        files whose archive is over denv's 32 MiB transfer limit.
+        """
+        if _is_dir_alias(file):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
         path = await self._abs(file)
+        who = await self._who()
+        seen = ""
+        if who.uid != 0:
+            # Docker reads the file as root: ask first whether the user may.
+            seen = await self._probe(READ_PROBE, path)
+            if seen == "dir":
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
+            if seen == "denied":
+                raise PermissionError(errno.EACCES, "Permission denied", file)
+        for _ in range(2):  # a symbolic link is followed once
+            data, link = await self._get_file(file, path, seen)
+            if link is None:
+                break
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
+        else:
+            r = await self._run(["readlink", "-f", "--", path], 30)
+            target = r.stdout.strip()
+            if r.exit_code != 0 or not target.startswith("/"):
+                raise FileNotFoundError(errno.ENOENT, "No such file or directory", file)
+            data, link = await self._get_file(file, target, seen)
+            if link is not None:
+                raise OSError(errno.ELOOP, "Too many levels of symbolic links", file)
+        assert data is not None
+        return data.decode("utf-8") if text else data
+
+    async def _get_file(self, file: str, path: str, seen: str) -> tuple[bytes | None, str | None]:
+        """The contents of the regular file at ``path``, or the target of the link there."""
         try:
             archive = await anyio.to_thread.run_sync(self._client.get_tar, self._env_id, self._service, path)
         except DenvError as e:
             if _is_timeout(e):
                 raise
-            probe = await anyio.to_thread.run_sync(
-                self._client.exec, self._env_id, self._service,
-                ["sh", "-c", 'test -e "$1"', "sh", path], 30)
-            if probe.exit_code != 0:
-                raise FileNotFoundError(f"File not found: {file}") from e
+            msg = e.message.lower()
+            if "larger than" in msg:
+                probe = await self._probe(READ_PROBE, path)
+                if probe == "dir":
+                    raise IsADirectoryError(errno.EISDIR, "Is a directory", file) from e
+                raise OutputLimitExceededError(DENV_ARCHIVE_LIMIT_STR, None) from e
+            if "permission denied" in msg:
+                raise PermissionError(errno.EACCES, "Permission denied", file) from e
+            probe = await self._probe(READ_PROBE, path)
+            if probe == "missing":
+                raise FileNotFoundError(errno.ENOENT, "No such file or directory", file) from e
             raise
-        data: bytes | None = None
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tf:
-            for m in tf:
-                if m.isdir():
-                    raise IsADirectoryError(f"Is a directory: {file}")
-                if m.isfile():
-                    f = tf.extractfile(m)
-                    data = f.read() if f is not None else b""
-                    break
-        if data is None:
-            raise FileNotFoundError(f"File not found: {file}")
-        return data.decode("utf-8") if text else data
+            m = tf.next()
+            if m is None:
+                raise OSError(errno.EINVAL, "Not a regular file", file)
+            if m.isdir():
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
+            if m.issym():
+                return None, m.linkname
+            if not m.isfile():
+                raise OSError(errno.EINVAL, "Not a regular file", file)
+            if seen == "missing":
+                # Root finds it, the service's user does not: a directory on
+                # the way is closed to that user.
+                raise PermissionError(errno.EACCES, "Permission denied", file)
+            if m.size > SandboxEnvironmentLimits.MAX_READ_FILE_SIZE:
+                raise OutputLimitExceededError(SandboxEnvironmentLimits.MAX_READ_FILE_SIZE_STR, None)
+            if not m.mode & stat.S_IRUSR:
+                # as Inspect's Docker sandbox does: a file its owner may not
+                # read is unreadable, even to root
+                raise PermissionError(errno.EACCES, "Permission denied", file)
+            f = tf.extractfile(m)
+            return (f.read() if f is not None else b""), None
 
     async def connection(self, *, user: str | None = None) -> SandboxConnection:
         return SandboxConnection(

@@ -32,6 +32,8 @@ VENV_BIN = Path(sys.executable).parent
 BUSYBOX = os.environ.get("DENV_E2E_BUSYBOX", "denv-test/busybox")
 DEBIAN = os.environ.get("DENV_E2E_DEBIAN", "denv-test/debian")
 CHECKS = ["client", "verify", "inspect", "harbor", "openenv"]
+# run only when named: slower, or measurements rather than pass/fail of the default suite
+EXTRA_CHECKS = ["inspect_selfcheck"]
 
 
 class Skip(Exception):
@@ -338,6 +340,130 @@ def check_inspect(b: Backend) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
     T.run("inspect: eval with mockllm/model through the entry point, accuracy 1.0, environments destroyed", run)
+    check_inspect_sandbox(b)
+
+
+NOBODY_COMPOSE = """
+services:
+  main:
+    image: %(image)s
+    user: "65534:65534"
+    command: ["sleep", "infinity"]
+"""
+
+
+def check_inspect_sandbox(b: Backend) -> None:
+    """The Inspect sandbox's contract on a service whose user is not root."""
+    import asyncio
+    from inspect_ai.util import OutputLimitExceededError
+    from denv.inspect import STDIN_PREFIX, DenvSandbox
+
+    c = b.c
+    state: dict[str, Any] = {}
+
+    def deploy() -> None:
+        b.need_host()
+        project = f"conformance-inspect-{int(time.time())}"
+        c.ensure_project(project)
+        dep = c.deploy(project, NOBODY_COMPOSE % {"image": BUSYBOX}, env="nobody", timeout_sec=300)
+        state["env"] = str(dep["EnvID"])
+        state["sb"] = DenvSandbox(c, state["env"], "main")
+
+    def sandbox() -> Any:
+        if "sb" not in state:
+            raise Skip("no environment")
+        return state["sb"]
+
+    def stdin() -> None:
+        sb = sandbox()
+
+        async def go() -> None:
+            # both uploads are made before either command reads its input
+            cmd = ["sh", "-c", "sleep 1; cat; id -u"]
+            ra, rb = await asyncio.gather(sb.exec(cmd, input="input-A\n"), sb.exec(cmd, input=b"input-B\n"))
+            assert (ra.stdout, rb.stdout) == ("input-A\n65534\n", "input-B\n65534\n"), (ra, rb)
+            left = await sb.exec(["sh", "-c", f"ls -a {posix_dir(STDIN_PREFIX)}"])
+            assert posix_base(STDIN_PREFIX) not in left.stdout, f"input files left behind: {left.stdout}"
+        asyncio.run(go())
+
+    def permissions() -> None:
+        sb = sandbox()
+
+        async def go() -> None:
+            c.put_bytes(state["env"], "main", "/tmp/root-only", b"secret", mode=0o600)
+            try:
+                await sb.read_file("/tmp/root-only")
+                raise AssertionError("a root-only file was read by the service's user")
+            except PermissionError as e:
+                assert e.filename == "/tmp/root-only", e
+            try:
+                await sb.write_file("/tmp/root-only", "mine now")
+                raise AssertionError("a root-only file was written by the service's user")
+            except PermissionError:
+                pass
+            assert c.get_bytes(state["env"], "main", "/tmp/root-only") == b"secret"
+            await sb.write_file("/tmp/own/f.txt", "ok\r\n")
+            assert await sb.read_file("/tmp/own/f.txt") == "ok\r\n"
+            ls = await sb.exec(["ls", "-ln", "/tmp/own/f.txt"])
+            assert ls.stdout.split()[2:4] == ["65534", "65534"], ls.stdout
+            for path, err in (("/tmp/none", FileNotFoundError), ("/etc", IsADirectoryError),
+                              ("/tmp/own", IsADirectoryError)):
+                try:
+                    await sb.read_file(path)
+                    raise AssertionError(f"{path} was read")
+                except err:
+                    pass
+        asyncio.run(go())
+
+    def output_limit() -> None:
+        sb = sandbox()
+
+        async def go() -> None:
+            try:
+                await sb.exec(["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a"])
+                raise AssertionError("3 MB of output came back without an error")
+            except OutputLimitExceededError as e:
+                assert e.limit_str == "1 MiB", e
+                assert e.truncated_output == "a" * (1 << 20), len(e.truncated_output or "")
+            r = await sb.exec(["sh", "-c", "head -c 1000000 /dev/zero | tr '\\0' a"])
+            assert r.stdout == "a" * 1000000, len(r.stdout)
+        asyncio.run(go())
+
+    try:
+        T.run("inspect sandbox: a compose service running as nobody", deploy)
+        T.run("inspect sandbox: two concurrent execs with input= each get their own, no files left", stdin)
+        T.run("inspect sandbox: read/write_file as nobody: root-only file is PermissionError, "
+              "missing FileNotFoundError, directory IsADirectoryError", permissions)
+        T.run("inspect sandbox: output cut by denvd raises OutputLimitExceededError with what came back",
+              output_limit)
+    finally:
+        if "env" in state:
+            c.destroy(state["env"])
+
+
+def posix_dir(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+def posix_base(path: str) -> str:
+    return path.rsplit("/", 1)[1]
+
+
+def check_inspect_selfcheck(b: Backend) -> None:
+    """Inspect's own sandbox checks (self_check) on a denv sandbox, through pytest."""
+    def run() -> None:
+        b.sandboxes_usable()
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEx", "--tb=line",
+             str(HERE / "fixtures" / "inspect" / "selfcheck_denv.py")],
+            capture_output=True, text=True, timeout=900, cwd=HERE / "fixtures" / "inspect",
+            env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+        for line in r.stdout.splitlines():
+            if line.startswith(("FAILED", "ERROR", "XFAIL", "XPASS", "/", "E ")) or " passed" in line or " failed" in line:
+                print(f"# {line}", flush=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+
+    T.run("inspect: Inspect's self_check on a denv sandbox (failures are listed; xfails name the reason)", run)
 
 
 def check_harbor(b: Backend) -> None:
@@ -407,7 +533,7 @@ def check_openenv(b: Backend) -> None:
 
 def main(argv: list[str]) -> int:
     wanted = argv or CHECKS
-    unknown = [w for w in wanted if w not in CHECKS]
+    unknown = [w for w in wanted if w not in CHECKS + EXTRA_CHECKS]
     if unknown:
         print(f"conformance: unknown check(s) {unknown}; known: {' '.join(CHECKS)}", file=sys.stderr)
         return 2

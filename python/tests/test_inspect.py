@@ -8,13 +8,16 @@ denv (fixtures/inspect/marker_task.py), so the sandbox is found through the
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 from pathlib import Path
+from typing import Any, Callable
 from unittest import mock
 
 from fakeapi import KEY, DockerBackend, FakeDenv
@@ -24,6 +27,50 @@ from test_harbor import docker_image_present
 HERE = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
 IMAGE = "denv-test/busybox"
+
+
+WHO = ["sh", "-c", "id -u; id -g; pwd"]
+
+
+def tar_link(name: str, target: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname = tarfile.SYMTYPE, target
+        tf.addfile(info)
+    return buf.getvalue()
+
+
+class FakeShell:
+    """The fake's exec for the sandbox: answers the adapter's own commands (who
+    am I, the file probes, the stdin wrapper, rm) as a shell in the sandbox
+    would; anything else through ``other(cmd, stdin)``."""
+
+    def __init__(self, backend: Any, uid: int = 0, gid: int = 0, workdir: str = "/work") -> None:
+        self.b = backend
+        self.uid, self.gid, self.workdir = uid, gid, workdir
+        self.probe: dict[str, str] = {}
+        self.stdin_seen: list[tuple[str, bytes, tuple[int, int, int]]] = []
+        self.other: Callable[[list[str], bytes | None], tuple[Any, ...]] = lambda cmd, stdin: (0, cmd[-1], "")
+
+    def __call__(self, env: str, svc: str, cmd: list[str], t: int) -> tuple[Any, ...]:
+        from denv.inspect import READ_PROBE, WRITE_PROBE
+        fs = self.b.files[env]
+        if cmd == WHO:
+            return 0, f"{self.uid}\n{self.gid}\n{self.workdir}\n", ""
+        if cmd[:2] == ["sh", "-c"] and cmd[2] in (READ_PROBE, WRITE_PROBE):
+            path = cmd[4]
+            default = "ok" if cmd[2] == WRITE_PROBE or path in fs else "missing"
+            return 0, self.probe.get(path, default) + "\n", ""
+        if cmd[:2] == ["sh", "-c"] and cmd[2].startswith('exec <"$1"'):
+            path = cmd[4]
+            data = fs.pop(path)
+            self.stdin_seen.append((path, data, self.b.meta[env].pop(path)))
+            return self.other(cmd[5:], data)
+        if cmd[:3] == ["rm", "-f", "--"]:
+            fs.pop(cmd[3], None)
+            return 0, "", ""
+        return self.other(cmd, None)
 
 
 class TestEntryPoint(unittest.TestCase):
@@ -105,11 +152,13 @@ class TestSandboxAgainstFake(unittest.TestCase):
             body = self.fake.calls("POST", "/v1/sandboxes")[0].body
             self.assertEqual(body, {"image": "img", "cmd": ["sleep", "infinity"], "egress": "allow",
                                     "volumes": ["/work", "/data"], "timeout_sec": 600})
-            self.fake.backend.exec_fn = lambda e, s, cmd, t: (2, cmd[-1], "err")
+            sh = FakeShell(self.fake.backend)
+            sh.other = lambda cmd, stdin: (2, cmd[-1] + "|" + (stdin or b"").decode(), "err")
+            self.fake.backend.exec_fn = sh
             r = await sb.exec(["echo", "a b", "it's"], input="IN", cwd="/tmp", env={"K": "v"}, timeout=11)
             self.assertIsInstance(r, ExecResult)
             self.assertEqual((r.success, r.returncode, r.stderr), (False, 2, "err"))
-            self.assertTrue(r.stdout.endswith("echo 'a b' 'it'\"'\"'s' < /tmp/.denv_stdin"), r.stdout)
+            self.assertTrue(r.stdout.endswith("echo 'a b' 'it'\"'\"'s'|IN"), r.stdout)
             self.assertIn("export K=v", r.stdout)
             put = self.fake.calls("PUT", ".*/files")[0]
             self.assertEqual(put.query, {"service": "main", "path": "/tmp"})
@@ -121,19 +170,23 @@ class TestSandboxAgainstFake(unittest.TestCase):
             await sb.write_file("/work/b.bin", b"\x00\x01")
             self.assertEqual(await sb.read_file("/work/b.bin", text=False), b"\x00\x01")
             # relative paths resolve against the working directory (from `pwd`)
-            self.fake.backend.exec_fn = lambda e, s, cmd, t: (0, "/work\n", "")
             await sb.write_file("rel.txt", "r")
             self.assertEqual(self.fake.calls("PUT", ".*/files")[-1].query["path"], "/work")
+            # the user and the working directory are asked for once
+            self.assertEqual(sum(1 for c in self.fake.calls("POST", ".*/exec") if c.body["cmd"] == WHO), 1)
             # a missing file: the host's 502, then a probe says it does not exist
-            self.fake.backend.exec_fn = lambda e, s, cmd, t: (1, "", "")
-            with self.assertRaises(FileNotFoundError):
+            with self.assertRaises(FileNotFoundError) as cm:
                 await sb.read_file("/nope")
+            self.assertEqual(cm.exception.filename, "/nope")
             self.fake.raw_fail[("GET", ".*/files")] = (200, tar_of([("d", None), ("d/f", b"1")]), "application/x-tar")
             with self.assertRaises(IsADirectoryError):
                 await sb.read_file("/d")
             self.fake.raw_fail.clear()
             # a timeout surfaces as TimeoutError
             self.fake.fail[("POST", ".*/exec")] = (504, "exec timed out")
+            with self.assertRaises(TimeoutError):
+                await sb.exec(["sleep", "9"], timeout=1)
+            self.fake.fail[("POST", ".*/exec")] = (502, "env.exec: timed out after 1 s (the process was killed)")
             with self.assertRaises(TimeoutError):
                 await sb.exec(["sleep", "9"], timeout=1)
             self.fake.fail.clear()
@@ -144,6 +197,168 @@ class TestSandboxAgainstFake(unittest.TestCase):
             self.assertEqual([r.path for r in self.fake.calls("DELETE")], [f"/v1/envs/{sb._env_id}"])
             await DenvSandbox.task_cleanup("t", cfg, True)
             await DenvSandbox.cli_cleanup(None)
+
+        asyncio.run(go())
+
+    async def _sandbox(self, uid: int = 0) -> tuple[Any, "FakeShell"]:
+        from denv.inspect import DenvSandbox, DenvSandboxConfig
+        envs = await DenvSandbox.sample_init("t", DenvSandboxConfig(image="img"), {})
+        sh = FakeShell(self.fake.backend, uid=uid, gid=uid)
+        self.fake.backend.exec_fn = sh
+        return envs["default"], sh
+
+    def test_exec_output_limits(self) -> None:
+        from inspect_ai.util import OutputLimitExceededError
+        from inspect_ai.util._sandbox.limits import override_max_exec_output_size
+        from denv.client import EXEC_OUTPUT_MAX
+
+        async def go() -> None:
+            sb, sh = await self._sandbox()
+            # denvd says it cut a stream: what was received comes with the error
+            sh.other = lambda cmd, stdin: (0, "head", "tail", True)
+            with self.assertRaises(OutputLimitExceededError) as cm:
+                await sb.exec(["yes"])
+            self.assertEqual(cm.exception.limit_str, "1 MiB")
+            self.assertEqual(cm.exception.truncated_output, "headtail")
+            self.assertIn("limit of 1 MiB was exceeded", str(cm.exception))
+            # without the flag (the control plane drops it today) a stream at the cap counts as cut
+            for out, err in (("a" * EXEC_OUTPUT_MAX, ""), ("", "é" * (EXEC_OUTPUT_MAX // 2))):
+                sh.other = lambda cmd, stdin, o=out, e=err: (0, o, e)
+                with self.assertRaises(OutputLimitExceededError) as cm:
+                    await sb.exec(["yes"])
+                self.assertEqual(cm.exception.truncated_output, out + err)
+            # just below the cap, and bytes that are not UTF-8 (U+FFFD each), are whole
+            for out in ("a" * (EXEC_OUTPUT_MAX - 1), "\ufffd" * (EXEC_OUTPUT_MAX // 2)):
+                sh.other = lambda cmd, stdin, o=out: (0, o, "")
+                r = await sb.exec(["cat"])
+                self.assertEqual(len(r.stdout), len(out))
+            # a program the shell may not run is PermissionError (exit 126, one line)
+            sh.other = lambda cmd, stdin: (126, "", "sh: line 1: /etc/passwd: Permission denied\n")
+            with self.assertRaises(PermissionError):
+                await sb.exec(["/etc/passwd"])
+            sh.other = lambda cmd, stdin: (126, "", "tool: x: Permission denied\n")
+            self.assertEqual((await sb.exec(["tool"])).returncode, 126)
+            # Inspect's own limit, when set below denvd's, is applied too
+            sh.other = lambda cmd, stdin: (0, "0123456789", "é")
+            with override_max_exec_output_size(4):
+                with self.assertRaises(OutputLimitExceededError) as cm:
+                    await sb.exec(["cat"])
+            self.assertEqual(cm.exception.limit_str, "4 bytes")
+            self.assertEqual(cm.exception.truncated_output, "0123é")
+
+        asyncio.run(go())
+
+    def test_stdin_file_per_call(self) -> None:
+        from denv.inspect import STDIN_PREFIX
+
+        async def go() -> None:
+            sb, sh = await self._sandbox(uid=1000)
+            sh.other = lambda cmd, stdin: (0, (stdin or b"").decode(), "")
+            self.fake.stall[("POST", ".*/exec")] = 0.2  # both uploads land before either command runs
+            ra, rb = await asyncio.gather(sb.exec(["cat"], input="secret-A"), sb.exec(["cat"], input=b"secret-B"))
+            self.fake.stall.clear()
+            self.assertEqual((ra.stdout, rb.stdout), ("secret-A", "secret-B"))
+            paths = [p for p, _, _ in sh.stdin_seen]
+            self.assertEqual(len(set(paths)), 2, paths)
+            for path, data, meta in sh.stdin_seen:
+                self.assertTrue(path.startswith(STDIN_PREFIX) and len(path) == len(STDIN_PREFIX) + 32, path)
+                self.assertEqual(meta, (0o600, 1000, 1000), "mode 0600, owned by the service's user")
+            # each exec opens its own file and removes it before the command runs
+            for c in self.fake.calls("POST", ".*/exec"):
+                cmd = c.body["cmd"]
+                if cmd[:2] == ["sh", "-c"] and cmd[2].startswith('exec <"$1"'):
+                    self.assertIn('rm -f -- "$1"', cmd[2])
+                    self.assertIn(cmd[4], paths)
+            self.assertFalse([p for p in self.fake.backend.files[sb._env_id] if p.startswith(STDIN_PREFIX)])
+            # a failed exec removes the file it uploaded
+            self.fake.fail[("POST", ".*/exec")] = (502, "host went away")
+            with self.assertRaises(Exception):
+                await sb.exec(["cat"], input="x")
+            self.fake.fail.clear()
+            rm = [c.body["cmd"] for c in self.fake.calls("POST", ".*/exec") if c.body["cmd"][:1] == ["rm"]]
+            self.assertEqual(len(rm), 1)
+            self.assertTrue(rm[0][-1].startswith(STDIN_PREFIX))
+
+        asyncio.run(go())
+
+    def test_file_errors_root(self) -> None:
+        from inspect_ai.util import OutputLimitExceededError
+        from inspect_ai.util._sandbox.limits import override_max_read_file_size
+
+        async def go() -> None:
+            sb, sh = await self._sandbox()
+            for name in ("/work/d/.", "/work/d/..", "/work/d/"):
+                with self.assertRaises(IsADirectoryError):
+                    await sb.read_file(name)
+                with self.assertRaises(IsADirectoryError):
+                    await sb.write_file(name, "x")
+            # a file its owner may not read, as Inspect's Docker sandbox reports it
+            self.fake.backend.files[sb._env_id]["/work/locked"] = b"s"
+            self.fake.backend.meta[sb._env_id] = {"/work/locked": (0o200, 0, 0)}
+            with self.assertRaises(PermissionError) as cm:
+                await sb.read_file("locked")
+            self.assertEqual(cm.exception.filename, "locked")
+            # over Inspect's read limit
+            await sb.write_file("/work/big", "12345")
+            with override_max_read_file_size(4):
+                with self.assertRaises(OutputLimitExceededError):
+                    await sb.read_file("/work/big")
+            self.assertEqual(await sb.read_file("/work/big"), "12345")
+            # over denv's archive limit
+            self.fake.fail[("GET", ".*/files")] = (502, "files: env.get: archive larger than 32 MiB")
+            with self.assertRaises(OutputLimitExceededError) as cm2:
+                await sb.read_file("/work/huge")
+            self.assertEqual(cm2.exception.limit_str, "32 MiB")
+            self.fake.fail.clear()
+            # the host's refusals mapped to the errors Inspect names
+            self.fake.fail[("PUT", ".*/files")] = (502, "env.put: docker cp: Error processing tar file(exit status 1): "
+                                                        'cannot overwrite directory "/work/d" with non-directory "/work"')
+            with self.assertRaises(IsADirectoryError):
+                await sb.write_file("/work/d", "x")
+            self.fake.fail[("PUT", ".*/files")] = (502, "env.put: docker cp: open /ro/f: permission denied")
+            with self.assertRaises(PermissionError) as cm3:
+                await sb.write_file("/ro/f", "x")
+            self.assertEqual(cm3.exception.filename, "/ro/f")
+            self.fake.fail.clear()
+            # a symbolic link is followed
+            real_get = sb._client.get_tar
+            answers = [tar_link("l", "big")]
+            sb._client.get_tar = lambda *a: answers.pop() if answers else real_get(*a)
+            self.assertEqual(await sb.read_file("/work/l"), "12345")
+
+        asyncio.run(go())
+
+    def test_file_errors_non_root(self) -> None:
+        async def go() -> None:
+            sb, sh = await self._sandbox(uid=1000)
+            fs = self.fake.backend.files[sb._env_id]
+            fs["/root/secret"] = b"s"
+            # the service's user may not read it, though Docker (root) could
+            sh.probe["/root/secret"] = "denied"
+            with self.assertRaises(PermissionError) as cm:
+                await sb.read_file("/root/secret")
+            self.assertEqual(cm.exception.filename, "/root/secret")
+            # hidden behind a closed directory: missing to the user, there for root
+            sh.probe["/root/secret"] = "missing"
+            with self.assertRaises(PermissionError):
+                await sb.read_file("/root/secret")
+            with self.assertRaises(FileNotFoundError):
+                await sb.read_file("/root/none")
+            sh.probe["/etc"] = "dir"
+            with self.assertRaises(IsADirectoryError):
+                await sb.read_file("/etc")
+            with self.assertRaises(IsADirectoryError):
+                await sb.write_file("/etc", "x")
+            puts = len(self.fake.calls("PUT", ".*/files"))
+            sh.probe["/etc/passwd"] = "denied"
+            with self.assertRaises(PermissionError) as cm2:
+                await sb.write_file("/etc/passwd", "x")
+            self.assertEqual(cm2.exception.filename, "/etc/passwd")
+            self.assertEqual(len(self.fake.calls("PUT", ".*/files")), puts, "nothing was uploaded")
+            # what the user may write is written as the user
+            await sb.write_file("mine.txt", "m")
+            self.assertEqual(self.fake.backend.meta[sb._env_id]["/work/mine.txt"], (0o644, 1000, 1000))
+            self.assertEqual(await sb.read_file("mine.txt"), "m")
 
         asyncio.run(go())
 
