@@ -241,10 +241,14 @@ static void park_done(struct cp *cp, const struct cp_result *res, void *arg)
 		http_respond_error(p->req, 502, res->error);
 	} else if (p->kind == PARK_EXEC) {
 		const char *out = json_get_str(pl, "stdout"), *err = json_get_str(pl, "stderr");
+		struct json *r = cp_obj("exit_code", json_new_int(json_get_int(pl, "exit_code", -1)), "stdout",
+					json_new_str(out ? out : ""), "stderr", json_new_str(err ? err : ""), NULL);
 
-		cp_reply(p->req, 200,
-			 cp_obj("exit_code", json_new_int(json_get_int(pl, "exit_code", -1)), "stdout",
-				json_new_str(out ? out : ""), "stderr", json_new_str(err ? err : ""), NULL));
+		/* The host cut stdout or stderr at its cap: say so, or a client
+		 * cannot tell cut output from whole. */
+		if (json_get_bool(pl, "truncated", false))
+			json_object_set_bool(r, "truncated", true);
+		cp_reply(p->req, 200, r);
 	} else if (p->kind == PARK_PUT) {
 		cp_reply(p->req, 200, cp_obj("ok", json_new_bool(true), "bytes", json_new_int((int64_t)p->bytes), NULL));
 	} else {

@@ -66,7 +66,12 @@ try:
     t.ok(ev.get("egress") == "denied (verified)" and set(ev.get("digests", {})) == {"box", "db"},
          "prepare evidence: egress denied (verified), digests", ev)
     st, r = req("POST", "/v1/envs/%s/exec" % env, {"service": "box", "cmd": ["id", "-u"]})
-    t.ok(st == 200 and r["stdout"] == "1000\n", "exec as the box prints uid 1000", r)
+    t.ok(st == 200 and r["stdout"] == "1000\n" and "truncated" not in r, "exec as the box prints uid 1000", r)
+    st, r = req("POST", "/v1/envs/%s/exec" % env,
+                {"service": "box", "cmd": ["sh", "-c", "head -c 1100000 /dev/zero | tr '\\0' x"]})
+    t.ok(st == 200 and len(r["stdout"]) == 1 << 20 and r.get("truncated") is True,
+         "output over the host's 1 MiB cap comes back cut and says truncated",
+         st == 200 and {k: (len(v) if isinstance(v, str) else v) for k, v in r.items()})
     st, r = req("POST", "/v1/envs/%s/exec" % env,
                 {"service": "box", "cmd": ["sh", "-c", "echo 42 > /home/agent/answer.txt && cat /home/agent/answer.txt"]})
     t.ok(st == 200 and r["stdout"] == "42\n", "the agent writes its home", r)
