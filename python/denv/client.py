@@ -71,19 +71,6 @@ class ExecResult:
     truncated: bool = False
 
 
-def _at_cap(text: str) -> bool:
-    """Whether a stream as received is as long as denvd's cap, so it may be cut.
-
-    denvd keeps the first EXEC_OUTPUT_MAX bytes and writes each byte that is not
-    UTF-8 as U+FFFD (three bytes), so the bytes it kept are the UTF-8 length
-    less two per U+FFFD.
-    """
-    if len(text) * 4 < EXEC_OUTPUT_MAX:
-        return False
-    kept = len(text.encode("utf-8", "surrogatepass")) - 2 * text.count("\ufffd")
-    return kept >= EXEC_OUTPUT_MAX
-
-
 @dataclass
 class Verdict:
     deployment_id: str
@@ -471,10 +458,8 @@ class Client:
             raise
         out = str(doc.get("stdout") or "")
         err = str(doc.get("stderr") or "")
-        # The answer says "truncated" when the control plane passes denvd's flag
-        # on; when it does not, a stream that reached the cap is taken as cut
-        # (one of exactly 1 MiB that was not cut cannot be told apart).
-        truncated = bool(doc.get("truncated")) or _at_cap(out) or _at_cap(err)
+        # denv-cp passes denvd's flag on when either stream was cut at the cap.
+        truncated = bool(doc.get("truncated"))
         return ExecResult(exit_code=int(doc.get("exit_code", -1)), stdout=out, stderr=err, truncated=truncated)
 
     def put_tar(self, env_id: str, service: str, path: str, tar_bytes: bytes) -> None:
