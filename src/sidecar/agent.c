@@ -261,6 +261,8 @@ int agent_run(struct sc_config *c, struct err *e)
 	/* Containers a killed snapshot worker left frozen (freeze.c). */
 	if (fz_recover_all(c->data_dir, e) < 0)
 		log_warn("denvd", "thawing what a killed snapshot left frozen: %s", e->msg);
+	/* The port proxies of egress-denied environments whose containers run (ingress_ctl.c). */
+	ig_restore_all(c->data_dir);
 	memset(&a, 0, sizeof(a));
 	a.cfg = c;
 	if (sc_stream_url(c->server, a.url, sizeof(a.url), e) < 0)

@@ -8,7 +8,8 @@
  * denied: render_networkless); start the containers in depends_on order,
  * each after its dependencies are healthy, independent ones at once; wait for health; report image
  * digests and, with egress allowed, the published ports; with egress denied
- * run the probe. Any failure stops the stack (the data dir stays for a
+ * run the probe, then publish the ports through denvd's own proxy
+ * (ingress.c: one process per service with ports). Any failure stops the stack (the data dir stays for a
  * destroy). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,6 +347,8 @@ static int run(struct create *c, struct json *res, struct err *e)
 
 	/* Docker objects of an env exist only after its directory does (and a
 	 * destroy removes them first), so a first create skips the clean-up. */
+	if (!c->fresh)
+		ig_stop_env(c->w->data, c->w->env);
 	if (!c->fresh && dk_project_down(c->project, e) < 0)
 		return err_prefix(e, "removing an earlier attempt");
 	if (c->stg.ops->env_prepare(&c->stg, c->w->env, c->voldir, sizeof(c->voldir), e) < 0 ||
@@ -403,6 +406,21 @@ static int run(struct create *c, struct json *res, struct err *e)
 	}
 	json_object_set_str(res, "egress", "denied (verified)");
 	wk_progress("healthy; egress denied (verified) by the %s probe", pr.method);
+	/* Only now, with the probe passed: ports through denvd's own proxy (ingress.c). */
+	{
+		struct json *ing = json_new_object();
+
+		if (ig_publish(c->w->data, c->w->env, c->project, c->order, eps, ing, e) < 0) {
+			json_free(ing);
+			return err_prefix(e, "publishing ports");
+		}
+		if (json_len(ing)) {
+			wk_progress("ports published on 127.0.0.1 through denvd's ingress proxy");
+			json_object_set(res, "ingress", ing);
+		} else {
+			json_free(ing);
+		}
+	}
 	return 0;
 }
 
@@ -451,6 +469,7 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 	if (rc < 0) {
 		struct err e2;
 
+		ig_stop_env(w->data, w->env);
 		if (dk_project_down(c.project, &e2) < 0)
 			wk_progress("stopping the stack after the failure: %s", e2.msg);
 		json_free(res);

@@ -1,5 +1,5 @@
-/* destroy.c: env.destroy: every container and the network of the
- * environment's project, then its volumes and snapshots through its storage
+/* destroy.c: env.destroy: the environment's ingress proxies, every
+ * container and the network of the environment's project, then its volumes and snapshots through its storage
  * backend (snapshot.c keeps any snapshot a live fork depends on), then its
  * data directory (spec, compose file). Only this environment's label and
  * directories are touched. */
@@ -18,6 +18,7 @@ int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **resu
 		return err_set(e, "env.destroy: the command has no usable env_id");
 	dk_project(w->env, project, sizeof(project));
 	wk_progress("removing containers and network of %s", project);
+	ig_stop_env(w->data, w->env);
 	if (dk_project_down(project, e) < 0)
 		return err_prefix(e, "env.destroy");
 	snprintf(dir, sizeof(dir), "%s/envs/%s", w->data, w->env);

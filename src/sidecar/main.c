@@ -1,5 +1,6 @@
-/* main.c: denvd's verbs (join, run, install, version) and the hidden
- * "__worker" verb the agent starts for each command (see sidecar.h). */
+/* main.c: denvd's verbs (join, run, install, version), the hidden
+ * "__worker" verb the agent starts for each command, and the hidden
+ * "__ingress" verb, an egress-denied environment's port proxy (sidecar.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,8 @@ int main(int argc, char **argv)
 	err_clear(&e);
 	if (str_eq(verb, "__worker"))
 		return worker_main(argc, argv);
+	if (str_eq(verb, "__ingress"))
+		return ingress_main(argc, argv);
 	if (str_eq(verb, "version") || str_eq(verb, "--version")) {
 		printf("denvd %s\n", DENVD_VERSION);
 		return 0;

@@ -379,6 +379,72 @@ struct probe_result {
 int probe_egress(struct wk *w, const char *project, const char *network, const char *first_container,
 		 struct probe_result *r, struct err *e);
 
+/* ingress*.c: an egress-denied environment's ports published on 127.0.0.1
+ * by a proxy process of denvd's own ("denvd __ingress", one per service
+ * with ports): it binds its listeners in the host's network namespace, then
+ * enters the container's (setns) and connects to 127.0.0.1:<port> there.
+ * Connections only ever go host -> container. Files, per service, under
+ * <data>/envs/<env>/ingress/: <svc>.json (what to serve), <svc>.pid, <svc>.log. */
+#define IG_MAX_PORTS 64			/* ports of one service */
+#define IG_MAX_CONNS 256		/* connections at once per service; accept pauses beyond */
+#define IG_BUF_BYTES ((size_t)64 << 10)	/* per direction per connection */
+#define IG_CONNECT_MS 10000		/* connect to the container port */
+#define IG_WATCH_MS 1000		/* is the container (its netns) still there? */
+#define IG_CONFIG_MAX ((size_t)64 << 10)
+#define IG_START_MS 15000		/* the __ingress launcher: bound and detached */
+#define IG_STOP_MS 3000			/* SIGTERM, then SIGKILL */
+#define IG_PORT_TRIES 8			/* host ports tried when another process took ours */
+#define IG_EXIT_BIND 3			/* __ingress exit code: a host port was taken */
+struct ig_port {
+	int container;			/* port inside the container */
+	int host;			/* 127.0.0.1:<host> on the host */
+};
+struct ig_config {
+	char env[SC_ID_MAX];
+	char service[SC_ID_MAX];
+	char container[300];
+	struct ig_port ports[IG_MAX_PORTS];
+	size_t nports;
+};
+/* ingress_cfg.c (pure) */
+int ig_config_parse(const char *text, size_t len, struct ig_config *c, struct err *e);
+char *ig_config_format(const struct ig_config *c);	/* caller frees */
+int ig_port_parse(const char *s, int *port);		/* "5000" -> 5000; -1 if not 1..65535 */
+/* One direction of a proxied connection: bytes read from one socket wait
+ * here until written to the other. Reads stop while it is full
+ * (backpressure); the source's EOF becomes shutdown(SHUT_WR) on the
+ * destination once everything before it has been written. */
+struct ig_dir {
+	char *buf;
+	size_t cap, off, len;		/* pending bytes are buf[off .. off+len) */
+	bool eof;			/* the source has no more */
+	bool shut;			/* the destination was shut down for writing */
+};
+void ig_dir_init(struct ig_dir *d, char *buf, size_t cap);
+char *ig_dir_space(struct ig_dir *d, size_t *n);	/* where to read into, *n bytes free */
+void ig_dir_filled(struct ig_dir *d, size_t n);
+const char *ig_dir_pending(const struct ig_dir *d, size_t *n);
+void ig_dir_drained(struct ig_dir *d, size_t n);
+bool ig_dir_want_read(const struct ig_dir *d);
+bool ig_dir_want_write(const struct ig_dir *d);
+bool ig_dir_need_shut(const struct ig_dir *d);	/* eof, nothing pending, not yet shut */
+/* ingress.c: the __ingress verb. */
+int ingress_main(int argc, char **argv);
+/* ingress_ctl.c: starting and stopping them. */
+void ig_files_dir(const char *data, const char *env, char *out, size_t n);
+/* Worker: for each service with ports, choose host ports (the previous
+ * ones first), write the config, start its proxy; endpoints and the
+ * result's "ingress" object ({svc: {port: "127.0.0.1:N"}}) filled in. */
+int ig_publish(const char *data, const char *env, const char *project, const struct json *order,
+	       struct json *endpoints, struct json *ingress, struct err *e);
+/* Start (or keep, when it runs) the proxy of one service from its config. */
+int ig_start(const char *data, const char *env, const char *svc, struct err *e);
+/* Stop every proxy of env (pid checked to be ours); configs are kept. */
+void ig_stop_env(const char *data, const char *env);
+/* Agent start-up: restart the proxies of envs whose configs exist and whose
+ * containers run. */
+void ig_restore_all(const char *data);
+
 /* install.c */
 int install_run(struct sc_config *c, const char *self, struct err *e);
 
