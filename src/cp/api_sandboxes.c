@@ -202,10 +202,6 @@ static int image_form(struct cp *cp, struct http_req *req, const char *team_id, 
 		cp_fail(req, 400, "egress must be deny or allow, got \"%s\"", egress);
 		return -1;
 	}
-	if (json_len(json_get(body, "ports")) > 0 && !str_eq(egress, "allow")) {
-		http_respond_error(req, 400, "ports need egress: allow");
-		return -1;
-	}
 	if (!*project)
 		project = "sandboxes";
 	if (!cp_valid_name(project)) {

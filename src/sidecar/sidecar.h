@@ -385,12 +385,12 @@ int probe_egress(struct wk *w, const char *project, const char *network, const c
  * enters the container's (setns) and connects to 127.0.0.1:<port> there.
  * Connections only ever go host -> container. Files, per service, under
  * <data>/envs/<env>/ingress/: <svc>.json (what to serve), <svc>.pid, <svc>.log. */
-#define IG_MAX_PORTS 64			/* ports of one service */
+#define IG_MAX_PORTS 1024		/* ports of one service (SPEC_MAX_LIST) */
 #define IG_MAX_CONNS 256		/* connections at once per service; accept pauses beyond */
 #define IG_BUF_BYTES ((size_t)64 << 10)	/* per direction per connection */
 #define IG_CONNECT_MS 10000		/* connect to the container port */
 #define IG_WATCH_MS 1000		/* is the container (its netns) still there? */
-#define IG_CONFIG_MAX ((size_t)64 << 10)
+#define IG_CONFIG_MAX ((size_t)256 << 10)
 #define IG_START_MS 15000		/* the __ingress launcher: bound and detached */
 #define IG_STOP_MS 3000			/* SIGTERM, then SIGKILL */
 #define IG_PORT_TRIES 8			/* host ports tried when another process took ours */

@@ -460,8 +460,12 @@ def test_sandboxes(s, st8):
     ok(st == 504 and time.time() - t0 < 4, "a sandbox not healthy within timeout_sec: 504", (st, doc))
     st, doc, _ = call(s, "POST", "/v1/sandboxes", {})
     is_(st, 400, "neither image nor from_version: 400")
-    st, doc, _ = call(s, "POST", "/v1/sandboxes", {"image": "x", "ports": ["8080"]})
-    is_(st, 400, "ports without egress allow: 400")
+    st, doc, _ = call(s, "POST", "/v1/sandboxes", {"image": "x", "ports": ["http"]})
+    ok(st == 400 and "is not a port number" in err_of(doc), "a port that is not a port number: 400", (st, doc))
+    st, doc, _ = call(s, "POST", "/v1/sandboxes", {"image": "x", "ports": ["70000"]})
+    is_(st, 400, "a port over 65535: 400")
+    st, doc, _ = call(s, "POST", "/v1/sandboxes", {"image": "x", "ports": [8080]})
+    is_(st, 400, "ports must be strings: 400")
 
     # from_version: fork a healthy version.
     st, doc, _ = call(s, "POST", "/v1/sandboxes", {"from_version": st8["v1"], "name": "episode-1"})

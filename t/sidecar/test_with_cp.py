@@ -2,8 +2,9 @@
 join token from the API, the quickstart world deploys through prepare, start
 and health, exec prints uid 1000, a psql row is read back, files round-trip
 through PUT/GET /v1/envs/{env}/files (chunked both ways), and a destroy
-leaves nothing behind. Phases after health (snapshot...) belong to later
-issues and are not judged here."""
+leaves nothing behind; an egress-denied sandbox with a port serves through
+denvd's ingress proxy and its deployment's ingress phase says so. Other
+phases after health (snapshot...) are not judged here."""
 import io
 import json
 import os
@@ -100,6 +101,42 @@ try:
     c, n = docker_leftovers(env.lower())
     t.ok(dd.get("deployment", {}).get("Status") == "succeeded" and not c and not n and
          not os.path.exists(os.path.join(tmp, "data", "envs", env)), "destroy leaves nothing behind", (dd, c, n))
+
+    # An egress-denied sandbox (the default) with a port: served through denvd's ingress proxy.
+    st, sb = req("POST", "/v1/sandboxes", {"image": "denv-test/debian", "ports": ["8000"],
+                                           "cmd": ["python3", "-m", "http.server", "8000", "--bind", "127.0.0.1",
+                                                   "--directory", "/etc"]})
+    ok = st == 201
+    env = sb["environment"]["ID"] if ok else None
+    ep = sb["environment"].get("Endpoints", {}).get("main", "") if ok else ""
+    t.ok(ok and ep.startswith("127.0.0.1:"), "POST /v1/sandboxes with ports and default egress: 201 with an endpoint",
+         (st, sb))
+    body = b""
+    for _ in range(50):
+        try:
+            with urllib.request.urlopen("http://%s/os-release" % ep, timeout=10) as resp:
+                body = resp.read()
+            break
+        except (OSError, ValueError):
+            time.sleep(0.3)
+    t.ok(b"Debian" in body, "the sandbox's endpoint serves from inside the container", body[:200])
+    dd = wait_dep(sb["deployment"]["ID"]) if ok else {}
+    ph = {p["Name"]: p for p in dd.get("phases", [])}
+    ing = ph.get("ingress") or {}
+    t.ok(ing.get("Status") == "ok" and ing.get("Evidence") == {"endpoints": {"main": ep}, "proxy": "denvd"},
+         "the deployment's ingress phase is ok, proxy denvd", ing)
+    t.ok((ph.get("prepare") or {}).get("Evidence", {}).get("egress") == "denied (verified)",
+         "and its egress is denied (verified)", ph.get("prepare"))
+    if ok:
+        st, r = req("DELETE", "/v1/envs/%s" % env)
+        dd = wait_dep(r["deployment"]["ID"]) if st == 202 else {}
+        closed = False
+        try:
+            urllib.request.urlopen("http://%s/" % ep, timeout=5)
+        except OSError:
+            closed = True
+        t.ok(dd.get("deployment", {}).get("Status") == "succeeded" and closed,
+             "destroying the sandbox closes its endpoint", dd)
 finally:
     if d:
         d.kill()

@@ -61,16 +61,16 @@ static void config_cases(void)
 	}
 	{
 		/* More ports than the cap. */
-		char *big = malloc(64 * 1024);
+		char *big = malloc(128 * 1024);
 		size_t n = 0;
 		struct ig_config c;
 		struct err e;
 
-		n += (size_t)snprintf(big + n, 64 * 1024 - n, "{\"env\":\"e\",\"service\":\"s\",\"container\":\"c\",\"ports\":[");
+		n += (size_t)snprintf(big + n, 128 * 1024 - n, "{\"env\":\"e\",\"service\":\"s\",\"container\":\"c\",\"ports\":[");
 		for (int i = 0; i <= IG_MAX_PORTS; i++)
-			n += (size_t)snprintf(big + n, 64 * 1024 - n, "%s{\"container\":%d,\"host\":%d}", i ? "," : "",
+			n += (size_t)snprintf(big + n, 128 * 1024 - n, "%s{\"container\":%d,\"host\":%d}", i ? "," : "",
 					      i + 1, i + 10000);
-		n += (size_t)snprintf(big + n, 64 * 1024 - n, "]}");
+		n += (size_t)snprintf(big + n, 128 * 1024 - n, "]}");
 		ok(ig_config_parse(big, n, &c, &e) < 0 && strstr(e.msg, "more than"), "too many ports: %s", e.msg);
 		free(big);
 	}
