@@ -1,7 +1,11 @@
-"""OpenEnv container provider: ``MyEnv.from_docker_image(image, provider=DenvProvider(egress="allow"))``.
+"""OpenEnv container provider: ``MyEnv.from_docker_image(image, provider=DenvProvider())``.
 
-The environment's HTTP port is published by denv, which today needs
-``egress="allow"`` (a denied network is internal and publishes nothing).
+The environment's HTTP port is published by denv on 127.0.0.1 of the host
+that runs it. With ``egress="deny"`` (the default) the environment has no
+route out and denvd publishes the port through its own ingress proxy,
+which carries connections from the host into the environment and never the
+other way; ``egress="allow"`` gives it a normal network and Docker's
+published port.
 ``fork()`` snapshots the live environment and returns a provider bound to a new
 environment made from that version; ``from_denv_version`` starts an OpenEnv
 client on a fork of a version.
@@ -73,7 +77,7 @@ class DenvProvider(ContainerProvider):
         if not url:
             raise RuntimeError(
                 f"denv: environment {sbx.id} published no endpoint"
-                + (" (egress=\"deny\" networks are internal; use DenvProvider(egress=\"allow\"))"
+                + (" (egress=\"deny\" needs a denvd with the ingress proxy; or use DenvProvider(egress=\"allow\"))"
                    if self.egress == "deny" else "")
             )
         return url
@@ -130,7 +134,7 @@ async def from_denv_version(
     """An OpenEnv client of ``env_cls`` connected to a fork of ``version``."""
     import asyncio
 
-    provider = provider or DenvProvider(egress="allow")
+    provider = provider or DenvProvider()
     base_url = await asyncio.to_thread(provider.start_from_version, version, service)
     await asyncio.to_thread(provider.wait_for_ready, base_url, timeout_s)
     client = env_cls(base_url=base_url, provider=provider)  # type: ignore[call-arg]

@@ -501,7 +501,8 @@ def check_openenv(b: Backend) -> None:
 
     def start() -> None:
         b.sandboxes_usable()
-        p = DenvProvider(client=b.c, egress="allow")
+        p = DenvProvider(client=b.c)  # egress deny, the default: the port goes through denvd's ingress proxy
+        assert p.egress == "deny"
         state["p"] = p
         url = p.start_container(DEBIAN, port=8000, cmd=["python3", "-m", "http.server", "8000"])
         p.wait_for_ready(url, timeout_s=60)
@@ -526,7 +527,7 @@ def check_openenv(b: Backend) -> None:
                 except DenvError as e:
                     assert e.status == 404, e
 
-    T.run("openenv: http.server image started through DenvProvider, ready", start)
+    T.run("openenv: http.server image started through DenvProvider (egress deny), ready", start)
     T.run("openenv: fork", fork)
     T.run("openenv: stopped", stop)
 

@@ -71,13 +71,12 @@ class MemoryBackend:
 
     def create(self, env: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
         self.files[env["ID"]] = {}
-        if spec.get("ports") and spec.get("egress") == "allow":
-            return {"main": "127.0.0.1:18000"}
-        return {}
+        # denv publishes ports with either egress (deny: through denvd's ingress proxy).
+        return {"main": "127.0.0.1:18000"} if spec.get("ports") else {}
 
     def fork(self, src_env: str, new_env: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
         self.files[new_env["ID"]] = dict(self.files.get(src_env, {}))
-        return {"main": "127.0.0.1:18001"} if spec.get("ports") and spec.get("egress") == "allow" else {}
+        return {"main": "127.0.0.1:18001"} if spec.get("ports") else {}
 
     def snapshot(self, env_id: str, version: str) -> None:
         pass
@@ -363,8 +362,6 @@ class FakeDenv:
         if method == "POST" and path == "/v1/sandboxes":
             if not b.get("image") and not b.get("from_version"):
                 raise ApiError(400, "image or from_version is required")
-            if b.get("ports") and b.get("egress", "deny") != "allow":
-                raise ApiError(400, "ports need egress: allow")
             if b.get("from_version"):
                 src = next((e for e in self.envs.values()
                             if b["from_version"] in e.get("_versions", [])), None)

@@ -69,16 +69,18 @@ class TestProvider(unittest.TestCase):
         p.stop_container()  # a second stop is a no-op
 
     def test_default_port_and_deny(self) -> None:
+        # egress deny is the default: the port is published through denvd's ingress proxy
         p = DenvProvider(client=self.client)
-        # the fake refuses ports without egress allow, as denv does
-        with self.assertRaises(RuntimeError) as cm:
-            p.start_container("org/env:v1")
-        self.assertIn("400 ports need egress: allow", str(cm.exception))
-        self.assertEqual(self.fake.calls("POST", "/v1/sandboxes")[0].body["ports"], ["8000"])
+        self.assertEqual(p.egress, "deny")
+        url = p.start_container("org/env:v1")
+        self.assertEqual(url, "http://127.0.0.1:18000")
+        body = self.fake.calls("POST", "/v1/sandboxes")[0].body
+        self.assertEqual(body["ports"], ["8000"])
+        self.assertEqual(body["egress"], "deny")
+        p.close()
         # and a server that creates it but publishes nothing
-        self.fake.fail.clear()
         self.fake.backend.create = lambda env, spec: {}  # type: ignore[method-assign]
-        p2 = DenvProvider(client=self.client, egress="allow")
+        p2 = DenvProvider(client=self.client)
         with self.assertRaises(RuntimeError) as cm:
             p2.start_container("org/env:v1")
         self.assertIn("published no endpoint", str(cm.exception))
