@@ -63,8 +63,11 @@ try:
     t.ok(p.get("egress_probe", {}).get("method") == "netns", "the probe ran from the stack's netns", p)
     t.ok(set(p.get("digests", {})) == {"bomb", "box", "db"} and
          p["digests"]["db"].startswith("denv-test/debian@sha256:"), "digests read back", p.get("digests"))
-    t.ok(p.get("endpoints") == {} and p.get("storage") == "dir" and p.get("started_in"),
-         "no endpoints with egress denied; storage dir; started_in", p)
+    eps = p.get("endpoints", {})
+    t.ok(set(eps) == {"box", "db"} and all(v.startswith("127.0.0.1:") for v in eps.values()) and
+         p.get("ingress") == {"box": {"8080": eps.get("box")}, "db": {"5432": eps.get("db")}} and
+         p.get("storage") == "dir" and p.get("started_in"),
+         "egress denied: endpoints through the ingress proxy; storage dir; started_in", p)
     envdir = os.path.join(d.data, "envs", env)
     comp = open(os.path.join(envdir, "compose.yaml")).read() if os.path.exists(envdir + "/compose.yaml") else ""
     t.ok(os.path.exists(os.path.join(envdir, "spec.json")) and "internal: true" in comp and
