@@ -146,10 +146,17 @@ try:
     t.ok(up == "%d %s" % (len(BIG), hashlib.sha256(BIG).hexdigest()), "1 MiB upload intact", up)
 
     results = []
+    barrier = threading.Barrier(50, timeout=30)
 
     def one(i):
+        # All 50 connected through the proxy before any sends its request.
         try:
-            results.append(get(ep, "/", timeout=30)[1] == b"hello from web\n")
+            c = http.client.HTTPConnection(*hostport(ep), timeout=30)
+            c.connect()
+            barrier.wait()
+            c.request("GET", "/")
+            results.append(c.getresponse().read() == b"hello from web\n")
+            c.close()
         except Exception as e:  # noqa: BLE001
             results.append(repr(e))
     ths = [threading.Thread(target=one, args=(i,)) for i in range(50)]
@@ -186,6 +193,15 @@ try:
     # 3. denvd killed, and its proxies with it; started again: the same endpoint answers.
     before = proxies(env1)
     t.ok(len(before) == 1, "one proxy process for the one-service env", before)
+    fds = []
+    for pid in before:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                fds.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+            except OSError:
+                pass
+    t.ok(fds and not [f for f in fds if "/commands/" in f] and len(fds) < 16,
+         "the proxy holds no command lock or other inherited files", fds)
     d.kill(signal.SIGKILL)
     cp.closed.wait(10)
     st, body = get(ep) if before else (None, b"")
