@@ -528,6 +528,8 @@ int ingress_main(int argc, char **argv)
 	}
 	/* The daemon: its own session, stdio off the launcher's pipes. */
 	setsid();
+	if (chdir("/") < 0)
+		log_warn("ingress", "chdir /: %s", strerror(errno));
 	dup2(nullfd, 0);
 	dup2(nullfd, 1);
 	dup2(logfd, 2);

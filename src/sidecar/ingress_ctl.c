@@ -2,8 +2,9 @@
  * egress-denied environments: from the create worker (ig_publish), from
  * env.destroy and failed creates (ig_stop_env), and from the agent at
  * start-up (ig_restore_all). A proxy is found by its pidfile and believed
- * only when /proc/<pid>/cmdline is "denvd __ingress ... --env ENV
- * --service SVC": a pid reused by another process is never signalled. */
+ * only when /proc/<pid>/cmdline is "denvd __ingress --data DATA --env ENV
+ * --service SVC": a pid reused by another process, or the proxy of another
+ * denvd's data directory, is never signalled. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -38,13 +39,13 @@ static void file_of(const char *data, const char *env, const char *svc, const ch
 	snprintf(out, n, "%s/%s%s", dir, svc, ext);
 }
 
-/* Does pid run "__ingress ... --env env --service svc"? */
-static bool pid_is_ours(int pid, const char *env, const char *svc)
+/* Does pid run "__ingress --data data --env env --service svc"? */
+static bool pid_is_ours(int pid, const char *data, const char *env, const char *svc)
 {
 	char path[64], buf[IG_CMDLINE_MAX];
 	const char *args[64];
 	size_t n = 0, len = 0;
-	bool verb = false, e_ok = false, s_ok = false;
+	bool verb = false, d_ok = false, e_ok = false, s_ok = false;
 	int fd;
 	ssize_t r;
 
@@ -61,12 +62,14 @@ static bool pid_is_ours(int pid, const char *env, const char *svc)
 		args[n++] = buf + i;
 	for (size_t i = 0; i < n; i++) {
 		verb |= str_eq(args[i], "__ingress");
+		if (i + 1 < n && str_eq(args[i], "--data"))
+			d_ok = str_eq(args[i + 1], data);
 		if (i + 1 < n && str_eq(args[i], "--env"))
 			e_ok = str_eq(args[i + 1], env);
 		if (i + 1 < n && str_eq(args[i], "--service"))
 			s_ok = str_eq(args[i + 1], svc);
 	}
-	return verb && e_ok && s_ok;
+	return verb && d_ok && e_ok && s_ok;
 }
 
 static int read_pid(const char *pidfile)
@@ -92,15 +95,15 @@ static void stop_one(const char *data, const char *env, const char *svc)
 
 	file_of(data, env, svc, ".pid", pidfile, sizeof(pidfile));
 	pid = read_pid(pidfile);
-	if (pid > 0 && pid_is_ours(pid, env, svc)) {
+	if (pid > 0 && pid_is_ours(pid, data, env, svc)) {
 		int64_t deadline = ev_mono_ms() + IG_STOP_MS;
 
 		kill(pid, SIGTERM);
-		while (pid_is_ours(pid, env, svc) && ev_mono_ms() < deadline)
+		while (pid_is_ours(pid, data, env, svc) && ev_mono_ms() < deadline)
 			usleep(20000);
-		if (pid_is_ours(pid, env, svc)) {
+		if (pid_is_ours(pid, data, env, svc)) {
 			kill(pid, SIGKILL);
-			for (int i = 0; i < 50 && pid_is_ours(pid, env, svc); i++)
+			for (int i = 0; i < 50 && pid_is_ours(pid, data, env, svc); i++)
 				usleep(20000);
 		}
 		log_debug("ingress", "%s/%s: proxy %d stopped", env, svc, pid);
@@ -154,7 +157,7 @@ static int start_one(const char *data, const char *env, const char *svc, struct 
 	int pid, rc;
 
 	file_of(data, env, svc, ".pid", pidfile, sizeof(pidfile));
-	if ((pid = read_pid(pidfile)) > 0 && pid_is_ours(pid, env, svc))
+	if ((pid = read_pid(pidfile)) > 0 && pid_is_ours(pid, data, env, svc))
 		return 0;
 	argv[0] = "/proc/self/exe";
 	argv[1] = "__ingress";
