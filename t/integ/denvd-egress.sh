@@ -6,9 +6,7 @@
 set -u
 top=${DENV_TOP:-$PWD}
 . "$top/t/lib/denvd-suite.sh"
-bin=$top/bin/denvd
-suite_need_bins denvd
-suite_need_websockets
+suite_need_denvd
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null 2>&1; then
 	suite_skip "needs root and iproute2"
 fi

@@ -4,9 +4,7 @@
 set -u
 top=${DENV_TOP:-$PWD}
 . "$top/t/lib/denvd-suite.sh"
-bin=$top/bin/denvd
-suite_need_bins denvd
-suite_need_websockets
+suite_need_denvd
 suite_need_docker busybox
 suite_tmp denvd-session
 "$py" "$top/t/sidecar/test_session.py" "$bin" "$tmp"

@@ -8,9 +8,7 @@
 set -u
 top=${DENV_TOP:-$PWD}
 . "$top/t/lib/denvd-suite.sh"
-bin=$top/bin/denvd
-suite_need_bins denvd
-suite_need_websockets
+suite_need_denvd
 suite_need_root "loop mount"
 for c in mkfs.btrfs btrfs losetup mount umount; do
 	command -v $c >/dev/null 2>&1 || suite_skip "$c not installed (btrfs-progs)"

@@ -5,9 +5,7 @@
 set -u
 top=${DENV_TOP:-$PWD}
 . "$top/t/lib/denvd-suite.sh"
-bin=$top/bin/denvd
-suite_need_bins denvd
-suite_need_websockets
+suite_need_denvd
 suite_need_root "volumes owned by other uids"
 suite_need_docker all
 suite_tmp denvd-snap

@@ -27,6 +27,14 @@ suite_need_websockets() {
 	fi
 }
 
+# suite_need_denvd: $top/bin/denvd is built (bin names it) and the fake
+# control planes can run (websockets).
+suite_need_denvd() {
+	bin=$top/bin/denvd
+	suite_need_bins denvd
+	suite_need_websockets
+}
+
 # suite_need_root WHY: running as root; WHY says what for.
 suite_need_root() {
 	[ "$(id -u)" = 0 ] || suite_skip "needs root ($1)"
