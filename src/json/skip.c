@@ -151,6 +151,18 @@ static int skip_word(const unsigned char *s, size_t len, size_t *i, const char *
 	return 0;
 }
 
+/* A member's key and its colon, with the blanks after each: *i is then at the value. */
+static int skip_key(const unsigned char *s, size_t len, size_t *i)
+{
+	if (*i >= len || s[*i] != '"' || skip_string(s, len, i) < 0)
+		return -1;
+	*i = ws(s, len, *i);
+	if (*i >= len || s[*i] != ':')
+		return -1;
+	*i = ws(s, len, *i + 1);
+	return 0;
+}
+
 int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end)
 {
 	const unsigned char *s = (const unsigned char *)text;
@@ -183,14 +195,8 @@ int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end)
 				depth--;
 				break;	/* an empty container is a complete value */
 			}
-			if (obj) {
-				if (i >= len || s[i] != '"' || skip_string(s, len, &i) < 0)
-					return -1;
-				i = ws(s, len, i);
-				if (i >= len || s[i] != ':')
-					return -1;
-				i = ws(s, len, i + 1);
-			}
+			if (obj && skip_key(s, len, &i) < 0)
+				return -1;
 			continue;	/* the first member's value */
 		}
 		case '"':
@@ -235,14 +241,8 @@ int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end)
 			if (s[i] != ',')
 				return -1;
 			i = ws(s, len, i + 1);
-			if (obj) {
-				if (i >= len || s[i] != '"' || skip_string(s, len, &i) < 0)
-					return -1;
-				i = ws(s, len, i);
-				if (i >= len || s[i] != ':')
-					return -1;
-				i = ws(s, len, i + 1);
-			}
+			if (obj && skip_key(s, len, &i) < 0)
+				return -1;
 			break;
 		}
 	}
