@@ -21,7 +21,8 @@ run_prove() {
 	[ $# -gt 0 ] || return 0
 	echo "== $name"
 	out=$(mktemp)
-	if prove -j"$jobs" "$@" >"$out" 2>&1; then status=ok; else status=FAIL; failed="$failed $name"; fi
+	# shellcheck disable=SC2086
+	if prove -j"$jobs" ${prove_flags:-} "$@" >"$out" 2>&1; then status=ok; else status=FAIL; failed="$failed $name"; fi
 	cat "$out"
 	# prove hides diagnostics: show what each failing file said about its failures.
 	for f in $(sed -n 's/^\([^ ]*\) *(Wstat: .*/\1/p' "$out"); do
@@ -52,7 +53,9 @@ summary="$summary; replay $n targets"
 
 # One at a time: on two cores, Docker-heavy suites side by side turn timeouts
 # into flakes, and a slower green run is worth more than a faster flaky one.
-run_prove integration 1 $(ls t/integ/*.sh 2>/dev/null)
+# --failures --comments: a failure that does not come back on the rerun
+# (a flake) still shows its not-ok line and the diagnostics under it.
+prove_flags="--failures --comments" run_prove integration 1 $(ls t/integ/*.sh 2>/dev/null)
 
 summary=${summary#; }
 if [ -n "$failed" ]; then
