@@ -27,9 +27,11 @@ while [ $i -lt $count ]; do
 	"$top/bin/denv" deploy --project many --env "e$i" -f "$tmp/compose.yaml" --wait=false >/dev/null 2>&1
 	i=$((i + 1))
 done
-# All deployments done: every environment's status leaves "deploying".
+# Until all are running, or one failed (the project's own "alpha" env,
+# never deployed, stays pending: do not wait for it).
 n=0
-while "$top/bin/denv" project envs many 2>/dev/null | grep -q '"Status": "\(deploying\|pending\)"'; do
+while [ "$("$top/bin/denv" project envs many 2>/dev/null | grep -c '"Status": "running"')" -lt "$count" ]; do
+	"$top/bin/denv" project envs many 2>/dev/null | grep -q '"Status": "failed"' && break
 	n=$((n + 1)); [ $n -lt 300 ] || break; sleep 1
 done
 running=$("$top/bin/denv" project envs many | grep -c '"Status": "running"')
