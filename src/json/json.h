@@ -58,6 +58,10 @@ struct json_limits {
 int json_parse(const char *text, size_t len, const struct json_limits *lim,
 	       struct json **out, struct err *e);
 
+/* Read the file at path (at most max bytes, else an error) and parse it.
+ * e is fs_read_file's or json_parse's message; callers say which file. */
+int json_parse_file(const char *path, size_t max, struct json **out, struct err *e);
+
 /* Deepest nesting json_skip follows. */
 #define JSON_SKIP_DEPTH_MAX 256
 

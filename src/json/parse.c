@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fs.h"
 #include "base/utf8.h"
 #include "json/json_int.h"
 
@@ -844,4 +845,19 @@ out:
 	}
 	*out = root;
 	return 0;
+}
+
+int json_parse_file(const char *path, size_t max, struct json **out, struct err *e)
+{
+	struct buf b = BUF_INIT;
+	int rc;
+
+	*out = NULL;
+	if (fs_read_file(path, &b, max, e) < 0) {
+		buf_release(&b);
+		return -1;
+	}
+	rc = json_parse(b.data ? b.data : "", b.len, NULL, out, e);
+	buf_release(&b);
+	return rc;
 }

@@ -29,19 +29,14 @@ int cmdlog_path(const char *data, const char *id, const char *ext, char *out, si
 int cmdlog_read(const char *data, const char *id, struct json **res, struct err *e)
 {
 	char path[4096];
-	struct buf b = BUF_INIT;
 
 	*res = NULL;
 	if (cmdlog_path(data, id, ".json", path, sizeof(path)) < 0)
 		return err_set(e, "bad command id");
 	if (!fs_exists(path))
 		return 0;
-	if (fs_read_file(path, &b, SC_RESULT_FILE_MAX, e) < 0 ||
-	    json_parse(b.data, b.len, NULL, res, e) < 0) {
-		buf_release(&b);
+	if (json_parse_file(path, SC_RESULT_FILE_MAX, res, e) < 0)
 		return err_prefix(e, "command log %s", path);
-	}
-	buf_release(&b);
 	return 1;
 }
 

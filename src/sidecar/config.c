@@ -213,7 +213,6 @@ static const char *keep(struct sc_config *c, const char *s)
 /* Read the state file if there is one. A missing file is not an error. */
 int sc_state_load(struct sc_config *c, struct err *e)
 {
-	struct buf b = BUF_INIT;
 	struct json *j = NULL;
 	const char *s;
 
@@ -221,15 +220,12 @@ int sc_state_load(struct sc_config *c, struct err *e)
 		fill_from_env(c);
 		return 0;
 	}
-	if (fs_read_file(c->state_path, &b, STATE_FILE_MAX, e) < 0 ||
-	    json_parse(b.data, b.len, NULL, &j, e) < 0 || j->type != JSON_OBJECT) {
-		buf_release(&b);
+	if (json_parse_file(c->state_path, STATE_FILE_MAX, &j, e) < 0 || j->type != JSON_OBJECT) {
 		json_free(j);
 		if (!e->msg[0])
 			err_set(e, "not a JSON object");
 		return err_prefix(e, "state file %s", c->state_path);
 	}
-	buf_release(&b);
 	if (!c->server_flag && (s = json_get_str(j, "server")) && *s)
 		c->server = keep(c, s);
 	if (!c->data_flag && (s = json_get_str(j, "data_dir")) && *s)

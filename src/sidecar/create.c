@@ -490,17 +490,11 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 int create_read_spec(const struct wk *w, const char *env, struct json **spec, struct err *e)
 {
 	char path[4300];
-	struct buf b = BUF_INIT;
-	int rc;
 
 	snprintf(path, sizeof(path), "%s/envs/%s/spec.json", w->data, env);
 	if (!fs_exists(path))
 		return err_set(e, "environment %s does not exist on this host", env);
-	if (fs_read_file(path, &b, SC_SPEC_FILE_MAX, e) < 0)
-		return -1;
-	rc = json_parse(b.data ? b.data : "", b.len, NULL, spec, e);
-	buf_release(&b);
-	return rc < 0 ? err_prefix(e, "%s", path) : 0;
+	return json_parse_file(path, SC_SPEC_FILE_MAX, spec, e) < 0 ? err_prefix(e, "%s", path) : 0;
 }
 
 int cmd_env_create(struct wk *w, const struct json *payload, struct json **result, struct err *e)

@@ -94,14 +94,7 @@ static void snap_dir(const char *data, const char *env, const char *name, char *
 
 static int read_json(const char *path, struct json **out, struct err *e)
 {
-	struct buf b = BUF_INIT;
-	int rc;
-
-	if (fs_read_file(path, &b, SNAP_RECORD_MAX, e) < 0)
-		return -1;
-	rc = json_parse(b.data, b.len, NULL, out, e);
-	buf_release(&b);
-	return rc < 0 ? err_prefix(e, "%s", path) : 0;
+	return json_parse_file(path, SNAP_RECORD_MAX, out, e) < 0 ? err_prefix(e, "%s", path) : 0;
 }
 
 static int write_json(const char *path, const struct json *j, struct err *e)

@@ -69,7 +69,6 @@ int stg_open(struct stg *s, const struct wk *w, const char *name, struct err *e)
 int stg_for_env(struct stg *s, const struct wk *w, const char *env, struct err *e)
 {
 	char path[STG_PATH_MAX];
-	struct buf b = BUF_INIT;
 	struct json *j = NULL;
 	const char *name;
 	int rc;
@@ -77,11 +76,8 @@ int stg_for_env(struct stg *s, const struct wk *w, const char *env, struct err *
 	snprintf(path, sizeof(path), "%s/envs/%s/spec.json", w->data, env);
 	if (!fs_exists(path))
 		return stg_open(s, w, stg_host_backend(w->zfs_pool, w->btrfs_root), e);
-	if (fs_read_file(path, &b, SPEC_FILE_MAX, e) < 0 || json_parse(b.data, b.len, NULL, &j, e) < 0) {
-		buf_release(&b);
+	if (json_parse_file(path, SPEC_FILE_MAX, &j, e) < 0)
 		return err_prefix(e, "%s", path);
-	}
-	buf_release(&b);
 	name = json_get_str(j, "storage");
 	/* Environments made before backends were recorded are dir. */
 	rc = stg_open(s, w, name && *name ? name : "dir", e);

@@ -829,7 +829,6 @@ int cmd_verify_run(struct wk *w, const struct json *payload, struct json **resul
 {
 	struct grade g;
 	struct json *col = NULL;
-	struct buf b = BUF_INIT;
 	char path[4300], real[PATH_MAX];
 	struct stat st;
 	struct err e2;
@@ -849,12 +848,7 @@ int cmd_verify_run(struct wk *w, const struct json *payload, struct json **resul
 		return 0;
 	}
 	snprintf(path, sizeof(path), "%s/collect.json", g.dir);
-	buf_init(&b, VF_COLLECT_JSON_MAX + 1);
-	rc = fs_read_file(path, &b, VF_COLLECT_JSON_MAX, e);
-	if (rc == 0)
-		rc = json_parse(b.data, b.len, NULL, &col, e);
-	buf_release(&b);
-	if (rc < 0)
+	if (json_parse_file(path, VF_COLLECT_JSON_MAX, &col, e) < 0)
 		return err_set(e, "verify.run: nothing was collected for %s on this host", g.id);
 	rc = json_len(json_get(col, "refused")) > 0;
 	json_free(col);

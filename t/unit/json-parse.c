@@ -371,8 +371,31 @@ static void test_speed(void)
 	buf_release(&b);
 }
 
+static void test_file(void)
+{
+	char path[600], missing[600];
+	struct json *v = NULL;
+	struct err e;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/doc.json", tap_tmpdir());
+	snprintf(missing, sizeof(missing), "%s/none.json", tap_tmpdir());
+	f = fopen(path, "w");
+	fputs("{\"a\": [1, 2]}\n", f);
+	fclose(f);
+	ok(json_parse_file(path, 1024, &v, &e) == 0 && json_len(json_get(v, "a")) == 2, "a file parses");
+	json_free(v);
+	ok(json_parse_file(path, 4, &v, &e) < 0 && !v, "a file over the cap is refused: %s", e.msg);
+	ok(json_parse_file(missing, 1024, &v, &e) < 0 && !v, "a missing file: %s", e.msg);
+	f = fopen(path, "w");
+	fputs("{\"a\":", f);
+	fclose(f);
+	ok(json_parse_file(path, 1024, &v, &e) < 0 && strstr(e.msg, "1:"), "bad JSON says where: %s", e.msg);
+}
+
 int main(void)
 {
+	test_file();
 	test_table();
 	test_nul();
 	test_depth();
