@@ -1,6 +1,6 @@
 /* templates.c: the starting points GET /v1/templates offers. Each compose
- * text must pass our own reader; cp_templates_check proves it at start-up
- * and the integration suite deploys each one. */
+ * text must pass our own reader without a warning; cp_templates_check proves
+ * it at start-up and the integration suite deploys each one. */
 #include <string.h>
 
 #include "base/log.h"
@@ -94,6 +94,13 @@ int cp_templates_check(void)
 
 		if (spec_parse_compose(cp_templates[i].compose, strlen(cp_templates[i].compose), &spec, &e) < 0) {
 			log_error("cp", "template %s does not pass the compose reader: %s", cp_templates[i].name, e.msg);
+			return -1;
+		}
+		/* A starting point should not teach keys that do nothing. */
+		if (json_len(json_get(spec, "warnings"))) {
+			log_error("cp", "template %s has compose warnings: %s", cp_templates[i].name,
+				  json_at(json_get(spec, "warnings"), 0)->u.str.s);
+			json_free(spec);
 			return -1;
 		}
 		json_free(spec);

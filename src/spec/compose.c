@@ -102,7 +102,7 @@ static int check_depends(const struct json *services, struct err *e)
 	return rc;
 }
 
-static int read_services(const struct json *compose, struct json *spec, struct json *warnings, struct err *e)
+static int read_services(const struct json *compose, struct json *spec, struct err *e)
 {
 	const struct json *services = json_get(compose, "services");
 	const struct json *declared = json_get(compose, "volumes");
@@ -123,7 +123,7 @@ static int read_services(const struct json *compose, struct json *spec, struct j
 			rc = err_set(e, "compose: service name \"%s\" is not valid (letters, digits, _ . -)", names[i]);
 			break;
 		}
-		svc = spec_service_resolve(names[i], json_get(services, names[i]), declared, warnings, e);
+		svc = spec_service_resolve(names[i], json_get(services, names[i]), declared, e);
 		if (!svc)
 			rc = -1;
 		else
@@ -224,25 +224,6 @@ static int read_verifier(const struct json *x, struct json *spec, struct err *e)
 	return 0;
 }
 
-/* x-denv keys we read; others (clock, ingress...) are not supported yet and
- * are reported in the Spec's warnings instead of being dropped silently. */
-static const char *const xdenv_keys[] = { "kind", "egress", "warm", "agent", "verifier", NULL };
-
-static void warn_unknown_xdenv(const struct json *x, struct json *warnings)
-{
-	char w[160];
-
-	for (size_t i = 0; x && x->type == JSON_OBJECT && i < x->u.obj.n; i++) {
-		size_t k = 0;
-		while (xdenv_keys[k] && strcmp(xdenv_keys[k], x->u.obj.m[i].key))
-			k++;
-		if (xdenv_keys[k])
-			continue;
-		snprintf(w, sizeof(w), "x-denv.%.64s is not supported yet and is ignored", x->u.obj.m[i].key);
-		json_array_push(warnings, json_new_str(w));
-	}
-}
-
 static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 {
 	const struct json *egress = json_get(x, "egress"), *warm = json_get(x, "warm");
@@ -290,14 +271,14 @@ int spec_from_compose(const struct json *compose, struct json **out, struct err 
 	 * fills them in place after the services it refers to are read. */
 	json_object_set_str(spec, "kind", "");
 	json_object_set_str(spec, "egress", "deny");
-	if (read_services(compose, spec, warnings, e) < 0 ||
+	if (read_services(compose, spec, e) < 0 ||
 	    read_volumes(json_get(compose, "volumes"), spec, e) < 0 ||
 	    read_xdenv(json_get(compose, "x-denv"), spec, e) < 0) {
 		json_free(spec);
 		json_free(warnings);
 		return -1;
 	}
-	warn_unknown_xdenv(json_get(compose, "x-denv"), warnings);
+	spec_check_keys(compose, spec, warnings);
 	json_object_set(spec, "warnings", warnings);
 	*out = spec;
 	return 0;

@@ -6,21 +6,6 @@
 #include "base/str.h"
 #include "spec/spec.h"
 
-/* Keys we read; anything else on a service is ignored with a warning. */
-static const char *const known_keys[] = {
-	"image", "environment", "ports", "volumes", "depends_on", "command", "healthcheck",
-	"user", "mem_limit", "pids_limit", "cpus", "deploy", "build", "network_mode",
-	"privileged", "cap_add", NULL,
-};
-
-static int is_known(const char *key)
-{
-	for (size_t i = 0; known_keys[i]; i++)
-		if (!strcmp(known_keys[i], key))
-			return 1;
-	return 0;
-}
-
 static int refuse_unsafe(const char *name, const struct json *svc, struct err *e)
 {
 	const struct json *v = json_get(svc, "network_mode");
@@ -295,11 +280,10 @@ static int resolve_fields(const char *name, const struct json *svc, const struct
 }
 
 struct json *spec_service_resolve(const char *name, const struct json *svc,
-				  const struct json *declared, struct json *warnings, struct err *e)
+				  const struct json *declared, struct err *e)
 {
 	const char *image = json_get_str(svc, "image");
 	struct json *out;
-	char w[256];
 
 	if (svc->type != JSON_OBJECT) {
 		err_set(e, "compose: service \"%s\" must be a map", name);
@@ -321,16 +305,6 @@ struct json *spec_service_resolve(const char *name, const struct json *svc,
 	if (resolve_fields(name, svc, declared, out, e) < 0) {
 		json_free(out);
 		return NULL;
-	}
-	for (size_t i = 0; i < svc->u.obj.n; i++) {
-		if (is_known(svc->u.obj.m[i].key))
-			continue;
-		snprintf(w, sizeof(w), "service \"%s\": key \"%.64s\" is ignored", name, svc->u.obj.m[i].key);
-		json_array_push(warnings, json_new_str(w));
-	}
-	if (json_get(svc, "build")) {
-		snprintf(w, sizeof(w), "service \"%s\": build is ignored; the image is used as pushed", name);
-		json_array_push(warnings, json_new_str(w));
 	}
 	return out;
 }

@@ -20,10 +20,16 @@
  *    "agent": {"service": "box"},
  *    "verifier": {"image": "...", "service": "", "command": [...],
  *                 "collect": ["/home/agent/answer.txt"], "timeout_sec": 600},
- *    "warnings": ["service \"db\": key \"restart\" is ignored"]}
+ *    "warnings": ["services.box.comand: unknown key (did you mean command?)",
+ *                 "services.db.restart: ignored by denv"]}
  *
  * Services and volumes are sorted by name; the "first service" (where warm
  * runs) is services[0]. Zero resources mean the sidecar's defaults.
+ *
+ * warnings name every key denv does not act on (keys.c): unknown ones with
+ * the nearest known key, Compose keys denv ignores, x-denv keys this version
+ * does not implement. They never refuse a file; the control plane shows them
+ * in the resolve phase's evidence.
  */
 #ifndef DENV_SPEC_H
 #define DENV_SPEC_H
@@ -43,6 +49,11 @@
 #define SPEC_MAX_CPUS 1024
 #define SPEC_VERIFIER_TIMEOUT_DEFAULT 600
 #define SPEC_VERIFIER_TIMEOUT_MAX 86400
+#define SPEC_MAX_WARNINGS 32		/* then one line counts the rest */
+#define SPEC_WARNING_MAX 256		/* bytes of one warning, NUL included */
+#define SPEC_WARNING_KEY_SHOWN 64	/* bytes of a key a warning quotes */
+#define SPEC_SUGGEST_DISTANCE 2		/* edits between a typo and the key suggested */
+#define SPEC_KEY_COMPARE_MAX 64		/* longer keys are never "near" anything */
 
 /* Resolve a parsed compose document (from yaml_parse) into a Spec.
  * On refusal returns -1 with e->msg the contract's message ("compose: ..."). */
@@ -54,11 +65,36 @@ int spec_parse_compose(const char *text, size_t len, struct json **spec, struct 
 /* The Spec's service named name, or NULL. */
 const struct json *spec_service(const struct json *spec, const char *name);
 
+/* How denv treats a key of one level of the file (keys.c). */
+enum spec_key_how {
+	SPEC_KEY_READ,		/* acted on */
+	SPEC_KEY_IGNORED,	/* valid Compose that denv does not apply */
+	SPEC_KEY_UNSUPPORTED,	/* an x-denv key this version does not implement */
+};
+
+struct spec_key {
+	const char *name;	/* NULL ends a table */
+	enum spec_key_how how;
+	const char *note;	/* why it is ignored, or NULL */
+};
+
+/* Damerau-Levenshtein distance (adjacent swaps count one) between a and b;
+ * SIZE_MAX when either is longer than SPEC_KEY_COMPARE_MAX bytes. */
+size_t spec_edit_distance(const char *a, const char *b);
+
+/* The name in keys nearest to word, when it is within a third of word's
+ * length and SPEC_SUGGEST_DISTANCE edits; the first such name on a tie; else NULL. */
+const char *spec_nearest_key(const char *word, const struct spec_key *keys);
+
+/* Append to warnings (a JSON array) one line per key of compose that denv
+ * does not act on, in the order of spec's services and volumes; bounded by
+ * SPEC_MAX_WARNINGS lines and one line that counts the rest. */
+void spec_check_keys(const struct json *compose, const struct json *spec, struct json *warnings);
+
 /* Internal, shared by the readers: caps.c, util.c, service.c. */
 int spec_caps(const char *svc, const struct json *service, struct json **out, struct err *e);
 struct json *spec_service_resolve(const char *name, const struct json *service,
-				  const struct json *declared_volumes, struct json *warnings,
-				  struct err *e);
+				  const struct json *declared_volumes, struct err *e);
 struct json *spec_argv(const struct json *v, const char *what, struct err *e);
 int spec_scalar_string(const struct json *v, char *out, size_t n);
 int spec_valid_name(const char *s);

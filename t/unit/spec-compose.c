@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "json/json.h"
 #include "spec/spec.h"
 #include "tap.h"
@@ -94,7 +95,7 @@ static const char quickstart_spec[] =
 	"\"verifier\":{\"image\":\"busybox:1.36\",\"service\":\"\",\"command\":[\"sh\",\"-c\","
 	"\"[ \\\"$(cat /submission/home/agent/answer.txt)\\\" = 42 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\"],"
 	"\"collect\":[\"/home/agent/answer.txt\"],\"timeout_sec\":600},"
-	"\"warnings\":[\"service \\\"box\\\": key \\\"restart\\\" is ignored\"]}";
+	"\"warnings\":[\"services.box.restart: ignored by denv\"]}";
 
 static struct json *parse_json(const char *s)
 {
@@ -207,10 +208,160 @@ static void test_conversions(void)
 	json_free(spec);
 }
 
+/* ---- warnings: keys denv does not act on (keys.c) ---- */
+
+struct distance {
+	const char *a, *b;
+	size_t d;
+};
+
+static const struct distance distances[] = {
+	{ "command", "command", 0 }, { "comand", "command", 1 }, { "commandd", "command", 1 },
+	{ "imgae", "image", 1 },	/* a swap is one edit */
+	{ "kitten", "sitting", 3 }, { "", "pid", 3 }, { "ca", "abc", 3 },	/* OSA: no edit of a swapped pair */
+	{ "usr", "user", 1 }, { "x-denf", "x-denv", 1 },
+	{ "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "a", SIZE_MAX },	/* 65 bytes */
+};
+
+static void test_edit_distance(void)
+{
+	for (size_t i = 0; i < sizeof(distances) / sizeof(distances[0]); i++) {
+		const struct distance *t = &distances[i];
+		is_int(spec_edit_distance(t->a, t->b) == t->d, 1, t->a);
+		is_int(spec_edit_distance(t->b, t->a) == t->d, 1, "  and the other way round");
+	}
+}
+
+static void test_nearest(void)
+{
+	static const struct spec_key keys[] = {
+		{ "command", SPEC_KEY_READ, NULL }, { "user", SPEC_KEY_READ, NULL }, { "pid", SPEC_KEY_IGNORED, NULL },
+		{ "pids_limit", SPEC_KEY_READ, NULL }, { "ab", SPEC_KEY_READ, NULL }, { "ac", SPEC_KEY_READ, NULL },
+		{ NULL, SPEC_KEY_READ, NULL },
+	};
+	static const struct { const char *word, *want; } cases[] = {
+		{ "comand", "command" }, { "comamnd", "command" }, { "usr", "user" }, { "pids_limt", "pids_limit" },
+		{ "foo", NULL }, { "cmd", NULL },	/* two edits from "pid", but three letters allow one */ { "commmandd", "command" }, { "xxxxxxxxx", NULL }, { "a", "ab" },	/* a tie: the first */
+		{ "", NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *got = spec_nearest_key(cases[i].word, keys);
+		if (cases[i].want)
+			is_str(got ? got : "(none)", cases[i].want, cases[i].word);
+		else
+			ok(!got, "%s: nothing near (got %s)", cases[i].word, got ? got : "none");
+	}
+}
+
+struct warned {
+	const char *what, *yaml, *warnings;	/* warnings: the JSON array expected */
+};
+
+static const struct warned warned[] = {
+	{ "a clean file", "services:\n  a: {image: x, command: [sleep, 1]}\nvolumes: {v: {}}\n", "[]" },
+	{ "typo at the top", "services:\n  a: {image: x}\nvolume: {v: {}}\n",
+	  "[\"volume: unknown key (did you mean volumes?)\"]" },
+	{ "typo in a service", "services:\n  a:\n    image: x\n    comand: [sleep, 1]\n",
+	  "[\"services.a.comand: unknown key (did you mean command?)\"]" },
+	{ "unknown, nothing near", "services:\n  a: {image: x, frobnicate: 1}\n", "[\"services.a.frobnicate: unknown key\"]" },
+	{ "typo in x-denv", "x-denv: {egres: allow}\nservices:\n  a: {image: x}\n",
+	  "[\"x-denv.egres: unknown key (did you mean egress?)\"]" },
+	{ "x-denv.clock", "x-denv: {clock: frozen}\nservices:\n  a: {image: x}\n",
+	  "[\"x-denv.clock: not supported by this version of denv\"]" },
+	{ "typo in x-denv.verifier",
+	  "x-denv:\n  agent: {service: a}\n  verifier: {image: g, command: [x], colect: [/a]}\nservices:\n  a: {image: x, user: \"1000\"}\n",
+	  "[\"x-denv.verifier.colect: unknown key (did you mean collect?)\"]" },
+	{ "typo in x-denv.agent", "x-denv:\n  agent: {service: a, servce: a}\nservices:\n  a: {image: x, user: \"1000\"}\n",
+	  "[\"x-denv.agent.servce: unknown key (did you mean service?)\"]" },
+	{ "valid Compose that denv ignores",
+	  "services:\n  a:\n    image: x\n    restart: always\n    container_name: web\n    logging: {driver: none}\n"
+	  "    build: .\n    healthcheck: {test: [CMD, x], timeout: 3s}\n"
+	  "    deploy: {replicas: 2, resources: {limits: {memory: 1g}, reservations: {}}}\n"
+	  "volumes: {v: {driver: local}}\nversion: \"3.9\"\nnetworks: {}\n",
+	  "[\"version: ignored by denv (obsolete; Compose ignores it too)\","
+	  "\"networks: ignored by denv (every environment gets one network of its own)\","
+	  "\"services.a.restart: ignored by denv\","
+	  "\"services.a.container_name: ignored by denv (every fork names its own containers)\","
+	  "\"services.a.logging: ignored by denv\","
+	  "\"services.a.build: ignored by denv (the image is run as it is, never built)\","
+	  "\"services.a.healthcheck.timeout: ignored by denv\","
+	  "\"services.a.deploy.replicas: ignored by denv\","
+	  "\"services.a.deploy.resources.reservations: ignored by denv\","
+	  "\"volumes.v.driver: ignored by denv\"]" },
+	{ "typos deeper in a service",
+	  "services:\n  a:\n    image: x\n    healthcheck: {test: [CMD, x], intervall: 2s}\n"
+	  "    deploy: {resources: {limits: {memroy: 1g}}}\n",
+	  "[\"services.a.healthcheck.intervall: unknown key (did you mean interval?)\","
+	  "\"services.a.deploy.resources.limits.memroy: unknown key (did you mean memory?)\"]" },
+	{ "extension fields are Compose's own",
+	  "x-common: &c {restart: always}\nservices:\n  a: {image: x, x-note: hi}\nx-denf: {}\n",
+	  "[\"x-denf: unknown key (did you mean x-denv?)\"]" },
+	{ "order: services by name, keys as written",
+	  "services:\n  b: {image: x, comand: 1, restart: always}\n  a: {image: x, tty: true}\n",
+	  "[\"services.a.tty: ignored by denv\",\"services.b.comand: unknown key (did you mean command?)\","
+	  "\"services.b.restart: ignored by denv\"]" },
+	{ "a key that is not text is shown safely", "services:\n  a: {image: x, \"k\\e[31m\\nx\": 1}\n",
+	  "[\"services.a.k?[31m?x: unknown key\"]" },
+};
+
+static void test_warnings(void)
+{
+	for (size_t i = 0; i < sizeof(warned) / sizeof(warned[0]); i++) {
+		struct json *spec = resolve(warned[i].yaml), *want = parse_json(warned[i].warnings);
+		if (!ok(spec && json_equal(json_get(spec, "warnings"), want), "warnings: %s", warned[i].what)) {
+			char *got = json_to_string(json_get(spec, "warnings"), JSON_COMPACT);
+			tap_diag("got: %s", got ? got : "(no spec)");
+			free(got);
+		}
+		json_free(spec);
+		json_free(want);
+	}
+}
+
+/* However many keys a file has, the warnings stay within their bounds. */
+static void test_warnings_bounded(void)
+{
+	struct buf y = BUF_INIT;
+	struct json *spec, *w;
+	size_t longest = 0;
+
+	buf_adds(&y, "services:\n  a:\n    image: x\n");
+	for (int i = 0; i < SPEC_MAX_WARNINGS + 8; i++)
+		buf_addf(&y, "    unknown_%d: 1\n", i);
+	buf_adds(&y, "    ");
+	for (int i = 0; i < 3 * SPEC_WARNING_MAX; i++)
+		buf_addch(&y, 'k');
+	buf_adds(&y, ": 1\n");
+	spec = resolve(y.data);
+	w = json_get(spec, "warnings");
+	is_int(json_len(w), SPEC_MAX_WARNINGS + 1, "at most SPEC_MAX_WARNINGS warnings and a count");
+	is_str(json_len(w) ? json_at(w, json_len(w) - 1)->u.str.s : "", "9 more warnings not shown", "  the count");
+	for (size_t i = 0; i < json_len(w); i++)
+		if (json_at(w, i)->u.str.len > longest)
+			longest = json_at(w, i)->u.str.len;
+	ok(longest < SPEC_WARNING_MAX, "every warning is shorter than SPEC_WARNING_MAX (%zu)", longest);
+	json_free(spec);
+	buf_reset(&y);
+	buf_adds(&y, "services:\n  a:\n    image: x\n    ");
+	for (int i = 0; i < 3 * SPEC_WARNING_MAX; i++)
+		buf_addch(&y, 'k');
+	buf_adds(&y, ": 1\n");
+	spec = resolve(y.data);
+	w = json_at(json_get(spec, "warnings"), 0);
+	ok(w && strstr(w->u.str.s, "kkk...: unknown key") && w->u.str.len < 100, "a long key is cut, and says so");
+	json_free(spec);
+	buf_release(&y);
+}
+
 int main(void)
 {
 	test_refusals();
 	test_quickstart();
 	test_conversions();
+	test_edit_distance();
+	test_nearest();
+	test_warnings();
+	test_warnings_bounded();
 	return tap_done();
 }
