@@ -90,6 +90,33 @@ int cli_watch_print(struct cli_watch *w, const struct json *doc, struct buf *out
 	return lines;
 }
 
+/* Compose warnings (spec.h), one "warning: " line each on stderr: stdout
+ * may be JSON. */
+static void print_warnings(const struct json *list)
+{
+	for (size_t i = 0; i < json_len(list); i++)
+		if (json_at(list, i)->type == JSON_STRING)
+			fprintf(stderr, "warning: %s\n", json_at(list, i)->u.str.s);
+}
+
+/* The resolve phase's warnings once it has evidence. true when there is
+ * nothing more to print. */
+static bool resolve_warnings(const struct json *doc)
+{
+	const struct json *phases = json_get(doc, "phases"), *ev;
+
+	for (size_t i = 0; i < json_len(phases); i++) {
+		if (!str_eq(json_get_str(json_at(phases, i), "Name"), "resolve"))
+			continue;
+		ev = json_get(json_at(phases, i), "Evidence");
+		if (!ev || ev->type == JSON_NULL)
+			return false;
+		print_warnings(json_get(ev, "warnings"));
+		return true;
+	}
+	return true;
+}
+
 /* One follower: what the stream callbacks and the loop share. */
 struct waiter {
 	struct cli *c;
@@ -99,6 +126,7 @@ struct waiter {
 	struct ev *ev;
 	struct ws_conn *ws;
 	bool dirty;		/* an event arrived since the last read */
+	bool warned;		/* the resolve phase's warnings are out */
 	int errors;
 };
 
@@ -123,6 +151,8 @@ static int refresh(struct waiter *w, struct err *e)
 	fwrite(out.data, 1, out.len, stdout);
 	fflush(stdout);
 	buf_release(&out);
+	if (!w->warned)
+		w->warned = resolve_warnings(doc);
 	st = json_get_str(json_get(doc, "deployment"), "Status");
 	return cli_status_final(st) ? 1 : 0;
 }
@@ -250,8 +280,10 @@ int cli_started(struct cli *c, const struct json *resp, bool wait,
 	struct json *final = NULL;
 	int rc;
 
-	if (!wait)
+	if (!wait) {
+		print_warnings(json_get(resp, "warnings"));
 		return cli_print_json(resp, e) < 0 ? CLI_FAIL : CLI_OK;
+	}
 	if (!id)
 		return err_set(e, "the server answered without a deployment id"), CLI_FAIL;
 	if (env && *env)

@@ -349,6 +349,9 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 	json_object_set(params, "warm", warm);
 	warm = NULL;
 	resp = cp_deployment_create(txn, who.team_id, pid, env_id, "deploy", params);
+	/* The compose warnings are known now (spec_parse_compose always sets
+	 * them); the resolve phase's evidence repeats them. */
+	json_object_set(resp, "warnings", json_dup(json_get(json_get(params, "spec"), "warnings")));
 	cp_commit_deploy(cp, txn, req, 202, resp, env_id);
 out:
 	json_free(spec);

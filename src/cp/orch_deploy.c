@@ -28,6 +28,15 @@ static struct json *names_of(const struct json *list)
 	return a;
 }
 
+/* The compose keys denv does not act on (spec.h); a spec stored before
+ * warnings existed has none. */
+static struct json *warnings_of(const struct json *spec)
+{
+	const struct json *w = json_get(spec, "warnings");
+
+	return w && w->type == JSON_ARRAY ? json_dup(w) : json_new_array();
+}
+
 static void resolve(struct cp_run *r)
 {
 	struct cp *cp = r->cp;
@@ -50,7 +59,7 @@ static void resolve(struct cp_run *r)
 	str_copy(r->version_id, sizeof(r->version_id), json_get_str(v, "ID"));
 	ev = cp_obj("version", json_new_str(r->version_id), "number", json_new_int(json_get_int(v, "Number", 0)),
 		    "services", names_of(json_get(spec_of(r), "services")), "volumes",
-		    names_of(json_get(spec_of(r), "volumes")), NULL);
+		    names_of(json_get(spec_of(r), "volumes")), "warnings", warnings_of(spec_of(r)), NULL);
 	txn = st_begin(cp->db);
 	st_put(txn, "versions", r->version_id, v);
 	cp_commit_quiet(txn, "version");
