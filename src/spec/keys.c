@@ -198,17 +198,18 @@ static void shown_key(const struct json_member *m, char out[SPEC_WARNING_KEY_SHO
 	memcpy(out + n, m->key_len > n ? "..." : "", m->key_len > n ? 4 : 1);
 }
 
-static const struct spec_key *find_key(const struct spec_key *keys, const char *name)
+/* By length too: a key with a NUL inside is not the key before the NUL. */
+static const struct spec_key *find_key(const struct spec_key *keys, const struct json_member *m)
 {
 	for (size_t i = 0; keys[i].name; i++)
-		if (!strcmp(keys[i].name, name))
+		if (strlen(keys[i].name) == m->key_len && !memcmp(keys[i].name, m->key, m->key_len))
 			return &keys[i];
 	return NULL;
 }
 
 /* Warn about the members of obj (at path, "" for the top) that keys does not
  * read. Compose's extension fields (x-...) are for anchors and other tools,
- * so they are warned about only where they look like a typo of a key. */
+ * so they are warned about only where they look like a typo of an x- key. */
 static void check_level(struct spec_warnings *w, const struct json *obj, const char *path,
 			const struct spec_key *keys, bool extensions)
 {
@@ -217,7 +218,7 @@ static void check_level(struct spec_warnings *w, const struct json *obj, const c
 
 	for (size_t i = 0; obj && obj->type == JSON_OBJECT && i < obj->u.obj.n; i++) {
 		const struct json_member *m = &obj->u.obj.m[i];
-		const struct spec_key *k = find_key(keys, m->key);
+		const struct spec_key *k = find_key(keys, m);
 		const char *near;
 
 		if (k && k->how == SPEC_KEY_READ)
@@ -238,7 +239,8 @@ static void check_level(struct spec_warnings *w, const struct json *obj, const c
 			continue;
 		}
 		near = spec_nearest_key(m->key, keys);
-		if (extensions && str_has_prefix(m->key, "x-") && !near)
+		/* x-tty is an extension field, not a typo of tty; x-denf is one of x-denv. */
+		if (extensions && str_has_prefix(m->key, "x-") && !(near && str_has_prefix(near, "x-")))
 			continue;
 		if (near)
 			spec_warn(w, "%s%s%s: unknown key (did you mean %s?)", path, dot, key, near);

@@ -295,7 +295,7 @@ static const struct warned warned[] = {
 	  "[\"services.a.healthcheck.intervall: unknown key (did you mean interval?)\","
 	  "\"services.a.deploy.resources.limits.memroy: unknown key (did you mean memory?)\"]" },
 	{ "extension fields are Compose's own",
-	  "x-common: &c {restart: always}\nservices:\n  a: {image: x, x-note: hi}\nx-denf: {}\n",
+	  "x-common: &c {restart: always}\nservices:\n  a: {image: x, x-note: hi, x-tty: 1}\nx-denf: {}\n",
 	  "[\"x-denf: unknown key (did you mean x-denv?)\"]" },
 	{ "order: services by name, keys as written",
 	  "services:\n  b: {image: x, comand: 1, restart: always}\n  a: {image: x, tty: true}\n",
@@ -303,6 +303,8 @@ static const struct warned warned[] = {
 	  "\"services.b.restart: ignored by denv\"]" },
 	{ "a key that is not text is shown safely", "services:\n  a: {image: x, \"k\\e[31m\\nx\": 1}\n",
 	  "[\"services.a.k?[31m?x: unknown key\"]" },
+	{ "a NUL inside a key", "services:\n  a: {image: x, command: [a], \"tty\\0x\": 1}\n",
+	  "[\"services.a.tty?x: unknown key (did you mean tty?)\"]" },
 };
 
 static void test_warnings(void)
