@@ -116,21 +116,72 @@ static void health(struct cp_run *r)
 
 /* ---- warm, snapshot, ingress ---- */
 
+/* The last CP_WARM_OUTPUT_TAIL bytes of s, from a line's start where one
+ * begins inside them (never in the middle of a UTF-8 sequence); "..." first
+ * when something was cut. */
+static struct json *output_tail(const char *s)
+{
+	size_t len = s ? strlen(s) : 0, from;
+	const char *nl;
+	struct buf b = BUF_INIT;
+	struct json *tail;
+
+	if (len <= CP_WARM_OUTPUT_TAIL)
+		return json_new_str(s ? s : "");
+	from = len - CP_WARM_OUTPUT_TAIL;
+	while (from < len && ((unsigned char)s[from] & 0xC0) == 0x80)
+		from++;
+	if ((nl = memchr(s + from, '\n', len - from)) && nl + 1 < s + len)
+		from = (size_t)(nl + 1 - s);
+	buf_adds(&b, "...\n");
+	buf_add(&b, s + from, len - from);
+	tail = json_new_strn(b.data, b.len);
+	buf_release(&b);
+	return tail;
+}
+
+/* The last line of s with text on it, as a view: *n bytes at the result. */
+static const char *last_line(const char *s, size_t *n)
+{
+	size_t end = s ? strlen(s) : 0, start;
+
+	while (end > 0 && (s[end - 1] == '\n' || s[end - 1] == '\r' || s[end - 1] == ' '))
+		end--;
+	start = end;
+	while (start > 0 && s[start - 1] != '\n')
+		start--;
+	*n = end - start;
+	return s ? s + start : "";
+}
+
 static void warmed(struct cp_run *r, const struct cp_result *res)
 {
 	int64_t code = json_get_int(res->payload, "exit_code", -1);
-	const char *err = json_get_str(res->payload, "stderr");
+	const char *err = json_get_str(res->payload, "stderr"), *out = json_get_str(res->payload, "stdout");
+	const char *line;
+	struct json *ev;
+	size_t n;
 
 	if (!res->ok) {
 		run_fail(r, NULL, "%s", res->error);
 		return;
 	}
-	if (code != 0) {
-		run_fail(r, cp_obj("exit", json_new_int(code), "stderr", json_new_str(err ? err : ""), NULL),
-			 "warm command exited %lld", (long long)code);
+	if (code == 0) {
+		run_ok(r, cp_obj("exit", json_new_int(0), NULL));
 		return;
 	}
-	run_ok(r, cp_obj("exit", json_new_int(0), NULL));
+	/* What went wrong is usually the last thing the command said: the
+	 * tail in the evidence, its last line in the error the CLI prints. A
+	 * command that said nothing on stderr may have said it on stdout. */
+	ev = cp_obj("exit", json_new_int(code), "stderr", output_tail(err), NULL);
+	if ((!err || !*err) && out && *out)
+		json_object_set(ev, "stdout", output_tail(out));
+	line = last_line(err && *err ? err : out, &n);
+	if (n > 0)
+		run_fail(r, ev, "warm command exited %lld: %.*s", (long long)code,
+			 (int)(n < CP_WARM_ERROR_LINE ? n : CP_WARM_ERROR_LINE), line);
+	else
+		run_fail(r, ev, "warm command exited %lld", (long long)code);
 }
 
 static void warm(struct cp_run *r)
