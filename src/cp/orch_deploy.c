@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "cp/orch.h"
@@ -60,6 +61,29 @@ static void resolve(struct cp_run *r)
 
 /* ---- prepare, start, health ---- */
 
+/* A step's duration from env.create's timings, never negative. */
+static int64_t step_ms(const struct json *create, const char *key)
+{
+	int64_t ms = json_get_int(json_get(create, "timings"), key, 0);
+
+	return ms > 0 ? ms : 0;
+}
+
+/* env.create does the work of prepare, start and health at once; its
+ * timings say how long each step took, so each phase shows its own time:
+ * prepare ends (and start begins) start_ms + health_ms before the result
+ * came, start ends health_ms before it. A host without timings leaves all
+ * the time in prepare, as before. */
+static void lay_out_steps(struct cp_run *r, const struct json *create)
+{
+	int64_t now = clock_now_ns(), start = step_ms(create, "start_ms"), health = step_ms(create, "health_ms");
+
+	if (!json_get(create, "timings"))
+		return;
+	json_object_set_int(r->ctx, "start_ends_ns", now - health * 1000000);
+	run_handover(r, now - (start + health) * 1000000);
+}
+
 static void prepared(struct cp_run *r, const struct cp_result *res)
 {
 	const struct json *p = res->payload;
@@ -69,6 +93,7 @@ static void prepared(struct cp_run *r, const struct cp_result *res)
 		run_fail(r, NULL, "%s", res->error);
 		return;
 	}
+	lay_out_steps(r, p);
 	json_object_set(r->ctx, "create", json_dup(p));
 	endpoints = json_get(p, "endpoints") ? json_dup(json_get(p, "endpoints")) : json_new_object();
 	json_object_set(r->ctx, "endpoints", json_dup(endpoints));
@@ -79,6 +104,8 @@ static void prepared(struct cp_run *r, const struct cp_result *res)
 		json_object_set(ev, "digests", json_dup(json_get(p, "digests")));
 	if (json_get_str(p, "egress"))
 		json_object_set_str(ev, "egress", json_get_str(p, "egress"));
+	if (json_get(p, "timings"))
+		json_object_set_int(ev, "prepared_in_ms", step_ms(p, "prepare_ms"));
 	run_ok(r, ev);
 }
 
@@ -95,10 +122,14 @@ static void prepare(struct cp_run *r)
 	run_cmd(r, r->env_id, "env.create", payload, 0, prepared);
 }
 
+/* started_in is the containers' start alone (the sidecar's create.c). */
 static void start(struct cp_run *r)
 {
 	const struct json *create = json_get(r->ctx, "create");
+	int64_t ends = json_get_int(r->ctx, "start_ends_ns", 0);
 
+	if (ends)
+		run_handover(r, ends);
 	run_ok(r, cp_obj("started_in_ms", json_new_int(run_duration_ms(json_get(create, "started_in"), true)), NULL));
 }
 
@@ -111,7 +142,12 @@ static struct json *endpoints_of(const struct cp_run *r)
 
 static void health(struct cp_run *r)
 {
-	run_ok(r, cp_obj("endpoints", endpoints_of(r), NULL));
+	const struct json *create = json_get(r->ctx, "create");
+	struct json *ev = cp_obj("endpoints", endpoints_of(r), NULL);
+
+	if (json_get(create, "timings"))
+		json_object_set_int(ev, "healthy_in_ms", step_ms(create, "health_ms"));
+	run_ok(r, ev);
 }
 
 /* ---- warm, snapshot, ingress ---- */
