@@ -3,7 +3,8 @@
 # denvd on real Docker, for what a deploy's phases say:
 #   - x-denv.warm as a string and in the blog's one-string-list form runs
 #     under sh -c and seeds data (PostgreSQL over the stack's network);
-#   - a failing warm shows its stderr tail in the evidence and on the CLI;
+#   - a failing warm shows its stderr tail in the evidence and on the CLI
+#     (and an argv naming no program shows what Docker said on stdout);
 #   - start's started_in_ms is the containers' start, and the phases'
 #     timestamps say so (prepare no longer holds it);
 #   - -v prints whole evidence, without it long evidence is cut;
@@ -160,6 +161,19 @@ ev='[p for p in d["phases"] if p["Name"] == "warm"][0]["Evidence"]'
 	[ "$(py "$ev[\"stderr\"].startswith('...\\n') and $ev[\"stderr\"].endswith('noise line 399\\nthe last complaint\\n')")" = True ]
 ok $? "the evidence keeps the bounded tail of stderr, from a line's start"
 
+# An argv naming no program: Docker says so on the exec's stdout, and that is shown.
+cat >"$tmp/noprog.yaml" <<'EOF'
+x-denv:
+  warm: [no-such-program, --seed]
+services:
+  box:
+    image: denv-test/busybox:latest
+    command: ["sleep", "infinity"]
+EOF
+run deploy --project w1 --env noprog -f "$tmp/noprog.yaml"
+grep -q '^  warm       failed    warm command exited 12[67]: .*no-such-program.*not found' "$tmp/out"
+ok $? "a warm argv naming no program says why (exit $rc)"
+
 # ---- a missing image fails at prepare and leaves nothing behind ----
 cat >"$tmp/noimg.yaml" <<'EOF'
 services:
@@ -187,7 +201,7 @@ ok $? "no container and no network of that environment"
 [ ! -e "$tmp/data/envs/$env_id/volumes" ] && [ -z "$(find "$tmp/data" -path "*$env_id*" -name data 2>/dev/null)" ]
 ok $? "no volume of that environment"
 
-for e in blog string fail noimg; do denv env destroy "w1/$e" >/dev/null 2>&1; done
-for e in blog string fail noimg; do stack_wait_destroyed "w1/$e"; done
+for e in blog string fail noprog noimg; do denv env destroy "w1/$e" >/dev/null 2>&1; done
+for e in blog string fail noprog noimg; do stack_wait_destroyed "w1/$e"; done
 echo "1..$t"
 [ "$failed" = 0 ]
