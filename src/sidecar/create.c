@@ -4,7 +4,7 @@
  * create before anything is made); remove what an earlier attempt of
  * this environment left in Docker (nothing to do on a first create); choose
  * the storage backend (the env's own, or its snapshot's for a fork); write
- * spec.json; clone or restore the volumes from a snapshot when asked; look
+ * spec.json; clone or restore the volumes from a snapshot when asked;
  * fill the volumes still missing; create the network
  * (internal when egress is denied; none at all for one service with egress
  * denied: render_networkless); start the containers in depends_on order,
