@@ -1,6 +1,7 @@
 /* images.c: every service's image is on this host before env.create makes
  * anything (volume, network, container). An image that is missing is pulled
- * once, bounded by SC_IMAGE_PULL_MS; one that is still missing stops the
+ * once, all pulls together bounded by SC_IMAGE_PULL_MS (the control plane
+ * gives the whole env.create 15 minutes); one that is still missing stops the
  * create with a message that names the service, the image and the host and
  * says what to do. Without this check the first docker command that needs
  * the image (a volume fill's `docker create`) failed with Docker's own
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/ev.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
 
@@ -65,6 +67,7 @@ static int look_up(const char *image, struct json *images, struct err *e)
 int images_ensure(const struct json *order, struct json **out, struct err *e)
 {
 	struct json *images = json_new_object();
+	int64_t deadline = ev_mono_ms() + SC_IMAGE_PULL_MS;
 
 	for (size_t i = 0; i < json_len(order); i++) {
 		const char *svc = json_get_str(json_at(order, i), "name");
@@ -83,8 +86,11 @@ int images_ensure(const struct json *order, struct json **out, struct err *e)
 			continue;
 		wk_progress("image %s of service %s is not on this host: pulling it", image, svc);
 		err_clear(&pe);
-		if (dk(NULL, SC_IMAGE_PULL_MS, &pe, "pull", "--quiet", image, NULL) < 0 ||
-		    look_up(image, images, &pe) <= 0) {
+		if (ev_mono_ms() >= deadline)
+			err_set(&pe, "docker pull: timed out (%d s for every pull of this create)", SC_IMAGE_PULL_MS / 1000);
+		else if (dk(NULL, deadline - ev_mono_ms(), &pe, "pull", "--quiet", image, NULL) == 0)
+			(void)look_up(image, images, &pe);	/* absent or failed: the check below */
+		if (!json_get(images, image)) {
 			json_free(images);
 			return missing(svc, image, pe.msg[0] ? pe.msg : "not there after the pull", e);
 		}
