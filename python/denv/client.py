@@ -272,16 +272,21 @@ class Client:
         project: str,
         compose: str,
         env: str | None = None,
-        warm: Sequence[str] | None = None,
+        warm: str | Sequence[str] | None = None,
         timeout_sec: int = 900,
     ) -> dict[str, Any]:
-        """Deploy compose text to an environment of a project; the final deployment object."""
+        """Deploy compose text to an environment of a project; the final deployment object.
+
+        ``warm`` replaces the file's x-denv.warm: a string runs under ``sh -c``,
+        a list is the argv (a list of one string with spaces is a shell command
+        too; see denv-compose(5))."""
         path = f"/v1/projects/{project}/deploy"
         body: dict[str, Any] = {"compose": compose}
         if env:
             body["env"] = env
         if warm:
-            body["warm"] = [str(w) for w in warm]
+            # A str is itself a Sequence[str]: sent whole, never as characters.
+            body["warm"] = warm if isinstance(warm, str) else [str(w) for w in warm]
         doc = self._json("POST", path, json=body)
         dep_id = self._dep_id(doc, "POST", path)
         final = self.wait_deployment(dep_id, timeout_sec)

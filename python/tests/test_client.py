@@ -129,6 +129,18 @@ class TestSandboxes(FakeCase):
         self.assertEqual(str(cm.exception), f"denv POST /v1/envs/{a.id}/snapshot: failed snapshot: host refused")
 
 
+class TestDeploy(FakeCase):
+    COMPOSE = "services:\n  main: {image: busybox, command: [sleep, infinity]}\n"
+
+    def test_warm_forms(self) -> None:
+        self.c.ensure_project("p")
+        self.c.deploy("p", self.COMPOSE, warm="psql -f /seed.sql")
+        self.c.deploy("p", self.COMPOSE, env="b", warm=["psql", "-f", "/seed.sql"])
+        bodies = [r.body.get("warm") for r in self.fake.calls("POST", "/v1/projects/p/deploy")]
+        self.assertEqual(bodies, ["psql -f /seed.sql", ["psql", "-f", "/seed.sql"]],
+                         "a warm string is sent whole (the server runs it under sh -c), a list as the argv")
+
+
 class TestVerify(FakeCase):
     def test_verdict(self) -> None:
         a = self.c.sandbox(image="busybox")

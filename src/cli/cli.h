@@ -38,6 +38,9 @@ struct http_client;
 #define CLI_ID_MAX 128				/* ids we accept or build */
 #define CLI_CONFIG_MAX ((size_t)64 << 10)	/* config.json */
 #define CLI_DEVICE_EXPIRY_S 900			/* device code lifetime when the server does not say */
+#define CLI_WAIT_DETAIL_MAX 200			/* evidence characters on a phase line without -v */
+#define CLI_XSTR(x) CLI_STR_(x)
+#define CLI_STR_(x) #x
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
@@ -135,6 +138,7 @@ int cli_ref_split(const char *ref, char *project, size_t psize, char *env, size_
 struct cli {
 	struct cli_config cfg;
 	struct http_client *http;
+	bool verbose;		/* the command's -v/--verbose (dispatch.c): whole evidence when following */
 };
 
 void cli_init(struct cli *c);
@@ -170,10 +174,14 @@ int cli_resolve_env(struct cli *c, const char *ref, char *id, size_t size, struc
 struct cli_watch {
 	char **status;		/* per phase index, last printed status */
 	size_t n;
+	bool verbose;		/* evidence whole, not cut at CLI_WAIT_DETAIL_MAX */
 };
 void cli_watch_release(struct cli_watch *w);
 /* Print one line for each phase of doc ({deployment, phases}) whose status
- * changed since the last call. Returns the number of lines printed. */
+ * changed since the last call: the phase, its status, then its error, else
+ * its evidence. A failed phase's stderr (evidence "stderr", or "stdout"
+ * when that is empty) follows on lines of its own, and with verbose its
+ * whole evidence. Returns the number of phases printed. */
 int cli_watch_print(struct cli_watch *w, const struct json *doc, struct buf *out);
 /* Whether a deployment status is final. */
 bool cli_status_final(const char *status);
@@ -225,6 +233,7 @@ extern const struct cli_cmd cli_cmd_top;
 
 /* The flag every deployment-starting command has. */
 #define CLI_FLAG_WAIT { "wait", 0, CLI_BOOL, NULL, "follow the deployment until it ends (default true; --wait=false to return at once)" }
+#define CLI_FLAG_VERBOSE { "verbose", 'v', CLI_BOOL, NULL, "while following, print each phase's evidence whole (default: cut at " CLI_XSTR(CLI_WAIT_DETAIL_MAX) " characters)" }
 
 /* Print the usage of cmd (parent: the group it belongs to, or NULL). */
 void cli_usage(FILE *f, const struct cli_cmd *parent, const struct cli_cmd *cmd);

@@ -35,11 +35,13 @@ static int run_dep_watch(struct cli *c, const struct cli_args *a, struct err *e)
 	return rc;
 }
 
+static const struct cli_flag watch_flags[] = { CLI_FLAG_VERBOSE, { 0 } };
+
 static const struct cli_cmd dep_subs[] = {
 	{ .name = "get", .args = "<deployment>", .summary = "show a deployment and its phases", .min_pos = 1,
 	  .max_pos = 1, .run = run_dep_get },
 	{ .name = "watch", .args = "<deployment>", .summary = "print phases as they change until it ends",
-	  .min_pos = 1, .max_pos = 1, .run = run_dep_watch },
+	  .flags = watch_flags, .min_pos = 1, .max_pos = 1, .run = run_dep_watch },
 	{ 0 },
 };
 

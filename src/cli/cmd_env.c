@@ -135,6 +135,7 @@ static const struct cli_flag fork_flags[] = {
 	{ "name", 0, CLI_STR, "NAME", "name of the new environment (default <env>-fork-<unix time>)" },
 	{ "version", 0, CLI_STR, "VER", "healthy version to fork (default: the current one)" },
 	CLI_FLAG_WAIT,
+	CLI_FLAG_VERBOSE,
 	{ 0 },
 };
 
@@ -150,7 +151,7 @@ static int run_snapshot(struct cli *c, const struct cli_args *a, struct err *e)
 	return env_action(c, a, "/snapshot", NULL, NULL, e);
 }
 
-static const struct cli_flag wait_only_flags[] = { CLI_FLAG_WAIT, { 0 } };
+static const struct cli_flag wait_only_flags[] = { CLI_FLAG_WAIT, CLI_FLAG_VERBOSE, { 0 } };
 
 const struct cli_cmd cli_cmd_snapshot = {
 	.name = "snapshot", .args = "<env>", .summary = "capture the live state as a new version",
@@ -198,6 +199,7 @@ static int run_verify(struct cli *c, const struct cli_args *a, struct err *e)
 static const struct cli_flag verify_flags[] = {
 	{ "resume", 0, CLI_BOOL, NULL, "unfreeze the agent service afterwards" },
 	CLI_FLAG_WAIT,
+	CLI_FLAG_VERBOSE,
 	{ 0 },
 };
 

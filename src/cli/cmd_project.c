@@ -258,6 +258,7 @@ static const struct cli_flag deploy_flags[] = {
 	{ "file", 'f', CLI_STR, "FILE", "compose file (default compose.yaml)" },
 	{ "warm", 0, CLI_STR, "\"CMD ARGS\"", "command run after health, split on whitespace" },
 	CLI_FLAG_WAIT,
+	CLI_FLAG_VERBOSE,
 	{ 0 },
 };
 

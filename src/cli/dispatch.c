@@ -103,6 +103,7 @@ static int run_cmd(struct cli *c, const struct cli_cmd *parent, const struct cli
 		cli_args_release(&a);
 		return usage_error(parent, cmd, what);
 	}
+	c->verbose = cli_flag_bool(&a, "verbose", false);
 	if (!cmd->no_auth && cli_need_key(c, &e) < 0) {
 		rc = CLI_FAIL;
 	} else {

@@ -20,8 +20,8 @@
 
 /* Consecutive failed reads of the deployment we ride out (a restarting server). */
 #define WAIT_MAX_ERRORS 10
-/* Longest evidence text on a phase line. */
-#define WAIT_DETAIL_MAX 200
+/* Where a failed phase's output lines start. */
+#define WAIT_OUTPUT_INDENT "             | "
 
 bool cli_status_final(const char *s)
 {
@@ -37,24 +37,44 @@ void cli_watch_release(struct cli_watch *w)
 	w->n = 0;
 }
 
-/* What follows the status on a phase line: the error, else the evidence. */
-static void phase_detail(const struct json *ph, struct buf *out)
+/* A failed phase's own words: its evidence's stderr (the warm command's),
+ * else its stdout, one output line per line. */
+static void phase_output(const struct json *ev, struct buf *out)
+{
+	const char *text = json_get_str(ev, "stderr");
+
+	if (!text || !*text)
+		text = json_get_str(ev, "stdout");
+	while (text && *text) {
+		const char *nl = strchr(text, '\n');
+		size_t n = nl ? (size_t)(nl - text) : strlen(text);
+
+		buf_addf(out, "\n" WAIT_OUTPUT_INDENT "%.*s", (int)n, text);
+		text = nl ? nl + 1 : NULL;
+	}
+}
+
+/* What follows the status on a phase line: the error, else the evidence
+ * (cut at CLI_WAIT_DETAIL_MAX unless verbose). */
+static void phase_detail(const struct json *ph, bool verbose, struct buf *out)
 {
 	const char *err = json_get_str(ph, "Error");
 	const struct json *ev = json_get(ph, "Evidence");
+	bool empty = !ev || ev->type == JSON_NULL || (ev->type == JSON_OBJECT && json_len(ev) == 0);
 	struct buf text = BUF_INIT;
 
+	if (!empty)
+		json_write(&text, ev, JSON_COMPACT);
 	if (err && *err) {
 		buf_addf(out, "  %s", err);
-		return;
-	}
-	if (!ev || ev->type == JSON_NULL || (ev->type == JSON_OBJECT && json_len(ev) == 0))
-		return;
-	json_write(&text, ev, JSON_COMPACT);
-	if (text.len > WAIT_DETAIL_MAX)
-		buf_addf(out, "  %.*s...", WAIT_DETAIL_MAX, text.data);
-	else
+		phase_output(ev, out);
+		if (verbose && !empty)
+			buf_addf(out, "\n             evidence: %s", text.data);
+	} else if (!empty && !verbose && text.len > CLI_WAIT_DETAIL_MAX) {
+		buf_addf(out, "  %.*s...", CLI_WAIT_DETAIL_MAX, text.data);
+	} else if (!empty) {
 		buf_addf(out, "  %s", text.data);
+	}
 	buf_release(&text);
 }
 
@@ -81,7 +101,7 @@ int cli_watch_print(struct cli_watch *w, const struct json *doc, struct buf *out
 		free(w->status[i]);
 		w->status[i] = xstrdup(st);
 		buf_addf(out, "  %-10s %-8s", json_get_str(ph, "Name") ? json_get_str(ph, "Name") : "?", st);
-		phase_detail(ph, out);
+		phase_detail(ph, w->verbose, out);
 		while (out->len && out->data[out->len - 1] == ' ')
 			buf_truncate(out, out->len - 1);
 		buf_addch(out, '\n');
@@ -238,6 +258,7 @@ int cli_wait(struct cli *c, const char *dep, struct json **final, struct err *e)
 	struct waiter w = { .c = c, .path = BUF_INIT };
 	int r, rc = -1;
 
+	w.watch.verbose = c->verbose;
 	buf_adds(&w.path, "/v1/deployments/");
 	cli_escape(&w.path, dep);
 	r = refresh(&w, e);

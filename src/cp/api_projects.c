@@ -276,24 +276,31 @@ out:
 	json_free(body);
 }
 
-/* warm: an argv of strings; absent, null or [] is no warm command. */
+/* warm: a string (run under sh -c) or an argv, by the rule of x-denv.warm
+ * (spec_warm); absent, null, [] or "" is no warm command. */
 static int read_warm(struct http_req *req, const struct json *body, struct json **out)
 {
 	const struct json *w = json_get(body, "warm");
+	struct json *argv;
+	struct err e;
 
 	*out = NULL;
 	if (!w || w->type == JSON_NULL)
 		return 0;
-	if (w->type != JSON_ARRAY)
-		goto bad;
-	for (size_t i = 0; i < json_len(w); i++)
+	err_clear(&e);
+	/* The API takes strings only: spec_argv would also take numbers. */
+	for (size_t i = 0; w->type == JSON_ARRAY && i < json_len(w); i++)
 		if (json_at(w, i)->type != JSON_STRING)
 			goto bad;
-	if (json_len(w) > 0)
-		*out = json_dup(w);
+	if (!(argv = spec_warm(w, "warm", &e)))
+		goto bad;
+	if (json_len(argv) > 0)
+		*out = argv;
+	else
+		json_free(argv);
 	return 0;
 bad:
-	http_respond_error(req, 400, "warm must be an array of strings");
+	http_respond_error(req, 400, "warm must be a string or an array of strings");
 	return -1;
 }
 

@@ -58,6 +58,8 @@
 #define CP_EXEC_TIMEOUT_MAX_S 86400
 #define CP_EXEC_SLACK_MS 10000			/* env.exec waits timeout_sec plus this */
 #define CP_WARM_TIMEOUT_S 600			/* the deploy's warm command */
+#define CP_WARM_OUTPUT_TAIL 2048		/* bytes of a failed warm's stderr kept in its evidence */
+#define CP_WARM_ERROR_LINE 240			/* bytes of its last stderr line in the phase's error */
 #define CP_HEALTH_TIMEOUT_S 30			/* `true` after a snapshot */
 #define CP_CHUNK_BYTES ((size_t)1 << 20)	/* archive bytes per chunk frame (doc/host-stream-chunks.md) */
 #define CP_ARCHIVE_MAX ((size_t)32 << 20)	/* one archive either way */

@@ -103,6 +103,28 @@ static bool at_verdict(const struct cp_run *r)
 	return str_eq(r->names[r->phase], "verdict");
 }
 
+/* unix_ns as a timestamp; 0 is now. */
+static struct json *time_json(int64_t unix_ns)
+{
+	char t[CLOCK_RFC3339_MAX];
+
+	if (!unix_ns)
+		return cp_now_json();
+	clock_format_rfc3339(unix_ns, t);
+	return json_new_str(t);
+}
+
+void run_handover(struct cp_run *r, int64_t unix_ns)
+{
+	int64_t now = clock_now_ns();
+
+	/* Never in the future: a host's durations may add up past our clock... */
+	r->handover_ns = unix_ns > 0 && unix_ns < now ? unix_ns : now;
+	/* ...nor before the phase began: the phases stay in order. */
+	if (r->handover_ns < r->phase_started_ns)
+		r->handover_ns = r->phase_started_ns;
+}
+
 /* Start the next phase; after a failure, skip everything up to the verdict. */
 static void step(struct ev *ev, void *arg)
 {
@@ -118,7 +140,9 @@ static void step(struct ev *ev, void *arg)
 		run_done(r, r->failed ? "failed" : "succeeded", NULL);
 		return;
 	}
-	phase_update(r, cp_obj("Status", json_new_str("running"), "StartedAt", cp_now_json(), NULL));
+	r->phase_started_ns = r->handover_ns ? r->handover_ns : clock_now_ns();
+	phase_update(r, cp_obj("Status", json_new_str("running"), "StartedAt", time_json(r->phase_started_ns), NULL));
+	r->handover_ns = 0;
 	log_debug("orch", "%s %s: %s", r->k->kind, r->dep_id, r->names[r->phase]);
 	r->k->phases[r->phase](r);
 }
@@ -126,7 +150,7 @@ static void step(struct ev *ev, void *arg)
 static void phase_end(struct cp_run *r, const char *status, struct json *evidence, const char *error)
 {
 	phase_update(r, cp_obj("Status", json_new_str(status), "Evidence", evidence ? evidence : json_new_null(),
-			       "Error", json_new_str(error ? error : ""), "FinishedAt", cp_now_json(), NULL));
+			       "Error", json_new_str(error ? error : ""), "FinishedAt", time_json(r->handover_ns), NULL));
 	step_soon(r);
 }
 

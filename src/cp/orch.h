@@ -46,6 +46,8 @@ struct cp_run {
 	struct ev_timer join_timer;	/* join: how long it may still wait */
 	bool join_waiting;		/* join: taking the next host of the team that connects */
 	int64_t join_started_ms;
+	int64_t handover_ns;		/* run_handover: when this phase ends and the next starts, 0 = now */
+	int64_t phase_started_ns;	/* when the current phase started */
 	struct cp_run *next;
 };
 
@@ -56,6 +58,11 @@ extern const struct run_kind cp_kind_deploy, cp_kind_fork, cp_kind_snapshot, cp_
 void run_ok(struct cp_run *r, struct json *evidence);
 void run_skip(struct cp_run *r, struct json *evidence);
 void run_fail(struct cp_run *r, struct json *evidence, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The current phase ends at unix_ns, not when run_ok (or fail, skip) is
+ * called, and the next phase starts then: for phases whose work happened
+ * inside one host command (env.create does prepare, start and health), laid
+ * out on this clock from the durations the host measured. */
+void run_handover(struct cp_run *r, int64_t unix_ns);
 /* The verdict: end the deployment with status (succeeded, failed,
  * rolled_back) and the verdict's evidence (taken). */
 void run_done(struct cp_run *r, const char *status, struct json *evidence);

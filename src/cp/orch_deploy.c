@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "cp/orch.h"
@@ -69,6 +70,29 @@ static void resolve(struct cp_run *r)
 
 /* ---- prepare, start, health ---- */
 
+/* A step's duration from env.create's timings, never negative. */
+static int64_t step_ms(const struct json *create, const char *key)
+{
+	int64_t ms = json_get_int(json_get(create, "timings"), key, 0);
+
+	return ms > 0 ? ms : 0;
+}
+
+/* env.create does the work of prepare, start and health at once; its
+ * timings say how long each step took, so each phase shows its own time:
+ * prepare ends (and start begins) start_ms + health_ms before the result
+ * came, start ends health_ms before it. A host without timings leaves all
+ * the time in prepare, as before. */
+static void lay_out_steps(struct cp_run *r, const struct json *create)
+{
+	int64_t now = clock_now_ns(), start = step_ms(create, "start_ms"), health = step_ms(create, "health_ms");
+
+	if (!json_get(create, "timings"))
+		return;
+	json_object_set_int(r->ctx, "start_ends_ns", now - health * 1000000);
+	run_handover(r, now - (start + health) * 1000000);
+}
+
 static void prepared(struct cp_run *r, const struct cp_result *res)
 {
 	const struct json *p = res->payload;
@@ -78,6 +102,7 @@ static void prepared(struct cp_run *r, const struct cp_result *res)
 		run_fail(r, NULL, "%s", res->error);
 		return;
 	}
+	lay_out_steps(r, p);
 	json_object_set(r->ctx, "create", json_dup(p));
 	endpoints = json_get(p, "endpoints") ? json_dup(json_get(p, "endpoints")) : json_new_object();
 	json_object_set(r->ctx, "endpoints", json_dup(endpoints));
@@ -88,6 +113,8 @@ static void prepared(struct cp_run *r, const struct cp_result *res)
 		json_object_set(ev, "digests", json_dup(json_get(p, "digests")));
 	if (json_get_str(p, "egress"))
 		json_object_set_str(ev, "egress", json_get_str(p, "egress"));
+	if (json_get(p, "timings"))
+		json_object_set_int(ev, "prepared_in_ms", step_ms(p, "prepare_ms"));
 	run_ok(r, ev);
 }
 
@@ -104,10 +131,14 @@ static void prepare(struct cp_run *r)
 	run_cmd(r, r->env_id, "env.create", payload, 0, prepared);
 }
 
+/* started_in is the containers' start alone (the sidecar's create.c). */
 static void start(struct cp_run *r)
 {
 	const struct json *create = json_get(r->ctx, "create");
+	int64_t ends = json_get_int(r->ctx, "start_ends_ns", 0);
 
+	if (ends)
+		run_handover(r, ends);
 	run_ok(r, cp_obj("started_in_ms", json_new_int(run_duration_ms(json_get(create, "started_in"), true)), NULL));
 }
 
@@ -120,26 +151,82 @@ static struct json *endpoints_of(const struct cp_run *r)
 
 static void health(struct cp_run *r)
 {
-	run_ok(r, cp_obj("endpoints", endpoints_of(r), NULL));
+	const struct json *create = json_get(r->ctx, "create");
+	struct json *ev = cp_obj("endpoints", endpoints_of(r), NULL);
+
+	if (json_get(create, "timings"))
+		json_object_set_int(ev, "healthy_in_ms", step_ms(create, "health_ms"));
+	run_ok(r, ev);
 }
 
 /* ---- warm, snapshot, ingress ---- */
 
+/* The last CP_WARM_OUTPUT_TAIL bytes of s, from a line's start where one
+ * begins inside them (never in the middle of a UTF-8 sequence); "..." first
+ * when something was cut. */
+static struct json *output_tail(const char *s)
+{
+	size_t len = s ? strlen(s) : 0, from;
+	const char *nl;
+	struct buf b = BUF_INIT;
+	struct json *tail;
+
+	if (len <= CP_WARM_OUTPUT_TAIL)
+		return json_new_str(s ? s : "");
+	from = len - CP_WARM_OUTPUT_TAIL;
+	while (from < len && ((unsigned char)s[from] & 0xC0) == 0x80)
+		from++;
+	if ((nl = memchr(s + from, '\n', len - from)) && nl + 1 < s + len)
+		from = (size_t)(nl + 1 - s);
+	buf_adds(&b, "...\n");
+	buf_add(&b, s + from, len - from);
+	tail = json_new_strn(b.data, b.len);
+	buf_release(&b);
+	return tail;
+}
+
+/* The last line of s with text on it, as a view: *n bytes at the result. */
+static const char *last_line(const char *s, size_t *n)
+{
+	size_t end = s ? strlen(s) : 0, start;
+
+	while (end > 0 && (s[end - 1] == '\n' || s[end - 1] == '\r' || s[end - 1] == ' '))
+		end--;
+	start = end;
+	while (start > 0 && s[start - 1] != '\n')
+		start--;
+	*n = end - start;
+	return s ? s + start : "";
+}
+
 static void warmed(struct cp_run *r, const struct cp_result *res)
 {
 	int64_t code = json_get_int(res->payload, "exit_code", -1);
-	const char *err = json_get_str(res->payload, "stderr");
+	const char *err = json_get_str(res->payload, "stderr"), *out = json_get_str(res->payload, "stdout");
+	const char *line;
+	struct json *ev;
+	size_t n;
 
 	if (!res->ok) {
 		run_fail(r, NULL, "%s", res->error);
 		return;
 	}
-	if (code != 0) {
-		run_fail(r, cp_obj("exit", json_new_int(code), "stderr", json_new_str(err ? err : ""), NULL),
-			 "warm command exited %lld", (long long)code);
+	if (code == 0) {
+		run_ok(r, cp_obj("exit", json_new_int(0), NULL));
 		return;
 	}
-	run_ok(r, cp_obj("exit", json_new_int(0), NULL));
+	/* What went wrong is usually the last thing the command said: the
+	 * tail in the evidence, its last line in the error the CLI prints. A
+	 * command that said nothing on stderr may have said it on stdout. */
+	ev = cp_obj("exit", json_new_int(code), "stderr", output_tail(err), NULL);
+	if ((!err || !*err) && out && *out)
+		json_object_set(ev, "stdout", output_tail(out));
+	line = last_line(err && *err ? err : out, &n);
+	if (n > 0)
+		run_fail(r, ev, "warm command exited %lld: %.*s", (long long)code,
+			 (int)(n < CP_WARM_ERROR_LINE ? n : CP_WARM_ERROR_LINE), line);
+	else
+		run_fail(r, ev, "warm command exited %lld", (long long)code);
 }
 
 static void warm(struct cp_run *r)

@@ -1,16 +1,21 @@
 /* create.c: env.create (protocol.md), and the same path for env.fork and
- * env.rollback (snapshot.c). In order: remove what an earlier attempt of
+ * env.rollback (snapshot.c). In order: make sure every service's image is
+ * here (images.c: pulled if missing; one that cannot be had stops the
+ * create before anything is made); remove what an earlier attempt of
  * this environment left in Docker (nothing to do on a first create); choose
  * the storage backend (the env's own, or its snapshot's for a fork); write
- * spec.json; clone or restore the volumes from a snapshot when asked; look
- * up the images present; fill the volumes still missing; create the network
+ * spec.json; clone or restore the volumes from a snapshot when asked;
+ * fill the volumes still missing; create the network
  * (internal when egress is denied; none at all for one service with egress
  * denied: render_networkless); start the containers in depends_on order,
  * each after its dependencies are healthy, independent ones at once; wait for health; report image
  * digests and, with egress allowed, the published ports; with egress denied
  * run the probe, then publish the ports through denvd's own proxy
  * (ingress.c: one process per service with ports). Any failure stops the stack (the data dir stays for a
- * destroy). */
+ * destroy). The result times the three steps the control plane shows as
+ * phases: prepare (images, volumes, network), start (the containers, each
+ * wave after its dependencies are healthy) and health (the last health
+ * wait, digests, the probe, the ports). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +38,7 @@ struct create {
 	struct json *images;	/* image ref -> {id, digest} of those present locally */
 	bool deny, internal, networkless;
 	bool fresh;		/* no earlier attempt of this env on this host */
+	int64_t t_begin, t_prepared, t_started;	/* ev_mono_ms at each step's end */
 };
 
 static int write_files(struct create *c, struct err *e)
@@ -195,31 +201,6 @@ static int start_services(struct create *c, struct err *e)
 	return rc;
 }
 
-/* The id and repo digest of each image already on this host, read once:
- * the volume fill keys its cache on the id, and the result reports digests.
- * An image missing here is pulled by the first docker command that needs it
- * and looked up again for the digests. */
-static struct json *look_up_images(struct create *c)
-{
-	struct json *images = json_new_object();
-
-	for (size_t i = 0; i < json_len(c->order); i++) {
-		const char *image = json_get_str(json_at(c->order, i), "image");
-		struct engine_img im;
-		struct err e;
-
-		struct json *one;
-
-		if (!image || json_get(images, image) || engine_image(image, &im, &e) <= 0)
-			continue;
-		one = json_new_object();
-		json_object_set_str(one, "id", im.id);
-		json_object_set_str(one, "digest", im.digest);
-		json_object_set(images, image, one);
-	}
-	return images;
-}
-
 /* service -> repo@sha256:... (the first registry digest), or image@<id> for
  * a local image that has only its id. */
 static struct json *read_digests(struct create *c, struct err *e)
@@ -345,6 +326,11 @@ static int run(struct create *c, struct json *res, struct err *e)
 	struct probe_result pr;
 	char first[300];
 
+	/* Images first: a missing one fails before anything is made, and
+	 * before an earlier attempt's stack is taken down. */
+	wk_progress("checking the image(s) of %zu service(s)", json_len(c->order));
+	if (images_ensure(c->order, &c->images, e) < 0)
+		return -1;
 	/* Docker objects of an env exist only after its directory does (and a
 	 * destroy removes them first), so a first create skips the clean-up. */
 	if (!c->fresh)
@@ -358,15 +344,18 @@ static int run(struct create *c, struct json *res, struct err *e)
 		return -1;
 	wk_progress("preparing %zu volume(s) (storage %s)", json_len(json_get(c->spec, "volumes")),
 		    c->stg.ops->name);
-	c->images = look_up_images(c);
 	if (storage_fill_with(&c->stg, c->project, c->w->env, c->voldir, c->spec, c->images, e) < 0)
 		return -1;
 	if (c->networkless)
 		wk_progress("no network: egress denied and one service (loopback only)");
 	else
 		wk_progress("creating network %s%s", c->net, c->internal ? " (internal: egress denied)" : "");
-	if ((!c->networkless && make_network(c, e) < 0) || start_services(c, e) < 0)
+	if (!c->networkless && make_network(c, e) < 0)
 		return -1;
+	c->t_prepared = ev_mono_ms();
+	if (start_services(c, e) < 0)
+		return -1;
+	c->t_started = ev_mono_ms();
 	wk_progress("waiting for health");
 	if (health_wait(c->project, c->order, NULL, e) < 0)
 		return -1;
@@ -424,16 +413,31 @@ static int run(struct create *c, struct json *res, struct err *e)
 	return 0;
 }
 
+/* started_in (protocol.md) is the start step's duration, the containers
+ * only; timings has all three steps in ms, for the control plane's phases. */
+static void timings(const struct create *c, struct json *res)
+{
+	char dur[CLOCK_DURATION_MAX];
+	struct json *t = json_new_object();
+
+	clock_format_duration(c->t_started - c->t_prepared, dur, sizeof(dur));
+	json_object_set_str(res, "started_in", dur);
+	json_object_set_int(t, "prepare_ms", c->t_prepared - c->t_begin);
+	json_object_set_int(t, "start_ms", c->t_started - c->t_prepared);
+	json_object_set_int(t, "health_ms", ev_mono_ms() - c->t_started);
+	json_object_set(res, "timings", t);
+}
+
 int create_stack(struct wk *w, const char *kind, const struct json *payload, const struct create_from *from,
 		 struct json **result, struct err *e)
 {
 	struct create c;
 	const char *egress = json_get_str(payload, "egress");
-	int64_t t0 = ev_mono_ms();
 	struct json *res;
 	int rc;
 
 	memset(&c, 0, sizeof(c));
+	c.t_begin = ev_mono_ms();
 	c.w = w;
 	c.from = from;
 	if (!sc_safe_id(w->env))
@@ -474,10 +478,7 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 			wk_progress("stopping the stack after the failure: %s", e2.msg);
 		json_free(res);
 	} else {
-		char dur[CLOCK_DURATION_MAX];
-
-		clock_format_duration(ev_mono_ms() - t0, dur, sizeof(dur));
-		json_object_set_str(res, "started_in", dur);
+		timings(&c, res);
 		json_object_set_str(res, "storage", c.stg.ops->name);
 		*result = res;
 	}

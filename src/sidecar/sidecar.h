@@ -99,6 +99,7 @@ struct http_client;
 #define SC_VERIFY_TIMEOUT_DEFAULT_S 600
 #define SC_VERIFY_TIMEOUT_MAX_S 86400
 #define SC_VERIFY_PULL_MS (10 * 60 * 1000)	/* fetching a verifier image, before its clock starts */
+#define SC_IMAGE_PULL_MS (10 * 60 * 1000)	/* env.create pulling a service's missing image */
 #define SC_VERIFY_TAIL_BYTES 4096		/* stdout and stderr tails in the result */
 #define SC_VERIFY_REWARD_MAX 4096		/* bytes of reward.txt read */
 #define SC_VERIFY_KEEP_S (24 * 3600)		/* <data>/verify/<id> left by a verify that never finished */
@@ -267,6 +268,12 @@ struct engine_img {
 };
 int engine_container(const char *name, struct engine_ctr *c, struct err *e);
 int engine_image(const char *ref, struct engine_img *im, struct err *e);
+/* images.c: each service's image (order: the services) on this host, pulled
+ * when missing (SC_IMAGE_PULL_MS); *images maps a reference to {id, digest}.
+ * -1 with "service "s" image "i" is not on host "h" and ...: build it ..."
+ * when one cannot be had. */
+int images_ensure(const struct json *order, struct json **images, struct err *e);
+
 /* The socket path, or NULL when DOCKER_HOST names something else. */
 const char *engine_socket(void);
 /* This process's client for the socket (connections kept alive). */

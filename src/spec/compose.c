@@ -228,6 +228,7 @@ static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 {
 	const struct json *egress = json_get(x, "egress"), *warm = json_get(x, "warm");
 	char shown[SPEC_MAX_STRING];
+	struct json *argv;
 
 	if (x && x->type != JSON_OBJECT && x->type != JSON_NULL)
 		return err_set(e, "compose: x-denv must be a map");
@@ -243,16 +244,10 @@ static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 	} else {
 		json_object_set_str(spec, "egress", "deny");
 	}
-	if (warm && warm->type != JSON_NULL) {
-		struct json *argv;
-		if (warm->type != JSON_ARRAY)
-			return err_set(e, "compose: x-denv.warm must be a list of strings");
-		if (!(argv = spec_argv(warm, "compose: x-denv.warm", e)))
-			return -1;
-		json_object_set(spec, "warm", argv);
-	} else {
-		json_object_set(spec, "warm", json_new_array());
-	}
+	/* A string, or the blog's one-string list, runs under sh -c (warm.c). */
+	if (!(argv = spec_warm(warm, "compose: x-denv.warm", e)))
+		return -1;
+	json_object_set(spec, "warm", argv);
 	if (read_agent(x, spec, e) < 0)
 		return -1;
 	return read_verifier(x, spec, e);

@@ -16,7 +16,7 @@
  *                   "user": "1000:1000",
  *                   "resources": {"memory_mb": 2048, "pids": 512, "cpus": 0}} ...],
  *    "volumes": ["home", "pg"],
- *    "warm": ["psql", "-f", "/seed.sql"],
+ *    "warm": ["psql", "-f", "/seed.sql"],   (or ["sh", "-c", "..."]: spec_warm)
  *    "agent": {"service": "box"},
  *    "verifier": {"image": "...", "service": "", "command": [...],
  *                 "collect": ["/home/agent/answer.txt"], "timeout_sec": 600},
@@ -61,6 +61,13 @@ int spec_from_compose(const struct json *compose, struct json **spec, struct err
 
 /* Parse compose text (YAML) and resolve it. YAML errors read "compose: line:col: reason". */
 int spec_parse_compose(const char *text, size_t len, struct json **spec, struct err *e);
+
+/* A warm command as written (x-denv.warm, or the API's warm) into the argv
+ * that runs (warm.c): a string, or a list of one string with whitespace,
+ * becomes ["sh", "-c", it]; any other list is the argv; null, [] or a blank
+ * string is [] (none). NULL with e ("<what> must be ...") when it is neither
+ * a string nor a list of scalars. */
+struct json *spec_warm(const struct json *v, const char *what, struct err *e);
 
 /* The Spec's service named name, or NULL. */
 const struct json *spec_service(const struct json *spec, const char *name);

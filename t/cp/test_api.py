@@ -494,6 +494,12 @@ def test_deploy(s, state):
                         body={"env": "feature-x", "compose": QUICKSTART, "warm": ["psql", "-c", "select 1"]})
     ok(st == 202 and doc["deployment"]["Params"]["warm"] == ["psql", "-c", "select 1"],
        "deploy to a new env name with warm: 202, Params.warm", (st, doc))
+    # A warm string, or the blog's one-string list, runs under sh -c (spec_warm).
+    for warm in ("psql -c 'select 1'", ["psql -c 'select 1'"]):
+        st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY,
+                            body={"env": "feature-x", "compose": QUICKSTART, "warm": warm})
+        ok(st == 202 and doc["deployment"]["Params"]["warm"] == ["sh", "-c", "psql -c 'select 1'"],
+           "warm %r: Params.warm is sh -c" % (warm,), (st, doc))
     st, doc, _ = s.call("GET", "/v1/projects/ops-world/envs", key=BOOT_KEY)
     is_(sorted(e["Name"] for e in doc["environments"]), ["alpha", "feature-x"], "deploying to a new name creates it")
     for text, msg in REFUSALS:
@@ -501,8 +507,11 @@ def test_deploy(s, state):
         is_((st, err_of(doc)), (400, msg), "refused compose: " + msg)
     st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY, body={"env": "alpha"})
     is_((st, err_of(doc)), (400, "compose is required"), "deploy without compose is 400")
-    st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY, body={"compose": QUICKSTART, "warm": "x"})
-    is_((st, err_of(doc)), (400, "warm must be an array of strings"), "deploy with a bad warm is 400")
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY, body={"compose": QUICKSTART, "warm": 5})
+    is_((st, err_of(doc)), (400, "warm must be a string or an array of strings"), "deploy with a bad warm is 400")
+    st, doc, _ = s.call("POST", "/v1/projects/ops-world/deploy", key=BOOT_KEY,
+                        body={"compose": QUICKSTART, "warm": ["psql", 1]})
+    is_((st, err_of(doc)), (400, "warm must be a string or an array of strings"), "a warm list with a number is 400")
     st, doc, _ = s.call("POST", "/v1/projects/nope/deploy", key=BOOT_KEY, body={"compose": QUICKSTART})
     is_(st, 404, "deploy to an unknown project is 404")
     pad = "# " + "x" * (1400 * 1024) + "\n"
