@@ -60,12 +60,12 @@ BENCH_BINS = $(BENCHES:%=$(BUILD)/bench/%)
 FUZZERS = $(patsubst fuzz/%.c,%,$(filter-out fuzz/replay.c,$(wildcard fuzz/*.c)))
 REPLAY_BINS = $(FUZZERS:%=$(BUILD)/replay/%)
 
-.PHONY: all check check-run units lint fuzz install clean demo bench e2e-frameworks
+.PHONY: all check check-run units lint fuzz install clean demo images bench e2e-frameworks
 all: $(BINS)
 
 # Everything but these needs ./configure's config.mk.
 ifeq ($(wildcard config.mk),)
-ifneq ($(filter-out check clean lint demo,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out check clean lint demo images,$(or $(MAKECMDGOALS),all)),)
 $(error config.mk is missing: run ./configure first (make check runs it for you))
 endif
 endif
@@ -182,6 +182,11 @@ install: all
 
 demo:
 	@sh t/demo.sh
+
+# The images the tests and examples/ deploy, built here (no registry), and a
+# table of what exists.
+images:
+	@sh t/images.sh
 
 e2e-frameworks:
 	@test -f t/e2e-frameworks.sh || { echo "make e2e-frameworks: the framework conformance suite is not written yet"; exit 2; }

@@ -1,15 +1,22 @@
 #!/bin/sh
-# deps.sh: install what `make check` needs, so that a fresh clone on a Debian
-# machine (as root) needs no other set-up. Debian packages through apt-get,
-# Python packages into python/.venv through pip.
+# deps.sh: install what `make check`, `make demo`, `make bench` and
+# `make e2e-frameworks` need, so that a fresh clone on a Debian machine (as
+# root) needs no other set-up. Debian packages through apt-get, Python
+# packages into python/.venv through pip.
 set -u
 
-#   sh t/deps.sh [bench]    bench: also what `make bench` drives (wrk, nginx)
+#   sh t/deps.sh [bench]       bench: also what `make bench` drives (wrk, nginx)
+#   sh t/deps.sh --verify [--list] [--only] [--extra-packages "PKG:FILE..."] [FILE...]
+#       check that every command the scripts call (t/, bench/, .ci/run,
+#       configure, the Makefile's recipes, and any FILE) is a builtin, the
+#       project's own, or comes from a package listed here or an Essential
+#       one (t/deps-verify.py); names each script and command that is not.
 #
-# Debian package : a file or command that shows it is installed.
+# Debian package : a file or command that shows it is installed (and that
+# --verify counts as provided by it).
 pkgs="
 build-essential:/usr/bin/make
-pkg-config:/usr/bin/pkg-config
+pkgconf:/usr/bin/pkg-config
 libssl-dev:/usr/include/openssl/ssl.h
 zlib1g-dev:/usr/include/zlib.h
 libncurses-dev:/usr/include/curses.h
@@ -20,16 +27,33 @@ curl:/usr/bin/curl
 openssl:/usr/bin/openssl
 python3:/usr/bin/python3
 python3-venv:/usr/share/doc/python3-venv/copyright
+apt:/usr/bin/apt-get
+mawk:/usr/bin/awk
+mount:/bin/mount
+procps:/usr/bin/pgrep
 tar:/bin/tar
 docker.io:/usr/sbin/dockerd
+iptables:/usr/sbin/iptables
 btrfs-progs:/sbin/mkfs.btrfs
 busybox-static:/bin/busybox
+debootstrap:/usr/sbin/debootstrap
 iproute2:/sbin/ip
 groff-base:/usr/bin/groff
 tmux:/usr/bin/tmux
+chromium:/usr/bin/chromium
 "
+bench_pkgs="wrk:/usr/bin/wrk nginx:/usr/sbin/nginx"
+# What the programs themselves run (denvd: docker, iptables for the host
+# wall, btrfs for snapshots): --verify checks these as bin/denvd's calls.
+prog_cmds="docker iptables btrfs"
+
+if [ "${1:-}" = --verify ]; then
+	shift
+	exec python3 "$(dirname "$0")/deps-verify.py" --root "$(cd "$(dirname "$0")/.." && pwd)" \
+		--packages "$pkgs $bench_pkgs" --program-cmds "$prog_cmds" "$@"
+fi
 if [ "${1:-}" = bench ]; then
-	pkgs="$pkgs wrk:/usr/bin/wrk nginx:/usr/sbin/nginx"
+	pkgs="$pkgs $bench_pkgs"
 fi
 
 missing=
