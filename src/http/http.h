@@ -150,7 +150,8 @@ void http_server_free(struct http_server *srv);
 
 /* Add a route. method "GET", "POST", ...; pattern "/v1/envs/{env}/fork": literal
  * segments and {name} segments matching one non-empty segment (percent-decoded).
- * A final "{name...}" matches the rest of the path. max_body 0: the default.
+ * A final "{name...}" matches the rest of the path. A pattern ending in "/"
+ * ("/app/device/") matches only a path that ends in "/". max_body 0: the default.
  * -1 on a bad pattern. Routes match in the order added. Method mismatch on a
  * path some route matches: 405 with Allow; no route: 404. HEAD is served by
  * the GET route with the body left off. */
