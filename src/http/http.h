@@ -214,6 +214,20 @@ void http_stream_on_drain(struct http_req *req, http_req_fn fn, void *arg);
  */
 int http_req_detach(struct http_req *req, struct stream **out, struct buf *leftover, struct err *e);
 
+/* ---- HTML forms and cookies (form.c), for the few pages a server renders ---- */
+
+/* The value of field name in an application/x-www-form-urlencoded body
+ * (body[0..len), '+' as space), appended to out, whose cap bounds it. The
+ * first field of that name counts. 1 found, 0 absent, -1 a bad escape, a
+ * decoded NUL, or over out's cap. */
+int http_form_field(const char *body, size_t len, const char *name, struct buf *out);
+/* The value of cookie name in a Cookie header ("a=1; b=2"), copied into out
+ * (size n). 1 found, 0 absent or not fitting in n (a cookie we did not set). */
+int http_cookie(const char *header /* may be NULL */, const char *name, char *out, size_t n);
+/* Append s with & < > " ' as character references, so that any text is
+ * safe inside an element or a quoted attribute. */
+int http_html_escape(struct buf *out, const char *s /* NULL: nothing */);
+
 /* ---- clients ---- */
 
 struct http_client_req {
