@@ -58,8 +58,9 @@ static void security_headers(struct http_req *req)
 	http_resp_header(req, "Content-Security-Policy", csp);
 	http_resp_header(req, "X-Content-Type-Options", "nosniff");
 	http_resp_header(req, "X-Frame-Options", "DENY");
-	/* The code is in the URL: do not hand it to the next site. */
-	http_resp_header(req, "Referrer-Policy", "no-referrer");
+	/* The code is in the URL: do not hand it to another site. Not
+	 * no-referrer: with it browsers send "Origin: null" on our own forms. */
+	http_resp_header(req, "Referrer-Policy", "same-origin");
 	http_resp_header(req, "Cache-Control", "no-store");
 }
 
@@ -401,6 +402,9 @@ static bool form_ok(struct cp *cp, struct http_req *req)
 		return false;
 	}
 	if (!same_origin(cp, req)) {
+		log_debug("cp", "device page: refused a form from origin %.100s (Sec-Fetch-Site %.20s)",
+			  http_req_header(req, "Origin") ? http_req_header(req, "Origin") : "-",
+			  http_req_header(req, "Sec-Fetch-Site") ? http_req_header(req, "Sec-Fetch-Site") : "-");
 		page_begin(&b, "Refused");
 		para(&b, "error", "This form was sent from another site. Open " PAGE " on this server and try again.");
 		page_send(req, 403, &b);
