@@ -27,6 +27,7 @@ busybox-static:/bin/busybox
 iproute2:/sbin/ip
 groff-base:/usr/bin/groff
 tmux:/usr/bin/tmux
+chromium:/usr/bin/chromium
 "
 if [ "${1:-}" = bench ]; then
 	pkgs="$pkgs wrk:/usr/bin/wrk nginx:/usr/sbin/nginx"

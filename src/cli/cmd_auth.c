@@ -58,10 +58,16 @@ static int poll_token(struct cli *c, const char *device_code, int64_t interval_s
 			rc = 0;
 			break;
 		}
-		if (e->code == 428 && strstr(e->msg, "slow_down"))
+		if (e->code == 428 && strstr(e->msg, "slow_down")) {
 			interval_s += 5;
-		else if (e->code != 428)
+		} else if (e->code == 400 && strstr(e->msg, "invalid_device_code")) {
+			/* The server forgets a code when it expires (or restarts). */
+			err_set(e, "the code expired before it was approved (or denv-cp restarted); "
+				   "run denv login again");
 			break;
+		} else if (e->code != 428) {
+			break;
+		}
 		if (clock_now_ms() >= deadline) {
 			err_set(e, "the code expired before it was approved; run denv login again");
 			break;

@@ -247,7 +247,7 @@ static void h_device_code(struct cp *cp, struct http_req *req)
 			return;
 		}
 	} while (device_by_user_code(cp, d->user_code));
-	d->expires_ms = clock_now_ms() + (int64_t)CP_DEVICE_TTL_S * 1000;
+	d->expires_ms = clock_now_ms() + cp->cfg.device_ttl_ms;
 	d->next = cp->devices;
 	cp->devices = d;
 	cp->ndevices++;
@@ -260,7 +260,7 @@ static void h_device_code(struct cp *cp, struct http_req *req)
 	str_copy(uri + strlen(uri), sizeof(uri) - strlen(uri), "?code=");
 	str_copy(uri + strlen(uri), sizeof(uri) - strlen(uri), d->user_code);
 	json_object_set_str(resp, "verification_uri_complete", uri);
-	json_object_set_int(resp, "expires_in", CP_DEVICE_TTL_S);
+	json_object_set_int(resp, "expires_in", cp->cfg.device_ttl_ms / 1000);
 	json_object_set_int(resp, "interval", CP_DEVICE_INTERVAL_S);
 	cp_reply(req, 200, resp);
 	memset(code, 0, sizeof(code));

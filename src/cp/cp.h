@@ -113,6 +113,7 @@ struct cp_config {
 	int64_t host_grace_ms;		/* DENV_HOST_GRACE_SEC (tests); default CP_HOST_GRACE_MS */
 	int64_t command_timeout_ms;	/* DENV_COMMAND_TIMEOUT_SEC (tests); default CP_COMMAND_TIMEOUT_MS */
 	int64_t join_wait_ms;		/* DENV_JOIN_WAIT_SEC (tests); default CP_JOIN_WAIT_MS */
+	int64_t device_ttl_ms;		/* DENV_DEVICE_TTL_SEC (tests); default CP_DEVICE_TTL_S */
 	const char *hetzner_api_url;	/* DENV_HETZNER_API_URL (tests, proxies); no trailing slash */
 };
 

@@ -31,7 +31,7 @@ static const char usage_text[] =
 	"DENV_RELEASES_DIR, DENV_GITHUB_CLIENT_ID, DENV_GITHUB_CLIENT_SECRET,\n"
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
 	"DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_HOST_GRACE_SEC,\n"
-	"DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC. See denv-cp(8).\n";
+	"DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC. See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
 {
@@ -87,6 +87,7 @@ static void config_from_env(struct cp_config *c)
 	c->host_grace_ms = seconds_env("DENV_HOST_GRACE_SEC", CP_HOST_GRACE_MS);
 	c->command_timeout_ms = seconds_env("DENV_COMMAND_TIMEOUT_SEC", CP_COMMAND_TIMEOUT_MS);
 	c->join_wait_ms = seconds_env("DENV_JOIN_WAIT_SEC", CP_JOIN_WAIT_MS);
+	c->device_ttl_ms = seconds_env("DENV_DEVICE_TTL_SEC", (int64_t)CP_DEVICE_TTL_S * 1000);
 	c->hetzner_api_url = env_or("DENV_HETZNER_API_URL", CP_HETZNER_API_URL);
 }
 

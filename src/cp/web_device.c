@@ -215,7 +215,7 @@ static void render_signin(struct cp *cp, struct http_req *req, int status, const
 		}
 		enc_hex_write(csrf, raw, sizeof(raw));
 		csrf[CSRF_HEX] = '\0';
-		set_cookie(cp, req, CSRF_COOKIE, csrf, CP_DEVICE_TTL_S);
+		set_cookie(cp, req, CSRF_COOKIE, csrf, cp->cfg.device_ttl_ms / 1000);
 	}
 	page_begin(&b, "Sign in to approve a CLI login");
 	para(&b, "error", error);
