@@ -63,6 +63,18 @@ EOF
 # jq_ok reads $tmp/out and prints $tmp/err on failure: keep it to one request.
 jq_ok_clean() { : >"$tmp/err"; jq_ok "$@"; }
 code_of() { sed -n 's/.*enter the code \([A-Z0-9-]*\).*/\1/p' "$1" 2>/dev/null; }
+# finish PID [TENTHS]: wait for a login to end by itself (default 15 s), then
+# stop it, so that a broken approval fails the test instead of hanging it; $?
+# is the login's exit status.
+finish() {
+	i=0
+	while [ $i -lt "${2:-150}" ] && kill -0 "$1" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill "$1" 2>/dev/null
+	wait "$1"
+}
 
 # ---- login with stdout in a file: the prompt still reaches the person ----
 "$DENV" login --no-browser --server "$server" >"$tmp/login.out" 2>"$tmp/login.err" &
@@ -117,12 +129,7 @@ dom "$tmp/b/done.html" '"approved" in ids and "'"$code"'" in text["approved"] an
 	"after the click: approved, for the team, with the code"
 
 # ---- the CLI finishes with the key ----
-i=0
-while [ $i -lt 150 ] && kill -0 "$lpid" 2>/dev/null; do
-	sleep 0.1
-	i=$((i + 1))
-done
-wait "$lpid"
+finish "$lpid"
 lrc=$?
 [ "$lrc" -eq 0 ]
 ok $? "login exits 0 after the approval (got $lrc)"
@@ -202,7 +209,7 @@ st=$(curl -s -o "$tmp/p.html" -w '%{http_code}' -b "$jar" --data-urlencode user_
 	--data-urlencode team_id="$team" --data-urlencode csrf="$fcsrf" "$server/app/device/approve")
 [ "$st" = 200 ] && grep -q 'id="approved"' "$tmp/p.html"
 ok $? "approve with the form (the code typed in lower case): 200 (got $st)"
-wait "$l2"
+finish "$l2"
 ok $? "the second login finishes"
 st=$(curl -s -o /dev/null -w '%{http_code}' "$server/app/device?code=$code2")
 [ "$st" = 308 ]
@@ -227,7 +234,7 @@ curl -s -c "$jar" "$server/app/device/" >"$tmp/p.html"
 csrf=$(sed -n 's/.*name="csrf" value="\([0-9a-f]*\)".*/\1/p' "$tmp/p.html")
 curl -s -o /dev/null -b "$jar" -c "$jar" --data-urlencode email=late@example.com --data-urlencode csrf="$csrf" \
 	"$server/app/device/login"
-wait "$l3"
+finish "$l3" 150
 l3rc=$?
 code3=$(code_of "$tmp/l3.err")
 [ "$l3rc" -ne 0 ] && grep -q "expired" "$tmp/l3.err"
@@ -252,5 +259,16 @@ kill_cp
 start_cp DENV_PUBLIC_URL=http://cp.example.test:8123 DENV_CONSOLE_URL=http://console.example.test || exit 1
 curl -s -X POST "$server/v1/device/code" >"$tmp/out"
 jq_ok_clean 'd["verification_uri"] == "http://console.example.test/app/device/"' "a console URL wins over the public URL"
+
+# ---- GitHub sign-in configured: the page links to it, carrying the code ----
+kill_cp
+start_cp DENV_GITHUB_CLIENT_ID=Iv1.test DENV_GITHUB_CLIENT_SECRET=s3cret || exit 1
+curl -s "$server/app/device/?code=BCDF-GHJK" >"$tmp/p.html"
+href=$(sed -n 's/.*<a id="github" href="\([^"]*\)".*/\1/p' "$tmp/p.html")
+[ "$href" = "/auth/github/start?return=%2Fapp%2Fdevice%2F%3Fcode%3DBCDF-GHJK" ] && ! grep -q 'id="signin"' "$tmp/p.html"
+ok $? "with GitHub sign-in the page links to it with the code ($href)"
+loc=$(curl -s -o /dev/null -w '%{redirect_url}' "$server$href")
+case $loc in https://github.com/login/oauth/authorize\?client_id=Iv1.test*state=st_*) r=0 ;; *) r=1 ;; esac
+ok $r "the link starts GitHub sign-in ($loc)"
 
 done_testing
