@@ -168,6 +168,12 @@ st=$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -c "$jar" --data-urlencode
 ok $? "sign-in with the form's token: 303 and a session cookie (got $st)"
 grep -q 'denv_session.*dst_' "$jar" && ! grep -q '^[^#].*denv_session' "$jar"
 ok $? "the session cookie is HttpOnly"
+sess=$(awk '$6 == "denv_session" {print $7}' "$jar")
+curl -s -o /dev/null -H "Authorization: Bearer $sess" -H 'Content-Type: application/json' \
+	-d '{"name":"<i>ops</i> & \"co\""}' "$server/v1/teams"
+curl -s -b "$jar" "$server/app/device/" >"$tmp/p.html"
+grep -qF '&lt;i&gt;ops&lt;/i&gt; &amp; &quot;co&quot;</option>' "$tmp/p.html" && ! grep -q '<i>ops' "$tmp/p.html"
+ok $? "a team name with markup is shown escaped in the selector"
 curl -s -D "$tmp/h" -o "$tmp/p.html" -b "$jar" "$server/app/device/?code=%3Cscript%3Ealert(1)%3C/script%3E"
 ! grep -q "<script" "$tmp/p.html"
 ok $? "markup in ?code= is never echoed"
