@@ -58,10 +58,16 @@ static int poll_token(struct cli *c, const char *device_code, int64_t interval_s
 			rc = 0;
 			break;
 		}
-		if (e->code == 428 && strstr(e->msg, "slow_down"))
+		if (e->code == 428 && strstr(e->msg, "slow_down")) {
 			interval_s += 5;
-		else if (e->code != 428)
+		} else if (e->code == 400 && strstr(e->msg, "invalid_device_code")) {
+			/* The server forgets a code when it expires (or restarts). */
+			err_set(e, "the code expired before it was approved (or denv-cp restarted); "
+				   "run denv login again");
 			break;
+		} else if (e->code != 428) {
+			break;
+		}
 		if (clock_now_ms() >= deadline) {
 			err_set(e, "the code expired before it was approved; run denv login again");
 			break;
@@ -108,12 +114,13 @@ static int run_login(struct cli *c, const struct cli_args *a, struct err *e)
 	}
 	absolute(c->cfg.server, json_get_str(code, "verification_uri"), &uri);
 	absolute(c->cfg.server, json_get_str(code, "verification_uri_complete"), &full);
-	printf("To sign in, open %s and enter the code %s\n", uri.data,
-	       json_get_str(code, "user_code") ? json_get_str(code, "user_code") : "?");
+	/* On stderr, unbuffered: a person must see it even when stdout is a
+	 * file or a pipe that nobody reads until the command ends. */
+	fprintf(stderr, "To sign in, open %s and enter the code %s\n", uri.data,
+		json_get_str(code, "user_code") ? json_get_str(code, "user_code") : "?");
 	if (full.len)
-		printf("or open %s\n", full.data);
-	printf("Waiting for approval...\n");
-	fflush(stdout);
+		fprintf(stderr, "or open %s\n", full.data);
+	fprintf(stderr, "Waiting for approval...\n");
 	if (!cli_flag_bool(a, "no-browser", false) && full.len)
 		browser = open_browser(full.data);
 	if (poll_token(c, json_get_str(code, "device_code") ? json_get_str(code, "device_code") : "",

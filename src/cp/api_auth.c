@@ -72,28 +72,23 @@ static bool valid_email(const char *s)
 	return true;
 }
 
-static void h_dev_login(struct cp *cp, struct http_req *req)
+/* An HTTP status with the message: err_set clears the code. */
+static int fail_code(struct err *e, int code, const char *msg)
 {
-	const char *email = NULL, *name = NULL, *user_id;
-	char token[CRYPTO_TOKEN_MAX], uid[ID_MAX], login[CP_NAME_MAX + 1];
-	const struct json *user;
-	struct json *body = NULL, *resp;
-	struct st_txn *txn;
-	struct err e;
+	err_set(e, "%s", msg);
+	e->code = code;
+	return -1;
+}
 
-	if (!cp->cfg.dev_login) {
-		http_respond_error(req, 404, "not found");
-		return;
-	}
-	if (cp_body(req, &body) < 0)
-		return;
-	if (cp_req_str(req, body, "email", &email) < 0 || cp_opt_str(req, body, "name", &name) < 0)
-		goto out;
-	if (!valid_email(email)) {
-		http_respond_error(req, 400, "email must be an address like you@example.com");
-		goto out;
-	}
-	txn = st_begin(cp->db);
+int cp_dev_signin(struct cp *cp, struct st_txn *txn, const char *email, const char *name, char *token,
+		  struct err *e)
+{
+	char uid[ID_MAX], login[CP_NAME_MAX + 1];
+	const struct json *user;
+	const char *user_id;
+
+	if (!email || !valid_email(email))
+		return fail_code(e, 400, "email must be an address like you@example.com");
 	user = cp_find(cp, "users", "Email", email, NULL, NULL);
 	if (user) {
 		user_id = json_get_str(user, "ID");
@@ -113,9 +108,33 @@ static void h_dev_login(struct cp *cp, struct http_req *req)
 		json_free(cp_team_create(txn, login, uid));
 		user_id = uid;
 	}
-	if (session_put(txn, user_id, token, &e) < 0) {
+	if (session_put(txn, user_id, token, e) < 0) {
+		e->code = 500;
+		return -1;
+	}
+	return 0;
+}
+
+static void h_dev_login(struct cp *cp, struct http_req *req)
+{
+	const char *email = NULL, *name = NULL;
+	char token[CRYPTO_TOKEN_MAX];
+	struct json *body = NULL, *resp;
+	struct st_txn *txn;
+	struct err e;
+
+	if (!cp->cfg.dev_login) {
+		http_respond_error(req, 404, "not found");
+		return;
+	}
+	if (cp_body(req, &body) < 0)
+		return;
+	if (cp_req_str(req, body, "email", &email) < 0 || cp_opt_str(req, body, "name", &name) < 0)
+		goto out;
+	txn = st_begin(cp->db);
+	if (cp_dev_signin(cp, txn, email, name, token, &e) < 0) {
 		st_abort(txn);
-		cp_fail(req, 500, "%s", e.msg);
+		cp_fail(req, e.code ? e.code : 500, "%s", e.msg);
 		goto out;
 	}
 	resp = json_new_object();
@@ -191,6 +210,17 @@ static const char *user_code_normal(const char *in, char out[10])
 	return *in ? "" : out;
 }
 
+/* Where the approval page is: the console when there is one, else our own
+ * page (web_device.c) at the public URL if one was given, else a path the
+ * CLI resolves against the server it called (the default public URL,
+ * localhost:8080, is often not where this server listens). */
+static const char *device_page_base(const struct cp *cp)
+{
+	if (cp->cfg.console_url)
+		return cp->cfg.console_url;
+	return cp->cfg.public_url_given ? cp->cfg.public_url : "";
+}
+
 static void h_device_code(struct cp *cp, struct http_req *req)
 {
 	char code[CRYPTO_TOKEN_MAX], uri[512];
@@ -217,12 +247,12 @@ static void h_device_code(struct cp *cp, struct http_req *req)
 			return;
 		}
 	} while (device_by_user_code(cp, d->user_code));
-	d->expires_ms = clock_now_ms() + (int64_t)CP_DEVICE_TTL_S * 1000;
+	d->expires_ms = clock_now_ms() + cp->cfg.device_ttl_ms;
 	d->next = cp->devices;
 	cp->devices = d;
 	cp->ndevices++;
 
-	snprintf(uri, sizeof(uri), "%s/app/device/", cp->cfg.console_url ? cp->cfg.console_url : "");
+	snprintf(uri, sizeof(uri), "%s/app/device/", device_page_base(cp));
 	resp = json_new_object();
 	json_object_set_str(resp, "device_code", code);
 	json_object_set_str(resp, "user_code", d->user_code);
@@ -230,7 +260,7 @@ static void h_device_code(struct cp *cp, struct http_req *req)
 	str_copy(uri + strlen(uri), sizeof(uri) - strlen(uri), "?code=");
 	str_copy(uri + strlen(uri), sizeof(uri) - strlen(uri), d->user_code);
 	json_object_set_str(resp, "verification_uri_complete", uri);
-	json_object_set_int(resp, "expires_in", CP_DEVICE_TTL_S);
+	json_object_set_int(resp, "expires_in", cp->cfg.device_ttl_ms / 1000);
 	json_object_set_int(resp, "interval", CP_DEVICE_INTERVAL_S);
 	cp_reply(req, 200, resp);
 	memset(code, 0, sizeof(code));
@@ -288,15 +318,55 @@ struct json *cp_key_create(struct st_txn *txn, const char *team_id, const char *
 	return row;
 }
 
+struct cp_device *cp_device_find(struct cp *cp, const char *user_code)
+{
+	char norm[10];
+
+	devices_prune(cp);
+	return user_code ? device_by_user_code(cp, user_code_normal(user_code, norm)) : NULL;
+}
+
+int cp_device_approve(struct cp *cp, const char *user_id, const char *code, const char *team_id, const char *name,
+		      struct cp_approval *out, struct err *e)
+{
+	char key[CRYPTO_TOKEN_MAX];
+	struct cp_device *d = cp_device_find(cp, code);
+	struct approval *a;
+	struct json *row;
+
+	memset(out, 0, sizeof(*out));
+	if (!d)
+		return fail_code(e, 404, "unknown or expired user_code");
+	if (d->state != CP_DEVICE_PENDING)
+		return fail_code(e, 409, "this code was already approved");
+	if (!cp_is_member(cp, team_id, user_id, NULL))
+		return fail_code(e, 403, "not a member of that team");
+	out->txn = st_begin(cp->db);
+	row = cp_key_create(out->txn, team_id, name && *name ? name : "cli", user_id, key, e);
+	if (!row) {
+		st_abort(out->txn);
+		out->txn = NULL;
+		e->code = 500;
+		return -1;
+	}
+	str_copy(out->key_id, sizeof(out->key_id), json_get_str(row, "ID"));
+	json_free(row);
+	a = xcalloc(1, sizeof(*a));
+	str_copy(a->user_code, sizeof(a->user_code), d->user_code);
+	str_copy(a->team_id, sizeof(a->team_id), team_id);
+	a->api_key = xstrdup(key);
+	memset(key, 0, sizeof(key));
+	out->done = approve_done;
+	out->done_arg = a;
+	return 0;
+}
+
 static void h_device_approve(struct cp *cp, struct http_req *req)
 {
-	const char *code = NULL, *team_id = NULL, *name = "cli";
-	char key[CRYPTO_TOKEN_MAX], norm[10];
+	const char *code = NULL, *team_id = NULL, *name = NULL;
 	struct cp_caller who;
-	struct cp_device *d;
-	struct json *body = NULL, *row, *resp;
-	struct approval *a;
-	struct st_txn *txn;
+	struct cp_approval ap;
+	struct json *body = NULL, *resp;
 	struct err e;
 
 	if (cp_auth(cp, req, CP_AUTH_USER, &who) < 0 || cp_body(req, &body) < 0)
@@ -304,40 +374,15 @@ static void h_device_approve(struct cp *cp, struct http_req *req)
 	if (cp_req_str(req, body, "user_code", &code) < 0 || cp_req_str(req, body, "team_id", &team_id) < 0 ||
 	    cp_opt_str(req, body, "name", &name) < 0)
 		goto out;
-	if (!*name)
-		name = "cli";
-	devices_prune(cp);
-	d = device_by_user_code(cp, user_code_normal(code, norm));
-	if (!d) {
-		http_respond_error(req, 404, "unknown or expired user_code");
+	if (cp_device_approve(cp, who.user_id, code, team_id, name, &ap, &e) < 0) {
+		cp_fail(req, e.code ? e.code : 500, "%s", e.msg);
 		goto out;
 	}
-	if (d->state != CP_DEVICE_PENDING) {
-		http_respond_error(req, 409, "this code was already approved");
-		goto out;
-	}
-	if (!cp_is_member(cp, team_id, who.user_id, NULL)) {
-		http_respond_error(req, 403, "not a member of that team");
-		goto out;
-	}
-	txn = st_begin(cp->db);
-	row = cp_key_create(txn, team_id, name, who.user_id, key, &e);
-	if (!row) {
-		st_abort(txn);
-		cp_fail(req, 500, "%s", e.msg);
-		goto out;
-	}
-	a = xcalloc(1, sizeof(*a));
-	str_copy(a->user_code, sizeof(a->user_code), d->user_code);
-	str_copy(a->team_id, sizeof(a->team_id), team_id);
-	a->api_key = xstrdup(key);
-	memset(key, 0, sizeof(key));
 	resp = json_new_object();
 	json_object_set_bool(resp, "approved", true);
-	json_object_set_str(resp, "key_id", json_get_str(row, "ID"));
+	json_object_set_str(resp, "key_id", ap.key_id);
 	json_object_set_str(resp, "team_id", team_id);
-	json_free(row);
-	cp_commit_reply(cp, txn, req, 200, resp, approve_done, a);
+	cp_commit_reply(cp, ap.txn, req, 200, resp, ap.done, ap.done_arg);
 out:
 	json_free(body);
 }

@@ -109,17 +109,42 @@ static int pick_team(const char *id, const struct json *row, void *arg)
 	return 0;
 }
 
-static int auth_session(struct cp *cp, struct http_req *req, const char *hash, enum cp_auth_need need,
-			struct cp_caller *who)
+/* The session row of a token hash, NULL when unknown or expired. */
+static const struct json *live_session(struct cp *cp, const char *hash)
 {
 	const struct json *row = cp_find(cp, "sessions", "Hash", hash, NULL, NULL);
 	const char *exp = json_get_str(row, "ExpiresAt");
+	int64_t exp_ns;
+
+	if (!row || !exp || clock_parse_rfc3339(exp, &exp_ns) < 0 || exp_ns <= clock_now_ns())
+		return NULL;
+	return row;
+}
+
+int cp_session_user(struct cp *cp, const char *token, char user_id[ID_MAX])
+{
+	char hash[SHA256_HEX_LEN + 1];
+	const struct json *row;
+	const char *uid;
+
+	if (!token || !str_has_prefix(token, "dst_") || sha256_hex(token, strlen(token), hash) < 0)
+		return -1;
+	row = live_session(cp, hash);
+	uid = json_get_str(row, "UserID");
+	if (!uid || !*uid || str_copy(user_id, ID_MAX, uid) < 0)
+		return -1;
+	return 0;
+}
+
+static int auth_session(struct cp *cp, struct http_req *req, const char *hash, enum cp_auth_need need,
+			struct cp_caller *who)
+{
+	const struct json *row = live_session(cp, hash);
 	const char *want = http_req_header(req, "X-Denv-Team");
 	struct first_team c = { "", NULL, cp };
-	int64_t exp_ns;
 	struct err e;
 
-	if (!row || !exp || clock_parse_rfc3339(exp, &exp_ns) < 0 || exp_ns <= clock_now_ns()) {
+	if (!row) {
 		http_respond_error(req, 401, "invalid or expired session");
 		return -1;
 	}

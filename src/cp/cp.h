@@ -70,6 +70,12 @@
 #define CP_EVENT_SUB_QUEUED ((size_t)8 << 20)	/* a stream that falls this far behind is closed */
 #define CP_SHORT_ID 6				/* characters of a ULID used in generated names */
 
+/* The device-approval page (web_device.c). */
+#define CP_WEB_FORM_MAX ((size_t)4096)		/* body of one of its forms */
+#define CP_WEB_FIELD_MAX ((size_t)256)		/* one decoded form field */
+#define CP_WEB_CODE_MAX 16			/* a user code as typed ("bcdf ghjk", any case) */
+#define CP_WEB_TEAMS_MAX 200			/* teams offered in its team selector */
+
 /* Provisioning machines (targets.md, "Placement"). */
 #define CP_JOIN_WAIT_MS (6 * 60 * 1000)		/* the join phase waits this long for a host */
 #define CP_PROVIDER_TIMEOUT_MS 60000		/* one call to a cloud provider's API */
@@ -83,11 +89,14 @@
 
 /* ---- configuration (flags and environment, see main.c and denv-cp(8)) ---- */
 
+#define CP_PUBLIC_URL_DEFAULT "http://localhost:8080"	/* -public-url when neither it nor DENV_PUBLIC_URL is set */
+
 struct cp_config {
 	const char *addr;
 	const char *db;
 	bool db_repair;
 	const char *public_url;		/* no trailing slash */
+	bool public_url_given;		/* -public-url or DENV_PUBLIC_URL was set, not the default */
 	const char *denvd_url;
 	bool verbose;
 	const char *tls_cert;
@@ -106,6 +115,7 @@ struct cp_config {
 	int64_t host_grace_ms;		/* DENV_HOST_GRACE_SEC (tests); default CP_HOST_GRACE_MS */
 	int64_t command_timeout_ms;	/* DENV_COMMAND_TIMEOUT_SEC (tests); default CP_COMMAND_TIMEOUT_MS */
 	int64_t join_wait_ms;		/* DENV_JOIN_WAIT_SEC (tests); default CP_JOIN_WAIT_MS */
+	int64_t device_ttl_ms;		/* DENV_DEVICE_TTL_SEC (tests); default CP_DEVICE_TTL_S */
 	const char *hetzner_api_url;	/* DENV_HETZNER_API_URL (tests, proxies); no trailing slash */
 };
 
@@ -189,6 +199,7 @@ int cp_api_misc(struct cp *cp);
 int cp_api_github(struct cp *cp);
 int cp_api_ops(struct cp *cp);		/* fork, snapshot, rollback, verify, destroy, exec, files */
 int cp_api_sandboxes(struct cp *cp);
+int cp_web_device(struct cp *cp);	/* the device-approval page under /app/device/ */
 int cp_hub_routes(struct cp *cp);	/* GET /v1/hosts/stream */
 
 /* ---- store (db.c) ---- */
@@ -213,6 +224,9 @@ struct cp_caller {
 	char key_id[ID_MAX];	/* "" for a session */
 };
 
+/* The user of a live dst_ session token: 0 with user_id filled, -1 when the
+ * token is unknown or expired. */
+int cp_session_user(struct cp *cp, const char *token, char user_id[ID_MAX]);
 /* Authenticate req. 0 with who filled, or -1 after answering 401/403. */
 int cp_auth(struct cp *cp, struct http_req *req, enum cp_auth_need need, struct cp_caller *who);
 /* Whether user is a member of team; role gets the member's role. */
@@ -226,6 +240,32 @@ struct json *cp_team_create(struct st_txn *txn, const char *name, const char *ow
 /* A new dak_ key: key gets the plaintext (CRYPTO_TOKEN_MAX bytes); NULL with e on failure. */
 struct json *cp_key_create(struct st_txn *txn, const char *team_id, const char *name, const char *created_by,
 			   char *key, struct err *e);
+
+/* ---- signing in and the device flow (api_auth.c), shared with web_device.c ---- */
+
+/* Dev sign-in (DENV_DEV_LOGIN=1; the caller checks): find or create the user
+ * of email (a first sign-in gets a personal team) and put a new dst_ session
+ * into txn; token (CRYPTO_TOKEN_MAX bytes) gets its plaintext. -1 with e,
+ * e->code the HTTP status (400 for a bad address). */
+int cp_dev_signin(struct cp *cp, struct st_txn *txn, const char *email, const char *name /* may be NULL */,
+		  char *token, struct err *e);
+/* The device login waiting for user_code as a person typed it (any case,
+ * dash optional), or NULL when it is unknown or expired. */
+struct cp_device *cp_device_find(struct cp *cp, const char *user_code);
+/* An approval made ready to commit: txn holds the new key; commit it, and
+ * call done(cp, ok, done_arg) from the commit's callback before answering
+ * (it hands the key to the waiting CLI). */
+struct cp_approval {
+	struct st_txn *txn;
+	char key_id[ID_MAX];
+	void (*done)(struct cp *cp, bool ok, void *arg);
+	void *done_arg;
+};
+/* Check that user_id may approve code for team_id and mint its key (name
+ * NULL or "": "cli"). 0 with out filled, or -1 with e, e->code the HTTP
+ * status: 404 unknown or expired, 409 already approved, 403 not a member. */
+int cp_device_approve(struct cp *cp, const char *user_id, const char *code, const char *team_id, const char *name,
+		      struct cp_approval *out, struct err *e);
 
 /* ---- responding (respond.c) ---- */
 

@@ -19,8 +19,8 @@ static const char usage_text[] =
 	"  -addr ADDR        listen address (DENV_ADDR; default :8080)\n"
 	"  -db DIR           store directory (DENV_DB; default denv.db)\n"
 	"  -db-repair        keep the good part of a corrupt store log, move the rest aside\n"
-	"  -public-url URL   URL sidecars use to reach this server (DENV_PUBLIC_URL;\n"
-	"                    default http://localhost:8080)\n"
+	"  -public-url URL   URL sidecars and browsers use to reach this server\n"
+	"                    (DENV_PUBLIC_URL; default http://localhost:8080)\n"
 	"  -denvd-url URL    where installers download denvd (DENV_DENVD_URL; default /denvd)\n"
 	"  -tls-cert FILE    PEM certificate chain; with -tls-key, serve HTTPS\n"
 	"  -tls-key FILE     PEM private key\n"
@@ -31,7 +31,7 @@ static const char usage_text[] =
 	"DENV_RELEASES_DIR, DENV_GITHUB_CLIENT_ID, DENV_GITHUB_CLIENT_SECRET,\n"
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
 	"DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_HOST_GRACE_SEC,\n"
-	"DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC. See denv-cp(8).\n";
+	"DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC. See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
 {
@@ -71,7 +71,7 @@ static void config_from_env(struct cp_config *c)
 {
 	c->addr = env_or("DENV_ADDR", ":8080");
 	c->db = env_or("DENV_DB", NULL);
-	c->public_url = env_or("DENV_PUBLIC_URL", "http://localhost:8080");
+	c->public_url = env_or("DENV_PUBLIC_URL", NULL);
 	c->denvd_url = env_or("DENV_DENVD_URL", "/denvd");
 	c->team_name = env_or("DENV_TEAM", "default");
 	c->bootstrap_key = env_or("DENV_BOOTSTRAP_KEY", NULL);
@@ -87,6 +87,7 @@ static void config_from_env(struct cp_config *c)
 	c->host_grace_ms = seconds_env("DENV_HOST_GRACE_SEC", CP_HOST_GRACE_MS);
 	c->command_timeout_ms = seconds_env("DENV_COMMAND_TIMEOUT_SEC", CP_COMMAND_TIMEOUT_MS);
 	c->join_wait_ms = seconds_env("DENV_JOIN_WAIT_SEC", CP_JOIN_WAIT_MS);
+	c->device_ttl_ms = seconds_env("DENV_DEVICE_TTL_SEC", (int64_t)CP_DEVICE_TTL_S * 1000);
 	c->hetzner_api_url = env_or("DENV_HETZNER_API_URL", CP_HETZNER_API_URL);
 }
 
@@ -206,7 +207,7 @@ static int add_routes(struct cp *cp)
 	int (*groups[])(struct cp *) = {
 		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
 		cp_api_events, cp_api_hosts, cp_api_github, cp_api_ops, cp_api_sandboxes,
-		cp_hub_routes,
+		cp_hub_routes, cp_web_device,
 		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
 	};
 
@@ -317,6 +318,9 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	if (check_db(&cp.cfg) < 0)
 		return 2;
+	cp.cfg.public_url_given = cp.cfg.public_url != NULL;
+	if (!cp.cfg.public_url)
+		cp.cfg.public_url = CP_PUBLIC_URL_DEFAULT;
 	cp.cfg.public_url = no_trailing_slash(cp.cfg.public_url);
 	cp.cfg.console_url = no_trailing_slash(cp.cfg.console_url);
 	cp.cfg.hetzner_api_url = no_trailing_slash(cp.cfg.hetzner_api_url);

@@ -150,7 +150,8 @@ void http_server_free(struct http_server *srv);
 
 /* Add a route. method "GET", "POST", ...; pattern "/v1/envs/{env}/fork": literal
  * segments and {name} segments matching one non-empty segment (percent-decoded).
- * A final "{name...}" matches the rest of the path. max_body 0: the default.
+ * A final "{name...}" matches the rest of the path. A pattern ending in "/"
+ * ("/app/device/") matches only a path that ends in "/". max_body 0: the default.
  * -1 on a bad pattern. Routes match in the order added. Method mismatch on a
  * path some route matches: 405 with Allow; no route: 404. HEAD is served by
  * the GET route with the body left off. */
@@ -212,6 +213,20 @@ void http_stream_on_drain(struct http_req *req, http_req_fn fn, void *arg);
  * only for a request without a body still being read. 0 / -1.
  */
 int http_req_detach(struct http_req *req, struct stream **out, struct buf *leftover, struct err *e);
+
+/* ---- HTML forms and cookies (form.c), for the few pages a server renders ---- */
+
+/* The value of field name in an application/x-www-form-urlencoded body
+ * (body[0..len), '+' as space), appended to out, whose cap bounds it. The
+ * first field of that name counts. 1 found, 0 absent, -1 a bad escape, a
+ * decoded NUL, or over out's cap. */
+int http_form_field(const char *body, size_t len, const char *name, struct buf *out);
+/* The value of cookie name in a Cookie header ("a=1; b=2"), copied into out
+ * (size n). 1 found, 0 absent or not fitting in n (a cookie we did not set). */
+int http_cookie(const char *header /* may be NULL */, const char *name, char *out, size_t n);
+/* Append s with & < > " ' as character references, so that any text is
+ * safe inside an element or a quoted attribute. */
+int http_html_escape(struct buf *out, const char *s /* NULL: nothing */);
 
 /* ---- clients ---- */
 

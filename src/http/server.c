@@ -44,6 +44,7 @@ struct route {
 	char **segs;		/* pattern segments; "{name}" or "{name...}" for params */
 	size_t nsegs;
 	bool rest;		/* last segment is {name...} */
+	bool slash;		/* the pattern ends in "/": so must the path */
 	size_t max_body;
 	http_handler_fn fn;
 	void *arg;
@@ -281,6 +282,7 @@ int http_route(struct http_server *srv, const char *method, const char *pattern,
 			r.rest = true;
 		}
 	}
+	r.slash = r.nsegs > 0 && !r.rest && pattern[strlen(pattern) - 1] == '/';
 	r.method = xstrdup(method);
 	r.max_body = max_body ? max_body : srv->max_body_default;
 	r.fn = fn;
@@ -331,6 +333,8 @@ static int route_match(const struct route *r, const char *path, struct http_req 
 	/* The root pattern "/" has no segments. */
 	if (r->nsegs == 0)
 		return strcmp(path, "/") == 0;
+	if (r->slash)
+		return strcmp(p, "/") == 0;
 	return *p == '\0';
 }
 

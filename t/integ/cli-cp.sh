@@ -208,14 +208,16 @@ pids="$pids $lpid"
 i=0
 code=
 while [ $i -lt 100 ] && [ -z "$code" ]; do
-	code=$(sed -n 's/.*enter the code \([A-Z0-9-]*\).*/\1/p' "$tmp/login.out")
+	code=$(sed -n 's/.*enter the code \([A-Z0-9-]*\).*/\1/p' "$tmp/login.err")
 	[ -n "$code" ] || sleep 0.1
 	i=$((i + 1))
 done
 [ -n "$code" ]
-ok $? "login prints a user code"
-grep -qF "$server/app/device/" "$tmp/login.out"
+ok $? "login prints a user code on stderr"
+grep -qF "$server/app/device/" "$tmp/login.err"
 ok $? "login prints the console URL on the server"
+! grep -q "enter the code" "$tmp/login.out"
+ok $? "the prompt is not on stdout"
 "$PY" - "$server" "$code" <<'EOF'
 import json, sys, urllib.request
 server, code = sys.argv[1], sys.argv[2]

@@ -173,6 +173,15 @@ static void test_router(void)
 	r = exchange("GET /json HTTP/1.1\r\nHost: x\r\n\r\n", 0, "}", &eof);
 	ok(strstr(r, "{\"a\":\"b\\\"c\"}") != NULL, "respond_json");
 	free(r);
+	r = exchange("GET /dir/ HTTP/1.1\r\nHost: x\r\n\r\n", 0, "}", &eof);
+	ok(strstr(r, "HTTP/1.1 200 ") != NULL, "a pattern ending in / matches the path with the slash");
+	free(r);
+	r = exchange("GET /dir HTTP/1.1\r\nHost: x\r\n\r\n", 0, "}", &eof);
+	ok(strstr(r, "HTTP/1.1 404 ") != NULL, "... and not the path without it");
+	free(r);
+	r = exchange("GET /json/ HTTP/1.1\r\nHost: x\r\n\r\n", 0, "}", &eof);
+	ok(strstr(r, "HTTP/1.1 404 ") != NULL, "a pattern without the slash does not match a path with one");
+	free(r);
 }
 
 static void test_framing(void)
@@ -526,6 +535,7 @@ int main(void)
 	http_route(srv, "GET", "/upgrade", 0, h_upgrade, NULL);
 	http_route(srv, "GET", "/stream", 0, h_stream, NULL);
 	http_route(srv, "GET", "/json", 0, h_json, NULL);
+	http_route(srv, "GET", "/dir/", 0, h_json, NULL);
 	test_router();
 	test_framing();
 	test_connection_rules();
