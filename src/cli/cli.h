@@ -37,6 +37,9 @@ struct http_client;
 #define CLI_NAME_MAX 64				/* project / environment names */
 #define CLI_ID_MAX 128				/* ids we accept or build */
 #define CLI_CONFIG_MAX ((size_t)64 << 10)	/* config.json */
+#define CLI_CANDIDATES_MAX 8			/* names listed when a bare environment name is unclear */
+#define CLI_RESOLVE_PROJECTS_MAX 500		/* projects searched for a bare environment name */
+#define CLI_ENV_ID_PREFIX "env_"
 #define CLI_DEVICE_EXPIRY_S 900			/* device code lifetime when the server does not say */
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -125,10 +128,22 @@ int cli_config_save(const char *path, const char *server, const char *api_key, c
 
 /*
  * Split an environment reference. "<project>/<env>" gives 1 with both parts
- * copied; anything without '/' is an id: 0 with nothing copied. -1 with e for
+ * copied; anything without '/' gives 0 with nothing copied: an id or a bare
+ * name (cli_ref_is_id tells which). -1 with e for
  * a malformed reference ("a/", "/b", "a/b/c", over-long parts).
  */
 int cli_ref_split(const char *ref, char *project, size_t psize, char *env, size_t esize, struct err *e);
+/* Whether a reference without '/' is an id (env_...) rather than a bare name. */
+bool cli_ref_is_id(const char *ref);
+/*
+ * A bare environment name among envs, a JSON array of environment rows each
+ * with a "project" member added (the project's name). Exactly one live
+ * environment of that name (Status not "destroyed"; with none live, exactly
+ * one destroyed) copies its ID into id. Otherwise -1 with e saying to use
+ * <project>/<env> and listing at most CLI_CANDIDATES_MAX candidates: the
+ * namesakes when there are several, else the environments there are.
+ */
+int cli_ref_pick(const char *name, const struct json *envs, char *id, size_t size, struct err *e);
 
 /* ---- the API client (client.c) ---- */
 
@@ -161,7 +176,9 @@ int cli_call_raw(struct cli *c, const char *method, const char *path, const char
 int cli_print_json(const struct json *v, struct err *e);
 /* GET path and print the answer. */
 int cli_get_print(struct cli *c, const char *path, struct err *e);
-/* Resolve an environment reference ("env_…" or "<project>/<env>") to an id. */
+/* Resolve an environment reference to an id: "env_…" is one already,
+ * "<project>/<env>" is looked up in the project, a bare name in every
+ * project of the team (cli_ref_pick decides). */
 int cli_resolve_env(struct cli *c, const char *ref, char *id, size_t size, struct err *e);
 
 /* ---- following a deployment (wait.c) ---- */

@@ -95,8 +95,11 @@ static void default_fork_name(struct cli *c, const char *ref, struct json *body)
 {
 	char name[CLI_NAME_MAX * 2], proj[CLI_NAME_MAX], env[CLI_NAME_MAX];
 	struct err e;
+	int r = cli_ref_split(ref, proj, sizeof(proj), env, sizeof(env), &e);
 
-	if (cli_ref_split(ref, proj, sizeof(proj), env, sizeof(env), &e) != 1) {
+	if (r == 0 && !cli_ref_is_id(ref)) {
+		str_copy(env, sizeof(env), ref);	/* a bare name */
+	} else if (r != 1) {
 		struct buf path = BUF_INIT;
 		struct json *doc = NULL;
 

@@ -47,7 +47,7 @@ void cli_usage(FILE *f, const struct cli_cmd *parent, const struct cli_cmd *cmd)
 		cmd->args ? cmd->args : "", cmd->summary);
 	print_flags(f, cmd->flags);
 	fprintf(f, "\nFlags may come before or after the arguments; an environment is an id\n"
-		   "(env_...) or <project>/<env>.\n");
+		   "(env_...), <project>/<env>, or a bare name that one project alone has.\n");
 }
 
 static void main_usage(FILE *f, const struct cli_cmd *const *table)

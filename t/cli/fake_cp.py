@@ -28,6 +28,13 @@ DEPS = {}
 STATS = {"ws": 0, "dep_gets": 0, "uploads": []}
 ENVS = [{"ID": "env_alpha", "Name": "alpha", "ProjectID": "prj_q"},
         {"ID": "env_beta", "Name": "beta", "ProjectID": "prj_q"}]
+# A second project, for bare environment names: "alpha" is in both, "gamma"
+# only here, "old" only as a destroyed environment.
+PROJECTS = [{"ID": "prj_q", "Name": "q"}, {"ID": "prj_r", "Name": "r"}]
+ENVS_R = [{"ID": "env_r_alpha", "Name": "alpha", "ProjectID": "prj_r", "Status": "running"},
+          {"ID": "env_gamma", "Name": "gamma", "ProjectID": "prj_r", "Status": "running"},
+          {"ID": "env_old", "Name": "old", "ProjectID": "prj_r", "Status": "destroyed"}]
+LIVE = ("env_alpha", "env_beta", "env_r_alpha", "env_gamma")
 
 
 def now():
@@ -134,10 +141,14 @@ class H(BaseHTTPRequestHandler):
             return self.websocket()
         if u.path == "/v1/me":
             return self.send_json(200, {"team": {"ID": "team_f", "Name": "fake"}, "teams": []})
+        if u.path == "/v1/projects":
+            return self.send_json(200, {"projects": PROJECTS})
         if len(p) == 5 and p[1:3] == ["v1", "projects"] and p[4] == "envs":
-            if p[3] != "q":
-                return self.send_json(404, {"error": "project not found"})
-            return self.send_json(200, {"environments": ENVS})
+            if p[3] in ("q", "prj_q"):
+                return self.send_json(200, {"environments": ENVS})
+            if p[3] in ("r", "prj_r"):
+                return self.send_json(200, {"environments": ENVS_R})
+            return self.send_json(404, {"error": "project not found"})
         if len(p) == 4 and p[1:3] == ["v1", "deployments"]:
             with LOCK:
                 STATS["dep_gets"] += 1
@@ -186,7 +197,7 @@ class H(BaseHTTPRequestHandler):
         if len(p) != 5 or p[1:3] != ["v1", "envs"]:
             return self.send_json(404, {"error": "not found"})
         env, verb = p[3], p[4]
-        if env not in ("env_alpha", "env_beta"):
+        if env not in LIVE:
             return self.send_json(404, {"error": "environment not found"})
         with LOCK:
             STATS["last_" + verb] = req

@@ -76,6 +76,26 @@ run fork q/nope
 is_rc 1 "unknown environment name"
 err_is "denv: project q has no environment named nope" "names what is missing"
 
+# ---- bare environment names (q has alpha and beta, r has alpha and gamma) ----
+run fork --name r1 gamma
+is_rc 0 "fork --name r1 gamma: a name only one project has"
+[ "$(stats 'd["last_fork"]["name"]')" = r1 ] && grep -q '^deployment dep_fork_' "$tmp/out"
+ok $? "the fork went to that environment"
+run fork beta
+is_rc 0 "a bare name with the default fork name"
+stats 'd["last_fork"]["name"]' | grep -q '^beta-fork-[0-9]*$'
+ok $? "default name from the bare name"
+run fork --name r2 alpha
+is_rc 1 "a name two projects have"
+err_is 'denv: environment "alpha" is in more than one project; use <project>/<env>: q/alpha, r/alpha' \
+	"ambiguous: use <project>/<env> and the candidates"
+run fork --name r3 nope
+is_rc 1 "a name no project has"
+err_is 'denv: no environment named "nope"; use <project>/<env> or an id (env_...); there are: q/alpha, q/beta, r/alpha, r/gamma' \
+	"unknown: use <project>/<env> and what there is (live ones)"
+run fork env_gamma --name r4
+is_rc 0 "an id still works"
+
 # ---- exec ----
 run exec --service box q/alpha -- sh -c 'id -u; exit 3'
 is_rc 0 "exec: a non-zero exit code is not a CLI error"
