@@ -44,6 +44,18 @@ struct http_client;
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
+/*
+ * exec passes the command's exit code through, so its own failures need
+ * codes a command rarely uses, as docker run and timeout(1) do: 124 the
+ * command ran past its timeout (killed), 125 denv could not run it (usage,
+ * credential, unknown environment, host refused: a "denv: " line on stderr).
+ */
+#define CLI_EXEC_TIMEOUT 124
+#define CLI_EXEC_FAIL 125
+/* What a command's run returns for a usage error when its other returns
+ * are exit codes (cli_cmd.own_fail). */
+#define CLI_RUN_USAGE (-2)
+
 /* ---- flags (args.c) ---- */
 
 enum cli_flag_kind { CLI_STR, CLI_BOOL };
@@ -210,6 +222,16 @@ int cli_wait(struct cli *c, const char *dep, struct json **final, struct err *e)
 int cli_started(struct cli *c, const struct json *resp, bool wait,
 		void (*extra)(const struct json *final), struct err *e);
 
+/* ---- exec (cmd_env.c) ---- */
+
+/* Whether an error of POST /exec (e->code the HTTP status, msg the server's)
+ * is the command's timeout, from the host ("env.exec: timed out after N s")
+ * or from the control plane waiting for the host ("env.exec timed out"). */
+bool cli_exec_timed_out(int status, const char *msg);
+/* The command's exit code (0-255) from a {exit_code, ...} answer; -1 with e
+ * when the host reported none. */
+int cli_exec_code(const struct json *resp, struct err *e);
+
 /* ---- files (cmd_files.c) ---- */
 
 /* Extract a downloaded archive under dir (created if missing) with the safe
@@ -222,10 +244,15 @@ struct cli_cmd {
 	const char *name;
 	const char *args;		/* positional synopsis: "<env> <version>" */
 	const char *summary;
+	const char *notes;		/* printed after the flags in the usage; may be NULL */
 	const struct cli_flag *flags;	/* NULL-name terminated; may be NULL */
 	int min_pos, max_pos;		/* max_pos -1: unbounded */
 	int stop_after;			/* see cli_args_parse */
 	bool no_auth;			/* runs without a credential */
+	/* Non-zero: every failure of denv itself, usage errors included, exits
+	 * with this code, and run returns an exit code (>= 0) to pass on, -1
+	 * for an error, CLI_RUN_USAGE for a usage error (exec: CLI_EXEC_FAIL). */
+	int own_fail;
 	int (*run)(struct cli *c, const struct cli_args *a, struct err *e);
 	const struct cli_cmd *subs;	/* a group: its subcommands (NULL-name terminated) */
 };

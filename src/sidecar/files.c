@@ -69,7 +69,7 @@ int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, 
 		goto out;
 	}
 	if (check_spool(payload, sp, e) < 0 ||
-	    wk_container(w, "env.put", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
+	    wk_container_running(w, "env.put", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
 		goto out;
 	if (!path || path[0] != '/' || strlen(path) > 4000) {
 		err_set(e, "env.put: payload.path must be an absolute path");

@@ -193,8 +193,12 @@ struct wk {
 };
 int worker_main(int argc, char **argv);
 void wk_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The service's container, checked to be this environment's and running. */
+/* The service's container, checked to be this environment's and running
+ * (or paused, which a read such as env.get can live with). */
 int wk_container(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e);
+/* The same, refusing a paused container: the message says it is frozen by
+ * verify and how to resume it (env.exec and env.put run inside it). */
+int wk_container_running(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e);
 
 typedef int (*wk_fn)(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_host_report(struct wk *w, const struct json *payload, struct json **result, struct err *e);

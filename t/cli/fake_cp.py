@@ -202,7 +202,7 @@ class H(BaseHTTPRequestHandler):
         with LOCK:
             STATS["last_" + verb] = req
             if verb == "exec":
-                return self.send_json(200, {"exit_code": 3, "stdout": json.dumps(req["cmd"]), "stderr": ""})
+                return self.exec_answer(req["cmd"])
             if verb == "fork":
                 dep = new_dep("fork", env, ["place", "clone", "health", "verdict"])
             elif verb == "snapshot":
@@ -217,6 +217,22 @@ class H(BaseHTTPRequestHandler):
             else:
                 return self.send_json(404, {"error": "not found"})
             return self.send_json(202, dep_doc(dep))
+
+    def exec_answer(self, cmd):
+        """exec by the command's first word: timeout (the host's 502), cpgone
+        (the control plane's own timeout), frozen (a refusal), nocode (no
+        exit code), exit N; else exit 3 with the argv as stdout."""
+        if cmd[0] == "timeout":
+            return self.send_json(502, {"error": "env.exec: timed out after 1 s (the process was killed)"})
+        if cmd[0] == "cpgone":
+            return self.send_json(502, {"error": "env.exec timed out after 31 s"})
+        if cmd[0] == "frozen":
+            return self.send_json(502, {"error": 'env.exec: service "box" is frozen by verify'})
+        if cmd[0] == "nocode":
+            return self.send_json(200, {"stdout": "x", "stderr": ""})
+        code = int(cmd[1]) if cmd[0] == "exit" else 3
+        return self.send_json(200, {"exit_code": code, "stdout": json.dumps(cmd) + "\nline 2\n",
+                                    "stderr": "err 1\nerr 2\n"})
 
     def websocket(self):
         self.close_connection = True

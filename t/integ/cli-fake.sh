@@ -97,15 +97,46 @@ run fork env_gamma --name r4
 is_rc 0 "an id still works"
 
 # ---- exec ----
+run exec --json --service box q/alpha -- sh -c 'id -u; exit 3'
+is_rc 0 "exec --json: a non-zero exit code is not a CLI error"
+jq_ok 'd["exit_code"] == 3 and d["stdout"].startswith("[\"sh\", \"-c\", \"id -u; exit 3\"]")' \
+	"exec --json prints {exit_code, stdout, stderr}"
 run exec --service box q/alpha -- sh -c 'id -u; exit 3'
-is_rc 0 "exec: a non-zero exit code is not a CLI error"
-jq_ok 'd["exit_code"] == 3 and json.loads(d["stdout"]) == ["sh", "-c", "id -u; exit 3"]' "exec prints {exit_code, stdout, stderr}"
+is_rc 3 "exec exits with the command's code"
+[ "$(cat "$tmp/out")" = '["sh", "-c", "id -u; exit 3"]
+line 2' ] && [ "$(cat "$tmp/err")" = 'err 1
+err 2' ]
+ok $? "exec: the command's stdout on stdout, its stderr on stderr, as they were"
+for code in 0 1 2 255; do
+	run exec --service box q/alpha exit $code
+	is_rc $code "exec: exit $code is passed on"
+done
+! grep -q '^denv:' "$tmp/err"
+ok $? "exec: no denv: line when the command ran"
 run exec q/alpha --service box ls -l --service x
-is_rc 0 "exec: flags after the environment, argv without --"
+is_rc 3 "exec: flags after the environment, argv without --"
 [ "$(stats 'd["last_exec"]["cmd"]')" = "['ls', '-l', '--service', 'x']" ]
 ok $? "exec: words after the command belong to it"
+run exec --service box q/alpha timeout
+is_rc 124 "exec: the host's timeout exits 124"
+err_is "denv: env.exec: timed out after 1 s (the process was killed)" "and says so"
+run exec --service box q/alpha cpgone
+is_rc 124 "exec: the control plane's timeout exits 124 too"
+run exec --service box q/alpha frozen
+is_rc 125 "exec: a refusal of the host exits 125"
+err_is 'denv: env.exec: service "box" is frozen by verify' "with the host's message"
+run exec --service box q/alpha nocode
+is_rc 125 "exec: an answer without an exit code exits 125"
+run exec --service box q/nope ls
+is_rc 125 "exec: an unknown environment exits 125"
+err_has "denv: project q has no environment named nope" "with a denv: line"
 run exec q/alpha ls
-is_rc 2 "exec without --service is a usage error"
+is_rc 125 "exec without --service: a usage error exits 125 (not 2)"
+err_has "usage: denv exec" "and prints the usage"
+run exec --bogus q/alpha ls
+is_rc 125 "exec with an unknown flag exits 125"
+DENV_API_KEY= run exec --service box q/alpha ls
+is_rc 125 "exec without a credential exits 125"
 
 # ---- files ----
 mkdir -p "$tmp/up/sub" "$tmp/dl"
