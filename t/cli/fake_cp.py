@@ -183,7 +183,9 @@ class H(BaseHTTPRequestHandler):
             return self.send_json(400, {"error": "bad tar: %s" % e})
         with LOCK:
             STATS["uploads"].append({"path": u.path, "service": q.get("service", [""])[0],
-                                     "dest": q.get("path", [""])[0], "names": names,
+                                     "dest": q.get("target", q.get("path", [""]))[0],
+                                     "key": "target" if "target" in q else "path",
+                                     "owner": q.get("owner", [None])[0], "names": names,
                                      "ctype": self.headers.get("Content-Type")})
         self.send_json(200, {"ok": True, "bytes": len(data)})
 

@@ -147,8 +147,16 @@ is_rc 0 "files put"
 jq_ok 'd["ok"] is True and d["bytes"] > 0' "files put prints the answer"
 [ "$(stats 'd["uploads"][-1]["names"]')" = "['up', 'up/a.txt', 'up/sub', 'up/sub/b.txt']" ]
 ok $? "files put: the tree under its base name"
-[ "$(stats 'd["uploads"][-1]["dest"]+" "+d["uploads"][-1]["service"]+" "+d["uploads"][-1]["ctype"]')" = "/home/agent box application/x-tar" ]
-ok $? "files put: path, service, content type"
+[ "$(stats 'd["uploads"][-1]["key"]+" "+d["uploads"][-1]["dest"]+" "+d["uploads"][-1]["service"]+" "+d["uploads"][-1]["ctype"]')" = "target /home/agent box application/x-tar" ]
+ok $? "files put: target (docker cp's rules), service, content type"
+[ "$(stats 'd["uploads"][-1]["owner"]')" = None ]
+ok $? "files put: no owner unless --owner"
+run files put --service box --owner ubuntu:staff q/alpha "$tmp/up/a.txt" /home/agent/x
+is_rc 0 "files put --owner"
+[ "$(stats 'd["uploads"][-1]["owner"]+" "+d["uploads"][-1]["dest"]')" = "ubuntu:staff /home/agent/x" ]
+ok $? "files put --owner sends owner"
+run files put --service box q/alpha "$tmp/up/a.txt" relative/x
+is_rc 2 "files put to a relative remote path is a usage error"
 run files put --service box q/alpha "$tmp/up/a.txt" /tmp
 is_rc 0 "files put of one file"
 [ "$(stats 'd["uploads"][-1]["names"]')" = "['a.txt']" ]
