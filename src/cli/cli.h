@@ -29,6 +29,7 @@ struct http_client;
 #define CLI_MAX_FLAGS 16			/* flags one command declares */
 #define CLI_MAX_ARGS 4096			/* command-line words we look at */
 #define CLI_HTTP_TIMEOUT_MS (5 * 60 * 1000)	/* per request */
+#define CLI_EXEC_SLACK_MS (60 * 1000)		/* exec waits its --timeout plus this */
 #define CLI_MAX_RESPONSE ((size_t)256 << 20)	/* largest body we accept (files get) */
 #define CLI_FILES_MAX ((size_t)32 << 20)	/* archive limit of PUT /files */
 #define CLI_POLL_MS 700				/* deployment polling interval */
@@ -162,6 +163,7 @@ int cli_ref_pick(const char *name, const struct json *envs, char *id, size_t siz
 struct cli {
 	struct cli_config cfg;
 	struct http_client *http;
+	int64_t timeout_ms;	/* per request; 0: CLI_HTTP_TIMEOUT_MS (exec waits longer) */
 };
 
 void cli_init(struct cli *c);

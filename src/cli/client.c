@@ -93,7 +93,7 @@ int cli_call_raw(struct cli *c, const char *method, const char *path, const char
 	req.headers = headers;
 	req.body = body;
 	req.body_len = len;
-	req.timeout_ms = CLI_HTTP_TIMEOUT_MS;
+	req.timeout_ms = c->timeout_ms > 0 ? (int)c->timeout_ms : CLI_HTTP_TIMEOUT_MS;
 	buf_init(&r.body, resp->max ? resp->max : CLI_MAX_RESPONSE);
 	if (http_client_do(c->http, &req, &r, e) < 0)
 		goto out;

@@ -294,6 +294,9 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 		json_object_set_int(body, "timeout_sec", t);
 	if (env_path(c, a->pos[0], "/exec", &path, e) < 0)
 		goto out;
+	/* The server answers when the command ends: wait at least that long. */
+	if (t * 1000 + CLI_EXEC_SLACK_MS > CLI_HTTP_TIMEOUT_MS)
+		c->timeout_ms = t * 1000 + CLI_EXEC_SLACK_MS;
 	if (cli_call(c, "POST", path.data, body, &resp, e) < 0) {
 		if (cli_exec_timed_out(e->code, e->msg))
 			rc = CLI_EXEC_TIMEOUT;
