@@ -270,11 +270,32 @@ static int exec_passthrough(const struct json *resp, struct err *e)
 	return code;
 }
 
+/* The host names the environment by id (in "denv verify --resume <id>"):
+ * say it the way the user did. */
+static void name_as_given(struct err *e, const char *id, const char *ref)
+{
+	struct buf b = BUF_INIT;
+	size_t idlen = strlen(id);
+	const char *p = e->msg, *hit;
+
+	if (!*id || str_eq(id, ref) || !strstr(p, id))
+		return;
+	while ((hit = strstr(p, id))) {
+		buf_add(&b, p, (size_t)(hit - p));
+		buf_adds(&b, ref);
+		p = hit + idlen;
+	}
+	buf_adds(&b, p);
+	err_set(e, "%s", b.data);
+	buf_release(&b);
+}
+
 /* Returns the exit code to pass on, -1, or CLI_RUN_USAGE (cli_cmd.own_fail). */
 static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 {
 	const char *service = cli_flag_str(a, "service"), *timeout = cli_flag_str(a, "timeout");
 	bool as_json = cli_flag_bool(a, "json", false);
+	char id[CLI_ID_MAX] = "";
 	struct json *body, *cmd, *resp = NULL;
 	struct buf path = BUF_INIT;
 	int64_t t = 0;
@@ -292,14 +313,18 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 	json_object_set(body, "cmd", cmd);
 	if (t > 0)
 		json_object_set_int(body, "timeout_sec", t);
-	if (env_path(c, a->pos[0], "/exec", &path, e) < 0)
+	if (cli_resolve_env(c, a->pos[0], id, sizeof(id), e) < 0)
 		goto out;
+	buf_adds(&path, "/v1/envs/");
+	cli_escape(&path, id);
+	buf_adds(&path, "/exec");
 	/* The server answers when the command ends: wait at least that long. */
 	if (t * 1000 + CLI_EXEC_SLACK_MS > CLI_HTTP_TIMEOUT_MS)
 		c->timeout_ms = t * 1000 + CLI_EXEC_SLACK_MS;
 	if (cli_call(c, "POST", path.data, body, &resp, e) < 0) {
 		if (cli_exec_timed_out(e->code, e->msg))
 			rc = CLI_EXEC_TIMEOUT;
+		name_as_given(e, id, a->pos[0]);
 		goto out;
 	}
 	/* --json: the whole answer, exit 0 whatever the command's code. */

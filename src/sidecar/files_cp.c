@@ -108,7 +108,7 @@ int fc_plan(const char *target, bool src_dir, const struct fc_stat *t, const str
 		return err_set(e, "%s does not exist: a file cannot become a directory (drop the trailing /)",
 			       target);
 	if (!parent->exists)
-		return err_set(e, "%s does not exist: its parent directory must (nothing is created above it)", dir);
+		return err_set(e, "%s does not exist (the target's parent directory must; none is created)", dir);
 	if (!parent->is_dir)
 		return err_set(e, "%s is not a directory", dir);
 	str_copy(p->dir, sizeof(p->dir), dir);

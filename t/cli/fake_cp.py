@@ -204,7 +204,7 @@ class H(BaseHTTPRequestHandler):
         with LOCK:
             STATS["last_" + verb] = req
             if verb == "exec":
-                return self.exec_answer(req["cmd"])
+                return self.exec_answer(env, req["cmd"])
             if verb == "fork":
                 dep = new_dep("fork", env, ["place", "clone", "health", "verdict"])
             elif verb == "snapshot":
@@ -220,7 +220,7 @@ class H(BaseHTTPRequestHandler):
                 return self.send_json(404, {"error": "not found"})
             return self.send_json(202, dep_doc(dep))
 
-    def exec_answer(self, cmd):
+    def exec_answer(self, env, cmd):
         """exec by the command's first word: timeout (the host's 502), cpgone
         (the control plane's own timeout), frozen (a refusal), nocode (no
         exit code), exit N; else exit 3 with the argv as stdout."""
@@ -229,7 +229,8 @@ class H(BaseHTTPRequestHandler):
         if cmd[0] == "cpgone":
             return self.send_json(502, {"error": "env.exec timed out after 31 s"})
         if cmd[0] == "frozen":
-            return self.send_json(502, {"error": 'env.exec: service "box" is frozen by verify'})
+            return self.send_json(502, {"error": 'env.exec: service "box" is frozen by verify; resume it with '
+                                               '`denv verify --resume %s`' % env})
         if cmd[0] == "nocode":
             return self.send_json(200, {"stdout": "x", "stderr": ""})
         code = int(cmd[1]) if cmd[0] == "exit" else 3

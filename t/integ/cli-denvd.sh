@@ -169,8 +169,8 @@ denv verify w1/box1 >"$tmp/verify.log" 2>&1
 ok $? "verify w1/box1 (the agent stays frozen)"
 run exec --service box w1/box1 -- true
 is_rc 125 "exec into the frozen agent fails"
-grep -qF 'denv: env.exec: service "box" is frozen by verify' "$tmp/err" && grep -qF 'denv verify --resume' "$tmp/err" &&
-	grep -qF 'denv snapshot' "$tmp/err"
+grep -qF 'denv: env.exec: service "box" is frozen by verify' "$tmp/err" &&
+	grep -qF 'denv verify --resume w1/box1' "$tmp/err" && grep -qF 'denv snapshot w1/box1' "$tmp/err"
 ok $? "it says frozen by verify and how to resume: $(head -c 300 "$tmp/err")"
 run files put --service box w1/box1 "$tmp/other.txt" /home/agent/late.txt
 [ "$rc" -eq 1 ] && grep -qF 'service "box" is frozen by verify' "$tmp/err"

@@ -124,7 +124,11 @@ run exec --service box q/alpha cpgone
 is_rc 124 "exec: the control plane's timeout exits 124 too"
 run exec --service box q/alpha frozen
 is_rc 125 "exec: a refusal of the host exits 125"
-err_is 'denv: env.exec: service "box" is frozen by verify' "with the host's message"
+err_is 'denv: env.exec: service "box" is frozen by verify; resume it with `denv verify --resume q/alpha`' \
+	"with the host's message, the environment named as it was given"
+run exec --service box env_alpha frozen
+err_is 'denv: env.exec: service "box" is frozen by verify; resume it with `denv verify --resume env_alpha`' \
+	"or by its id when that was given"
 run exec --service box q/alpha nocode
 is_rc 125 "exec: an answer without an exit code exits 125"
 run exec --service box q/nope ls
