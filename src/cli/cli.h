@@ -7,7 +7,9 @@
  * Everything but main.c is linked into the unit tests (t/unit/cli-*.c).
  *
  * Exit codes: 0 success, 1 an error (printed as "denv: <message>" on
- * stderr), 2 a usage error (the message, then the command's usage).
+ * stderr), 2 a usage error (the message, then the command's usage); a
+ * command with own_fail (exec) passes its command's code on and uses its
+ * own code for both kinds of error (CLI_EXEC_FAIL).
  */
 #ifndef DENV_CLI_H
 #define DENV_CLI_H
