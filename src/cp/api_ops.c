@@ -209,7 +209,9 @@ static void h_destroy(struct cp *cp, struct http_req *req)
 
 /* ---- one command, answered when its result comes ---- */
 
-enum park_kind { PARK_EXEC, PARK_PUT, PARK_GET };
+/* PARK_PUT_WHERE: a put with target or owner, whose answer also says where
+ * it landed and whose it is (a plain put keeps api.md's {ok, bytes}). */
+enum park_kind { PARK_EXEC, PARK_PUT, PARK_PUT_WHERE, PARK_GET };
 
 struct park {
 	struct cp *cp;
@@ -249,13 +251,12 @@ static void park_done(struct cp *cp, const struct cp_result *res, void *arg)
 		if (json_get_bool(pl, "truncated", false))
 			json_object_set_bool(r, "truncated", true);
 		cp_reply(p->req, 200, r);
-	} else if (p->kind == PARK_PUT) {
+	} else if (p->kind == PARK_PUT || p->kind == PARK_PUT_WHERE) {
 		struct json *r = cp_obj("ok", json_new_bool(true), "bytes", json_new_int((int64_t)p->bytes), NULL);
 
-		/* Where it landed and whose it is, when the host says. */
-		if (json_get_str(pl, "path"))
+		if (p->kind == PARK_PUT_WHERE && json_get_str(pl, "path"))
 			json_object_set_str(r, "path", json_get_str(pl, "path"));
-		if (json_get_str(pl, "owner"))
+		if (p->kind == PARK_PUT_WHERE && json_get_str(pl, "owner"))
 			json_object_set_str(r, "owner", json_get_str(pl, "owner"));
 		cp_reply(p->req, 200, r);
 	} else {
@@ -396,7 +397,7 @@ static void h_files_put(struct cp *cp, struct http_req *req)
 		http_respond_error(req, 413, "archive larger than 32 MiB");
 		return;
 	}
-	park(cp, req, env, host, "env.put", payload, &data, 0, PARK_PUT, len);
+	park(cp, req, env, host, "env.put", payload, &data, 0, path && *path && !owner ? PARK_PUT : PARK_PUT_WHERE, len);
 }
 
 static void h_files_get(struct cp *cp, struct http_req *req)
