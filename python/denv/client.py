@@ -467,10 +467,16 @@ class Client:
         truncated = bool(doc.get("truncated"))
         return ExecResult(exit_code=int(doc.get("exit_code", -1)), stdout=out, stderr=err, truncated=truncated)
 
-    def put_tar(self, env_id: str, service: str, path: str, tar_bytes: bytes) -> None:
-        """Extract an archive into ``path`` (created if missing) inside the service."""
+    def put_tar(self, env_id: str, service: str, path: str, tar_bytes: bytes, owner: str | None = None) -> None:
+        """Extract an archive into ``path`` (created if missing) inside the service.
+
+        The archive's owners are kept unless ``owner`` (``"user[:group]"``, names
+        or ids, resolved in the container) says whose everything is."""
+        params = {"service": service, "path": path}
+        if owner is not None:
+            params["owner"] = str(owner)
         self._request(
-            "PUT", f"/v1/envs/{env_id}/files", params={"service": service, "path": path},
+            "PUT", f"/v1/envs/{env_id}/files", params=params,
             content=bytes(tar_bytes), headers={"Content-Type": "application/x-tar"},
         )
 
@@ -512,13 +518,27 @@ class Client:
             tf.addfile(info, io.BytesIO(data))
         self.put_tar(env_id, service, parent, buf.getvalue())
 
-    def put_file(self, env_id: str, service: str, source: str | os.PathLike[str], target_path: str) -> None:
+    def put_file(self, env_id: str, service: str, source: str | os.PathLike[str], target_path: str,
+                 owner: str | None = None) -> None:
         src = Path(source)
         data = src.read_bytes()
-        self.put_bytes(env_id, service, target_path, data, mode=src.stat().st_mode & 0o7777)
+        if owner is None:
+            self.put_bytes(env_id, service, target_path, data, mode=src.stat().st_mode & 0o7777)
+            return
+        parent, base = self._split(target_path)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            info = tarfile.TarInfo(base)
+            info.size = len(data)
+            info.mode = src.stat().st_mode & 0o7777
+            info.mtime = int(time.time())
+            tf.addfile(info, io.BytesIO(data))
+        self.put_tar(env_id, service, parent, buf.getvalue(), owner=owner)
 
-    def put_dir(self, env_id: str, service: str, source_dir: str | os.PathLike[str], target_dir: str) -> None:
-        """Upload the contents of ``source_dir`` into ``target_dir`` (not the directory itself)."""
+    def put_dir(self, env_id: str, service: str, source_dir: str | os.PathLike[str], target_dir: str,
+                owner: str | None = None) -> None:
+        """Upload the contents of ``source_dir`` into ``target_dir`` (not the directory itself);
+        ``owner`` as for ``put_tar``."""
         src = Path(source_dir)
         if not src.is_dir():
             raise NotADirectoryError(f"denv: {src} is not a directory")
@@ -526,7 +546,7 @@ class Client:
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
             for child in sorted(src.iterdir()):
                 tf.add(child, arcname=child.name, recursive=True)
-        self.put_tar(env_id, service, str(target_dir), buf.getvalue())
+        self.put_tar(env_id, service, str(target_dir), buf.getvalue(), owner=owner)
 
     def get_bytes(self, env_id: str, service: str, source_path: str) -> bytes:
         """The first regular file of the archive of ``source_path``; a directory is ``IsADirectoryError``."""

@@ -272,12 +272,13 @@ def check_verify(b: Backend) -> None:
             v = verify(env, resume=False)
             assert v.reward == 1.0 and v.source == "reward.txt" and not v.refused, v
             assert v.evidence.get("agent_frozen") is True, v.evidence
-            # frozen: a command in the agent service does not run to completion
+            # frozen: a command in the agent service is refused, saying why and how to resume
             try:
                 r = c.exec(env, "box", ["echo", "alive"], timeout_sec=5)
-                assert r.stdout != "alive\n", "the agent answered while frozen"
-            except DenvError:
-                pass
+            except DenvError as e:
+                assert "frozen by verify" in str(e) and "--resume" in str(e), e
+            else:
+                raise AssertionError(f"exec into the frozen agent was not refused: {r}")
         finally:
             c.destroy(env)
 

@@ -250,6 +250,12 @@ class TestExecAndFiles(FakeCase):
             self.assertEqual(r.query["path"], "/work/in")
             with tarfile.open(fileobj=io.BytesIO(r.body)) as tf:
                 self.assertEqual(sorted(tf.getnames()), ["sub", "sub/y.txt", "x.sh"])
+            self.assertNotIn("owner", r.query)
+            self.c.put_dir(a.id, "main", t / "src", "/work/owned", owner="agent:agent")
+            self.assertEqual(self.fake.calls("PUT")[-1].query["owner"], "agent:agent")
+            self.c.put_file(a.id, "main", t / "src" / "x.sh", "/opt/own.sh", owner="1000")
+            r = self.fake.calls("PUT")[-1]
+            self.assertEqual((r.query["path"], r.query["owner"]), ("/opt", "1000"))
             self.c.get_file(a.id, "main", "/opt/run.sh", t / "out" / "run.sh")
             self.assertEqual((t / "out" / "run.sh").read_text(), "echo x\n")
             # docker cp src/. : the contents of /work/in land directly in the target

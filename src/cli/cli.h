@@ -7,7 +7,9 @@
  * Everything but main.c is linked into the unit tests (t/unit/cli-*.c).
  *
  * Exit codes: 0 success, 1 an error (printed as "denv: <message>" on
- * stderr), 2 a usage error (the message, then the command's usage).
+ * stderr), 2 a usage error (the message, then the command's usage); a
+ * command with own_fail (exec) passes its command's code on and uses its
+ * own code for both kinds of error (CLI_EXEC_FAIL).
  */
 #ifndef DENV_CLI_H
 #define DENV_CLI_H
@@ -29,6 +31,7 @@ struct http_client;
 #define CLI_MAX_FLAGS 16			/* flags one command declares */
 #define CLI_MAX_ARGS 4096			/* command-line words we look at */
 #define CLI_HTTP_TIMEOUT_MS (5 * 60 * 1000)	/* per request */
+#define CLI_EXEC_SLACK_MS (60 * 1000)		/* exec waits its --timeout plus this */
 #define CLI_MAX_RESPONSE ((size_t)256 << 20)	/* largest body we accept (files get) */
 #define CLI_FILES_MAX ((size_t)32 << 20)	/* archive limit of PUT /files */
 #define CLI_POLL_MS 700				/* deployment polling interval */
@@ -37,12 +40,27 @@ struct http_client;
 #define CLI_NAME_MAX 64				/* project / environment names */
 #define CLI_ID_MAX 128				/* ids we accept or build */
 #define CLI_CONFIG_MAX ((size_t)64 << 10)	/* config.json */
+#define CLI_CANDIDATES_MAX 8			/* names listed when a bare environment name is unclear */
+#define CLI_RESOLVE_PROJECTS_MAX 500		/* projects searched for a bare environment name */
+#define CLI_ENV_ID_PREFIX "env_"
 #define CLI_DEVICE_EXPIRY_S 900			/* device code lifetime when the server does not say */
 #define CLI_WAIT_DETAIL_MAX 200			/* evidence characters on a phase line without -v */
 #define CLI_XSTR(x) CLI_STR_(x)
 #define CLI_STR_(x) #x
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/*
+ * exec passes the command's exit code through, so its own failures need
+ * codes a command rarely uses, as docker run and timeout(1) do: 124 the
+ * command ran past its timeout (killed), 125 denv could not run it (usage,
+ * credential, unknown environment, host refused: a "denv: " line on stderr).
+ */
+#define CLI_EXEC_TIMEOUT 124
+#define CLI_EXEC_FAIL 125
+/* What a command's run returns for a usage error when its other returns
+ * are exit codes (cli_cmd.own_fail). */
+#define CLI_RUN_USAGE (-2)
 
 /* ---- flags (args.c) ---- */
 
@@ -128,10 +146,22 @@ int cli_config_save(const char *path, const char *server, const char *api_key, c
 
 /*
  * Split an environment reference. "<project>/<env>" gives 1 with both parts
- * copied; anything without '/' is an id: 0 with nothing copied. -1 with e for
+ * copied; anything without '/' gives 0 with nothing copied: an id or a bare
+ * name (cli_ref_is_id tells which). -1 with e for
  * a malformed reference ("a/", "/b", "a/b/c", over-long parts).
  */
 int cli_ref_split(const char *ref, char *project, size_t psize, char *env, size_t esize, struct err *e);
+/* Whether a reference without '/' is an id (env_...) rather than a bare name. */
+bool cli_ref_is_id(const char *ref);
+/*
+ * A bare environment name among envs, a JSON array of environment rows each
+ * with a "project" member added (the project's name). Exactly one live
+ * environment of that name (Status not "destroyed"; with none live, exactly
+ * one destroyed) copies its ID into id. Otherwise -1 with e saying to use
+ * <project>/<env> and listing at most CLI_CANDIDATES_MAX candidates: the
+ * namesakes when there are several, else the environments there are.
+ */
+int cli_ref_pick(const char *name, const struct json *envs, char *id, size_t size, struct err *e);
 
 /* ---- the API client (client.c) ---- */
 
@@ -139,6 +169,7 @@ struct cli {
 	struct cli_config cfg;
 	struct http_client *http;
 	bool verbose;		/* the command's -v/--verbose (dispatch.c): whole evidence when following */
+	int64_t timeout_ms;	/* per request; 0: CLI_HTTP_TIMEOUT_MS (exec waits longer) */
 };
 
 void cli_init(struct cli *c);
@@ -165,7 +196,9 @@ int cli_call_raw(struct cli *c, const char *method, const char *path, const char
 int cli_print_json(const struct json *v, struct err *e);
 /* GET path and print the answer. */
 int cli_get_print(struct cli *c, const char *path, struct err *e);
-/* Resolve an environment reference ("env_…" or "<project>/<env>") to an id. */
+/* Resolve an environment reference to an id: "env_…" is one already,
+ * "<project>/<env>" is looked up in the project, a bare name in every
+ * project of the team (cli_ref_pick decides). */
 int cli_resolve_env(struct cli *c, const char *ref, char *id, size_t size, struct err *e);
 
 /* ---- following a deployment (wait.c) ---- */
@@ -201,6 +234,16 @@ int cli_wait(struct cli *c, const char *dep, struct json **final, struct err *e)
 int cli_started(struct cli *c, const struct json *resp, bool wait,
 		void (*extra)(const struct json *final), struct err *e);
 
+/* ---- exec (cmd_env.c) ---- */
+
+/* Whether an error of POST /exec (e->code the HTTP status, msg the server's)
+ * is the command's timeout, from the host ("env.exec: timed out after N s")
+ * or from the control plane waiting for the host ("env.exec timed out"). */
+bool cli_exec_timed_out(int status, const char *msg);
+/* The command's exit code (0-255) from a {exit_code, ...} answer; -1 with e
+ * when the host reported none. */
+int cli_exec_code(const struct json *resp, struct err *e);
+
 /* ---- files (cmd_files.c) ---- */
 
 /* Extract a downloaded archive under dir (created if missing) with the safe
@@ -213,10 +256,15 @@ struct cli_cmd {
 	const char *name;
 	const char *args;		/* positional synopsis: "<env> <version>" */
 	const char *summary;
+	const char *notes;		/* printed after the flags in the usage; may be NULL */
 	const struct cli_flag *flags;	/* NULL-name terminated; may be NULL */
 	int min_pos, max_pos;		/* max_pos -1: unbounded */
 	int stop_after;			/* see cli_args_parse */
 	bool no_auth;			/* runs without a credential */
+	/* Non-zero: every failure of denv itself, usage errors included, exits
+	 * with this code, and run returns an exit code (>= 0) to pass on, -1
+	 * for an error, CLI_RUN_USAGE for a usage error (exec: CLI_EXEC_FAIL). */
+	int own_fail;
 	int (*run)(struct cli *c, const struct cli_args *a, struct err *e);
 	const struct cli_cmd *subs;	/* a group: its subcommands (NULL-name terminated) */
 };

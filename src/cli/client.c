@@ -93,7 +93,7 @@ int cli_call_raw(struct cli *c, const char *method, const char *path, const char
 	req.headers = headers;
 	req.body = body;
 	req.body_len = len;
-	req.timeout_ms = CLI_HTTP_TIMEOUT_MS;
+	req.timeout_ms = c->timeout_ms > 0 ? (int)c->timeout_ms : CLI_HTTP_TIMEOUT_MS;
 	buf_init(&r.body, resp->max ? resp->max : CLI_MAX_RESPONSE);
 	if (http_client_do(c->http, &req, &r, e) < 0)
 		goto out;
@@ -204,6 +204,54 @@ out:
 	return rc;
 }
 
+/* A bare name: every project's environments, each tagged with its project's
+ * name, then cli_ref_pick. One request per project (the API has no search). */
+static int find_bare(struct cli *c, const char *name, char *id, size_t size, struct err *e)
+{
+	struct json *projects = NULL, *all = json_new_array();
+	const struct json *list;
+	int rc = -1;
+
+	if (strlen(name) >= CLI_NAME_MAX) {
+		err_set(e, "environment \"%.40s...\": name too long", name);
+		goto out;
+	}
+	if (cli_call(c, "GET", "/v1/projects", NULL, &projects, e) < 0)
+		goto out;
+	list = json_get(projects, "projects");
+	for (size_t i = 0; i < json_len(list) && i < CLI_RESOLVE_PROJECTS_MAX; i++) {
+		const char *pid = json_get_str(json_at(list, i), "ID"), *pname = json_get_str(json_at(list, i), "Name");
+		struct buf path = BUF_INIT;
+		struct json *doc = NULL;
+		const struct json *envs;
+
+		if (!pid)
+			continue;
+		buf_adds(&path, "/v1/projects/");
+		cli_escape(&path, pid);
+		buf_adds(&path, "/envs");
+		rc = cli_call(c, "GET", path.data, NULL, &doc, e);
+		buf_release(&path);
+		if (rc < 0) {
+			json_free(doc);
+			goto out;
+		}
+		envs = json_get(doc, "environments");
+		for (size_t k = 0; k < json_len(envs); k++) {
+			struct json *env = json_dup(json_at(envs, k));
+
+			json_object_set_str(env, "project", pname ? pname : pid);
+			json_array_push(all, env);
+		}
+		json_free(doc);
+	}
+	rc = cli_ref_pick(name, all, id, size, e);
+out:
+	json_free(projects);
+	json_free(all);
+	return rc;
+}
+
 int cli_resolve_env(struct cli *c, const char *ref, char *id, size_t size, struct err *e)
 {
 	char project[CLI_NAME_MAX], name[CLI_NAME_MAX];
@@ -211,7 +259,9 @@ int cli_resolve_env(struct cli *c, const char *ref, char *id, size_t size, struc
 
 	if (r < 0)
 		return -1;
-	if (r == 0)
+	if (r == 0 && cli_ref_is_id(ref))
 		return str_copy(id, size, ref) < 0 ? err_set(e, "environment id too long") : 0;
+	if (r == 0)
+		return find_bare(c, ref, id, size, e);
 	return find_env(c, project, name, id, size, e);
 }

@@ -95,8 +95,11 @@ static void default_fork_name(struct cli *c, const char *ref, struct json *body)
 {
 	char name[CLI_NAME_MAX * 2], proj[CLI_NAME_MAX], env[CLI_NAME_MAX];
 	struct err e;
+	int r = cli_ref_split(ref, proj, sizeof(proj), env, sizeof(env), &e);
 
-	if (cli_ref_split(ref, proj, sizeof(proj), env, sizeof(env), &e) != 1) {
+	if (r == 0 && !cli_ref_is_id(ref)) {
+		str_copy(env, sizeof(env), ref);	/* a bare name */
+	} else if (r != 1) {
 		struct buf path = BUF_INIT;
 		struct json *doc = NULL;
 
@@ -230,18 +233,80 @@ const struct cli_cmd cli_cmd_rollback = {
 
 /* ---- exec ---- */
 
+bool cli_exec_timed_out(int status, const char *msg)
+{
+	return status == 502 && msg &&
+	       (str_has_prefix(msg, "env.exec: timed out") || str_has_prefix(msg, "env.exec timed out"));
+}
+
+int cli_exec_code(const struct json *resp, struct err *e)
+{
+	const struct json *code = json_get(resp, "exit_code");
+
+	if (!code || code->type != JSON_INT || code->u.i < 0 || code->u.i > 255)
+		return err_set(e, "exec: the host reported no exit code for the command");
+	return (int)code->u.i;
+}
+
+/* Write a JSON string member's bytes to f. */
+static int write_stream(FILE *f, const struct json *resp, const char *key)
+{
+	const struct json *v = json_get(resp, key);
+
+	if (!v || v->type != JSON_STRING || v->u.str.len == 0)
+		return 0;
+	return fwrite(v->u.str.s, 1, v->u.str.len, f) == v->u.str.len && fflush(f) == 0 ? 0 : -1;
+}
+
+/* The answer as the command's own output and exit code. */
+static int exec_passthrough(const struct json *resp, struct err *e)
+{
+	int code = cli_exec_code(resp, e);
+
+	if (write_stream(stdout, resp, "stdout") < 0 || write_stream(stderr, resp, "stderr") < 0)
+		return err_set(e, "exec: cannot write the command's output");
+	if (json_get_bool(resp, "truncated", false)) {
+		/* Say so, but keep the command's code: its output was cut, not lost. */
+		fprintf(stderr, "denv: exec: the host cut the output at its limit\n");
+	}
+	return code;
+}
+
+/* The host names the environment by id (in "denv verify --resume <id>"):
+ * say it the way the user did. */
+static void name_as_given(struct err *e, const char *id, const char *ref)
+{
+	struct buf b = BUF_INIT;
+	size_t idlen = strlen(id);
+	const char *p = e->msg, *hit;
+
+	if (!*id || str_eq(id, ref) || !strstr(p, id))
+		return;
+	while ((hit = strstr(p, id))) {
+		buf_add(&b, p, (size_t)(hit - p));
+		buf_adds(&b, ref);
+		p = hit + idlen;
+	}
+	buf_adds(&b, p);
+	err_set(e, "%s", b.data);
+	buf_release(&b);
+}
+
+/* Returns the exit code to pass on, -1, or CLI_RUN_USAGE (cli_cmd.own_fail). */
 static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 {
 	const char *service = cli_flag_str(a, "service"), *timeout = cli_flag_str(a, "timeout");
+	bool as_json = cli_flag_bool(a, "json", false);
+	char id[CLI_ID_MAX] = "";
 	struct json *body, *cmd, *resp = NULL;
 	struct buf path = BUF_INIT;
 	int64_t t = 0;
 	int rc = -1;
 
 	if (!service || !*service)
-		return err_set(e, "exec: --service is required"), CLI_USAGE;
+		return err_set(e, "exec: --service is required"), CLI_RUN_USAGE;
 	if (timeout && (str_to_i64(timeout, &t) < 0 || t <= 0))
-		return err_set(e, "exec: --timeout must be a positive number of seconds"), CLI_USAGE;
+		return err_set(e, "exec: --timeout must be a positive number of seconds"), CLI_RUN_USAGE;
 	body = json_new_object();
 	cmd = json_new_array();
 	json_object_set_str(body, "service", service);
@@ -250,9 +315,23 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 	json_object_set(body, "cmd", cmd);
 	if (t > 0)
 		json_object_set_int(body, "timeout_sec", t);
-	/* A non-zero exit code of the command is data, not a CLI error. */
-	if (env_path(c, a->pos[0], "/exec", &path, e) == 0 && cli_call(c, "POST", path.data, body, &resp, e) == 0)
-		rc = cli_print_json(resp, e);
+	if (cli_resolve_env(c, a->pos[0], id, sizeof(id), e) < 0)
+		goto out;
+	buf_adds(&path, "/v1/envs/");
+	cli_escape(&path, id);
+	buf_adds(&path, "/exec");
+	/* The server answers when the command ends: wait at least that long. */
+	if (t * 1000 + CLI_EXEC_SLACK_MS > CLI_HTTP_TIMEOUT_MS)
+		c->timeout_ms = t * 1000 + CLI_EXEC_SLACK_MS;
+	if (cli_call(c, "POST", path.data, body, &resp, e) < 0) {
+		if (cli_exec_timed_out(e->code, e->msg))
+			rc = CLI_EXEC_TIMEOUT;
+		name_as_given(e, id, a->pos[0]);
+		goto out;
+	}
+	/* --json: the whole answer, exit 0 whatever the command's code. */
+	rc = as_json ? cli_print_json(resp, e) : exec_passthrough(resp, e);
+out:
 	json_free(body);
 	json_free(resp);
 	buf_release(&path);
@@ -262,11 +341,18 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 static const struct cli_flag exec_flags[] = {
 	{ "service", 0, CLI_STR, "S", "service to run the command in (required)" },
 	{ "timeout", 0, CLI_STR, "SEC", "server-side timeout in seconds (default 120)" },
+	{ "json", 0, CLI_BOOL, NULL, "print {exit_code, stdout, stderr} and exit 0 instead" },
 	{ 0 },
 };
 
 const struct cli_cmd cli_cmd_exec = {
 	.name = "exec", .args = "<env> [--] <cmd> [args...]",
-	.summary = "run a command in a service; prints {exit_code, stdout, stderr}",
-	.flags = exec_flags, .min_pos = 2, .max_pos = -1, .stop_after = 1, .run = run_exec,
+	.summary = "run a command in a service: its stdout, stderr and exit code",
+	.notes = "The command's stdout goes to stdout and its stderr to stderr, as bytes, once it\n"
+		 "has ended (stdout first, then stderr). Exit status: the command's own code;\n"
+		 "124 it ran past --timeout and was killed; 125 denv could not run it (usage,\n"
+		 "credential, environment, host; a \"denv: \" line on stderr says why).\n"
+		 "With --json: the answer as JSON and 0, whatever the command's code.\n",
+	.flags = exec_flags, .min_pos = 2, .max_pos = -1, .stop_after = 1, .own_fail = CLI_EXEC_FAIL,
+	.run = run_exec,
 };

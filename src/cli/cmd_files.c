@@ -56,8 +56,8 @@ static int upload_name(const char *local, char *name, size_t size, struct err *e
 	return rc;
 }
 
-/* "/v1/envs/<id>/files?service=S&path=P" */
-static int files_path(struct cli *c, const char *ref, const char *service, const char *remote,
+/* "/v1/envs/<id>/files?service=S&<key>=P" */
+static int files_path(struct cli *c, const char *ref, const char *service, const char *key, const char *remote,
 		      struct buf *path, struct err *e)
 {
 	char id[CLI_ID_MAX];
@@ -68,7 +68,7 @@ static int files_path(struct cli *c, const char *ref, const char *service, const
 	cli_escape(path, id);
 	buf_adds(path, "/files?service=");
 	cli_escape(path, service);
-	buf_adds(path, "&path=");
+	buf_addf(path, "&%s=", key);
 	cli_escape(path, remote);
 	return 0;
 }
@@ -95,16 +95,27 @@ static int build_archive(const char *local, struct buf *tar, struct err *e)
 
 static int run_put(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	const char *service = cli_flag_str(a, "service");
+	const char *service = cli_flag_str(a, "service"), *owner = cli_flag_str(a, "owner");
 	struct buf tar, path = BUF_INIT, resp = BUF_INIT;
 	struct json *doc = NULL;
 	int rc = -1;
 
 	if (!service || !*service)
 		return err_set(e, "files put: --service is required"), CLI_USAGE;
+	if (owner && !*owner)
+		return err_set(e, "files put: --owner needs user[:group]"), CLI_USAGE;
+	if (a->pos[2][0] != '/')
+		return err_set(e, "files put: the remote path must be absolute"), CLI_USAGE;
 	buf_init(&tar, CLI_FILES_MAX);
-	if (build_archive(a->pos[1], &tar, e) < 0 || files_path(c, a->pos[0], service, a->pos[2], &path, e) < 0 ||
-	    cli_call_raw(c, "PUT", path.data, "application/x-tar", tar.data, tar.len, &resp, e) < 0)
+	/* target: the server applies docker cp's rules to where it lands. */
+	if (build_archive(a->pos[1], &tar, e) < 0 ||
+	    files_path(c, a->pos[0], service, "target", a->pos[2], &path, e) < 0)
+		goto out;
+	if (owner) {
+		buf_adds(&path, "&owner=");
+		cli_escape(&path, owner);
+	}
+	if (cli_call_raw(c, "PUT", path.data, "application/x-tar", tar.data, tar.len, &resp, e) < 0)
 		goto out;
 	if (json_parse(resp.data, resp.len, NULL, &doc, e) < 0) {
 		err_prefix(e, "files put: bad JSON from the server");
@@ -129,7 +140,7 @@ static int run_get(struct cli *c, const struct cli_args *a, struct err *e)
 	if (!service || !*service)
 		return err_set(e, "files get: --service is required"), CLI_USAGE;
 	buf_init(&tar, CLI_MAX_RESPONSE);
-	if (files_path(c, a->pos[0], service, a->pos[1], &path, e) < 0 ||
+	if (files_path(c, a->pos[0], service, "path", a->pos[1], &path, e) < 0 ||
 	    cli_call_raw(c, "GET", path.data, NULL, NULL, 0, &tar, e) < 0)
 		goto out;
 	if (cli_files_extract(tar.data, tar.len, dir, &n, e) < 0) {
@@ -149,10 +160,21 @@ static const struct cli_flag files_flags[] = {
 	{ 0 },
 };
 
+static const struct cli_flag put_flags[] = {
+	{ "service", 0, CLI_STR, "S", "service of the environment (required)" },
+	{ "owner", 0, CLI_STR, "USER[:GROUP]",
+	  "owner of what is written, names or ids (default: the owner of the directory it lands in)" },
+	{ 0 },
+};
+
 static const struct cli_cmd files_subs[] = {
-	{ .name = "put", .args = "<env> <local-path> <remote-dir>",
-	  .summary = "upload a file or directory (as its base name) into a directory of a service",
-	  .flags = files_flags, .min_pos = 3, .max_pos = 3, .run = run_put },
+	{ .name = "put", .args = "<env> <local-path> <remote-path>",
+	  .summary = "upload a file or directory into a service, by docker cp's rules",
+	  .notes = "Like docker cp: into an existing directory, the upload goes inside it under its\n"
+		   "own name; a missing remote path (whose parent exists) becomes the upload; a\n"
+		   "file replaces an existing file. New files belong to the owner of the directory\n"
+		   "they land in unless --owner says otherwise.\n",
+	  .flags = put_flags, .min_pos = 3, .max_pos = 3, .run = run_put },
 	{ .name = "get", .args = "<env> <remote-path> <local-dir>",
 	  .summary = "download a path of a service and extract it safely under a local directory",
 	  .flags = files_flags, .min_pos = 3, .max_pos = 3, .run = run_get },

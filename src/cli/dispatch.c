@@ -46,8 +46,10 @@ void cli_usage(FILE *f, const struct cli_cmd *parent, const struct cli_cmd *cmd)
 		cmd->flags && cmd->flags[0].name ? " [flags]" : "", cmd->args && *cmd->args ? " " : "",
 		cmd->args ? cmd->args : "", cmd->summary);
 	print_flags(f, cmd->flags);
+	if (cmd->notes)
+		fprintf(f, "\n%s", cmd->notes);
 	fprintf(f, "\nFlags may come before or after the arguments; an environment is an id\n"
-		   "(env_...) or <project>/<env>.\n");
+		   "(env_...), <project>/<env>, or a bare name that one project alone has.\n");
 }
 
 static void main_usage(FILE *f, const struct cli_cmd *const *table)
@@ -56,7 +58,10 @@ static void main_usage(FILE *f, const struct cli_cmd *const *table)
 	for (int i = 0; table[i]; i++)
 		fprintf(f, "  %-12s %s\n", table[i]->name, table[i]->summary);
 	fprintf(f, "\nRun 'denv <command> --help' for a command's flags. Configuration: DENV_API_KEY,\n"
-		   "DENV_SERVER, or the file written by 'denv login'. See denv(1).\n");
+		   "DENV_SERVER, or the file written by 'denv login'. See denv(1).\n\n"
+		   "Exit status: 0 success, 1 an error (a \"denv: \" line on stderr), 2 a usage\n"
+		   "error; exec exits with the command's own code (124 timed out, 125 denv\n"
+		   "could not run it).\n");
 }
 
 static const struct cli_cmd *lookup(const struct cli_cmd *const *table, const struct cli_cmd *subs,
@@ -78,7 +83,29 @@ static int usage_error(const struct cli_cmd *parent, const struct cli_cmd *cmd, 
 {
 	fprintf(stderr, "denv: %s\n", msg);
 	cli_usage(stderr, parent, cmd);
-	return CLI_USAGE;
+	return cmd->own_fail ? cmd->own_fail : CLI_USAGE;
+}
+
+/* A command whose run returns exit codes to pass on (exec). */
+static int run_own(struct cli *c, const struct cli_cmd *parent, const struct cli_cmd *cmd,
+		   const struct cli_args *a, struct err *e)
+{
+	int rc;
+
+	if (!cmd->no_auth && cli_need_key(c, e) < 0)
+		rc = -1;
+	else
+		rc = cmd->run(c, a, e);
+	if (rc == CLI_RUN_USAGE)
+		return usage_error(parent, cmd, e->msg);
+	if (rc < 0) {
+		fprintf(stderr, "denv: %s\n", e->msg[0] ? e->msg : "failed");
+		return cmd->own_fail;
+	}
+	/* The code is the command's; a message beside it (a timeout) is ours. */
+	if (e->msg[0])
+		fprintf(stderr, "denv: %s\n", e->msg);
+	return rc;
 }
 
 /* Positional count check, then the credential, then the command. */
@@ -104,6 +131,11 @@ static int run_cmd(struct cli *c, const struct cli_cmd *parent, const struct cli
 		return usage_error(parent, cmd, what);
 	}
 	c->verbose = cli_flag_bool(&a, "verbose", false);
+	if (cmd->own_fail) {
+		rc = run_own(c, parent, cmd, &a, &e);
+		cli_args_release(&a);
+		return rc;
+	}
 	if (!cmd->no_auth && cli_need_key(c, &e) < 0) {
 		rc = CLI_FAIL;
 	} else {
@@ -208,7 +240,7 @@ int cli_main(const struct cli_cmd *const *table, int argc, char **argv,
 		if (!cmd->no_auth) {
 			fprintf(stderr, "denv: %s\n", e.msg);
 			cli_release(&c);
-			return CLI_FAIL;
+			return cmd->own_fail ? cmd->own_fail : CLI_FAIL;
 		}
 		env.xdg_config_home = env.home = env.api_key = NULL;
 		cli_config_resolve(&env, &c.cfg, &e);

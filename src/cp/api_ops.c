@@ -209,7 +209,9 @@ static void h_destroy(struct cp *cp, struct http_req *req)
 
 /* ---- one command, answered when its result comes ---- */
 
-enum park_kind { PARK_EXEC, PARK_PUT, PARK_GET };
+/* PARK_PUT_WHERE: a put with target or owner, whose answer also says where
+ * it landed and whose it is (a plain put keeps api.md's {ok, bytes}). */
+enum park_kind { PARK_EXEC, PARK_PUT, PARK_PUT_WHERE, PARK_GET };
 
 struct park {
 	struct cp *cp;
@@ -249,8 +251,14 @@ static void park_done(struct cp *cp, const struct cp_result *res, void *arg)
 		if (json_get_bool(pl, "truncated", false))
 			json_object_set_bool(r, "truncated", true);
 		cp_reply(p->req, 200, r);
-	} else if (p->kind == PARK_PUT) {
-		cp_reply(p->req, 200, cp_obj("ok", json_new_bool(true), "bytes", json_new_int((int64_t)p->bytes), NULL));
+	} else if (p->kind == PARK_PUT || p->kind == PARK_PUT_WHERE) {
+		struct json *r = cp_obj("ok", json_new_bool(true), "bytes", json_new_int((int64_t)p->bytes), NULL);
+
+		if (p->kind == PARK_PUT_WHERE && json_get_str(pl, "path"))
+			json_object_set_str(r, "path", json_get_str(pl, "path"));
+		if (p->kind == PARK_PUT_WHERE && json_get_str(pl, "owner"))
+			json_object_set_str(r, "owner", json_get_str(pl, "owner"));
+		cp_reply(p->req, 200, r);
 	} else {
 		buf_init(&tar, CP_ARCHIVE_MAX);
 		if (cp_result_archive(res, &tar, &e) < 0)
@@ -350,6 +358,7 @@ static bool files_query(struct http_req *req, const char **service, const char *
 static void h_files_put(struct cp *cp, struct http_req *req)
 {
 	const char *service, *path, *host;
+	const char *target = http_req_query(req, "target"), *owner = http_req_query(req, "owner");
 	struct cp_caller who;
 	const struct json *env;
 	struct json *payload;
@@ -357,10 +366,30 @@ static void h_files_put(struct cp *cp, struct http_req *req)
 	size_t len;
 	const char *body;
 
-	if (!(env = live_env(cp, req, &who)) || !files_query(req, &service, &path) || !(host = env_host(cp, req, env)))
+	if (!(env = live_env(cp, req, &who)))
+		return;
+	/* target (docker cp's rules) instead of path (a directory to extract into). */
+	service = http_req_query(req, "service");
+	path = http_req_query(req, "path");
+	if (!service || !*service) {
+		http_respond_error(req, 400, "service is required");
+		return;
+	}
+	if ((!path || !*path) == (!target || !*target)) {
+		http_respond_error(req, 400, "path or target is required (one of them)");
+		return;
+	}
+	if (owner && !*owner) {
+		http_respond_error(req, 400, "owner must be user[:group]");
+		return;
+	}
+	if (!(host = env_host(cp, req, env)))
 		return;
 	body = http_req_body(req, &len);
-	payload = cp_obj("service", json_new_str(service), "path", json_new_str(path), NULL);
+	payload = cp_obj("service", json_new_str(service), NULL);
+	json_object_set_str(payload, path && *path ? "path" : "target", path && *path ? path : target);
+	if (owner)
+		json_object_set_str(payload, "owner", owner);
 	/* The archive goes in chunk frames before the command (doc/host-stream-chunks.md). */
 	buf_init(&data, CP_ARCHIVE_MAX);
 	if (buf_add(&data, body, len) < 0) {
@@ -368,7 +397,7 @@ static void h_files_put(struct cp *cp, struct http_req *req)
 		http_respond_error(req, 413, "archive larger than 32 MiB");
 		return;
 	}
-	park(cp, req, env, host, "env.put", payload, &data, 0, PARK_PUT, len);
+	park(cp, req, env, host, "env.put", payload, &data, 0, path && *path && !owner ? PARK_PUT : PARK_PUT_WHERE, len);
 }
 
 static void h_files_get(struct cp *cp, struct http_req *req)

@@ -11,7 +11,8 @@
 #include "base/str.h"
 #include "sidecar/sidecar.h"
 
-int wk_container(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e)
+static int container_of(struct wk *w, const char *kind, const char *svc, bool paused_ok, char *out, size_t n,
+			struct err *e)
 {
 	char project[SC_ID_MAX];
 	struct engine_ctr c;
@@ -28,9 +29,27 @@ int wk_container(struct wk *w, const char *kind, const char *svc, char *out, siz
 		return err_set(e, "%s: environment %s has no service \"%s\" running", kind, w->env, svc);
 	if (!str_eq(c.env, w->env))
 		return err_set(e, "%s: container %s does not belong to environment %s", kind, out, w->env);
+	/* Only verify pauses a service (docker pause: collect freezes the agent,
+	 * which stays so without resume); a snapshot unpauses what it finds
+	 * paused, as verify --resume does. */
+	if (str_eq(c.status, "paused") && !paused_ok)
+		return err_set(e,
+			       "%s: service \"%s\" is frozen by verify (its container is paused); resume it with "
+			       "`denv verify --resume %s` or `denv snapshot %s`",
+			       kind, svc, w->env, w->env);
 	if (!str_eq(c.status, "running") && !str_eq(c.status, "paused"))
 		return err_set(e, "%s: service \"%s\" is %s, not running", kind, svc, c.status);
 	return 0;
+}
+
+int wk_container(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e)
+{
+	return container_of(w, kind, svc, true, out, n, e);
+}
+
+int wk_container_running(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e)
+{
+	return container_of(w, kind, svc, false, out, n, e);
 }
 
 static struct json *result_of(int exit_code, const struct buf *out, const struct buf *err, bool truncated)
@@ -87,7 +106,7 @@ int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result,
 	const char **argv;
 	int rc;
 
-	if (wk_container(w, "env.exec", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
+	if (wk_container_running(w, "env.exec", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
 		return -1;
 	if (!cmd || cmd->type != JSON_ARRAY || json_len(cmd) == 0)
 		return err_set(e, "env.exec: payload.cmd must be a non-empty list of strings");

@@ -1,4 +1,5 @@
 /* files.c: env.put and env.get, tar archives moved with `docker cp`
+ * (env.put's target and owner: files_cp.c)
  * (doc/host-stream-chunks.md for how they travel). put: the archive was
  * spooled by the agent from chunk frames; it is checked (chunks, bytes,
  * sha256) before anything touches the container. get: the archive is kept as
@@ -54,57 +55,199 @@ static int check_spool(const struct json *p, const struct json *sp, struct err *
 	return 0;
 }
 
-int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+/* What path is in the container (as root, symlinks followed): st->exists
+ * false when it is missing. 0, or -1 e (no stat in the image, say). */
+static int ctr_stat(const char *cname, const char *path, struct fc_stat *st, struct err *e)
 {
-	const struct json *sp = json_get(w->cmd, "_spool");
-	const char *path = json_get_str(payload, "path"), *spool = json_get_str(sp, "path");
-	char cname[300], dst[4400];
+	struct buf out = BUF_INIT;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	rc = dk(&out, SC_DOCKER_QUICK_MS, e, "exec", "-u", "0", cname, "stat", "-L", "-c", "%f %u %g", "--", path,
+		NULL);
+	if (rc < 0 && (strstr(e->msg, "No such file or directory") || strstr(e->msg, "Not a directory"))) {
+		err_clear(e);
+		rc = 0;
+	} else if (rc == 0 && fc_parse_stat(out.data, st) < 0) {
+		rc = err_set(e, "stat %s: unexpected output", path);
+	}
+	buf_release(&out);
+	return rc < 0 ? err_prefix(e, "env.put: looking at %s", path) : 0;
+}
+
+/* One of the container's /etc files, or none (NULL, 0) when it cannot be read. */
+static void ctr_file(const char *cname, const char *path, struct buf *b, const char **p, size_t *n)
+{
+	struct err ignore;
+
+	*p = NULL;
+	*n = 0;
+	if (dk(b, SC_DOCKER_QUICK_MS, &ignore, "exec", "-u", "0", cname, "cat", "--", path, NULL) == 0 &&
+	    b->len <= PW_FILE_MAX) {
+		*p = b->data ? b->data : "";
+		*n = b->len;
+	}
+}
+
+/* owner ("user[:group]", names or numbers, by Docker's rules for `user`)
+ * to ids, names from the container's own /etc/passwd and /etc/group. */
+static int resolve_owner(const char *cname, const char *owner, long *uid, long *gid, struct err *e)
+{
+	struct buf bufs[2] = { BUF_INIT, BUF_INIT };
+	struct pw_files f = { 0 };
+	int need = pw_needs(owner), rc;
+
+	if (!*owner || need < 0)
+		return err_set(e, "env.put: owner \"%.80s\": give user[:group], as names or numbers", owner);
+	if (need & PW_NEED_PASSWD)
+		ctr_file(cname, "/etc/passwd", &bufs[0], &f.passwd, &f.passwd_len);
+	if (need & PW_NEED_GROUP)
+		ctr_file(cname, "/etc/group", &bufs[1], &f.group, &f.group_len);
+	rc = pw_resolve(owner, &f, uid, gid, e);
+	buf_release(&bufs[0]);
+	buf_release(&bufs[1]);
+	return rc < 0 ? err_prefix(e, "env.put: owner") : 0;
+}
+
+/* target: docker cp's rules (files_cp.c) into plan; *dir_src from the archive. */
+static int plan_target(const char *cname, const char *target, int fd, char *top, size_t tsize,
+		       struct fc_plan *plan, struct err *e)
+{
+	char parent[FC_PATH_MAX + 1], base[FC_NAME_MAX + 1];
+	struct fc_stat t, pst = { 0 };
+	bool slash, dir_src;
+
+	if (fc_split(target, parent, sizeof(parent), base, sizeof(base), &slash, e) < 0)
+		return err_prefix(e, "env.put");
+	if (fc_archive_top(fd, top, tsize, &dir_src, e) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+		return err_prefix(e, "env.put");
+	if (ctr_stat(cname, target, &t, e) < 0)
+		return -1;
+	if (!(t.exists && t.is_dir) && ctr_stat(cname, parent, &pst, e) < 0)
+		return -1;
+	return fc_plan(target, dir_src, &t, &pst, plan, e) < 0 ? err_prefix(e, "env.put") : 0;
+}
+
+/* `docker cp -` of the archive on fd into dir. */
+static int cp_into(const char *cname, const char *dir, int fd, struct err *e)
+{
+	char dst[FC_PATH_MAX + 400];
 	const char *argv[] = { "docker", "cp", "-", dst, NULL };
 	struct proc_spec s;
 	struct proc_result r;
-	int fd = -1, rc = -1;
+	int rc = 0;
+
+	snprintf(dst, sizeof(dst), "%s:%s", cname, dir);
+	proc_spec_init(&s, argv);
+	s.in.mode = PROC_FD;
+	s.in.fd = fd;
+	s.timeout_ms = SC_DOCKER_TIMEOUT_MS;
+	s.out_max = s.err_max = 65536;
+	if (proc_run(&s, NULL, 0, &r, e) < 0)
+		return err_prefix(e, "env.put");
+	if (r.exit_code != 0 || r.timed_out) {
+		char line[300];
+
+		dk_first_line(r.err.data, line, sizeof(line));
+		rc = err_set(e, "env.put: docker cp: %s", r.timed_out ? "timed out" : line);
+	}
+	proc_result_release(&r);
+	return rc;
+}
+
+/* The archive rewritten (renamed top entry, owner) into an unlinked temp
+ * file next to the spool; its fd, or -1 e. */
+static int restamped(const char *spool, int in, const char *top, const char *rename, bool own, long uid, long gid,
+		     struct err *e)
+{
+	char tmp[4200];
+	int out;
+
+	snprintf(tmp, sizeof(tmp), "%s.cp", spool);
+	if ((out = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+		return err_errno(e, "env.put: %s", tmp);
+	unlink(tmp);
+	if (fc_restamp(in, out, top, rename, own, uid, gid, e) < 0 || lseek(out, 0, SEEK_SET) < 0) {
+		sys_close(out);
+		return err_prefix(e, "env.put");
+	}
+	return out;
+}
+
+/*
+ * path: extract into that directory (created if missing), the archive's
+ * owners kept. target: docker cp's rules (files_cp.c), owned by the landing
+ * directory's owner. owner (either way): that user[:group] instead.
+ */
+int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, struct err *e)
+{
+	const struct json *sp = json_get(w->cmd, "_spool");
+	const char *path = json_get_str(payload, "path"), *target = json_get_str(payload, "target");
+	const char *owner = json_get_str(payload, "owner"), *spool = json_get_str(sp, "path");
+	const char *where = target ? target : path;
+	char cname[300], top[FC_NAME_MAX + 1] = "", landed[FC_PATH_MAX + FC_NAME_MAX + 2];
+	struct fc_plan plan = { 0 };
+	bool own = false;
+	long uid = 0, gid = 0;
+	int fd = -1, cpfd = -1, rc = -1;
 
 	if (json_get_int(payload, "tar_bytes", 0) > (int64_t)SC_ARCHIVE_MAX) {
 		err_set(e, "env.put: archive larger than 32 MiB");
 		goto out;
 	}
 	if (check_spool(payload, sp, e) < 0 ||
-	    wk_container(w, "env.put", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
+	    wk_container_running(w, "env.put", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
 		goto out;
-	if (!path || path[0] != '/' || strlen(path) > 4000) {
-		err_set(e, "env.put: payload.path must be an absolute path");
-		goto out;
-	}
-	if (dk(NULL, SC_DOCKER_TIMEOUT_MS, e, "exec", "-u", "0", cname, "mkdir", "-p", "--", path, NULL) < 0) {
-		err_prefix(e, "env.put: creating %s", path);
+	if (!path == !target || !where || where[0] != '/' || strlen(where) > FC_PATH_MAX) {
+		err_set(e, "env.put: payload needs an absolute path or target (one of them)");
 		goto out;
 	}
-	snprintf(dst, sizeof(dst), "%s:%s", cname, path);
 	if ((fd = open(spool, O_RDONLY | O_CLOEXEC)) < 0) {
 		err_errno(e, "env.put: %s", spool);
 		goto out;
 	}
-	proc_spec_init(&s, argv);
-	s.in.mode = PROC_FD;
-	s.in.fd = fd;
-	s.timeout_ms = SC_DOCKER_TIMEOUT_MS;
-	s.out_max = s.err_max = 65536;
-	if (proc_run(&s, NULL, 0, &r, e) < 0) {
-		err_prefix(e, "env.put");
+	if (target) {
+		if (plan_target(cname, target, fd, top, sizeof(top), &plan, e) < 0)
+			goto out;
+		own = true;
+		uid = plan.uid;
+		gid = plan.gid;
+	} else if (dk(NULL, SC_DOCKER_TIMEOUT_MS, e, "exec", "-u", "0", cname, "mkdir", "-p", "--", path, NULL) < 0) {
+		err_prefix(e, "env.put: creating %s", path);
 		goto out;
-	}
-	if (r.exit_code != 0 || r.timed_out) {
-		char line[300];
-
-		dk_first_line(r.err.data, line, sizeof(line));
-		err_set(e, "env.put: docker cp: %s", r.timed_out ? "timed out" : line);
 	} else {
-		*result = json_new_object();
-		json_object_set_str(*result, "path", path);
-		rc = 0;
+		str_copy(plan.dir, sizeof(plan.dir), path);
 	}
-	proc_result_release(&r);
+	if (owner && resolve_owner(cname, owner, &uid, &gid, e) < 0)
+		goto out;
+	own = own || owner;
+	if ((own || plan.rename[0]) &&
+	    (cpfd = restamped(spool, fd, target ? top : NULL, plan.rename, own, uid, gid, e)) < 0)
+		goto out;
+	if (cp_into(cname, plan.dir, cpfd >= 0 ? cpfd : fd, e) < 0)
+		goto out;
+	*result = json_new_object();
+	if (target) {
+		size_t n = strlen(plan.dir);
+
+		while (n > 1 && plan.dir[n - 1] == '/')
+			n--;
+		snprintf(landed, sizeof(landed), "%.*s%s%s", (int)n, plan.dir, n > 1 ? "/" : "",
+			 plan.rename[0] ? plan.rename : top);
+	} else {
+		str_copy(landed, sizeof(landed), path);
+	}
+	json_object_set_str(*result, "path", landed);
+	if (own) {
+		char ids[64];
+
+		snprintf(ids, sizeof(ids), "%ld:%ld", uid, gid);
+		json_object_set_str(*result, "owner", ids);
+	}
+	rc = 0;
 out:
+	if (cpfd >= 0)
+		sys_close(cpfd);
 	if (fd >= 0)
 		sys_close(fd);
 	if (spool && *spool)

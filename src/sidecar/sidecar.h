@@ -64,6 +64,8 @@ struct http_client;
 #define SC_SPOOL_MARKS_MAX 64		/* refused spools remembered (no file) */
 #define SC_SPOOL_TTL_MS (10 * 60 * 1000)
 #define SC_SWEEP_MS 60000
+#define FC_PATH_MAX 4000		/* env.put's path or target, env.get's path */
+#define FC_NAME_MAX 255			/* one component of a target */
 
 /* ---- docker ---- */
 #define SC_DOCKER_TIMEOUT_MS 120000	/* one ordinary docker CLI call */
@@ -194,8 +196,12 @@ struct wk {
 };
 int worker_main(int argc, char **argv);
 void wk_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The service's container, checked to be this environment's and running. */
+/* The service's container, checked to be this environment's and running
+ * (or paused, which a read such as env.get can live with). */
 int wk_container(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e);
+/* The same, refusing a paused container: the message says it is frozen by
+ * verify and how to resume it (env.exec and env.put run inside it). */
+int wk_container_running(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e);
 
 typedef int (*wk_fn)(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_host_report(struct wk *w, const struct json *payload, struct json **result, struct err *e);
@@ -349,6 +355,36 @@ int pw_needs(const char *user);
 /* 0 and the ids; -1 and e ("user \"x\" is not in the image's /etc/passwd")
  * for a name the files lack or a bad value. f NULL: no files. */
 int pw_resolve(const char *user, const struct pw_files *f, long *uid, long *gid, struct err *e);
+
+/* files_cp.c: env.put's target (docker cp's rules, at the top of
+ * files_cp.c) and owner, without the container. */
+struct fc_stat {
+	bool exists, is_dir;
+	long uid, gid;
+};
+struct fc_plan {
+	char dir[FC_PATH_MAX + 1];	/* the landing directory: extract the archive here */
+	char rename[FC_NAME_MAX + 1];	/* the archive's top entry's new name; "" keeps it */
+	long uid, gid;			/* the landing directory's owner */
+};
+/* An absolute target without "." or ".." components, split into its parent
+ * and last name (trailing slashes dropped: *slash says whether there were
+ * any); "/" gives parent "/" and base "". 0 or -1 e. */
+int fc_split(const char *target, char *parent, size_t psize, char *base, size_t bsize, bool *slash,
+	     struct err *e);
+/* `stat -L -c '%f %u %g'` output (hex mode, uid, gid) into st. 0 or -1. */
+int fc_parse_stat(const char *out, struct fc_stat *st);
+/* Where an upload whose top entry is a directory (src_dir) or a file lands,
+ * from what target (t) and its parent are. 0 and p, or -1 e (the refusal). */
+int fc_plan(const char *target, bool src_dir, const struct fc_stat *t, const struct fc_stat *parent,
+	    struct fc_plan *p, struct err *e);
+/* The archive on fd (read to its end) must hold one file or directory, with
+ * whatever is inside it: 0, its name in top and *is_dir; -1 e otherwise. */
+int fc_archive_top(int fd, char *top, size_t size, bool *is_dir, struct err *e);
+/* Copy the archive on in to out, the top entry from renamed to to (NULL or
+ * "": kept) and, with own, every entry owned by uid:gid. With a from, the
+ * archive's own "./" entry is dropped. 0 or -1 e. */
+int fc_restamp(int in, int out, const char *from, const char *to, bool own, long uid, long gid, struct err *e);
 
 /* health.c */
 int health_wait(const char *project, const struct json *services, const char *only, struct err *e);

@@ -28,6 +28,13 @@ DEPS = {}
 STATS = {"ws": 0, "dep_gets": 0, "uploads": []}
 ENVS = [{"ID": "env_alpha", "Name": "alpha", "ProjectID": "prj_q"},
         {"ID": "env_beta", "Name": "beta", "ProjectID": "prj_q"}]
+# A second project, for bare environment names: "alpha" is in both, "gamma"
+# only here, "old" only as a destroyed environment.
+PROJECTS = [{"ID": "prj_q", "Name": "q"}, {"ID": "prj_r", "Name": "r"}]
+ENVS_R = [{"ID": "env_r_alpha", "Name": "alpha", "ProjectID": "prj_r", "Status": "running"},
+          {"ID": "env_gamma", "Name": "gamma", "ProjectID": "prj_r", "Status": "running"},
+          {"ID": "env_old", "Name": "old", "ProjectID": "prj_r", "Status": "destroyed"}]
+LIVE = ("env_alpha", "env_beta", "env_r_alpha", "env_gamma")
 
 
 def now():
@@ -134,10 +141,14 @@ class H(BaseHTTPRequestHandler):
             return self.websocket()
         if u.path == "/v1/me":
             return self.send_json(200, {"team": {"ID": "team_f", "Name": "fake"}, "teams": []})
+        if u.path == "/v1/projects":
+            return self.send_json(200, {"projects": PROJECTS})
         if len(p) == 5 and p[1:3] == ["v1", "projects"] and p[4] == "envs":
-            if p[3] != "q":
-                return self.send_json(404, {"error": "project not found"})
-            return self.send_json(200, {"environments": ENVS})
+            if p[3] in ("q", "prj_q"):
+                return self.send_json(200, {"environments": ENVS})
+            if p[3] in ("r", "prj_r"):
+                return self.send_json(200, {"environments": ENVS_R})
+            return self.send_json(404, {"error": "project not found"})
         if len(p) == 4 and p[1:3] == ["v1", "deployments"]:
             with LOCK:
                 STATS["dep_gets"] += 1
@@ -172,7 +183,9 @@ class H(BaseHTTPRequestHandler):
             return self.send_json(400, {"error": "bad tar: %s" % e})
         with LOCK:
             STATS["uploads"].append({"path": u.path, "service": q.get("service", [""])[0],
-                                     "dest": q.get("path", [""])[0], "names": names,
+                                     "dest": q.get("target", q.get("path", [""]))[0],
+                                     "key": "target" if "target" in q else "path",
+                                     "owner": q.get("owner", [None])[0], "names": names,
                                      "ctype": self.headers.get("Content-Type")})
         self.send_json(200, {"ok": True, "bytes": len(data)})
 
@@ -186,12 +199,12 @@ class H(BaseHTTPRequestHandler):
         if len(p) != 5 or p[1:3] != ["v1", "envs"]:
             return self.send_json(404, {"error": "not found"})
         env, verb = p[3], p[4]
-        if env not in ("env_alpha", "env_beta"):
+        if env not in LIVE:
             return self.send_json(404, {"error": "environment not found"})
         with LOCK:
             STATS["last_" + verb] = req
             if verb == "exec":
-                return self.send_json(200, {"exit_code": 3, "stdout": json.dumps(req["cmd"]), "stderr": ""})
+                return self.exec_answer(env, req["cmd"])
             if verb == "fork":
                 dep = new_dep("fork", env, ["place", "clone", "health", "verdict"])
             elif verb == "snapshot":
@@ -206,6 +219,23 @@ class H(BaseHTTPRequestHandler):
             else:
                 return self.send_json(404, {"error": "not found"})
             return self.send_json(202, dep_doc(dep))
+
+    def exec_answer(self, env, cmd):
+        """exec by the command's first word: timeout (the host's 502), cpgone
+        (the control plane's own timeout), frozen (a refusal), nocode (no
+        exit code), exit N; else exit 3 with the argv as stdout."""
+        if cmd[0] == "timeout":
+            return self.send_json(502, {"error": "env.exec: timed out after 1 s (the process was killed)"})
+        if cmd[0] == "cpgone":
+            return self.send_json(502, {"error": "env.exec timed out after 31 s"})
+        if cmd[0] == "frozen":
+            return self.send_json(502, {"error": 'env.exec: service "box" is frozen by verify; resume it with '
+                                               '`denv verify --resume %s`' % env})
+        if cmd[0] == "nocode":
+            return self.send_json(200, {"stdout": "x", "stderr": ""})
+        code = int(cmd[1]) if cmd[0] == "exit" else 3
+        return self.send_json(200, {"exit_code": code, "stdout": json.dumps(cmd) + "\nline 2\n",
+                                    "stderr": "err 1\nerr 2\n"})
 
     def websocket(self):
         self.close_connection = True

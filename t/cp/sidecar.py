@@ -190,8 +190,11 @@ class Sidecar:
                 raise RuntimeError("env.put: archive incomplete: got %d of %d bytes" % (len(data), p["tar_bytes"]))
             if hashlib.sha256(data).hexdigest() != p["tar_sha256"]:
                 raise RuntimeError("env.put: archive sha256 mismatch")
-            self.files[(p["service"], p["path"])] = data
-            return result({"path": p["path"]})
+            where = p.get("path") or p.get("target")
+            self.files[(p["service"], where)] = data
+            if "target" in p or "owner" in p:  # denvd says where it landed and whose it is
+                return result({"path": where + "/landed", "owner": "1000:1000"})
+            return result({"path": where})
         if kind == "env.get":
             key = (p["service"], p["path"])
             if key not in self.files:

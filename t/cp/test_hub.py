@@ -410,6 +410,18 @@ def test_exec_files(s, st8):
         "env.put payload: tar_bytes, tar_sha256, tar_chunks (the archive went in a chunk before it)")
     st, body, h = call(s, "GET", "/v1/envs/%s/files?service=box&path=/home/agent/in" % env)
     ok(st == 200 and body == small and h.get("content-type") == "application/x-tar", "GET files: the same bytes back")
+    st, doc, _ = call(s, "PUT", "/v1/envs/%s/files?service=box&target=/home/agent/t&owner=agent:staff" % env,
+                      raw=small, headers={"Content-Type": "application/x-tar"})
+    is_((st, doc), (200, {"ok": True, "bytes": 1000, "path": "/home/agent/t/landed", "owner": "1000:1000"}),
+        "PUT files with target and owner: where it landed and whose it is")
+    put = sc.commands("env.put")[-1][3]
+    ok(put.get("target") == "/home/agent/t" and put.get("owner") == "agent:staff" and "path" not in put,
+       "env.put payload: target and owner", put)
+    for q, what in (("path=/a&target=/b", "both path and target"), ("", "neither path nor target"),
+                    ("path=/a&owner=", "an empty owner")):
+        st, doc, _ = call(s, "PUT", "/v1/envs/%s/files?service=box&%s" % (env, q), raw=small,
+                          headers={"Content-Type": "application/x-tar"})
+        is_(st, 400, "PUT files with %s: 400 (%s)" % (what, err_of(doc)))
 
     big = os.urandom(30 << 20)
     t0 = time.time()

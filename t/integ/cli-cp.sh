@@ -182,6 +182,24 @@ is_rc 0 "events env:<project>/<env>"
 run events bogus
 is_rc 1 "events with a bad subject"
 
+# ---- bare environment names: branch-1 is quickstart's alone, alpha is in both projects ----
+run env get branch-1
+is_rc 0 "env get <bare name> of one project's environment"
+jq_ok 'd["environment"]["Name"] == "branch-1" and d["environment"]["ProjectID"] != ""' "it resolved to that one"
+run events env:branch-1
+is_rc 0 "events env:<bare name>"
+run env get alpha
+is_rc 1 "a bare name two projects have"
+err_is 'denv: environment "alpha" is in more than one project; use <project>/<env>: '"$(
+	"$DENV" project list | "$PY" -c 'import json,sys; print(", ".join(p["Name"] + "/alpha" for p in json.load(sys.stdin)["projects"]))')" \
+	"says use <project>/<env> and lists both"
+run env get nosuch
+is_rc 1 "a bare name no project has"
+err_has 'denv: no environment named "nosuch"; use <project>/<env> or an id (env_...); there are: ' "says what to use"
+err_has "quickstart/branch-1" "and lists what there is"
+run env get "$ALPHA"
+is_rc 0 "an id (env_...) still works"
+
 # ---- cloud, host ----
 run cloud connect manual --name m1
 is_rc 0 "cloud connect manual"

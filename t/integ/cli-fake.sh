@@ -76,16 +76,71 @@ run fork q/nope
 is_rc 1 "unknown environment name"
 err_is "denv: project q has no environment named nope" "names what is missing"
 
+# ---- bare environment names (q has alpha and beta, r has alpha and gamma) ----
+run fork --name r1 gamma
+is_rc 0 "fork --name r1 gamma: a name only one project has"
+[ "$(stats 'd["last_fork"]["name"]')" = r1 ] && grep -q '^deployment dep_fork_' "$tmp/out"
+ok $? "the fork went to that environment"
+run fork beta
+is_rc 0 "a bare name with the default fork name"
+stats 'd["last_fork"]["name"]' | grep -q '^beta-fork-[0-9]*$'
+ok $? "default name from the bare name"
+run fork --name r2 alpha
+is_rc 1 "a name two projects have"
+err_is 'denv: environment "alpha" is in more than one project; use <project>/<env>: q/alpha, r/alpha' \
+	"ambiguous: use <project>/<env> and the candidates"
+run fork --name r3 nope
+is_rc 1 "a name no project has"
+err_is 'denv: no environment named "nope"; use <project>/<env> or an id (env_...); there are: q/alpha, q/beta, r/alpha, r/gamma' \
+	"unknown: use <project>/<env> and what there is (live ones)"
+run fork env_gamma --name r4
+is_rc 0 "an id still works"
+
 # ---- exec ----
+run exec --json --service box q/alpha -- sh -c 'id -u; exit 3'
+is_rc 0 "exec --json: a non-zero exit code is not a CLI error"
+jq_ok 'd["exit_code"] == 3 and d["stdout"].startswith("[\"sh\", \"-c\", \"id -u; exit 3\"]")' \
+	"exec --json prints {exit_code, stdout, stderr}"
 run exec --service box q/alpha -- sh -c 'id -u; exit 3'
-is_rc 0 "exec: a non-zero exit code is not a CLI error"
-jq_ok 'd["exit_code"] == 3 and json.loads(d["stdout"]) == ["sh", "-c", "id -u; exit 3"]' "exec prints {exit_code, stdout, stderr}"
+is_rc 3 "exec exits with the command's code"
+[ "$(cat "$tmp/out")" = '["sh", "-c", "id -u; exit 3"]
+line 2' ] && [ "$(cat "$tmp/err")" = 'err 1
+err 2' ]
+ok $? "exec: the command's stdout on stdout, its stderr on stderr, as they were"
+for code in 0 1 2 255; do
+	run exec --service box q/alpha exit $code
+	is_rc $code "exec: exit $code is passed on"
+done
+! grep -q '^denv:' "$tmp/err"
+ok $? "exec: no denv: line when the command ran"
 run exec q/alpha --service box ls -l --service x
-is_rc 0 "exec: flags after the environment, argv without --"
+is_rc 3 "exec: flags after the environment, argv without --"
 [ "$(stats 'd["last_exec"]["cmd"]')" = "['ls', '-l', '--service', 'x']" ]
 ok $? "exec: words after the command belong to it"
+run exec --service box q/alpha timeout
+is_rc 124 "exec: the host's timeout exits 124"
+err_is "denv: env.exec: timed out after 1 s (the process was killed)" "and says so"
+run exec --service box q/alpha cpgone
+is_rc 124 "exec: the control plane's timeout exits 124 too"
+run exec --service box q/alpha frozen
+is_rc 125 "exec: a refusal of the host exits 125"
+err_is 'denv: env.exec: service "box" is frozen by verify; resume it with `denv verify --resume q/alpha`' \
+	"with the host's message, the environment named as it was given"
+run exec --service box env_alpha frozen
+err_is 'denv: env.exec: service "box" is frozen by verify; resume it with `denv verify --resume env_alpha`' \
+	"or by its id when that was given"
+run exec --service box q/alpha nocode
+is_rc 125 "exec: an answer without an exit code exits 125"
+run exec --service box q/nope ls
+is_rc 125 "exec: an unknown environment exits 125"
+err_has "denv: project q has no environment named nope" "with a denv: line"
 run exec q/alpha ls
-is_rc 2 "exec without --service is a usage error"
+is_rc 125 "exec without --service: a usage error exits 125 (not 2)"
+err_has "usage: denv exec" "and prints the usage"
+run exec --bogus q/alpha ls
+is_rc 125 "exec with an unknown flag exits 125"
+DENV_API_KEY= run exec --service box q/alpha ls
+is_rc 125 "exec without a credential exits 125"
 
 # ---- files ----
 mkdir -p "$tmp/up/sub" "$tmp/dl"
@@ -96,8 +151,16 @@ is_rc 0 "files put"
 jq_ok 'd["ok"] is True and d["bytes"] > 0' "files put prints the answer"
 [ "$(stats 'd["uploads"][-1]["names"]')" = "['up', 'up/a.txt', 'up/sub', 'up/sub/b.txt']" ]
 ok $? "files put: the tree under its base name"
-[ "$(stats 'd["uploads"][-1]["dest"]+" "+d["uploads"][-1]["service"]+" "+d["uploads"][-1]["ctype"]')" = "/home/agent box application/x-tar" ]
-ok $? "files put: path, service, content type"
+[ "$(stats 'd["uploads"][-1]["key"]+" "+d["uploads"][-1]["dest"]+" "+d["uploads"][-1]["service"]+" "+d["uploads"][-1]["ctype"]')" = "target /home/agent box application/x-tar" ]
+ok $? "files put: target (docker cp's rules), service, content type"
+[ "$(stats 'd["uploads"][-1]["owner"]')" = None ]
+ok $? "files put: no owner unless --owner"
+run files put --service box --owner ubuntu:staff q/alpha "$tmp/up/a.txt" /home/agent/x
+is_rc 0 "files put --owner"
+[ "$(stats 'd["uploads"][-1]["owner"]+" "+d["uploads"][-1]["dest"]')" = "ubuntu:staff /home/agent/x" ]
+ok $? "files put --owner sends owner"
+run files put --service box q/alpha "$tmp/up/a.txt" relative/x
+is_rc 2 "files put to a relative remote path is a usage error"
 run files put --service box q/alpha "$tmp/up/a.txt" /tmp
 is_rc 0 "files put of one file"
 [ "$(stats 'd["uploads"][-1]["names"]')" = "['a.txt']" ]

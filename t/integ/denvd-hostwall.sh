@@ -62,7 +62,7 @@ EOF2
 	env=$("$top/bin/denv" env get "wall/e$egress" | stack_json 'd["environment"]["ID"]')
 	project=$(printf '%s' "$env" | tr 'A-Z' 'a-z')
 	gw=$(docker network inspect -f '{{(index .IPAM.Config 0).Gateway}}' "${project}_default")
-	out=$("$top/bin/denv" exec --service box "wall/e$egress" -- sh -c \
+	out=$("$top/bin/denv" exec --json --service box "wall/e$egress" -- sh -c \
 		"timeout 5 wget -q -O /dev/null http://$gw:$port/ && echo REACHED || echo blocked" |
 		stack_json 'd["stdout"].strip()')
 	[ "$out" = blocked ]
@@ -75,12 +75,12 @@ printf 'services:\n  box:\n    image: denv-test/busybox:latest\n    command: ["s
 ok $? "deploy one service with egress denied"
 lone=$("$top/bin/denv" env get wall/elone | stack_json 'd["environment"]["ID"]' | tr 'A-Z' 'a-z')
 mode=$(docker inspect -f '{{.HostConfig.NetworkMode}}' "$lone-box-1" 2>&1)
-ifaces=$("$top/bin/denv" exec --service box wall/elone -- sh -c "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '" |
+ifaces=$("$top/bin/denv" exec --json --service box wall/elone -- sh -c "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '" |
 	stack_json 'd["stdout"].split()')
 [ "$mode" = none ] && [ "$ifaces" = "['lo']" ] && ! docker network inspect "${lone}_default" >/dev/null 2>&1
 ok $? "it has no network: mode $mode, interfaces $ifaces"
 hostip=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(("10.255.255.255", 1)); print(s.getsockname()[0])')
-out=$("$top/bin/denv" exec --service box wall/elone -- sh -c \
+out=$("$top/bin/denv" exec --json --service box wall/elone -- sh -c \
 	"timeout 5 wget -q -O /dev/null http://$hostip:$port/ && echo REACHED || echo blocked" | stack_json 'd["stdout"].strip()')
 [ "$out" = blocked ]
 ok $? "and cannot reach the host either ($out)"

@@ -149,8 +149,9 @@ try:
     t.ok(res and res["ok"] and res["payload"]["reward"] == 0 and res["payload"]["source"] == "reward.txt",
          "the rewrite after the agent's turn does not count: reward 0", res)
     r = ex("box", ["cat", H + "/bg/answer.txt"])
-    t.ok(r and r["ok"] and r["payload"]["exit_code"] != 0 and "is paused" in r["payload"]["stderr"],
-         "exec into the frozen agent answers 'is paused'", r)
+    t.ok(r and r["ok"] is False and 'service "box" is frozen by verify' in r.get("error", "") and
+         "denv verify --resume %s" % env in r.get("error", ""),
+         "exec into the frozen agent is refused: frozen by verify, and how to resume", r)
 
     # ---- correct answer; a missing path is recorded, not refused ----
     vid = newid("ok")

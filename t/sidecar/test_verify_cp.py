@@ -8,7 +8,7 @@ image verifier; then:
      snapshot, clone, grade, verdict with their evidence, reward 1 from
      reward.txt, the capture version healthy, the agent's environment keeps
      its current version, the grader's fork destroyed, and the agent frozen
-     (exec answers "is paused");
+     (exec is refused: frozen by verify);
   3. a service verifier grades inside the fork's copy of the service, as root;
   4. a verifier sleeping past timeout_sec fails the grade phase.
 Needs [F7] (env.snapshot, env.fork on the sidecar)."""
@@ -159,8 +159,10 @@ try:
     depid = dd.get("deployment", {}).get("ID", "")
     t.ok(os.path.exists(os.path.join(tmp, "data", "verify", depid, "logs", "ran")), "the grader ran (marker)")
     st, r = exec_box(env, ["cat", "/home/agent/answer.txt"])
-    t.ok(st == 200 and r.get("exit_code") != 0 and "is paused" in r.get("stderr", ""),
-         "without --resume the agent stays frozen: exec answers 'is paused'", (st, r))
+    # An error answer comes back as its body's text.
+    msg = json.loads(r).get("error", "") if isinstance(r, str) and r.startswith("{") else ""
+    t.ok(st == 502 and 'service "box" is frozen by verify' in msg and "denv verify --resume" in msg,
+         "without --resume the agent stays frozen: exec is a 502 saying frozen by verify and how to resume", (st, r))
     st, e1 = req("GET", "/v1/envs/%s" % env)
     cur1 = (e1.get("environment") or e1).get("CurrentVersionID") if st == 200 else None
     t.ok(cur0 and cur1 == cur0, "the agent's environment keeps its current version", (cur0, cur1))

@@ -169,7 +169,27 @@ static const struct cli_cmd group_subs[] = {
 	{ 0 },
 };
 static const struct cli_cmd group = { .name = "group", .summary = "a group", .subs = group_subs };
-static const struct cli_cmd *const table[] = { &probe, &open_cmd, &group, NULL };
+
+/* Like exec: passes "code N" on as the exit code; its own errors are 125. */
+static int run_passer(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	int64_t code = 0;
+
+	(void)c;
+	if (str_eq(a->pos[0], "usage"))
+		return err_set(e, "bad use"), CLI_RUN_USAGE;
+	if (str_eq(a->pos[0], "fail"))
+		return err_set(e, "could not");
+	if (a->npos > 1 && str_to_i64(a->pos[1], &code) == 0)
+		return (int)code;
+	return 0;
+}
+
+static const struct cli_cmd passer = {
+	.name = "passer", .args = "<what> [code]", .summary = "passes an exit code on", .flags = probe_flags,
+	.min_pos = 1, .max_pos = 2, .own_fail = CLI_EXEC_FAIL, .run = run_passer,
+};
+static const struct cli_cmd *const table[] = { &probe, &open_cmd, &group, &passer, NULL };
 
 static const char *fake_key;
 static char fake_home[1024];
@@ -268,7 +288,18 @@ static void dispatch(void)
 	is_int(run("help probe", &out, &err), 0, "denv help probe");
 	ok(strstr(out.data, "usage: denv probe"), "help <command> prints its usage");
 
+	is_int(run("passer code 1", &out, &err), 1, "own_fail: the command's 1 is passed on");
+	is_int(err.len, 0, "with nothing on stderr");
+	is_int(run("passer code 2", &out, &err), 2, "and its 2");
+	is_int(run("passer fail", &out, &err), 125, "own_fail: an error of the CLI is 125");
+	is_str(err.data, "denv: could not\n", "with the denv: line");
+	is_int(run("passer usage", &out, &err), 125, "a usage error the command finds: 125");
+	ok(strstr(err.data, "denv: bad use\nusage: denv passer"), "with the usage");
+	is_int(run("passer a b c", &out, &err), 125, "too many arguments: 125");
+	is_int(run("passer --nope x", &out, &err), 125, "an unknown flag: 125");
+
 	fake_key = NULL;
+	is_int(run("passer code 0", &out, &err), 125, "own_fail: no credential is 125");
 	ran = 0;
 	is_int(run("probe alpha", &out, &err), 1, "no credential: exit 1");
 	is_str(err.data, "denv: not signed in: run `denv login` or set DENV_API_KEY\n", "the exact not-signed-in message");
