@@ -7,7 +7,10 @@
  * share the child kills itself at a random system call (a random prefix of a
  * write reaching the file first). After every kill the parent reopens the
  * store and checks that every acknowledged transaction is there and that no
- * transaction is half applied; the next child carries on from there.
+ * transaction is half applied; the next child carries on from there. The
+ * system calls that can kill include the mark's (store.h, "The mark"): its
+ * write (a random prefix reaching the file) and its fdatasync; a reopen
+ * that refuses the log as shorter than its mark fails the test.
  *
  * Transaction n: put a/n = {i:n, g:"g<n%3>", pad}, put b/count = {n:n},
  * delete a/(n-W). So the state after n is exactly a/(n-W+1..n) and count n:
@@ -85,6 +88,17 @@ static int k_fsync(int fd)
 		raise(SIGKILL);
 	}
 	return fsync(fd);
+}
+
+/* The mark's sync: a kill here leaves the data fsynced, the mark maybe not. */
+static int k_fdatasync(int fd)
+{
+	if (die_now()) {
+		if (rand() & 1 && fdatasync(fd) < 0)
+			_exit(5);
+		raise(SIGKILL);
+	}
+	return fdatasync(fd);
 }
 
 static int k_rename(const char *a, const char *b)
@@ -176,6 +190,7 @@ static void run_child(const char *dir, int fd, int self_kill_at, unsigned seed)
 	alarm(20);	/* never outlive a parent that forgot us */
 	sys.pwrite = k_pwrite;
 	sys.fsync = k_fsync;
+	sys.fdatasync = k_fdatasync;
 	sys.rename = k_rename;
 	sys.open = k_open;
 	memset(c.pad, 'p', PAD);
