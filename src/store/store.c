@@ -311,6 +311,9 @@ struct st_db {
 	off_t size;			/* bytes of the log written (the next record's offset) */
 	uint32_t last_crc;		/* payload CRC of the log's last record (0: none) */
 	struct st_mark mark;		/* the newest slot written or read (seq 0: none) */
+	bool mark_unsynced;		/* written since its last fdatasync */
+	int64_t mark_synced_ms;		/* when it was last fdatasynced (ev_mono_ms) */
+	struct ev_timer mark_timer;	/* (with a loop) the fdatasync of an unsynced mark */
 	struct mark_want want;		/* at open only */
 	uint64_t records, log_ops, live_rows;
 	uint64_t fsyncs, compactions, truncated_bytes;
@@ -980,6 +983,7 @@ static int mark_load(struct st_db *db, struct err *e)
 	}
 	hi = v[0] && (!v[1] || s[0].seq > s[1].seq) ? 0 : 1;
 	db->mark = s[hi];
+	db->mark_unsynced = true;	/* a killed process may have left it in the page cache only */
 	db->want.on = true;
 	db->want.m = s[hi];
 	if ((s[hi].flags & ST_MARK_COMPACT) && v[1 - hi]) {
@@ -989,11 +993,22 @@ static int mark_load(struct st_db *db, struct err *e)
 	return 0;
 }
 
-/* Write the next slot (bytes, records, last_crc, flags) and fdatasync it.
- * db->mark follows only on success; a failed write is retried in the same
- * slot, so the other one, the last good write, is never touched. */
+static int mark_sync(struct st_db *db, struct err *e)
+{
+	if (!db->mark_unsynced)
+		return 0;
+	if (sys_fdatasync_fd(db, db->mark_fd) < 0)
+		return err_errno(e, "store: fdatasync mark %s", db->mark_path);
+	db->mark_unsynced = false;
+	db->mark_synced_ms = ev_mono_ms();
+	return 0;
+}
+
+/* Write the next slot (bytes, records, last_crc, flags), and fdatasync it
+ * if sync. db->mark follows only on success; a failed write is retried in
+ * the same slot, so the other one, the last good write, is never touched. */
 static int mark_write(struct st_db *db, off_t bytes, uint64_t records, uint32_t last_crc, uint32_t flags,
-		      struct err *e)
+		      bool sync, struct err *e)
 {
 	struct st_mark m = { db->mark.seq + 1, (uint64_t)bytes, records, last_crc, flags };
 	char p[ST_MARK_SLOT_BYTES];
@@ -1002,8 +1017,9 @@ static int mark_write(struct st_db *db, off_t bytes, uint64_t records, uint32_t 
 	slot_encode(p, &m);
 	if (sys_pwrite_all(db, db->mark_fd, p, sizeof(p), at) < 0)
 		return err_errno(e, "store: write mark %s", db->mark_path);
-	if (sys_fdatasync_fd(db, db->mark_fd) < 0)
-		return err_errno(e, "store: fdatasync mark %s", db->mark_path);
+	db->mark_unsynced = true;
+	if (sync && mark_sync(db, e) < 0)
+		return -1;
 	db->mark = m;
 	return 0;
 }
@@ -1032,6 +1048,8 @@ static int mark_create(struct st_db *db, struct err *e)
 	sys_close_fd(db, db->mark_fd);
 	db->mark_fd = fd;
 	db->mark = m;
+	db->mark_unsynced = false;
+	db->mark_synced_ms = ev_mono_ms();
 	return fsync_dir(db, e);
 fail:
 	sys_close_fd(db, fd);
@@ -1039,21 +1057,52 @@ fail:
 	return -1;
 }
 
-/* After a good fsync of the log: the mark follows it, before any done_fn
- * runs. If it cannot, the data is still durable (done_fns hear 0), but the
- * store refuses further commits: it could no longer tell a cut log. */
+/* The mark could not be written or synced: the store can no longer tell
+ * a cut log from a short one, so it takes no more commits. */
+static void mark_failed(struct st_db *db, const struct err *e)
+{
+	if (db->failed)
+		return;
+	db->failed = true;
+	err_set(&db->fail_err, "%s; refusing further commits (restart to replay what is on disk)", e->msg);
+	log_error(MOD, "%s", db->fail_err.msg);
+}
+
+static void mark_timer_cb(struct ev *ev, void *arg)
+{
+	struct st_db *db = arg;
+	struct err e;
+
+	if (!db->failed && mark_sync(db, &e) < 0)
+		mark_failed(db, &e);
+}
+
+/*
+ * After a good fsync of the log: the mark follows it, before any done_fn
+ * runs, so that a process crash (the page cache survives) never finds less
+ * marked than was acknowledged. Its fdatasync waits up to ST_MARK_SYNC_MS
+ * (a timer with a loop; otherwise the next commit after that, or close):
+ * an fdatasync per group would cost a third of the unbatched commit rate,
+ * and the mark's data needs no sync to stay true (it only ever claims what
+ * was fsynced first). A power loss can thus forget the last interval's
+ * marks, never claim too much. If the mark cannot be written, the data is
+ * still durable (done_fns hear 0) but the store refuses further commits.
+ */
 static void mark_advance(struct st_db *db)
 {
 	struct err e;
+	int64_t since;
 
 	if (db->failed || ((uint64_t)db->size == db->mark.bytes && db->records == db->mark.records &&
 			   db->last_crc == db->mark.last_crc))
 		return;
-	if (mark_write(db, db->size, db->records, db->last_crc, 0, &e) < 0) {
-		db->failed = true;
-		err_set(&db->fail_err, "%s; refusing further commits (restart to replay what is on disk)", e.msg);
-		log_error(MOD, "%s", db->fail_err.msg);
+	since = ev_mono_ms() - db->mark_synced_ms;
+	if (mark_write(db, db->size, db->records, db->last_crc, 0, since >= ST_MARK_SYNC_MS, &e) < 0) {
+		mark_failed(db, &e);
+		return;
 	}
+	if (db->mark_unsynced && db->ev && !ev_timer_armed(&db->mark_timer))
+		ev_timer_start(db->ev, &db->mark_timer, ST_MARK_SYNC_MS - since, mark_timer_cb, db);
 }
 
 static bool mark_is_here(const struct st_db *db, const struct st_mark *m)
@@ -1134,8 +1183,8 @@ static int mark_finish(struct st_db *db, bool log_synced, struct err *e)
 		return mark_create(db, e);
 	}
 	if (mark_is_here(db, &db->mark) && !(db->mark.flags & ST_MARK_COMPACT))
-		return 0;
-	return mark_write(db, db->size, db->records, db->last_crc, 0, e);
+		return mark_sync(db, e);
+	return mark_write(db, db->size, db->records, db->last_crc, 0, true, e);
 }
 
 /* ---- reading rows from the log ---- */
@@ -1911,6 +1960,13 @@ void st_close(struct st_db *db)
 		return;		/* (closing: called again from a done_fn during close) */
 	db->closing = true;
 	flush(db);
+	if (db->ev)
+		ev_timer_stop(db->ev, &db->mark_timer);
+	if (!db->failed && db->mark_fd >= 0) {
+		struct err e;
+		if (mark_sync(db, &e) < 0)
+			log_error(MOD, "%s", e.msg);
+	}
 	if (db->token->queued || db->token->running || db->token->rel_queued)
 		db->token->db = NULL;	/* flush_cb or release_cb frees it */
 	else
@@ -2579,7 +2635,7 @@ int st_compact(struct st_db *db, struct err *e)
 	}
 	/* The mark learns the new file before the rename can take effect: a
 	 * crash either side finds a slot that fits whichever log is there. */
-	if (mark_write(db, off, nrec, ccrc, ST_MARK_COMPACT, e) < 0)
+	if (mark_write(db, off, nrec, ccrc, ST_MARK_COMPACT, true, e) < 0)
 		goto fail;
 	marked = true;
 	if (db->sys->rename(db->tmp_path, db->log_path) < 0) {
@@ -2633,11 +2689,8 @@ fail:
 		 * the old log's slot on top again, lest a torn next write leave
 		 * only that one. */
 		struct err me;
-		if (mark_write(db, db->size, db->records, db->last_crc, 0, &me) < 0) {
-			db->failed = true;
-			err_set(&db->fail_err, "%s; refusing further commits (restart to replay what is on disk)",
-				me.msg);
-		}
+		if (mark_write(db, db->size, db->records, db->last_crc, 0, true, &me) < 0)
+			mark_failed(db, &me);
 	}
 	return -1;
 }

@@ -48,10 +48,14 @@
  *            (older, still true) slot; the valid slot with the higher seq is
  *            the mark, seq 0 means empty.
  * After each group fsync (and each sync commit) the store writes the next
- * slot with the log's length, records and last CRC, and fdatasyncs it,
- * before any done_fn runs: the log's data is durable first, then the mark,
- * so the mark never claims more than the disk holds, and everything
- * acknowledged is covered. At open the log must contain the mark's record
+ * slot with the log's length, records and last CRC, before any done_fn
+ * runs: the log's data is durable first, then the mark, so the mark never
+ * claims more than the disk holds, and after a process crash everything
+ * acknowledged is covered. The mark is fdatasynced at most every
+ * ST_MARK_SYNC_MS (by a timer with a loop, else at the next commit after
+ * that), and always at compaction, open and close: after a power loss the
+ * mark may have forgotten up to that long of acknowledged commits (then
+ * checked as before the mark), never more. At open the log must contain the mark's record
  * boundary with the same count and CRC; a bad or short record before it is
  * not a torn tail but lost acknowledged data. A log shorter than the mark,
  * or not containing it (replaced, rewritten), is refused with the numbers
@@ -156,6 +160,9 @@ struct ev;
 #define ST_MARK_SLOT_BYTES 40
 #define ST_MARK_BYTES (ST_MARK_HEADER_BYTES + 2 * ST_MARK_SLOT_BYTES)
 #define ST_MARK_COMPACT 1u		/* slot flag: written just before a compaction's rename */
+/* The mark is written after every group fsync, fdatasynced at most this
+ * often (and at compaction, open and close). */
+#define ST_MARK_SYNC_MS 1000
 /* Replay reads the log through a window of this many bytes (or one record). */
 #define ST_READ_CHUNK ((size_t)1 << 20)
 /* Releasing at least this many cached rows at once also hands freed memory

@@ -557,9 +557,16 @@ static void test_ordering(void)
 		st_commit(txn_n(db, i), t_done, NULL, &e);
 	buf_adds(&trace, "| ");
 	ev_run_once(ev, 0);
-	is_str(trace.data, "write(log) write(log) write(log) | fsync(log) write(mark) fdatasync(mark) done0 done0 done0 ",
+	is_str(trace.data, "write(log) write(log) write(log) | fsync(log) write(mark) done0 done0 done0 ",
 	       "group commit: three writes, nothing acknowledged in the turn, one fsync, the mark after it, "
 	       "then every done_fn");
+	buf_reset(&trace);
+	{
+		int64_t t0 = ev_mono_ms();
+		while (!trace.len && ev_mono_ms() - t0 < 3 * ST_MARK_SYNC_MS)
+			ev_run_once(ev, ST_MARK_SYNC_MS);
+	}
+	is_str(trace.data, "fdatasync(mark) ", "the mark's fdatasync follows within ST_MARK_SYNC_MS, on a timer");
 
 	buf_reset(&trace);
 	ok(st_compact(db, &e) == 0, "compact");
@@ -569,7 +576,7 @@ static void test_ordering(void)
 	buf_reset(&trace);
 	st_commit(txn_n(db, 3), t_done, NULL, &e);
 	ev_run_once(ev, 0);
-	is_str(trace.data, "write(log) fsync(log) write(mark) fdatasync(mark) done0 ",
+	is_str(trace.data, "write(log) fsync(log) write(mark) done0 ",
 	       "after compaction, commits go to the new log");
 	st_close(db);
 	ev_run_once(ev, 0);
@@ -579,8 +586,17 @@ static void test_ordering(void)
 	ok(st_open(dir, &o, &db, &e) == 0, "open without a loop");
 	buf_reset(&trace);
 	st_commit(txn_n(db, 4), t_done, NULL, &e);
-	is_str(trace.data, "write(log) fsync(log) write(mark) fdatasync(mark) done0 ",
+	is_str(trace.data, "write(log) fsync(log) write(mark) done0 ",
 	       "without a loop: write, fsync, the mark, then done_fn");
+	buf_reset(&trace);
+	st_close(db);
+	is_str(trace.data, "fdatasync(mark) ", "close syncs the mark");
+	ok(st_open(dir, &o, &db, &e) == 0, "open again");
+	usleep((ST_MARK_SYNC_MS + 20) * 1000);
+	buf_reset(&trace);
+	st_commit(txn_n(db, 5), t_done, NULL, &e);
+	is_str(trace.data, "write(log) fsync(log) write(mark) fdatasync(mark) done0 ",
+	       "without a loop, a commit ST_MARK_SYNC_MS after the last sync syncs the mark too");
 	st_close(db);
 	buf_release(&trace);
 	free(dir);
@@ -634,9 +650,17 @@ static void test_mark_faults(void)
 		want[0] = true;
 		F.fail_at[cases[c].c] = F.count[cases[c].c] + 1;
 		log_set_level(LOG_ERROR + 1);
+		if (cases[c].c == C_FDATASYNC && !ev)
+			usleep((ST_MARK_SYNC_MS + 20) * 1000);	/* this commit's mark is synced */
 		st_commit(txn_n(db, 1), on_done, &d[1], &e);
 		if (ev)
 			ev_run_once(ev, 0);
+		if (cases[c].c == C_FDATASYNC && ev) {
+			/* the mark's timer, within ST_MARK_SYNC_MS */
+			int64_t t0 = ev_mono_ms();
+			while (!st_failed(db) && ev_mono_ms() - t0 < 3 * ST_MARK_SYNC_MS)
+				ev_run_once(ev, ST_MARK_SYNC_MS);
+		}
 		log_set_level(LOG_WARN);
 		want[1] = true;
 		ok(d[0].status == 0 && d[1].calls == 1 && d[1].status == 0,
