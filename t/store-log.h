@@ -54,6 +54,8 @@ static inline int stlog_mark(const unsigned char *buf, uint64_t *seq, uint64_t *
 	unsigned char h[ST_MARK_HEADER_BYTES];
 	int best = -1;
 
+	*seq = 0;
+
 	memcpy(h, "denvmark", 8);
 	stlog_put_u32(h + 8, ST_MARK_VERSION);
 	stlog_put_u32(h + 12, (uint32_t)crc32(0, h, 12));

@@ -1175,13 +1175,13 @@ static int mark_finish(struct st_db *db, bool log_synced, struct err *e)
 {
 	if (!log_synced && sys_fsync_fd(db, db->fd) < 0)
 		return err_errno(e, "store: fsync %s", db->log_path);
-	if (db->mark_fd < 0) {
-		if (db->records)
-			log_warn(MOD, "log %s has no mark (a store from before marks, or the mark was removed): "
-				 "it cannot be checked for truncation this time; writing %s", db->log_path,
-				 db->mark_path);
+	if (db->mark_fd < 0 && db->records)
+		log_warn(MOD, "log %s has no mark (a store from before marks, or the mark was removed): "
+			 "it cannot be checked for truncation this time; writing %s", db->log_path, db->mark_path);
+	/* A mark reset by repair is a new file: its other slot must not keep
+	 * describing the log that is gone. */
+	if (db->mark_fd < 0 || !mark_passed(db))
 		return mark_create(db, e);
-	}
 	if (mark_is_here(db, &db->mark) && !(db->mark.flags & ST_MARK_COMPACT))
 		return mark_sync(db, e);
 	return mark_write(db, db->size, db->records, db->last_crc, 0, true, e);
