@@ -116,10 +116,11 @@
  * the next turn) and may close the store.
  *
  * Crashes: a SIGKILL at any point, compaction included, loses nothing that
- * was acknowledged (t/unit/store-crash.c). After a power loss, the disk may
- * hold the later records of the last fsync group but not an earlier one;
- * that looks like mid-log corruption and start-up asks for -db-repair,
- * which then drops only transactions whose fsync never completed.
+ * was acknowledged and never leaves a mark that refuses the log
+ * (t/unit/store-crash.c). After a power loss, the disk may hold the later
+ * records of the last fsync group but not an earlier one; that looks like
+ * mid-log corruption and start-up asks for -db-repair, which then drops
+ * only transactions whose fsync never completed.
  */
 #ifndef DENV_STORE_H
 #define DENV_STORE_H
