@@ -143,6 +143,40 @@ def status_of_big(server, method, path, payload, key):
     return int(m.group(1)) if m else None
 
 
+def upgrade_status(server, path, key):
+    """Status line of a WebSocket upgrade request (101 is not for http.client)
+    and the body of a refusal."""
+    import socket
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    sock.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+                  "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n" % (path, key)).encode())
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        m = re.match(rb"HTTP/1\.1 (\d+)", head)
+        status = int(m.group(1)) if m else None
+        if status != 101:
+            n = re.search(rb"(?i)content-length: *(\d+)", head)
+            while n and len(body) < int(n.group(1)):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                body += chunk
+    finally:
+        sock.close()
+    try:
+        doc = json.loads(body) if status != 101 and body else None
+    except ValueError:
+        doc = body
+    return status, doc
+
+
 def wait_deployment(s, dep_id, timeout=10):
     """GET the deployment until it is no longer pending or running."""
     deadline = time.time() + timeout
@@ -539,6 +573,26 @@ def test_events(s, state):
     st, doc, _ = s.call("GET", "/v1/events?subject=env:" + state["alpha"], key=BOOT_KEY)
     is_((st, [e["Kind"] for e in doc["events"]]), (200, ["deployment.finished", "deployment.started"]),
         "GET /v1/events?subject=env:<id>: the deploy's events, newest first")
+    st, doc, _ = s.call("GET", "/v1/events?subject=dep:" + state["dep"], key=BOOT_KEY)
+    ok(st == 200 and len(doc["events"]) >= 2, "GET /v1/events?subject=dep:<own deployment> is 200", (st, doc))
+    # Another team's object is 404 with the text of the object's own route,
+    # exactly like a missing one: the ids of other teams are not confirmed.
+    for subject, what in (("env:" + state["alpha"], "environment"), ("dep:" + state["dep"], "deployment")):
+        st, doc, _ = s.call("GET", "/v1/events?subject=" + subject, key=state["session"])
+        is_((st, err_of(doc)), (404, what + " not found"),
+            "GET /v1/events?subject=<another team's %s> is 404, like GET of the %s" % (what, what))
+        is_(upgrade_status(s, "/v1/events/stream?subject=" + subject, state["session"]),
+            (404, {"error": what + " not found"}), "the live stream of another team's %s is 404 too" % what)
+    for subject, what in (("env:env_01JAAAAAAAAAAAAAAAAAAAAAAA", "environment"), ("dep:dep_nope", "deployment"),
+                          ("host:host_nope", "host"), ("cmd:cmd_nope", "command")):
+        st, doc, _ = s.call("GET", "/v1/events?subject=" + subject, key=BOOT_KEY)
+        is_((st, err_of(doc)), (404, what + " not found"), "GET /v1/events?subject=%s (unknown id) is 404" % subject)
+    is_(upgrade_status(s, "/v1/events/stream?subject=env:env_01JAAAAAAAAAAAAAAAAAAAAAAA", BOOT_KEY),
+        (404, {"error": "environment not found"}), "the live stream of an unknown id is 404")
+    is_(upgrade_status(s, "/v1/events/stream?subject=env:" + state["alpha"], BOOT_KEY)[0], 101,
+        "the live stream of the caller's own environment upgrades (101)")
+    is_(upgrade_status(s, "/v1/events/stream", state["session"])[0], 101,
+        "the live stream without a subject (all of the team's events) upgrades (101)")
 
 
 def test_clouds(s, state):
@@ -686,6 +740,7 @@ def seed_rows(store, state):
         ops.append({"put": "events", "id": eid, "row": {"ID": eid, "TeamID": other, "Subject": subject,
                                                         "Kind": "test.other", "Body": {}, "At": "2026-01-01T00:00:00Z"}})
     hid = "host_" + crockford_ulid(base, 7)
+    state["seeded_host"] = hid
     ops.append({"put": "hosts", "id": hid, "row": {"ID": hid, "TeamID": team, "CloudID": "", "Name": "box-1",
                                                     "Status": "unreachable", "ProviderRef": "", "LastSeenAt": None,
                                                     "CreatedAt": "2026-01-01T00:00:00Z", "Capabilities": {"storage": "dir"}}})
@@ -727,7 +782,13 @@ def test_restart(s, state):
     ok(all(e["TeamID"] == state["boot_team"] for e in evs), "events: only the caller's team")
     is_([e["Body"]["i"] for e in evs[:3]], [204, 203, 202], "events: newest first")
     st, doc, _ = s.call("GET", "/v1/events?subject=env:" + state["alpha"], key=state["session"])
-    is_(len(doc["events"]), 3, "events: the other team sees its own only")
+    is_((st, err_of(doc)), (404, "environment not found"),
+        "events: another team asking for this environment's events is 404, even with events of its own there")
+    hid = state["seeded_host"]
+    st, doc, _ = s.call("GET", "/v1/events?subject=host:" + hid, key=BOOT_KEY)
+    is_((st, doc and doc.get("events")), (200, []), "events of the team's own (seeded) host: 200")
+    st, doc, _ = s.call("GET", "/v1/events?subject=host:" + hid, key=state["session"])
+    is_((st, err_of(doc)), (404, "host not found"), "events of another team's host: 404")
     st, doc, _ = s.call("GET", "/v1/targets", key=BOOT_KEY)
     kinds = [t["kind"] for t in doc["targets"]]
     is_(kinds[0], "sidecar", "targets: sidecars first")
