@@ -485,7 +485,7 @@ static void test_replaced_and_marks(void)
 	st_close(db);
 	fd = open(mark, O_RDWR);
 	{
-		uint64_t seq, mb, mr;
+		uint64_t seq = 0, mb = 0, mr = 0;
 		unsigned char buf[ST_MARK_BYTES];
 		int newest;
 		if (pread(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) || stlog_mark(buf, &seq, &mb, &mr) < 0)
