@@ -54,10 +54,11 @@
  * acknowledged is covered. The mark is fdatasynced at most every
  * ST_MARK_SYNC_MS (by a timer with a loop, else at the next commit after
  * that), and always at compaction, open and close: after a power loss the
- * mark may have forgotten up to that long of acknowledged commits (then
- * checked as before the mark), never more. At open the log must contain the mark's record
- * boundary with the same count and CRC; a bad or short record before it is
- * not a torn tail but lost acknowledged data. A log shorter than the mark,
+ * mark may have forgotten up to that long of acknowledged commits (those
+ * are then checked as a torn tail is), never claim more. At open the log
+ * must contain the mark's record boundary with the same count and CRC; a
+ * bad or short record before it is not a torn tail but lost acknowledged
+ * data. A log shorter than the mark,
  * or not containing it (replaced, rewritten), is refused with the numbers
  * unless opts->repair, which keeps what the log holds, says how many
  * acknowledged transactions and bytes are missing, and resets the mark.
@@ -66,8 +67,9 @@
  * that the other slot describes (a crash before the rename took effect).
  * No mark file (a store from before the mark, or a crash while creating
  * it) is created at open, with a warning if the log has records; a mark
- * file with no valid slot is refused unless opts->repair. Every open ends
- * by fsyncing the log and writing a mark for it.
+ * file with no valid slot is refused unless opts->repair (which, like a
+ * reset, writes a new file: no slot of the old log survives). Every open
+ * ends by fsyncing the log and writing (or syncing) a mark for it.
  *
  * Durability (group commit):
  *  - with an ev loop (st_opts.ev), st_commit writes the record (no fsync),
