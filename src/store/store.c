@@ -825,10 +825,12 @@ static int sys_fsync_fd(struct st_db *db, int fd)
 
 static int sys_fdatasync_fd(struct st_db *db, int fd)
 {
+	/* A table made before the member existed syncs the mark with fsync. */
+	int (*sync_fn)(int) = db->sys->fdatasync ? db->sys->fdatasync : db->sys->fsync;
 	int r;
 
 	do
-		r = db->sys->fdatasync(fd);
+		r = sync_fn(fd);
 	while (r < 0 && errno == EINTR);
 	return r;
 }

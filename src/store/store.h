@@ -188,7 +188,7 @@ struct st_sys {
 	ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
 	ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
 	int (*fsync)(int fd);
-	int (*fdatasync)(int fd);	/* the mark (an overwrite in place) */
+	int (*fdatasync)(int fd);	/* the mark (an overwrite in place); NULL: fsync */
 	int (*ftruncate)(int fd, off_t len);
 	int (*rename)(const char *from, const char *to);
 	int (*unlink)(const char *path);
