@@ -1,4 +1,6 @@
-/* api_events.c: GET /v1/events, newest first, the caller's team only. */
+/* api_events.c: GET /v1/events, newest first, the caller's team only: the
+ * subject must be an object of the caller's team (else 404, as on the
+ * object's own route). */
 
 #include "base/str.h"
 #include "cp/cp.h"
@@ -24,6 +26,8 @@ static void h_events(struct cp *cp, struct http_req *req)
 		http_respond_error(req, 400, "subject must be env:<id>, dep:<id>, host:<id> or cmd:<id>");
 		return;
 	}
+	if (!cp_event_subject_visible(cp, req, who.team_id, subject))
+		return;
 	/* Event ids are ULIDs: a reverse scan is newest first. The team filter
 	 * runs before the limit so another team's events never crowd ours out. */
 	resp = json_new_object();

@@ -356,6 +356,10 @@ void cp_event(struct cp *cp, struct st_txn *txn, const char *team_id, const char
 	      struct json *body);
 /* An event subject: "env:<id>", "dep:<id>", "host:<id>" or "cmd:<id>". */
 bool cp_event_subject_valid(const char *s);
+/* Is the valid subject's object (environment, deployment, host, command)
+ * one of team_id's? false after answering 404 "<object> not found", exactly
+ * as for a missing one: another team's ids are not confirmed to exist. */
+bool cp_event_subject_visible(struct cp *cp, struct http_req *req, const char *team_id, const char *subject);
 void cp_events_close_all(struct cp *cp);
 int cp_events_stream_route(struct cp *cp);
 

@@ -97,6 +97,25 @@ bool cp_event_subject_valid(const char *s)
 	return false;
 }
 
+bool cp_event_subject_visible(struct cp *cp, struct http_req *req, const char *team_id, const char *subject)
+{
+	static const struct {
+		const char *prefix, *table, *what;
+	} kinds[] = {
+		{ "env:", "environments", "environment" },
+		{ "dep:", "deployments", "deployment" },
+		{ "host:", "hosts", "host" },
+		{ "cmd:", "commands", "command" },
+	};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (str_has_prefix(subject, kinds[i].prefix))
+			return cp_team_row(cp, req, kinds[i].table, team_id, subject + strlen(kinds[i].prefix),
+					   kinds[i].what) != NULL;
+	cp_fail(req, 404, "subject not found");	/* not reached: the caller checked the form */
+	return false;
+}
+
 static void h_stream(struct cp *cp, struct http_req *req)
 {
 	const char *subject = http_req_query(req, "subject");
@@ -111,6 +130,8 @@ static void h_stream(struct cp *cp, struct http_req *req)
 		http_respond_error(req, 400, "subject must be env:<id>, dep:<id>, host:<id> or cmd:<id>");
 		return;
 	}
+	if (subject && *subject && !cp_event_subject_visible(cp, req, who.team_id, subject))
+		return;
 	if (cp->nsubs >= CP_EVENT_SUBS_MAX) {
 		http_respond_error(req, 503, "too many live event streams; poll GET /v1/events instead");
 		return;

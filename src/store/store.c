@@ -30,6 +30,7 @@
 #define MOD "store"
 
 static const char st_magic[8] = { 'd', 'e', 'n', 'v', 's', 't', 'o', 'r' };
+static const char st_mark_magic[8] = { 'd', 'e', 'n', 'v', 'm', 'a', 'r', 'k' };
 /* What every payload this code writes starts with; the forward scan that
  * tells a torn tail from mid-log corruption uses it as a cheap filter. */
 static const char st_payload_prefix[] = "{\"ops\":[";
@@ -284,13 +285,36 @@ struct st_flush_token {
 	bool rel_queued;	/* an ev_defer of release_cb is pending */
 };
 
+/* One slot of the mark file (store.h, "The mark"). */
+struct st_mark {
+	uint64_t seq;		/* 0: none */
+	uint64_t bytes;		/* the log's length */
+	uint64_t records;
+	uint32_t last_crc;	/* payload CRC of the log's last record; 0 with none */
+	uint32_t flags;		/* ST_MARK_COMPACT */
+};
+
+/* What the log must hold at open: the mark read from disk. */
+struct mark_want {
+	bool on;		/* there is a mark to check */
+	bool has_alt;		/* m is a compaction's slot: the other slot is accepted too */
+	bool matched;		/* replay has passed a record boundary the mark describes */
+	struct st_mark m, alt;
+};
+
 struct st_db {
 	const struct st_sys *sys;
 	struct ev *ev;
 	bool repair, auto_compact;
-	char *dir, *log_path, *tmp_path, *new_path, *lock_path;
-	int fd, lock_fd;
+	char *dir, *log_path, *tmp_path, *new_path, *lock_path, *mark_path, *mark_new_path;
+	int fd, lock_fd, mark_fd;
 	off_t size;			/* bytes of the log written (the next record's offset) */
+	uint32_t last_crc;		/* payload CRC of the log's last record (0: none) */
+	struct st_mark mark;		/* the newest slot written or read (seq 0: none) */
+	bool mark_unsynced;		/* written since its last fdatasync */
+	int64_t mark_synced_ms;		/* when it was last fdatasynced (ev_mono_ms) */
+	struct ev_timer mark_timer;	/* (with a loop) the fdatasync of an unsynced mark */
+	struct mark_want want;		/* at open only */
 	uint64_t records, log_ops, live_rows;
 	uint64_t fsyncs, compactions, truncated_bytes;
 	uint64_t compact_after_ops;	/* back-off after a failed automatic compaction */
@@ -799,6 +823,18 @@ static int sys_fsync_fd(struct st_db *db, int fd)
 	return r;
 }
 
+static int sys_fdatasync_fd(struct st_db *db, int fd)
+{
+	/* A table made before the member existed syncs the mark with fsync. */
+	int (*sync_fn)(int) = db->sys->fdatasync ? db->sys->fdatasync : db->sys->fsync;
+	int r;
+
+	do
+		r = sync_fn(fd);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
 static int sys_ftruncate_fd(struct st_db *db, int fd, off_t len)
 {
 	int r;
@@ -838,6 +874,17 @@ static uint32_t get_u32(const char *p)
 	return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
 }
 
+static void put_u64(char *p, uint64_t v)
+{
+	put_u32(p, (uint32_t)v);
+	put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint64_t get_u64(const char *p)
+{
+	return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
 static uint32_t crc(const char *p, size_t n)
 {
 	uLong c = crc32(0L, Z_NULL, 0);
@@ -857,6 +904,289 @@ static void make_header(char *h)
 	memcpy(h, st_magic, 8);
 	put_u32(h + 8, ST_FORMAT_VERSION);
 	put_u32(h + 12, crc(h, 12));
+}
+
+/* ---- the mark: how much of the log was acknowledged (store.h, "The mark") ---- */
+
+static void mark_header(char *h)
+{
+	memcpy(h, st_mark_magic, 8);
+	put_u32(h + 8, ST_MARK_VERSION);
+	put_u32(h + 12, crc(h, 12));
+}
+
+static void slot_encode(char *p, const struct st_mark *m)
+{
+	memset(p, 0, ST_MARK_SLOT_BYTES);
+	put_u64(p, m->seq);
+	put_u64(p + 8, m->bytes);
+	put_u64(p + 16, m->records);
+	put_u32(p + 24, m->last_crc);
+	put_u32(p + 28, m->flags);
+	put_u32(p + 36, crc(p, 36));
+}
+
+/* Slot i's bytes at p: true if they hold a write (good CRC, seq of i's parity). */
+static bool slot_decode(const char *p, int i, struct st_mark *m)
+{
+	if (get_u32(p + 36) != crc(p, 36))
+		return false;
+	m->seq = get_u64(p);
+	m->bytes = get_u64(p + 8);
+	m->records = get_u64(p + 16);
+	m->last_crc = get_u32(p + 24);
+	m->flags = get_u32(p + 28);
+	return m->seq != 0 && m->seq % 2 == (uint64_t)i && m->bytes >= ST_HEADER_BYTES;
+}
+
+/*
+ * Read the mark file into db->want (nothing there: want.on stays false and
+ * mark_fd -1). A mark that exists but is unusable is refused; with repair it
+ * is ignored (mark_finish writes a new one). 0 / -1.
+ */
+static int mark_load(struct st_db *db, struct err *e)
+{
+	char buf[ST_MARK_BYTES], h[ST_MARK_HEADER_BYTES];
+	struct st_mark s[2];
+	bool v[2] = { false, false };
+	struct stat st;
+	const char *why = NULL;
+	int hi;
+
+	db->mark_fd = sys_open(db, db->mark_path, O_RDWR, 0);
+	if (db->mark_fd < 0 && errno == ENOENT)
+		return 0;
+	if (db->mark_fd < 0)
+		return err_errno(e, "store: open %s", db->mark_path);
+	if (db->sys->fstat(db->mark_fd, &st) < 0)
+		return err_errno(e, "store: stat %s", db->mark_path);
+	mark_header(h);
+	if (st.st_size != ST_MARK_BYTES) {
+		why = "wrong size";
+	} else if (sys_pread_full(db, db->mark_fd, buf, sizeof(buf), 0) < 0) {
+		return err_errno(e, "store: read %s", db->mark_path);
+	} else if (memcmp(buf, h, sizeof(h)) != 0) {
+		why = "bad header";
+	} else {
+		for (int i = 0; i < 2; i++)
+			v[i] = slot_decode(buf + ST_MARK_HEADER_BYTES + i * ST_MARK_SLOT_BYTES, i, &s[i]);
+		if (!v[0] && !v[1])
+			why = "no valid slot";
+	}
+	if (why) {
+		if (!db->repair)
+			return err_set(e, "store: mark %s is corrupt (%s); start with -db-repair to open the log "
+				       "without checking it and write a new mark", db->mark_path, why);
+		log_warn(MOD, "mark %s is corrupt (%s): repairing: the log is not checked, a new mark is written",
+			 db->mark_path, why);
+		sys_close_fd(db, db->mark_fd);
+		db->mark_fd = -1;
+		return 0;
+	}
+	hi = v[0] && (!v[1] || s[0].seq > s[1].seq) ? 0 : 1;
+	db->mark = s[hi];
+	db->mark_unsynced = true;	/* a killed process may have left it in the page cache only */
+	db->want.on = true;
+	db->want.m = s[hi];
+	if ((s[hi].flags & ST_MARK_COMPACT) && v[1 - hi]) {
+		db->want.has_alt = true;
+		db->want.alt = s[1 - hi];
+	}
+	return 0;
+}
+
+static int mark_sync(struct st_db *db, struct err *e)
+{
+	if (!db->mark_unsynced)
+		return 0;
+	if (sys_fdatasync_fd(db, db->mark_fd) < 0)
+		return err_errno(e, "store: fdatasync mark %s", db->mark_path);
+	db->mark_unsynced = false;
+	db->mark_synced_ms = ev_mono_ms();
+	return 0;
+}
+
+/* Write the next slot (bytes, records, last_crc, flags), and fdatasync it
+ * if sync. db->mark follows only on success; a failed write is retried in
+ * the same slot, so the other one, the last good write, is never touched. */
+static int mark_write(struct st_db *db, off_t bytes, uint64_t records, uint32_t last_crc, uint32_t flags,
+		      bool sync, struct err *e)
+{
+	struct st_mark m = { db->mark.seq + 1, (uint64_t)bytes, records, last_crc, flags };
+	char p[ST_MARK_SLOT_BYTES];
+	off_t at = ST_MARK_HEADER_BYTES + (off_t)(m.seq % 2) * ST_MARK_SLOT_BYTES;
+
+	slot_encode(p, &m);
+	if (sys_pwrite_all(db, db->mark_fd, p, sizeof(p), at) < 0)
+		return err_errno(e, "store: write mark %s", db->mark_path);
+	db->mark_unsynced = true;
+	if (sync && mark_sync(db, e) < 0)
+		return -1;
+	db->mark = m;
+	return 0;
+}
+
+/* A new mark file for the log as it is (mark.new, fsync, rename, fsync dir):
+ * a crash leaves the old file (or none) or the whole new one. */
+static int mark_create(struct st_db *db, struct err *e)
+{
+	char buf[ST_MARK_BYTES];
+	struct st_mark m = { 1, (uint64_t)db->size, db->records, db->last_crc, 0 };
+	int fd = sys_open(db, db->mark_new_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0)
+		return err_errno(e, "store: create %s", db->mark_new_path);
+	memset(buf, 0, sizeof(buf));
+	mark_header(buf);
+	slot_encode(buf + ST_MARK_HEADER_BYTES + ST_MARK_SLOT_BYTES, &m);	/* seq 1: slot 1 */
+	if (sys_pwrite_all(db, fd, buf, sizeof(buf), 0) < 0 || sys_fsync_fd(db, fd) < 0) {
+		err_errno(e, "store: write %s", db->mark_new_path);
+		goto fail;
+	}
+	if (db->sys->rename(db->mark_new_path, db->mark_path) < 0) {
+		err_errno(e, "store: rename %s to %s", db->mark_new_path, db->mark_path);
+		goto fail;
+	}
+	sys_close_fd(db, db->mark_fd);
+	db->mark_fd = fd;
+	db->mark = m;
+	db->mark_unsynced = false;
+	db->mark_synced_ms = ev_mono_ms();
+	return fsync_dir(db, e);
+fail:
+	sys_close_fd(db, fd);
+	db->sys->unlink(db->mark_new_path);
+	return -1;
+}
+
+/* The mark could not be written or synced: the store can no longer tell
+ * a cut log from a short one, so it takes no more commits. */
+static void mark_failed(struct st_db *db, const struct err *e)
+{
+	if (db->failed)
+		return;
+	db->failed = true;
+	err_set(&db->fail_err, "%s; refusing further commits (restart to replay what is on disk)", e->msg);
+	log_error(MOD, "%s", db->fail_err.msg);
+}
+
+static void mark_timer_cb(struct ev *ev, void *arg)
+{
+	struct st_db *db = arg;
+	struct err e;
+
+	if (!db->failed && mark_sync(db, &e) < 0)
+		mark_failed(db, &e);
+}
+
+/*
+ * After a good fsync of the log: the mark follows it, before any done_fn
+ * runs, so that a process crash (the page cache survives) never finds less
+ * marked than was acknowledged. Its fdatasync waits up to ST_MARK_SYNC_MS
+ * (a timer with a loop; otherwise the next commit after that, or close):
+ * an fdatasync per group would cost a third of the unbatched commit rate,
+ * and the mark's data needs no sync to stay true (it only ever claims what
+ * was fsynced first). A power loss can thus forget the last interval's
+ * marks, never claim too much. If the mark cannot be written, the data is
+ * still durable (done_fns hear 0) but the store refuses further commits.
+ */
+static void mark_advance(struct st_db *db)
+{
+	struct err e;
+	int64_t since;
+
+	if (db->failed || ((uint64_t)db->size == db->mark.bytes && db->records == db->mark.records &&
+			   db->last_crc == db->mark.last_crc))
+		return;
+	since = ev_mono_ms() - db->mark_synced_ms;
+	if (mark_write(db, db->size, db->records, db->last_crc, 0, since >= ST_MARK_SYNC_MS, &e) < 0) {
+		mark_failed(db, &e);
+		return;
+	}
+	if (db->mark_unsynced && db->ev && !ev_timer_armed(&db->mark_timer))
+		ev_timer_start(db->ev, &db->mark_timer, ST_MARK_SYNC_MS - since, mark_timer_cb, db);
+}
+
+static bool mark_is_here(const struct st_db *db, const struct st_mark *m)
+{
+	return (uint64_t)db->size == m->bytes && db->records == m->records && db->last_crc == m->last_crc;
+}
+
+/* Replay has read up to db->size: is that the boundary the mark describes? */
+static void mark_see(struct st_db *db)
+{
+	struct mark_want *w = &db->want;
+
+	if (w->on && !w->matched)
+		w->matched = mark_is_here(db, &w->m) || (w->has_alt && mark_is_here(db, &w->alt));
+}
+
+/* Has replay gone past everything that was acknowledged? */
+static bool mark_passed(const struct st_db *db)
+{
+	return !db->want.on || db->want.matched;
+}
+
+/* The refusal when the log (good up to db->size, then cut: cut names how,
+ * or NULL) does not hold what its mark says was acknowledged. -1. */
+static int mark_refuse(struct st_db *db, const char *cut, struct err *e)
+{
+	const struct st_mark *m = &db->want.m;
+	char how[ERR_MSG_MAX / 2] = "";
+
+	if (cut)
+		snprintf(how, sizeof(how), ", then a record cut short at offset %lld (%s),", (long long)db->size, cut);
+	if ((uint64_t)db->size < m->bytes || db->records < m->records)
+		return err_set(e, "store: log %s is shorter than what was acknowledged: it holds %llu transactions "
+			       "(%lld bytes)%s but its mark %s says %llu transactions (%llu bytes) were acknowledged; "
+			       "start with -db-repair to keep the %llu transactions it holds and reset the mark",
+			       db->log_path, (unsigned long long)db->records, (long long)db->size, how, db->mark_path,
+			       (unsigned long long)m->records, (unsigned long long)m->bytes,
+			       (unsigned long long)db->records);
+	return err_set(e, "store: log %s does not match its mark %s: %llu transactions (%llu bytes) were "
+		       "acknowledged, but the log (%llu transactions, %lld bytes)%s has no such record boundary: "
+		       "it was replaced or rewritten; start with -db-repair to keep the log as it is and reset the mark",
+		       db->log_path, db->mark_path, (unsigned long long)m->records, (unsigned long long)m->bytes,
+		       (unsigned long long)db->records, (long long)db->size, how);
+}
+
+/* After replay: refuse a log that lacks what was acknowledged, or (repair)
+ * say what is missing; the mark is then reset by mark_finish. */
+static int mark_check(struct st_db *db, struct err *e)
+{
+	const struct st_mark *m = &db->want.m;
+	uint64_t lost_rec, lost_bytes;
+
+	if (mark_passed(db))
+		return 0;
+	if (!db->repair)
+		return mark_refuse(db, NULL, e);
+	lost_rec = m->records > db->records ? m->records - db->records : 0;
+	lost_bytes = m->bytes > (uint64_t)db->size ? m->bytes - (uint64_t)db->size : 0;
+	log_warn(MOD, "log %s: repaired: its mark said %llu transactions (%llu bytes) were acknowledged, the log "
+		 "holds %llu (%lld bytes): dropping %llu acknowledged transactions (%llu bytes)%s; the mark is reset",
+		 db->log_path, (unsigned long long)m->records, (unsigned long long)m->bytes,
+		 (unsigned long long)db->records, (long long)db->size, (unsigned long long)lost_rec,
+		 (unsigned long long)lost_bytes, lost_rec || lost_bytes ? "" : " (the log was replaced or rewritten)");
+	return 0;
+}
+
+/* The end of every open: the log durable as replayed (log_synced: it is
+ * already), then a mark for it. */
+static int mark_finish(struct st_db *db, bool log_synced, struct err *e)
+{
+	if (!log_synced && sys_fsync_fd(db, db->fd) < 0)
+		return err_errno(e, "store: fsync %s", db->log_path);
+	if (db->mark_fd < 0 && db->records)
+		log_warn(MOD, "log %s has no mark (a store from before marks, or the mark was removed): "
+			 "it cannot be checked for truncation this time; writing %s", db->log_path, db->mark_path);
+	/* A mark reset by repair is a new file: its other slot must not keep
+	 * describing the log that is gone. */
+	if (db->mark_fd < 0 || !mark_passed(db))
+		return mark_create(db, e);
+	if (mark_is_here(db, &db->mark) && !(db->mark.flags & ST_MARK_COMPACT))
+		return mark_sync(db, e);
+	return mark_write(db, db->size, db->records, db->last_crc, 0, true, e);
 }
 
 /* ---- reading rows from the log ---- */
@@ -1221,8 +1551,9 @@ static const char *rec_state_name(enum rec_state s)
 	}
 }
 
-/* Check the framing and CRC of the record at off. -1 only for read errors. */
-static int rec_check(struct reader *r, off_t off, enum rec_state *st, size_t *plen, struct err *e)
+/* Check the framing and CRC of the record at off (*crcp: its CRC, when
+ * REC_OK). -1 only for read errors. */
+static int rec_check(struct reader *r, off_t off, enum rec_state *st, size_t *plen, uint32_t *crcp, struct err *e)
 {
 	const char *p;
 	uint32_t len, want;
@@ -1247,6 +1578,7 @@ static int rec_check(struct reader *r, off_t off, enum rec_state *st, size_t *pl
 		return -1;
 	*st = crc(p, len) == want ? REC_OK : REC_BAD_CRC;
 	*plen = len;
+	*crcp = want;
 	return 0;
 }
 
@@ -1267,6 +1599,7 @@ static int scan_forward(struct reader *r, off_t off, off_t *found, struct err *e
 		uint32_t len;
 		enum rec_state st;
 		size_t plen;
+		uint32_t rcrc;
 
 		if (rd_get(r, p, ST_RECORD_HEAD_BYTES, &h, e) < 0)
 			return -1;
@@ -1286,7 +1619,7 @@ static int scan_forward(struct reader *r, off_t off, off_t *found, struct err *e
 			return err_errno(e, "store: read %s", r->db->log_path);
 		if (tail[0] != ']' || tail[1] != '}')
 			continue;
-		if (rec_check(r, p, &st, &plen, e) < 0)
+		if (rec_check(r, p, &st, &plen, &rcrc, e) < 0)
 			return -1;
 		if (st == REC_OK) {
 			*found = p;
@@ -1349,7 +1682,9 @@ static int bad_record(struct st_db *db, struct reader *r, off_t off, const char 
 	 * whole by someone: dropping it silently could lose a transaction. */
 	if (!undecodable && scan_forward(r, off, &next, e) < 0)
 		return -1;
-	if (!undecodable && next < 0) {
+	/* A bad last record is a torn tail only past what was acknowledged:
+	 * before the mark it is acknowledged data gone. */
+	if (!undecodable && next < 0 && mark_passed(db)) {
 		log_warn(MOD, "log %s: torn tail at offset %lld (%s): dropping %lld bytes after %llu good transactions",
 			 db->log_path, (long long)off, why, (long long)(r->size - off),
 			 (unsigned long long)db->records);
@@ -1359,6 +1694,8 @@ static int bad_record(struct st_db *db, struct reader *r, off_t off, const char 
 		db->size = off;
 		return 0;
 	}
+	if (!db->repair && !undecodable && next < 0)
+		return mark_refuse(db, why, e);
 	if (!db->repair)
 		return err_set(e, "store: log %s: corrupt record at offset %lld (%s); start with -db-repair "
 			       "to keep the %llu transactions before it and move the rest aside",
@@ -1390,8 +1727,9 @@ static int replay(struct st_db *db, off_t size, struct err *e)
 		size_t nops = 0;
 		struct err pe;
 		char why[ERR_MSG_MAX + 32];
+		uint32_t rcrc = 0;
 
-		if (rec_check(&r, off, &st, &plen, e) < 0) {
+		if (rec_check(&r, off, &st, &plen, &rcrc, e) < 0) {
 			rc = -1;
 			break;
 		}
@@ -1417,6 +1755,8 @@ static int replay(struct st_db *db, off_t size, struct err *e)
 		json_free(doc);
 		off += ST_RECORD_HEAD_BYTES + (off_t)plen;
 		db->size = off;
+		db->last_crc = rcrc;
+		mark_see(db);
 	}
 	free(r.buf);
 	return rc;
@@ -1536,7 +1876,9 @@ int st_open(const char *path, const struct st_opts *opts, struct st_db **out, st
 	db->tmp_path = path_join(path, "log.compact");
 	db->new_path = path_join(path, "log.new");
 	db->lock_path = path_join(path, "lock");
-	db->fd = db->lock_fd = -1;
+	db->mark_path = path_join(path, "mark");
+	db->mark_new_path = path_join(path, "mark.new");
+	db->fd = db->lock_fd = db->mark_fd = -1;
 	db->rng = (uint32_t)time(NULL) ^ (uint32_t)getpid() ^ 0x9e3779b9u;
 	if (!db->rng)
 		db->rng = 1;
@@ -1556,9 +1898,24 @@ int st_open(const char *path, const struct st_opts *opts, struct st_db **out, st
 		err_errno(e, "store: remove %s", db->new_path);
 		goto fail;
 	}
+	if (db->sys->unlink(db->mark_new_path) < 0 && errno != ENOENT) {
+		err_errno(e, "store: remove %s", db->mark_new_path);
+		goto fail;
+	}
+	if (mark_load(db, e) < 0)
+		goto fail;
+	db->size = ST_HEADER_BYTES;	/* what an empty log holds: a mark may ask no more */
+	mark_see(db);
 	db->fd = sys_open(db, db->log_path, O_RDWR, 0);
 	if (db->fd < 0 && errno == ENOENT) {
-		if (create_log(db, e) < 0)
+		if (!mark_passed(db) && !db->repair) {
+			err_set(e, "store: log %s is missing, but its mark %s says %llu transactions (%llu bytes) were "
+				"acknowledged; start with -db-repair to start an empty store and reset the mark",
+				db->log_path, db->mark_path, (unsigned long long)db->want.m.records,
+				(unsigned long long)db->want.m.bytes);
+			goto fail;
+		}
+		if (create_log(db, e) < 0 || mark_check(db, e) < 0 || mark_finish(db, true, e) < 0)
 			goto fail;
 		*out = db;
 		return 0;
@@ -1575,11 +1932,19 @@ int st_open(const char *path, const struct st_opts *opts, struct st_db **out, st
 		err_set(e, "store: %s is not a regular file", db->log_path);
 		goto fail;
 	}
+	if (st.st_size < ST_HEADER_BYTES && !mark_passed(db) && !db->repair) {
+		/* (before check_header completes the header: refuse untouched) */
+		db->size = st.st_size;
+		mark_refuse(db, NULL, e);
+		goto fail;
+	}
 	hr = check_header(db, st.st_size, e);
 	if (hr < 0)
 		goto fail;
 	db->size = ST_HEADER_BYTES;
 	if (hr == 0 && replay(db, st.st_size, e) < 0)
+		goto fail;
+	if (mark_check(db, e) < 0 || mark_finish(db, false, e) < 0)
 		goto fail;
 	trim_memory();	/* replay's parsed records are gone: their pages too */
 	*out = db;
@@ -1597,6 +1962,13 @@ void st_close(struct st_db *db)
 		return;		/* (closing: called again from a done_fn during close) */
 	db->closing = true;
 	flush(db);
+	if (db->ev)
+		ev_timer_stop(db->ev, &db->mark_timer);
+	if (!db->failed && db->mark_fd >= 0) {
+		struct err e;
+		if (mark_sync(db, &e) < 0)
+			log_error(MOD, "%s", e.msg);
+	}
 	if (db->token->queued || db->token->running || db->token->rel_queued)
 		db->token->db = NULL;	/* flush_cb or release_cb frees it */
 	else
@@ -1615,6 +1987,9 @@ void st_close(struct st_db *db)
 	buf_release(&db->wbuf);
 	sys_close_fd(db, db->fd);
 	sys_close_fd(db, db->lock_fd);
+	sys_close_fd(db, db->mark_fd);
+	free(db->mark_path);
+	free(db->mark_new_path);
 	free(db->dir);
 	free(db->log_path);
 	free(db->tmp_path);
@@ -1938,6 +2313,7 @@ static void flush(struct st_db *db)
 		status = -1;
 	} else {
 		db->fsyncs++;
+		mark_advance(db);
 	}
 	/* done_fns may commit again (those queue up afresh for the next turn)
 	 * or even close the store: nothing below touches db. */
@@ -2088,6 +2464,7 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
 	roff = db->size;
 	if (log_append(db, b->data, b->len, e) < 0)
 		goto refuse;
+	db->last_crc = get_u32(b->data + 4);
 	if (b->cap > ST_COMPACT_RECORD_BYTES * 2)
 		buf_release(b);	/* one huge transaction should not pin its buffer */
 	/* The rows stay on disk only: readers parse them from the log, so
@@ -2120,6 +2497,7 @@ queue:
 			rc = -1;
 		} else {
 			db->fsyncs++;
+			mark_advance(db);
 		}
 	}
 	st_abort(txn);
@@ -2141,12 +2519,13 @@ refuse:
 /* Write the record in b at *off; the rows it holds (their positions in b
  * are in newoff[first..first+n)) become file offsets. */
 static int compact_write(struct st_db *db, int fd, off_t *off, struct buf *b, uint64_t *newoff,
-			 size_t first, size_t n, struct err *e)
+			 size_t first, size_t n, uint32_t *last_crc, struct err *e)
 {
 	if (rec_end(b) < 0)
 		return err_set(e, "store: compaction: record too large");	/* cannot happen: see below */
 	if (sys_pwrite_all(db, fd, b->data, b->len, *off) < 0)
 		return err_errno(e, "store: write %s", db->tmp_path);
+	*last_crc = get_u32(b->data + 4);
 	for (size_t i = first; i < first + n; i++)
 		newoff[i] += (uint64_t)*off;
 	*off += (off_t)b->len;
@@ -2165,6 +2544,8 @@ int st_compact(struct st_db *db, struct err *e)
 	uint64_t *newoff = NULL;
 	int fd;
 	int64_t t0 = ev_mono_ms();
+	uint32_t ccrc = 0;	/* the new log's last record CRC */
+	bool marked = false;
 
 	if (db->failed) {
 		*e = db->fail_err;
@@ -2211,7 +2592,7 @@ int st_compact(struct st_db *db, struct err *e)
 				goto fail;
 			}
 			if (inrec && rec.len + 1 + op.len + 2 > ST_RECORD_MAX + ST_RECORD_HEAD_BYTES) {
-				if (compact_write(db, fd, &off, &rec, newoff, first, inrec, e) < 0) {
+				if (compact_write(db, fd, &off, &rec, newoff, first, inrec, &ccrc, e) < 0) {
 					it_release(&it);
 					goto fail;
 				}
@@ -2233,7 +2614,7 @@ int st_compact(struct st_db *db, struct err *e)
 			}
 			inrec++;
 			if (rec.len >= ST_COMPACT_RECORD_BYTES || inrec >= ST_TXN_OPS_MAX) {
-				if (compact_write(db, fd, &off, &rec, newoff, first, inrec, e) < 0) {
+				if (compact_write(db, fd, &off, &rec, newoff, first, inrec, &ccrc, e) < 0) {
 					it_release(&it);
 					goto fail;
 				}
@@ -2246,7 +2627,7 @@ int st_compact(struct st_db *db, struct err *e)
 		it_release(&it);
 	}
 	if (inrec) {
-		if (compact_write(db, fd, &off, &rec, newoff, first, inrec, e) < 0)
+		if (compact_write(db, fd, &off, &rec, newoff, first, inrec, &ccrc, e) < 0)
 			goto fail;
 		nrec++;
 	}
@@ -2254,6 +2635,11 @@ int st_compact(struct st_db *db, struct err *e)
 		err_errno(e, "store: fsync %s", db->tmp_path);
 		goto fail;
 	}
+	/* The mark learns the new file before the rename can take effect: a
+	 * crash either side finds a slot that fits whichever log is there. */
+	if (mark_write(db, off, nrec, ccrc, ST_MARK_COMPACT, true, e) < 0)
+		goto fail;
+	marked = true;
 	if (db->sys->rename(db->tmp_path, db->log_path) < 0) {
 		err_errno(e, "store: rename %s to %s", db->tmp_path, db->log_path);
 		goto fail;
@@ -2278,6 +2664,7 @@ int st_compact(struct st_db *db, struct err *e)
 	newoff = NULL;
 	db->size = off;
 	db->records = nrec;
+	db->last_crc = ccrc;
 	db->log_ops = db->live_rows;
 	db->compactions++;
 	db->compact_after_ops = 0;
@@ -2299,5 +2686,13 @@ fail:
 	buf_release(&op);
 	sys_close_fd(db, fd);
 	db->sys->unlink(db->tmp_path);
+	if (marked) {
+		/* The newest slot describes a file that never became the log: put
+		 * the old log's slot on top again, lest a torn next write leave
+		 * only that one. */
+		struct err me;
+		if (mark_write(db, db->size, db->records, db->last_crc, 0, true, &me) < 0)
+			mark_failed(db, &me);
+	}
 	return -1;
 }

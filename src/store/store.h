@@ -21,6 +21,9 @@
  *   log.corrupt-<offset>-<unix time>
  *                  what -db-repair moved aside: the bytes from the first
  *                  corrupt record to the end of the log, kept for a person
+ *   mark           the high-water mark: how much of the log was
+ *                  acknowledged (see "The mark" below)
+ *   mark.new       temp file while a fresh mark is created (removed at open)
  *
  * File format (all integers little-endian):
  *   header   16 bytes: "denvstor" (8), version u32 (= ST_FORMAT_VERSION),
@@ -32,6 +35,41 @@
  *            ops apply in order; a transaction is all-or-nothing on replay
  *            because its CRC covers all of it. Compaction writes the live rows
  *            as put-only records of at most ST_COMPACT_RECORD_BYTES.
+ *
+ * The mark (96 bytes, little-endian): a log cut short at a record boundary
+ * looks like a shorter log, so the store keeps apart how much of it was
+ * acknowledged, and refuses to start on less.
+ *   header   16 bytes: "denvmark" (8), version u32 (= ST_MARK_VERSION),
+ *            crc32 of the first 12 bytes u32
+ *   2 slots  40 bytes each, at 16 and 56: seq u64 | log bytes u64 |
+ *            records u64 | crc u32 of the last record's payload (0: none) |
+ *            flags u32 | 0 u32 | crc32 of the slot's first 36 bytes u32.
+ *            Slot seq % 2 takes write seq, so a torn write leaves the other
+ *            (older, still true) slot; the valid slot with the higher seq is
+ *            the mark, seq 0 means empty.
+ * After each group fsync (and each sync commit) the store writes the next
+ * slot with the log's length, records and last CRC, before any done_fn
+ * runs: the log's data is durable first, then the mark, so the mark never
+ * claims more than the disk holds, and after a process crash everything
+ * acknowledged is covered. The mark is fdatasynced at most every
+ * ST_MARK_SYNC_MS (by a timer with a loop, else at the next commit after
+ * that), and always at compaction, open and close: after a power loss the
+ * mark may have forgotten up to that long of acknowledged commits (those
+ * are then checked as a torn tail is), never claim more. At open the log
+ * must contain the mark's record boundary with the same count and CRC; a
+ * bad or short record before it is not a torn tail but lost acknowledged
+ * data. A log shorter than the mark,
+ * or not containing it (replaced, rewritten), is refused with the numbers
+ * unless opts->repair, which keeps what the log holds, says how many
+ * acknowledged transactions and bytes are missing, and resets the mark.
+ * Compaction writes a slot flagged ST_MARK_COMPACT describing the new file
+ * (fdatasynced) before the rename: at open such a slot also accepts the log
+ * that the other slot describes (a crash before the rename took effect).
+ * No mark file (a store from before the mark, or a crash while creating
+ * it) is created at open, with a warning if the log has records; a mark
+ * file with no valid slot is refused unless opts->repair (which, like a
+ * reset, writes a new file: no slot of the old log survives). Every open
+ * ends by fsyncing the log and writing (or syncing) a mark for it.
  *
  * Durability (group commit):
  *  - with an ev loop (st_opts.ev), st_commit writes the record (no fsync),
@@ -46,6 +84,9 @@
  *    that a crash in the next few milliseconds loses and that nobody was told
  *    was saved. If the fsync then fails the store goes read-only for commits
  *    (st_failed) and the process should restart, replaying what is on disk.
+ *  - if the mark cannot be written or synced after a good fsync, the
+ *    group's done_fns still hear 0 (their data is durable) and the store
+ *    refuses commits from then on, the same way.
  *
  * Pointers: st_get and st_scan hand out rows owned by the store: parsed from
  * the log on first use and cached on the row. A row pointer stays valid until
@@ -77,10 +118,11 @@
  * the next turn) and may close the store.
  *
  * Crashes: a SIGKILL at any point, compaction included, loses nothing that
- * was acknowledged (t/unit/store-crash.c). After a power loss, the disk may
- * hold the later records of the last fsync group but not an earlier one;
- * that looks like mid-log corruption and start-up asks for -db-repair,
- * which then drops only transactions whose fsync never completed.
+ * was acknowledged and never leaves a mark that refuses the log
+ * (t/unit/store-crash.c). After a power loss, the disk may hold the later
+ * records of the last fsync group but not an earlier one; that looks like
+ * mid-log corruption and start-up asks for -db-repair, which then drops
+ * only transactions whose fsync never completed.
  */
 #ifndef DENV_STORE_H
 #define DENV_STORE_H
@@ -116,6 +158,14 @@ struct ev;
 /* Automatic compaction: when the log holds more dead ops (overwritten or
  * deleted puts, and deletes) than live rows, and is at least this large. */
 #define ST_COMPACT_MIN_BYTES ((off_t)4 << 20)
+#define ST_MARK_VERSION 1
+#define ST_MARK_HEADER_BYTES 16
+#define ST_MARK_SLOT_BYTES 40
+#define ST_MARK_BYTES (ST_MARK_HEADER_BYTES + 2 * ST_MARK_SLOT_BYTES)
+#define ST_MARK_COMPACT 1u		/* slot flag: written just before a compaction's rename */
+/* The mark is written after every group fsync, fdatasynced at most this
+ * often (and at compaction, open and close). */
+#define ST_MARK_SYNC_MS 1000
 /* Replay reads the log through a window of this many bytes (or one record). */
 #define ST_READ_CHUNK ((size_t)1 << 20)
 /* Releasing at least this many cached rows at once also hands freed memory
@@ -138,6 +188,7 @@ struct st_sys {
 	ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
 	ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
 	int (*fsync)(int fd);
+	int (*fdatasync)(int fd);	/* the mark (an overwrite in place); NULL: fsync */
 	int (*ftruncate)(int fd, off_t len);
 	int (*rename)(const char *from, const char *to);
 	int (*unlink)(const char *path);
@@ -151,7 +202,7 @@ const struct st_sys *st_sys_default(void);
 /* ---- opening ---- */
 
 struct st_opts {
-	bool repair;			/* -db-repair: keep the good prefix of a corrupt log, move the rest aside */
+	bool repair;			/* -db-repair: keep the good prefix of a corrupt or short log, reset the mark */
 	struct ev *ev;			/* group commit on this loop; NULL: fsync in every st_commit */
 	const struct st_sys *sys;	/* NULL: st_sys_default() */
 	bool no_auto_compact;		/* tests and benchmarks: compact only on st_compact */
@@ -161,7 +212,9 @@ struct st_db;
 
 /* Open (creating if absent) the store in directory path. opts may be NULL.
  * A torn tail is truncated with a warning; a corrupt record followed by good
- * ones fails (naming the offset) unless opts->repair. -1 and e on failure. */
+ * ones fails (naming the offset) unless opts->repair; so does a log that
+ * holds less than its mark says was acknowledged (naming both counts).
+ * -1 and e on failure. */
 int st_open(const char *path, const struct st_opts *opts, struct st_db **out, struct err *e);
 
 /* Close. Pending commits (with a loop) are fsynced and their done_fn called

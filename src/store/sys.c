@@ -19,6 +19,7 @@ static const struct st_sys st_sys_real = {
 	.pread = pread,
 	.pwrite = pwrite,
 	.fsync = fsync,
+	.fdatasync = fdatasync,
 	.ftruncate = ftruncate,
 	.rename = rename,
 	.unlink = unlink,

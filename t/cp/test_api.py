@@ -143,6 +143,40 @@ def status_of_big(server, method, path, payload, key):
     return int(m.group(1)) if m else None
 
 
+def upgrade_status(server, path, key):
+    """Status line of a WebSocket upgrade request (101 is not for http.client)
+    and the body of a refusal."""
+    import socket
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    sock.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+                  "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n" % (path, key)).encode())
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        m = re.match(rb"HTTP/1\.1 (\d+)", head)
+        status = int(m.group(1)) if m else None
+        if status != 101:
+            n = re.search(rb"(?i)content-length: *(\d+)", head)
+            while n and len(body) < int(n.group(1)):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                body += chunk
+    finally:
+        sock.close()
+    try:
+        doc = json.loads(body) if status != 101 and body else None
+    except ValueError:
+        doc = body
+    return status, doc
+
+
 def wait_deployment(s, dep_id, timeout=10):
     """GET the deployment until it is no longer pending or running."""
     deadline = time.time() + timeout
@@ -548,6 +582,26 @@ def test_events(s, state):
     st, doc, _ = s.call("GET", "/v1/events?subject=env:" + state["alpha"], key=BOOT_KEY)
     is_((st, [e["Kind"] for e in doc["events"]]), (200, ["deployment.finished", "deployment.started"]),
         "GET /v1/events?subject=env:<id>: the deploy's events, newest first")
+    st, doc, _ = s.call("GET", "/v1/events?subject=dep:" + state["dep"], key=BOOT_KEY)
+    ok(st == 200 and len(doc["events"]) >= 2, "GET /v1/events?subject=dep:<own deployment> is 200", (st, doc))
+    # Another team's object is 404 with the text of the object's own route,
+    # exactly like a missing one: the ids of other teams are not confirmed.
+    for subject, what in (("env:" + state["alpha"], "environment"), ("dep:" + state["dep"], "deployment")):
+        st, doc, _ = s.call("GET", "/v1/events?subject=" + subject, key=state["session"])
+        is_((st, err_of(doc)), (404, what + " not found"),
+            "GET /v1/events?subject=<another team's %s> is 404, like GET of the %s" % (what, what))
+        is_(upgrade_status(s, "/v1/events/stream?subject=" + subject, state["session"]),
+            (404, {"error": what + " not found"}), "the live stream of another team's %s is 404 too" % what)
+    for subject, what in (("env:env_01JAAAAAAAAAAAAAAAAAAAAAAA", "environment"), ("dep:dep_nope", "deployment"),
+                          ("host:host_nope", "host"), ("cmd:cmd_nope", "command")):
+        st, doc, _ = s.call("GET", "/v1/events?subject=" + subject, key=BOOT_KEY)
+        is_((st, err_of(doc)), (404, what + " not found"), "GET /v1/events?subject=%s (unknown id) is 404" % subject)
+    is_(upgrade_status(s, "/v1/events/stream?subject=env:env_01JAAAAAAAAAAAAAAAAAAAAAAA", BOOT_KEY),
+        (404, {"error": "environment not found"}), "the live stream of an unknown id is 404")
+    is_(upgrade_status(s, "/v1/events/stream?subject=env:" + state["alpha"], BOOT_KEY)[0], 101,
+        "the live stream of the caller's own environment upgrades (101)")
+    is_(upgrade_status(s, "/v1/events/stream", state["session"])[0], 101,
+        "the live stream without a subject (all of the team's events) upgrades (101)")
 
 
 def test_clouds(s, state):
@@ -695,6 +749,7 @@ def seed_rows(store, state):
         ops.append({"put": "events", "id": eid, "row": {"ID": eid, "TeamID": other, "Subject": subject,
                                                         "Kind": "test.other", "Body": {}, "At": "2026-01-01T00:00:00Z"}})
     hid = "host_" + crockford_ulid(base, 7)
+    state["seeded_host"] = hid
     ops.append({"put": "hosts", "id": hid, "row": {"ID": hid, "TeamID": team, "CloudID": "", "Name": "box-1",
                                                     "Status": "unreachable", "ProviderRef": "", "LastSeenAt": None,
                                                     "CreatedAt": "2026-01-01T00:00:00Z", "Capabilities": {"storage": "dir"}}})
@@ -736,7 +791,13 @@ def test_restart(s, state):
     ok(all(e["TeamID"] == state["boot_team"] for e in evs), "events: only the caller's team")
     is_([e["Body"]["i"] for e in evs[:3]], [204, 203, 202], "events: newest first")
     st, doc, _ = s.call("GET", "/v1/events?subject=env:" + state["alpha"], key=state["session"])
-    is_(len(doc["events"]), 3, "events: the other team sees its own only")
+    is_((st, err_of(doc)), (404, "environment not found"),
+        "events: another team asking for this environment's events is 404, even with events of its own there")
+    hid = state["seeded_host"]
+    st, doc, _ = s.call("GET", "/v1/events?subject=host:" + hid, key=BOOT_KEY)
+    is_((st, doc and doc.get("events")), (200, []), "events of the team's own (seeded) host: 200")
+    st, doc, _ = s.call("GET", "/v1/events?subject=host:" + hid, key=state["session"])
+    is_((st, err_of(doc)), (404, "host not found"), "events of another team's host: 404")
     st, doc, _ = s.call("GET", "/v1/targets", key=BOOT_KEY)
     kinds = [t["kind"] for t in doc["targets"]]
     is_(kinds[0], "sidecar", "targets: sidecars first")
@@ -826,6 +887,54 @@ def test_github_configured(tmp):
         is_(s.stop(), 0, "GitHub-configured server exits 0")
 
 
+def log_boundaries(log):
+    """Offsets where each record of a store log ends (after the 16-byte header)."""
+    with open(log, "rb") as f:
+        data = f.read()
+    off, ends = 16, []
+    while off + 8 <= len(data):
+        n = struct.unpack("<I", data[off:off + 4])[0]
+        if off + 8 + n > len(data):
+            break
+        off += 8 + n
+        ends.append(off)
+    return ends
+
+
+def test_truncated_store(tmp, store):
+    """A copy of the store with its log cut in the middle at a record
+    boundary: denv-cp refuses to start, naming both counts; -db-repair
+    starts it and says what it drops (the issue: 13,644 projects -> 157)."""
+    cut = os.path.join(tmp, "cut")
+    shutil.copytree(store, cut, ignore=shutil.ignore_patterns("lock"))
+    log = os.path.join(cut, "log")
+    ends = log_boundaries(log)
+    total, size = len(ends), os.path.getsize(log)
+    keep = total // 2
+    ok(total >= 10 and ends[-1] == size, "the stopped store's log: %d transactions, %d bytes" % (total, size))
+    with open(log, "r+b") as f:
+        f.truncate(ends[keep - 1])
+    e = {k: v for k, v in os.environ.items() if not k.startswith("DENV_")}
+    p = subprocess.run([BIN, "-addr", "127.0.0.1:0", "-db", cut], env=e, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=20)
+    err = p.stderr.decode()
+    ok(p.returncode == 1 and "shorter than what was acknowledged" in err, "a log cut in the middle: denv-cp "
+       "refuses to start (exit 1)", (p.returncode, err))
+    want = "holds %d transactions (%d bytes) but its mark %s/mark says %d transactions (%d bytes) were acknowledged" % (
+        keep, ends[keep - 1], cut, total, size)
+    ok(want in err, "the refusal names what the log holds and what was acknowledged", err)
+    s = Server(cut, {}, args=["-db-repair"])
+    ok("dropping %d acknowledged transactions (%d bytes)" % (total - keep, size - ends[keep - 1]) in s.stderr(),
+       "-db-repair starts it and says what it drops", s.stderr())
+    st, _, _ = s.call("GET", "/health")
+    is_(st, 200, "the repaired store serves")
+    is_(s.stop(), 0, "and stops cleanly")
+    s = Server(cut, {})
+    st, _, _ = s.call("GET", "/health")
+    is_(st, 200, "after the repair a plain start works (the mark was reset)")
+    s.stop()
+
+
 def test_flags(tmp):
     def run(args, env=None):
         e = {k: v for k, v in os.environ.items() if not k.startswith("DENV_")}
@@ -911,6 +1020,7 @@ def main():
         test_restart(s, state)
         is_(s.stop(), 0, "second SIGTERM: exit 0")
         s = None
+        test_truncated_store(tmp, store)
         test_github_configured(tmp)
         test_flags(tmp)
     except Exception as ex:  # report, don't hide, a crash of the test itself

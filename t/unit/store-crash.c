@@ -7,7 +7,10 @@
  * share the child kills itself at a random system call (a random prefix of a
  * write reaching the file first). After every kill the parent reopens the
  * store and checks that every acknowledged transaction is there and that no
- * transaction is half applied; the next child carries on from there.
+ * transaction is half applied; the next child carries on from there. The
+ * system calls that can kill include the mark's (store.h, "The mark"): its
+ * write (a random prefix reaching the file) and its fdatasync; a reopen
+ * that refuses the log as shorter than its mark fails the test.
  *
  * Transaction n: put a/n = {i:n, g:"g<n%3>", pad}, put b/count = {n:n},
  * delete a/(n-W). So the state after n is exactly a/(n-W+1..n) and count n:
@@ -35,6 +38,7 @@
 #include "base/log.h"
 #include "json/json.h"
 #include "store/store.h"
+#include "store-log.h"
 #include "tap.h"
 
 #define KILLS 200
@@ -42,7 +46,8 @@
 #define PAD 1500		/* bytes of padding per row: compaction takes a while */
 
 struct msg {
-	char type;		/* R ready, A acknowledged n, C compaction begins, c ends, E error */
+	char type;		/* R ready, A acknowledged n, S records in the log at that ack,
+				 * C compaction begins, c ends, E error */
 	int32_t n;
 };
 
@@ -87,6 +92,17 @@ static int k_fsync(int fd)
 	return fsync(fd);
 }
 
+/* The mark's sync: a kill here leaves the data fsynced, the mark maybe not. */
+static int k_fdatasync(int fd)
+{
+	if (die_now()) {
+		if (rand() & 1 && fdatasync(fd) < 0)
+			_exit(5);
+		raise(SIGKILL);
+	}
+	return fdatasync(fd);
+}
+
 static int k_rename(const char *a, const char *b)
 {
 	if (die_now()) {
@@ -113,13 +129,19 @@ struct child {
 	char pad[PAD + 1];
 };
 
+static struct st_db *child_db;
+
 static void child_done(int status, struct err *e, void *arg)
 {
+	struct st_stats s;
+
 	if (status < 0) {
 		send_msg('E', 0);
 		_exit(4);
 	}
+	st_stats(child_db, &s);
 	send_msg('A', (int32_t)(intptr_t)arg);
+	send_msg('S', (int32_t)s.records);
 }
 
 static void child_tick(struct ev *ev, void *arg)
@@ -176,6 +198,7 @@ static void run_child(const char *dir, int fd, int self_kill_at, unsigned seed)
 	alarm(20);	/* never outlive a parent that forgot us */
 	sys.pwrite = k_pwrite;
 	sys.fsync = k_fsync;
+	sys.fdatasync = k_fdatasync;
 	sys.rename = k_rename;
 	sys.open = k_open;
 	memset(c.pad, 'p', PAD);
@@ -189,6 +212,7 @@ static void run_child(const char *dir, int fd, int self_kill_at, unsigned seed)
 		send_msg('E', 3);
 		_exit(4);
 	}
+	child_db = c.db;
 	c.next = (int32_t)json_get_int(st_get(c.db, "b", "count"), "n", -1) + 1;
 	kill_at = self_kill_at;	/* counted from here: the open itself is the parent's check */
 	send_msg('R', c.next);
@@ -201,6 +225,8 @@ static void run_child(const char *dir, int fd, int self_kill_at, unsigned seed)
 
 struct run {
 	int32_t acked;		/* highest acknowledged n (-1: none) */
+	int32_t acked_records;	/* records in the log at the last ack (-1: none) */
+	bool compacted_since_ack;	/* a compaction began after the last ack */
 	bool in_compaction;	/* last word was C without c */
 	bool error;
 	bool ready;
@@ -212,7 +238,8 @@ static void take(struct run *r, const struct msg *m)
 	switch (m->type) {
 	case 'R': r->ready = true; break;
 	case 'A': if (m->n > r->acked) r->acked = m->n; break;
-	case 'C': r->in_compaction = true; r->compactions_seen++; break;
+	case 'S': r->acked_records = m->n; r->compacted_since_ack = false; break;
+	case 'C': r->in_compaction = true; r->compactions_seen++; r->compacted_since_ack = true; break;
 	case 'c': r->in_compaction = false; break;
 	default: r->error = true; break;
 	}
@@ -245,6 +272,22 @@ static void drain(int fd, struct run *r)
 
 	while (read(fd, &m, sizeof(m)) == (ssize_t)sizeof(m))
 		take(r, &m);
+}
+
+/* The newest slot of dir's mark (the test's own decoder, t/store-log.h). */
+static bool mark_read(const char *dir, uint64_t *bytes, uint64_t *records)
+{
+	struct buf p = BUF_INIT, b = BUF_INIT;
+	struct err e;
+	uint64_t seq;
+	bool ok;
+
+	buf_addf(&p, "%s/mark", dir);
+	ok = fs_read_file(p.data, &b, 4096, &e) == 0 && b.len == ST_MARK_BYTES &&
+	     stlog_mark((const unsigned char *)b.data, &seq, bytes, records) == 0;
+	buf_release(&p);
+	buf_release(&b);
+	return ok;
 }
 
 /* The store holds exactly the state after transaction count. */
@@ -296,6 +339,7 @@ int main(void)
 	struct buf b = BUF_INIT;
 	char *tmp_path;
 	int32_t acked_ever = -1, last_count = -1;
+	int mark_checks = 0;
 	int failures = 0, mid_compaction = 0, temp_left = 0, self_kills = 0, timed_kills = 0, torn = 0;
 	int64_t t0 = ev_mono_ms();
 	unsigned seed = (unsigned)time(NULL);
@@ -318,7 +362,7 @@ int main(void)
 	for (int iter = 0; iter < KILLS; iter++) {
 		int p[2], status, mode = iter % 4;
 		int self_at = mode == 3 ? 1 + rand() % 40 : 0;
-		struct run r = { -1, false, false, false, 0 };
+		struct run r = { -1, -1, false, false, false, false, 0 };
 		pid_t pid;
 		struct st_db *db;
 		struct err e;
@@ -369,6 +413,18 @@ int main(void)
 		}
 		if (r.acked > acked_ever)
 			acked_ever = r.acked;
+		/* What the kill left in the mark covers every acknowledged record
+		 * (unless a compaction since then rewrote the log smaller). */
+		if (r.acked_records >= 0 && !r.compacted_since_ack) {
+			uint64_t mb = 0, mr = 0;
+			if (!mark_read(dir, &mb, &mr) || mr < (uint64_t)r.acked_records) {
+				ok(0, "kill %d: the mark says %llu records, %d were acknowledged", iter,
+				   (unsigned long long)mr, (int)r.acked_records);
+				failures++;
+				break;
+			}
+			mark_checks++;
+		}
 
 		if (st_open(dir, NULL, &db, &e) < 0) {
 			ok(0, "kill %d: reopen: %s", iter, e.msg);
@@ -395,6 +451,7 @@ int main(void)
 	ok(failures == 0, "%d kills: every acknowledged transaction survived, none half applied", KILLS);
 	ok(acked_ever >= 50, "the children made progress (%d transactions acknowledged)", (int)acked_ever);
 	ok(mid_compaction > 0, "some kills landed inside a compaction (%d)", mid_compaction);
+	ok(mark_checks > 0, "the mark covered every acknowledged record after %d kills", mark_checks);
 	tap_diag("kills: %d timed by the parent, %d self-kills at a random system call; %d inside a compaction "
 		 "(%d left a temp file to clean up); %d reopens truncated a torn tail; last transaction %d; %lld ms",
 		 timed_kills, self_kills, mid_compaction, temp_left, torn, (int)last_count,

@@ -18,7 +18,8 @@
 
 /* ---- the fake system-call table ---- */
 
-enum call { C_PWRITE, C_FSYNC, C_FTRUNCATE, C_RENAME, C_OPEN, C_NCALLS };
+/* C_MARKWRITE: a pwrite to the mark file (not counted as C_PWRITE). */
+enum call { C_PWRITE, C_FSYNC, C_FTRUNCATE, C_RENAME, C_OPEN, C_MARKWRITE, C_FDATASYNC, C_NCALLS };
 
 static struct {
 	int count[C_NCALLS];
@@ -27,11 +28,15 @@ static struct {
 	bool fail_all[C_NCALLS];	/* and every later one */
 	bool short_write;	/* the failing pwrite first writes half its bytes */
 	int eintr_fsync;	/* this many fsyncs fail with EINTR first */
+	int mark_fd;		/* the fd last opened on <dir>/mark or mark.new, or -1 */
 } F;
 
 static void fake_reset(void)
 {
+	int mark_fd = F.mark_fd;
+
 	memset(&F, 0, sizeof(F));
+	F.mark_fd = mark_fd;	/* a store open across the reset keeps its fd */
 }
 
 static bool should_fail(enum call c)
@@ -46,15 +51,38 @@ static bool should_fail(enum call c)
 	return false;
 }
 
+/* The mark, or the temp file that becomes it (creation). */
+static bool is_mark(const char *path)
+{
+	size_t n = strlen(path);
+
+	return (n >= 5 && strcmp(path + n - 5, "/mark") == 0) || (n >= 9 && strcmp(path + n - 9, "/mark.new") == 0);
+}
+
 static int fake_open(const char *path, int flags, mode_t mode)
 {
+	int fd;
+
 	if (should_fail(C_OPEN))
 		return -1;
-	return open(path, flags, mode);
+	fd = open(path, flags, mode);
+	if (fd >= 0 && is_mark(path))
+		F.mark_fd = fd;
+	return fd;
 }
 
 static ssize_t fake_pwrite(int fd, const void *p, size_t n, off_t off)
 {
+	if (fd == F.mark_fd) {
+		if (should_fail(C_MARKWRITE)) {
+			/* Half the slot reaches the file: a torn slot. */
+			if (n > 1 && pwrite(fd, p, n / 2, off) < 0)
+				return -1;
+			errno = F.fail_errno[C_MARKWRITE] ? F.fail_errno[C_MARKWRITE] : EIO;
+			return -1;
+		}
+		return pwrite(fd, p, n, off);
+	}
 	if (should_fail(C_PWRITE)) {
 		int saved = errno;
 		if (F.short_write && n > 1) {
@@ -81,6 +109,20 @@ static int fake_fsync(int fd)
 	return fsync(fd);
 }
 
+static int fake_close(int fd)
+{
+	if (fd == F.mark_fd)
+		F.mark_fd = -1;	/* the number may come back as another file */
+	return close(fd);
+}
+
+static int fake_fdatasync(int fd)
+{
+	if (should_fail(C_FDATASYNC))
+		return -1;
+	return fdatasync(fd);
+}
+
 static int fake_ftruncate(int fd, off_t len)
 {
 	if (should_fail(C_FTRUNCATE))
@@ -95,14 +137,18 @@ static int fake_rename(const char *a, const char *b)
 	return rename(a, b);
 }
 
+
 static struct st_sys fake_sys;
 
 static void fake_init(void)
 {
+	F.mark_fd = -1;
 	fake_sys = *st_sys_default();
 	fake_sys.open = fake_open;
+	fake_sys.close = fake_close;
 	fake_sys.pwrite = fake_pwrite;
 	fake_sys.fsync = fake_fsync;
+	fake_sys.fdatasync = fake_fdatasync;
 	fake_sys.ftruncate = fake_ftruncate;
 	fake_sys.rename = fake_rename;
 }
@@ -410,8 +456,13 @@ static void test_open_faults(void)
 	   "a torn tail that cannot be truncated fails the open cleanly: %s", e.msg);
 	log_set_level(LOG_WARN);
 	fake_reset();
-	F.fail_at[C_OPEN] = 2;	/* lock, then the log */
-	ok(st_open(dir, &o, &db, &e) == -1 && strstr(e.msg, "open"), "a log that cannot be opened: %s", e.msg);
+	F.fail_at[C_OPEN] = 2;	/* lock, then the mark */
+	ok(st_open(dir, &o, &db, &e) == -1 && strstr(e.msg, "open") && strstr(e.msg, "/mark"),
+	   "a mark that cannot be opened: %s", e.msg);
+	fake_reset();
+	F.fail_at[C_OPEN] = 3;	/* lock, mark, then the log */
+	ok(st_open(dir, &o, &db, &e) == -1 && strstr(e.msg, "open") && strstr(e.msg, "/log"),
+	   "a log that cannot be opened: %s", e.msg);
 
 	/* A missing store whose creation fails leaves nothing half made. */
 	free(dir);
@@ -465,6 +516,12 @@ static int t_fsync(int fd)
 	return fsync(fd);
 }
 
+static int t_fdatasync(int fd)
+{
+	trace_add("fdatasync", fd);
+	return fdatasync(fd);
+}
+
 static int t_rename(const char *a, const char *b)
 {
 	buf_addf(&trace, "rename(%s->%s) ", base_name(a), base_name(b));
@@ -492,6 +549,7 @@ static void test_ordering(void)
 	sys.open = t_open;
 	sys.pwrite = t_pwrite;
 	sys.fsync = t_fsync;
+	sys.fdatasync = t_fdatasync;
 	sys.rename = t_rename;
 	ok(st_open(dir, &o, &db, &e) == 0, "open with a tracing table");
 	buf_reset(&trace);
@@ -499,17 +557,27 @@ static void test_ordering(void)
 		st_commit(txn_n(db, i), t_done, NULL, &e);
 	buf_adds(&trace, "| ");
 	ev_run_once(ev, 0);
-	is_str(trace.data, "write(log) write(log) write(log) | fsync(log) done0 done0 done0 ",
-	       "group commit: three writes, nothing acknowledged in the turn, one fsync, then every done_fn");
+	is_str(trace.data, "write(log) write(log) write(log) | fsync(log) write(mark) done0 done0 done0 ",
+	       "group commit: three writes, nothing acknowledged in the turn, one fsync, the mark after it, "
+	       "then every done_fn");
+	buf_reset(&trace);
+	{
+		int64_t t0 = ev_mono_ms();
+		while (!trace.len && ev_mono_ms() - t0 < 3 * ST_MARK_SYNC_MS)
+			ev_run_once(ev, ST_MARK_SYNC_MS);
+	}
+	is_str(trace.data, "fdatasync(mark) ", "the mark's fdatasync follows within ST_MARK_SYNC_MS, on a timer");
 
 	buf_reset(&trace);
 	ok(st_compact(db, &e) == 0, "compact");
-	is_str(trace.data, "write(log.compact) write(log.compact) fsync(log.compact) rename(log.compact->log) fsync(dir) ",
-	       "compaction: temp file written and fsynced before the rename; the directory fsynced after");
+	is_str(trace.data, "write(log.compact) write(log.compact) fsync(log.compact) write(mark) fdatasync(mark) "
+	       "rename(log.compact->log) fsync(dir) ",
+	       "compaction: temp file written and fsynced, then the mark, before the rename; the directory fsynced after");
 	buf_reset(&trace);
 	st_commit(txn_n(db, 3), t_done, NULL, &e);
 	ev_run_once(ev, 0);
-	is_str(trace.data, "write(log) fsync(log) done0 ", "after compaction, commits go to the new log");
+	is_str(trace.data, "write(log) fsync(log) write(mark) done0 ",
+	       "after compaction, commits go to the new log");
 	st_close(db);
 	ev_run_once(ev, 0);
 	ev_free(ev);
@@ -518,7 +586,17 @@ static void test_ordering(void)
 	ok(st_open(dir, &o, &db, &e) == 0, "open without a loop");
 	buf_reset(&trace);
 	st_commit(txn_n(db, 4), t_done, NULL, &e);
-	is_str(trace.data, "write(log) fsync(log) done0 ", "without a loop: write, fsync, then done_fn");
+	is_str(trace.data, "write(log) fsync(log) write(mark) done0 ",
+	       "without a loop: write, fsync, the mark, then done_fn");
+	buf_reset(&trace);
+	st_close(db);
+	is_str(trace.data, "fdatasync(mark) ", "close syncs the mark");
+	ok(st_open(dir, &o, &db, &e) == 0, "open again");
+	usleep((ST_MARK_SYNC_MS + 20) * 1000);
+	buf_reset(&trace);
+	st_commit(txn_n(db, 5), t_done, NULL, &e);
+	is_str(trace.data, "write(log) fsync(log) write(mark) fdatasync(mark) done0 ",
+	       "without a loop, a commit ST_MARK_SYNC_MS after the last sync syncs the mark too");
 	st_close(db);
 	buf_release(&trace);
 	free(dir);
@@ -527,11 +605,134 @@ static void test_ordering(void)
 	dir = dir_named("order-create");
 	buf_reset(&trace);
 	ok(st_open(dir, &o, &db, &e) == 0, "create a store");
-	is_str(trace.data, "write(log.new) fsync(log.new) rename(log.new->log) fsync(dir) ",
-	       "creation: header written and fsynced, renamed into place, directory fsynced");
+	is_str(trace.data, "write(log.new) fsync(log.new) rename(log.new->log) fsync(dir) "
+	       "write(mark.new) fsync(mark.new) rename(mark.new->mark) fsync(dir) ",
+	       "creation: header written and fsynced, renamed into place, directory fsynced; the mark the same way");
 	st_close(db);
 	buf_release(&trace);
 	free(dir);
+}
+
+/* The mark's write or sync failing after a good fsync of the log: the data
+ * is durable (done_fn 0), the store refuses later commits, and a reopen
+ * finds every acknowledged transaction without refusing the log. */
+static void test_mark_faults(void)
+{
+	static const struct {
+		enum call c;
+		bool loop;
+		const char *what, *says;
+	} cases[] = {
+		{ C_MARKWRITE, true, "the mark's write (group commit)", "write mark" },
+		{ C_FDATASYNC, true, "the mark's fdatasync (group commit)", "fdatasync mark" },
+		{ C_MARKWRITE, false, "the mark's write (sync commit)", "write mark" },
+		{ C_FDATASYNC, false, "the mark's fdatasync (sync commit)", "fdatasync mark" },
+	};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		char name[32];
+		char *dir;
+		struct ev *ev = cases[c].loop ? ev_new() : NULL;
+		struct st_opts o = { .ev = ev, .sys = &fake_sys };
+		struct st_db *db;
+		struct err e;
+		struct done_rec d[3];
+		bool want[8] = { false };
+
+		snprintf(name, sizeof(name), "markfault%zu", c);
+		dir = dir_named(name);
+		memset(d, 0, sizeof(d));
+		fake_reset();
+		ok(st_open(dir, &o, &db, &e) == 0, "%s: open", cases[c].what);
+		st_commit(txn_n(db, 0), on_done, &d[0], &e);
+		if (ev)
+			ev_run_once(ev, 0);
+		want[0] = true;
+		F.fail_at[cases[c].c] = F.count[cases[c].c] + 1;
+		log_set_level(LOG_ERROR + 1);
+		if (cases[c].c == C_FDATASYNC && !ev)
+			usleep((ST_MARK_SYNC_MS + 20) * 1000);	/* this commit's mark is synced */
+		st_commit(txn_n(db, 1), on_done, &d[1], &e);
+		if (ev)
+			ev_run_once(ev, 0);
+		if (cases[c].c == C_FDATASYNC && ev) {
+			/* the mark's timer, within ST_MARK_SYNC_MS */
+			int64_t t0 = ev_mono_ms();
+			while (!st_failed(db) && ev_mono_ms() - t0 < 3 * ST_MARK_SYNC_MS)
+				ev_run_once(ev, ST_MARK_SYNC_MS);
+		}
+		log_set_level(LOG_WARN);
+		want[1] = true;
+		ok(d[0].status == 0 && d[1].calls == 1 && d[1].status == 0,
+		   "%s fails: the commit is still acknowledged (its data was fsynced)", cases[c].what);
+		ok(st_failed(db), "the store refuses further commits");
+		ok(st_commit(txn_n(db, 2), on_done, &d[2], &e) == -1 && strstr(e.msg, cases[c].says) &&
+		   strstr(e.msg, "refusing further commits"), "and says why: %s", e.msg);
+		st_close(db);
+		if (ev) {
+			ev_run_once(ev, 0);
+			ev_free(ev);
+		}
+		ok(reopen_holds(dir, want, 8), "reopen: every acknowledged transaction, no refusal");
+		free(dir);
+	}
+
+	/* In a compaction, before the rename: the compaction fails, the store
+	 * carries on, and the old log still matches its mark. */
+	{
+		char *dir = dir_named("markcompact");
+		struct st_opts o = { .sys = &fake_sys, .no_auto_compact = true };
+		struct st_db *db;
+		struct err e;
+		bool want[8] = { false };
+
+		fake_reset();
+		ok(st_open(dir, &o, &db, &e) == 0, "open");
+		for (int i = 0; i < 4; i++) {
+			st_commit(txn_n(db, i), NULL, NULL, &e);
+			want[i] = true;
+		}
+		F.fail_at[C_MARKWRITE] = F.count[C_MARKWRITE] + 1;
+		ok(st_compact(db, &e) == -1 && strstr(e.msg, "write mark"), "a compaction whose mark write fails "
+		   "fails before the rename: %s", e.msg);
+		ok(!st_failed(db), "the store carries on");
+		ok(st_commit(txn_n(db, 4), NULL, NULL, &e) == 0, "commits still work");
+		want[4] = true;
+		F.fail_at[C_FDATASYNC] = F.count[C_FDATASYNC] + 1;
+		ok(st_compact(db, &e) == -1 && strstr(e.msg, "fdatasync mark"), "so does one whose mark sync fails: %s",
+		   e.msg);
+		ok(!st_failed(db) && st_commit(txn_n(db, 5), NULL, NULL, &e) == 0, "the store carries on");
+		want[5] = true;
+		F.fail_at[C_RENAME] = F.count[C_RENAME] + 1;
+		ok(st_compact(db, &e) == -1 && strstr(e.msg, "rename"), "a rename failing after the mark has the new "
+		   "file: %s", e.msg);
+		ok(!st_failed(db) && st_commit(txn_n(db, 6), NULL, NULL, &e) == 0, "the store carries on");
+		want[6] = true;
+		st_close(db);
+		ok(reopen_holds(dir, want, 8), "reopen: the log matches its mark, nothing lost");
+		fake_reset();
+		ok(st_open(dir, &o, &db, &e) == 0 && st_compact(db, &e) == 0, "a compaction without faults");
+		st_close(db);
+		ok(reopen_holds(dir, want, 8), "and the compacted log matches its mark");
+		free(dir);
+	}
+
+	/* Creating the mark (a new store) fails: the open fails cleanly, the
+	 * next one creates it. */
+	{
+		char *dir = dir_named("markcreate");
+		struct st_opts o = { .sys = &fake_sys };
+		struct st_db *db;
+		struct err e;
+
+		fake_reset();
+		F.fail_at[C_MARKWRITE] = 1;
+		ok(st_open(dir, &o, &db, &e) == -1 && strstr(e.msg, "mark.new"), "the mark's creation fails: %s", e.msg);
+		fake_reset();
+		ok(st_open(dir, &o, &db, &e) == 0, "the next open creates it");
+		st_close(db);
+		free(dir);
+	}
 }
 
 int main(void)
@@ -543,6 +744,7 @@ int main(void)
 	test_write_fails();
 	test_compaction_faults();
 	test_open_faults();
+	test_mark_faults();
 	test_ordering();
 	return tap_done();
 }

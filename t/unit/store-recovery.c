@@ -68,8 +68,25 @@ static unsigned char byte_at(const char *path, off_t off)
 	return c;
 }
 
+static void copy_file(const char *from, const char *to)
+{
+	struct buf b = BUF_INIT;
+	struct err e;
+
+	if (fs_read_file(from, &b, 1 << 20, &e) < 0) {
+		fprintf(stderr, "%s\n", e.msg);
+		exit(2);
+	}
+	unlink(to);
+	append_bytes(to, b.data, b.len);
+	buf_release(&b);
+}
+
 /* A store with NTXN transactions, each putting a/<i> and b/count = i.
- * offs[i] gets the offset of transaction i's record; offs[NTXN] the end. */
+ * offs[i] gets the offset of transaction i's record; offs[NTXN] the end.
+ * The mark as it was before the last commit is kept as mark.before-last:
+ * put back, it makes the last record one whose fsync never completed
+ * (never acknowledged), which is what a crash mid-write leaves. */
 static char *make_store(const char *name, off_t offs[NTXN + 1])
 {
 	char *dir = path2(tap_tmpdir(), name);
@@ -88,6 +105,12 @@ static char *make_store(const char *name, off_t offs[NTXN + 1])
 		char id[16];
 
 		offs[i] = file_size(log);
+		if (i == NTXN - 1) {
+			char *m = path2(dir, "mark"), *keep = path2(dir, "mark.before-last");
+			copy_file(m, keep);
+			free(m);
+			free(keep);
+		}
 		snprintf(id, sizeof(id), "r%02d", i);
 		json_object_set_int(r, "i", i);
 		json_object_set_str(r, "pad", "some padding so that records have a body");
@@ -210,13 +233,19 @@ static void test_torn_tails(void)
 	}
 
 	/* A record cut short (the last write of a crash), and a bad CRC in the
-	 * last record: both torn tails, the earlier transactions kept. */
+	 * last record: both torn tails when that write was never acknowledged
+	 * (the mark from before it), the earlier transactions kept. */
 	for (int k = 0; k < 2; k++) {
 		off_t offs[NTXN + 1];
 		char *dir = make_store(k ? "tornlastcrc" : "tornlastcut", offs);
 		char *log = path2(dir, "log");
+		char *mark = path2(dir, "mark"), *before = path2(dir, "mark.before-last");
 		struct st_db *db;
 		struct err e;
+
+		copy_file(before, mark);
+		free(mark);
+		free(before);
 
 		if (k == 0) {
 			if (truncate(log, offs[NTXN] - 5) < 0)
