@@ -143,7 +143,8 @@ def test_deploy(s, st8):
     is_([p["Status"] for p in doc["phases"]],
         ["ok", "ok", "skipped", "skipped", "ok", "ok", "ok", "skipped", "ok", "skipped", "ok"], "phase statuses")
     ph = phase_map(doc)
-    is_(set(ph["resolve"]["Evidence"]), {"version", "number", "services", "volumes"}, "resolve evidence keys")
+    is_(set(ph["resolve"]["Evidence"]), {"version", "number", "services", "volumes", "warnings"}, "resolve evidence keys")
+    is_(ph["resolve"]["Evidence"]["warnings"], [], "a clean compose file warns of nothing")
     is_((ph["resolve"]["Evidence"]["services"], ph["resolve"]["Evidence"]["volumes"], ph["resolve"]["Evidence"]["number"]),
         (["box", "db"], ["home", "pg"], 1), "resolve evidence values")
     is_(ph["place"]["Evidence"], {"host": sc.host_id, "reason": "first connected host in team"}, "place evidence")
