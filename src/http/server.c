@@ -60,6 +60,9 @@
 #define EVICT_SCAN_MAX 32
 /* Buckets of the table of client addresses (a power of two). */
 #define PEER_BUCKETS 1024
+/* Out of file descriptors (EMFILE): stop accepting for this long, rather
+ * than spin on a listener that stays readable. */
+#define ACCEPT_PAUSE_MS 100
 /* At most one warning per this many ms that limits are being hit. */
 #define PRESSURE_LOG_MS 10000
 
@@ -192,7 +195,7 @@ struct http_server {
 	int64_t pressure_logged_at;
 	size_t max_body_default;
 	bool shutting_down;
-	struct ev_timer grace_timer, done_timer;
+	struct ev_timer grace_timer, done_timer, accept_timer;
 	http_server_done_fn done_fn;
 	void *done_arg;
 	bool done_called;
@@ -1353,6 +1356,14 @@ static void conn_accept(struct http_server *srv, int cfd, const struct sockaddr_
 		conn_settle_timer(c);
 }
 
+static void accept_resume(struct ev *ev, void *arg)
+{
+	struct http_server *srv = arg;
+
+	if (srv->lfd >= 0)
+		ev_fd_set(ev, srv->lfd, EV_READ);
+}
+
 static void on_accept(struct ev *ev, int fd, int revents, void *arg)
 {
 	struct http_server *srv = arg;
@@ -1363,8 +1374,14 @@ static void on_accept(struct ev *ev, int fd, int revents, void *arg)
 		int cfd = accept4(srv->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 		if (cfd < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+			if (errno == EMFILE || errno == ENFILE) {
+				log_warn("http", "accept: %s (%zu connections open); pausing %d ms", strerror(errno),
+					 srv->nconns, ACCEPT_PAUSE_MS);
+				ev_fd_set(ev, srv->lfd, 0);
+				ev_timer_start(ev, &srv->accept_timer, ACCEPT_PAUSE_MS, accept_resume, srv);
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
 				log_warn("http", "accept: %s", strerror(errno));
+			}
 			return;
 		}
 		conn_accept(srv, cfd, &ss);
@@ -1483,6 +1500,7 @@ size_t http_server_conns(const struct http_server *srv)
 
 static void close_listener(struct http_server *srv)
 {
+	ev_timer_stop(srv->ev, &srv->accept_timer);
 	if (srv->lfd >= 0) {
 		ev_fd_del(srv->ev, srv->lfd);
 		sys_close(srv->lfd);
@@ -1530,6 +1548,7 @@ void http_server_free(struct http_server *srv)
 	close_listener(srv);
 	ev_timer_stop(srv->ev, &srv->grace_timer);
 	ev_timer_stop(srv->ev, &srv->done_timer);
+	ev_timer_stop(srv->ev, &srv->accept_timer);
 	for (size_t i = 0; i < srv->nroutes; i++) {
 		free(srv->routes[i].method);
 		str_list_free(srv->routes[i].segs);
