@@ -430,7 +430,8 @@ static void drop(struct cp_conn *c, const char *why)
 {
 	struct cp *cp = c->cp;
 
-	log_info("hub", "dropped a host stream %s to make room for a new one", why);
+	/* Debug only: a flood would make one line per stream. */
+	log_debug("hub", "dropped a host stream %s to make room for a new one", why);
 	ev_timer_stop(cp->ev, &c->timer);
 	unlink_conn(cp, c);
 	ws_conn_free(c->ws);
