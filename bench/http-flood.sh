@@ -49,6 +49,9 @@ sel = selectors.DefaultSelector()
 def dial(i):
     s = socket.socket()
     s.setblocking(False)
+    # Pick the port at connect time, clear of the server's TIME_WAIT pairs
+    # (a port picked at bind time may collide and cost a SYN retransmit).
+    s.setsockopt(socket.IPPROTO_IP, getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24), 1)
     s.bind(("127.0.0.%d" % (2 + i % addrs), 0))
     s.connect_ex(("127.0.0.1", port))
     sel.register(s, selectors.EVENT_READ, i)
