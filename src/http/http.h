@@ -32,8 +32,8 @@ struct json;
 #define HTTP_IDLE_TIMEOUT_MS 60000		/* keep-alive connection with no request */
 #define HTTP_BODY_TIMEOUT_MS 30000		/* no body bytes for this long: drop */
 #define HTTP_WRITE_TIMEOUT_MS 30000		/* peer reads nothing of our output for this long: drop */
-#define HTTP_MAX_CONNECTIONS 1024		/* the main pool; full of busy ones: see below */
-#define HTTP_MAX_CONNS_PER_ADDR 64		/* per client address (IPv6: per /64); over it: 429 */
+#define HTTP_MAX_CONNECTIONS 1024		/* main pool; full: a waiting one goes (see below) */
+#define HTTP_MAX_CONNS_PER_ADDR 64		/* per address (IPv6: /64); over: its own waiting one goes, or 429 */
 #define HTTP_RESERVE_CONNS 64			/* extra slots for reserved routes only */
 #define HTTP_RETRY_AFTER_S 2			/* Retry-After of the 429 and 503 refusals */
 #define HTTP_WRITE_BUF_MAX ((size_t)64 << 20)	/* queued output per connection */

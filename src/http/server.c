@@ -58,7 +58,9 @@
 /* Waiting connections looked at to choose one to evict (preferring one that
  * never completed a request); bounds the work a flood makes per accept. */
 #define EVICT_SCAN_MAX 32
-/* Buckets of the table of client addresses (a power of two). */
+/* Buckets of the table of client addresses (a power of two). The hash is
+ * not keyed: chosen addresses can share a bucket, but a chain is never
+ * longer than the connections open (max_conns + reserve_conns). */
 #define PEER_BUCKETS 1024
 /* Out of file descriptors (EMFILE): stop accepting for this long, rather
  * than spin on a listener that stays readable. */
