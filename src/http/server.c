@@ -195,6 +195,7 @@ struct http_server {
 	struct http_server_stats stats;
 	struct http_server_stats logged;	/* stats at the last pressure warning */
 	int64_t pressure_logged_at;
+	int64_t emfile_logged_at;	/* the last "out of file descriptors" warning */
 	size_t max_body_default;
 	bool shutting_down;
 	struct ev_timer grace_timer, done_timer, accept_timer;
@@ -1377,8 +1378,13 @@ static void on_accept(struct ev *ev, int fd, int revents, void *arg)
 
 		if (cfd < 0) {
 			if (errno == EMFILE || errno == ENFILE) {
-				log_warn("http", "accept: %s (%zu connections open); pausing %d ms", strerror(errno),
-					 srv->nconns, ACCEPT_PAUSE_MS);
+				int64_t now = ev_mono_ms();
+
+				if (!srv->emfile_logged_at || now - srv->emfile_logged_at >= PRESSURE_LOG_MS) {
+					srv->emfile_logged_at = now;
+					log_warn("http", "accept: %s (%zu connections open); pausing %d ms at a time",
+						 strerror(errno), srv->nconns, ACCEPT_PAUSE_MS);
+				}
 				ev_fd_set(ev, srv->lfd, 0);
 				ev_timer_start(ev, &srv->accept_timer, ACCEPT_PAUSE_MS, accept_resume, srv);
 			} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
