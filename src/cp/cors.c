@@ -62,13 +62,19 @@ static void trampoline(struct http_req *req, void *arg)
 
 int cp_route(struct cp *cp, const char *method, const char *pattern, size_t max_body, cp_handler_fn fn)
 {
+	return cp_route_flags(cp, method, pattern, max_body, 0, fn);
+}
+
+int cp_route_flags(struct cp *cp, const char *method, const char *pattern, size_t max_body, unsigned flags,
+		   cp_handler_fn fn)
+{
 	struct cp_route *r = xcalloc(1, sizeof(*r));
 
 	r->cp = cp;
 	r->fn = fn;
 	r->next = cp->routes;
 	cp->routes = r;
-	if (http_route(cp->srv, method, pattern, max_body, trampoline, r) < 0) {
+	if (http_route_flags(cp->srv, method, pattern, max_body, flags, trampoline, r) < 0) {
 		log_error("cp", "bad route %s %s", method, pattern);
 		return -1;
 	}

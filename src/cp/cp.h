@@ -51,7 +51,12 @@
 #define CP_HUB_MAX_MESSAGE ((size_t)16 << 20)	/* one frame from a sidecar (protocol.md) */
 #define CP_HUB_MAX_QUEUED ((size_t)192 << 20)	/* frames queued to one sidecar: a few 32 MiB archives */
 #define CP_HUB_MAX_CONNS 4096			/* host streams at once, admitted or not */
+#define CP_HUB_MAX_PENDING 256			/* of those, waiting for their hello (hub.c) */
+#define CP_HUB_RETRY_AFTER_S 5			/* Retry-After when every stream slot is a host */
 #define CP_HELLO_TIMEOUT_MS 10000		/* a new stream must say hello within this */
+#define CP_MAX_CONNS_PER_ADDR_FLAG 65536	/* highest -max-conns-per-addr */
+/* File descriptors wanted: both HTTP pools, host streams, the store, children. */
+#define CP_MIN_FDS (HTTP_MAX_CONNECTIONS + HTTP_RESERVE_CONNS + CP_HUB_MAX_CONNS + 256)
 #define CP_HOST_GRACE_MS 60000			/* no frame for this long: the host is unreachable */
 #define CP_COMMAND_TIMEOUT_MS (15 * 60 * 1000)	/* one phase's command (orchestrator CommandTimeout) */
 #define CP_EXEC_TIMEOUT_DEFAULT_S 120		/* env.exec without timeout_sec */
@@ -117,6 +122,8 @@ struct cp_config {
 	int64_t join_wait_ms;		/* DENV_JOIN_WAIT_SEC (tests); default CP_JOIN_WAIT_MS */
 	int64_t device_ttl_ms;		/* DENV_DEVICE_TTL_SEC (tests); default CP_DEVICE_TTL_S */
 	const char *hetzner_api_url;	/* DENV_HETZNER_API_URL (tests, proxies); no trailing slash */
+	const char *conns_per_addr;	/* -max-conns-per-addr, DENV_MAX_CONNS_PER_ADDR; NULL: default */
+	int max_conns_per_addr;		/* parsed: 0 HTTP_MAX_CONNS_PER_ADDR, -1 no cap */
 };
 
 /* ---- in-memory state that config.md says is not stored ---- */
@@ -180,6 +187,9 @@ typedef void (*cp_handler_fn)(struct cp *cp, struct http_req *req);
 /* Register a route whose handler gets cp; answers under /v1/ and /auth/ get
  * the CORS headers first. -1 on a bad pattern (a bug: main refuses to start). */
 int cp_route(struct cp *cp, const char *method, const char *pattern, size_t max_body, cp_handler_fn fn);
+/* cp_route with HTTP_ROUTE_* flags (http.h). */
+int cp_route_flags(struct cp *cp, const char *method, const char *pattern, size_t max_body, unsigned flags,
+		   cp_handler_fn fn);
 void cp_routes_free(struct cp *cp);
 
 /* Add CORS headers to req when config.md says so. */

@@ -9,6 +9,18 @@
  *
  * Secrets: the join token and the host secret are hashed on arrival and
  * never logged; the new secret is sent once, in the hello answer.
+ *
+ * Budget under a flood (denv-cp(8), "Connection limits"): the route is
+ * reserved in the HTTP server, so a sidecar's upgrade gets a slot even when
+ * ordinary connections fill it. Anyone may upgrade, though, so the hub
+ * keeps its own budget: at most CP_HUB_MAX_PENDING streams may wait for
+ * their hello (each for CP_HELLO_TIMEOUT_MS at most), and when that many
+ * wait, a new stream drops the one that has waited longest; a real sidecar
+ * says hello in its first round trip, so only a flood that opens that many
+ * streams within one round trip can push it out (it then reconnects). At
+ * CP_HUB_MAX_CONNS in all, a new stream drops the oldest stream already
+ * closing (refused or replaced); admitted hosts are never dropped for a
+ * newcomer: with all slots taken by them, the answer is 503 + Retry-After.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,17 +409,71 @@ static void on_close(struct ws_conn *ws, int code, const char *reason, void *arg
 	free(c);
 }
 
+/* The stream in state st that was opened first, or NULL (the list has the
+ * newest first) and how many are in that state. */
+static struct cp_conn *oldest_in(struct cp *cp, enum conn_state st, size_t *n)
+{
+	struct cp_conn *old = NULL;
+
+	*n = 0;
+	for (struct cp_conn *c = cp->conns; c; c = c->next)
+		if (c->state == st) {
+			old = c;
+			(*n)++;
+		}
+	return old;
+}
+
+/* Drop a stream with no close handshake (it was waiting for a hello or for
+ * its close): a newcomer needs the room now. */
+static void drop(struct cp_conn *c, const char *why)
+{
+	struct cp *cp = c->cp;
+
+	/* Debug only: a flood would make one line per stream. */
+	log_debug("hub", "dropped a host stream %s to make room for a new one", why);
+	ev_timer_stop(cp->ev, &c->timer);
+	unlink_conn(cp, c);
+	ws_conn_free(c->ws);
+	free(c);
+}
+
+/* Room for one more stream: 0, or -1 when every slot is an admitted host
+ * (or one joining). The policy is at the top of this file. */
+static int make_room(struct cp *cp)
+{
+	size_t n;
+	struct cp_conn *old = oldest_in(cp, CONN_HELLO, &n);
+
+	if (n >= CP_HUB_MAX_PENDING) {
+		drop(old, "still waiting for its hello");
+		return 0;
+	}
+	if (cp->nconns < CP_HUB_MAX_CONNS)
+		return 0;
+	old = oldest_in(cp, CONN_CLOSING, &n);
+	if (!old)
+		old = oldest_in(cp, CONN_HELLO, &n);
+	if (!old)
+		return -1;
+	drop(old, old->state == CONN_HELLO ? "still waiting for its hello" : "already closing");
+	return 0;
+}
+
 static void h_stream(struct cp *cp, struct http_req *req)
 {
 	struct ws_opts o = { 0 };
 	struct cp_conn *c;
 	struct err e;
+	char ra[16];
 
 	if (cp->stopping) {
 		http_respond_error(req, 503, "the control plane is shutting down");
 		return;
 	}
-	if (cp->nconns >= CP_HUB_MAX_CONNS) {
+	if (make_room(cp) < 0) {
+		snprintf(ra, sizeof(ra), "%d", CP_HUB_RETRY_AFTER_S);
+		http_resp_header(req, "Retry-After", ra);
 		http_respond_error(req, 503, "too many host streams");
 		return;
 	}
@@ -433,7 +499,8 @@ static void h_stream(struct cp *cp, struct http_req *req)
 
 int cp_hub_routes(struct cp *cp)
 {
-	return cp_route(cp, "GET", "/v1/hosts/stream", 0, h_stream);
+	/* Reserved: sidecars must reach it when ordinary clients fill the server. */
+	return cp_route_flags(cp, "GET", "/v1/hosts/stream", 0, HTTP_ROUTE_RESERVED, h_stream);
 }
 
 struct mark_ctx {

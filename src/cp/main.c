@@ -2,7 +2,9 @@
  * and graceful shutdown on SIGINT/SIGTERM. */
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 #include "base/ev.h"
@@ -25,6 +27,8 @@ static const char usage_text[] =
 	"  -denvd-url URL    where installers download denvd (DENV_DENVD_URL; default /denvd)\n"
 	"  -tls-cert FILE    PEM certificate chain; with -tls-key, serve HTTPS\n"
 	"  -tls-key FILE     PEM private key\n"
+	"  -max-conns-per-addr N  connections one client address may hold (IPv6: one /64)\n"
+	"                    (DENV_MAX_CONNS_PER_ADDR; default 64; 0: no cap, e.g. behind a proxy)\n"
 	"  -v                debug logging (one line per request)\n"
 	"  -h, --help        this text\n"
 	"\n"
@@ -90,6 +94,7 @@ static void config_from_env(struct cp_config *c)
 	c->join_wait_ms = seconds_env("DENV_JOIN_WAIT_SEC", CP_JOIN_WAIT_MS);
 	c->device_ttl_ms = seconds_env("DENV_DEVICE_TTL_SEC", (int64_t)CP_DEVICE_TTL_S * 1000);
 	c->hetzner_api_url = env_or("DENV_HETZNER_API_URL", CP_HETZNER_API_URL);
+	c->conns_per_addr = env_or("DENV_MAX_CONNS_PER_ADDR", NULL);
 }
 
 /* Go-style flags: -name value, -name=value, --name too. Returns 0, 1 (help
@@ -106,6 +111,7 @@ static int parse_flags(int argc, char **argv, struct cp_config *c)
 		{ "denvd-url", offsetof(struct cp_config, denvd_url) },
 		{ "tls-cert", offsetof(struct cp_config, tls_cert) },
 		{ "tls-key", offsetof(struct cp_config, tls_key) },
+		{ "max-conns-per-addr", offsetof(struct cp_config, conns_per_addr) },
 	};
 
 	for (int i = 1; i < argc; i++) {
@@ -178,7 +184,39 @@ static int check_db(struct cp_config *c)
 		fprintf(stderr, "denv-cp: -tls-cert and -tls-key go together\n");
 		return -1;
 	}
+	if (c->conns_per_addr) {
+		int n;
+
+		if (str_to_int(c->conns_per_addr, &n) < 0 || n < 0 || n > CP_MAX_CONNS_PER_ADDR_FLAG) {
+			fprintf(stderr, "denv-cp: -max-conns-per-addr: want a number from 0 (no cap) to %d, not %s\n",
+				CP_MAX_CONNS_PER_ADDR_FLAG, c->conns_per_addr);
+			return -1;
+		}
+		c->max_conns_per_addr = n ? n : -1;
+	}
 	return 0;
+}
+
+/* Every connection is a file descriptor: take the hard limit, so that the
+ * HTTP server's own limits (http.h), not EMFILE, decide who gets in. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			log_warn("cp", "cannot raise the open file limit: %s", strerror(errno));
+			rl.rlim_cur = was;
+		}
+	}
+	if (rl.rlim_cur < CP_MIN_FDS)
+		log_warn("cp", "open file limit %llu is below %d: connections may be refused before "
+			 "the HTTP limits apply", (unsigned long long)rl.rlim_cur, CP_MIN_FDS);
 }
 
 static void shutdown_done(struct http_server *srv, void *arg)
@@ -243,6 +281,8 @@ static int run(struct cp *cp)
 	hopts.listen = cp->cfg.addr;
 	hopts.tls_cert = cp->cfg.tls_cert;
 	hopts.tls_key = cp->cfg.tls_key;
+	hopts.max_conns_per_addr = cp->cfg.max_conns_per_addr;
+	raise_fd_limit();
 	cp->srv = http_server_new(cp->ev, &hopts, &e);
 	if (!cp->srv) {
 		fprintf(stderr, "denv-cp: listen %s: %s\n", cp->cfg.addr, e.msg);

@@ -27,11 +27,15 @@ struct json;
 #define HTTP_MAX_HEADER_BYTES 65536		/* whole head incl. request line; over it: 431 */
 #define HTTP_MAX_HEADERS 100			/* header fields in one head; over it: 431 */
 #define HTTP_MAX_BODY_DEFAULT ((size_t)1 << 20)	/* route body limit when the route gives 0 */
-#define HTTP_HEADER_TIMEOUT_MS 10000		/* first byte of a request to end of its head */
+#define HTTP_FIRST_BYTE_TIMEOUT_MS 3000	/* accept (or TLS handshake) to a new connection's first byte */
+#define HTTP_HEADER_TIMEOUT_MS 5000		/* first byte of a request to end of its head; TLS handshake */
 #define HTTP_IDLE_TIMEOUT_MS 60000		/* keep-alive connection with no request */
 #define HTTP_BODY_TIMEOUT_MS 30000		/* no body bytes for this long: drop */
 #define HTTP_WRITE_TIMEOUT_MS 30000		/* peer reads nothing of our output for this long: drop */
-#define HTTP_MAX_CONNECTIONS 1024		/* over it: 503 and close */
+#define HTTP_MAX_CONNECTIONS 1024		/* main pool; full: a waiting one goes (see below) */
+#define HTTP_MAX_CONNS_PER_ADDR 64		/* per address (IPv6: /64); over: its own waiting one goes, or 429 */
+#define HTTP_RESERVE_CONNS 64			/* extra slots for reserved routes only */
+#define HTTP_RETRY_AFTER_S 2			/* Retry-After of the 429 and 503 refusals */
 #define HTTP_WRITE_BUF_MAX ((size_t)64 << 20)	/* queued output per connection */
 #define HTTP_MAX_PATH_PARAMS 8			/* {name} segments in one route */
 #define HTTP_MAX_PATH_SEGMENTS 32		/* segments in a route pattern */
@@ -131,9 +135,42 @@ struct http_server_opts {
 	int idle_timeout_ms;
 	int body_timeout_ms;
 	int write_timeout_ms;
+	int first_byte_timeout_ms;
 	int max_conns;
+	int max_conns_per_addr;		/* < 0: no per-address cap */
+	int reserve_conns;		/* < 0: no reserve */
 	size_t max_body_default;
 };
+
+/*
+ * Connection limits (0 in the options above: the defaults). Every
+ * connection counts against its client address: one address never holds
+ * more than max_conns_per_addr. A connection is "waiting" while it has no
+ * request in progress: just accepted (or in its TLS handshake), trickling
+ * a head, or idle between keep-alive requests. Waiting connections are
+ * cheap to lose, so when a new connection finds its address at its cap, it
+ * evicts that address's longest-waiting connection; when it finds the main
+ * pool (max_conns) full, it evicts the pool's longest-waiting one (in both
+ * cases one that never sent a complete request first). Only when every slot
+ * is busy (a request being read, handled, parked, streamed or written) is
+ * the connection placed in the reserve (reserve_conns more slots, evicting
+ * within the reserve the same way); a reserve connection may make one
+ * request, and only to a route added with HTTP_ROUTE_RESERVED (the
+ * control plane's host stream); any other request there is answered 503.
+ * Refusals carry Retry-After: 429 when the address is at its cap with
+ * every one of its connections busy, 503 when the main pool and the
+ * reserve are both full of busy connections: the real limit.
+ */
+struct http_server_stats {
+	uint64_t accepted;		/* connections taken in */
+	uint64_t evicted;		/* waiting connections closed to make room */
+	uint64_t refused_addr;		/* 429: the address's connections all busy */
+	uint64_t refused_full;		/* 503 at accept: every slot busy */
+	uint64_t refused_reserve;	/* 503: a reserve connection asked for another route */
+	size_t reserve;			/* connections now in the reserve */
+	size_t waiting;			/* connections now waiting (evictable) */
+};
+void http_server_stats(const struct http_server *srv, struct http_server_stats *out);
 
 typedef void (*http_handler_fn)(struct http_req *req, void *arg);
 typedef void (*http_server_done_fn)(struct http_server *srv, void *arg);
@@ -157,6 +194,12 @@ void http_server_free(struct http_server *srv);
  * the GET route with the body left off. */
 int http_route(struct http_server *srv, const char *method, const char *pattern,
 	       size_t max_body, http_handler_fn fn, void *arg);
+/* http_route with flags: HTTP_ROUTE_RESERVED lets connections in the reserve
+ * (see the connection limits above) reach the route; keep it for routes that
+ * answer or take the connection over (http_req_detach) at once. */
+#define HTTP_ROUTE_RESERVED 1u
+int http_route_flags(struct http_server *srv, const char *method, const char *pattern,
+		     size_t max_body, unsigned flags, http_handler_fn fn, void *arg);
 
 /* Stop accepting, close idle connections, let requests in flight finish for up to
  * grace_ms (<= 0: HTTP_SHUTDOWN_GRACE_DEFAULT_MS), then close the rest. done is

@@ -12,6 +12,23 @@
  * parsed until the current one is answered (parked requests hold the line).
  * A request owns a copy of its head, so it outlives its connection: a parked
  * request whose client went away stays valid (gone) until answered.
+ *
+ * Admission (the policy is in http.h, "Connection limits"): each connection
+ * belongs to a struct peer (its client address) and to a pool (main or
+ * reserve). While it waits (no request in progress) it sits in two FIFO
+ * queues, its pool's and its peer's, so the longest-waiting connection to
+ * evict is found at a queue's head, not by scanning every connection.
+ *
+ * What this buys under a flood, and what it does not: silent or trickling
+ * connections, from one address or many, never lock anyone out: they die at
+ * the first-byte or header deadline, and before that each new connection
+ * pushes the oldest of them out, so a client whose head arrives within the
+ * time the flood takes to open max_conns more connections is served. One
+ * address cannot even do that to others: at its cap it only evicts its own.
+ * Busy connections (complete heads with bodies trickled within the body
+ * timeout, slow readers of responses) from max_conns / max_conns_per_addr
+ * addresses or more can fill the main pool; then other clients get 503 with
+ * Retry-After, and the reserve still lets sidecars reach their stream.
  */
 #include "http/http.h"
 
@@ -38,6 +55,18 @@
 /* Accept at most this many connections per readiness of the listener, so
  * that a connection flood cannot starve the connections we already have. */
 #define ACCEPT_BATCH 64
+/* Waiting connections looked at to choose one to evict (preferring one that
+ * never completed a request); bounds the work a flood makes per accept. */
+#define EVICT_SCAN_MAX 32
+/* Buckets of the table of client addresses (a power of two). The hash is
+ * not keyed: chosen addresses can share a bucket, but a chain is never
+ * longer than the connections open (max_conns + reserve_conns). */
+#define PEER_BUCKETS 1024
+/* Out of file descriptors (EMFILE): stop accepting for this long, rather
+ * than spin on a listener that stays readable. */
+#define ACCEPT_PAUSE_MS 100
+/* At most one warning per this many ms that limits are being hit. */
+#define PRESSURE_LOG_MS 10000
 
 struct route {
 	char *method;
@@ -46,12 +75,34 @@ struct route {
 	bool rest;		/* last segment is {name...} */
 	bool slash;		/* the pattern ends in "/": so must the path */
 	size_t max_body;
+	unsigned flags;		/* HTTP_ROUTE_* */
 	http_handler_fn fn;
 	void *arg;
 };
 
 enum conn_state { C_HANDSHAKE, C_HEAD, C_BODY, C_HANDLER };
-enum timer_kind { T_NONE, T_KICK, T_HANDSHAKE, T_IDLE, T_HEADER, T_BODY, T_WRITE };
+enum timer_kind { T_NONE, T_KICK, T_HANDSHAKE, T_FIRST, T_IDLE, T_HEADER, T_BODY, T_WRITE };
+
+struct conn;
+
+/* Links of a connection in one FIFO queue of waiting connections. */
+struct clink {
+	struct conn *prev, *next;
+};
+
+struct cqueue {
+	struct conn *head, *tail;
+	size_t n;
+};
+
+/* One client address (IPv4, or an IPv6 /64) with connections open. */
+#define PEER_KEY_LEN 17		/* family byte + 16 address bytes */
+struct peer {
+	unsigned char key[PEER_KEY_LEN];
+	size_t nconns;
+	struct cqueue waiting;	/* its waiting connections, oldest first */
+	struct peer *next;	/* hash chain */
+};
 
 struct conn {
 	struct http_server *srv;
@@ -66,6 +117,11 @@ struct conn {
 	struct ev_timer timer;
 	enum timer_kind tkind;
 	int64_t head_started;	/* when the first byte of the current head arrived */
+	int64_t ready_at;	/* accepted, or its TLS handshake done: the first-byte clock */
+	struct peer *addr;	/* its client address's entry */
+	struct clink lpool, lpeer;	/* in the pool's and the peer's waiting queues */
+	bool waiting;		/* in those queues: no request in progress */
+	bool reserve;		/* in the reserve pool: one request, reserved routes only */
 	struct http_req *req;	/* being read, in a handler, parked or streaming */
 	int rd_want, wr_want;	/* what the stream asked for after EAGAIN */
 	int events;		/* registered with the loop */
@@ -129,12 +185,21 @@ struct http_server {
 	struct route *routes;
 	size_t nroutes;
 	struct conn *conns;
-	size_t nconns;
-	int header_timeout, idle_timeout, body_timeout, write_timeout;
+	size_t nconns;		/* both pools */
+	size_t nreserve;	/* in the reserve pool */
+	int header_timeout, idle_timeout, body_timeout, write_timeout, first_byte_timeout;
 	size_t max_conns;
+	size_t max_per_addr;	/* 0: no per-address cap */
+	size_t reserve_conns;
+	struct peer **peers;	/* PEER_BUCKETS chains */
+	struct cqueue waiting_main, waiting_reserve;
+	struct http_server_stats stats;
+	struct http_server_stats logged;	/* stats at the last pressure warning */
+	int64_t pressure_logged_at;
+	int64_t emfile_logged_at;	/* the last "out of file descriptors" warning */
 	size_t max_body_default;
 	bool shutting_down;
-	struct ev_timer grace_timer, done_timer;
+	struct ev_timer grace_timer, done_timer, accept_timer;
 	http_server_done_fn done_fn;
 	void *done_arg;
 	bool done_called;
@@ -249,6 +314,247 @@ static void conn_error(struct conn *c, struct http_req *req, int status, const c
 	buf_release(&body);
 }
 
+/* ---- admission: client addresses, waiting queues, eviction ---- */
+
+static struct clink *qlink(struct conn *c, bool peer)
+{
+	return peer ? &c->lpeer : &c->lpool;
+}
+
+static void q_push(struct cqueue *q, struct conn *c, bool peer)
+{
+	struct clink *l = qlink(c, peer);
+
+	l->prev = q->tail;
+	l->next = NULL;
+	if (q->tail)
+		qlink(q->tail, peer)->next = c;
+	else
+		q->head = c;
+	q->tail = c;
+	q->n++;
+}
+
+static void q_remove(struct cqueue *q, struct conn *c, bool peer)
+{
+	struct clink *l = qlink(c, peer);
+
+	if (l->prev)
+		qlink(l->prev, peer)->next = l->next;
+	else
+		q->head = l->next;
+	if (l->next)
+		qlink(l->next, peer)->prev = l->prev;
+	else
+		q->tail = l->prev;
+	l->prev = l->next = NULL;
+	q->n--;
+}
+
+static struct cqueue *pool_queue(struct conn *c)
+{
+	return c->reserve ? &c->srv->waiting_reserve : &c->srv->waiting_main;
+}
+
+/* The connection has no request in progress: it may be evicted. Entering
+ * again (after each request) puts it at the tails: oldest first. */
+static void wait_enter(struct conn *c)
+{
+	if (c->waiting)
+		return;
+	q_push(pool_queue(c), c, false);
+	q_push(&c->addr->waiting, c, true);
+	c->waiting = true;
+}
+
+static void wait_leave(struct conn *c)
+{
+	if (!c->waiting)
+		return;
+	q_remove(pool_queue(c), c, false);
+	q_remove(&c->addr->waiting, c, true);
+	c->waiting = false;
+}
+
+/* The key of a client address: IPv4 (also when mapped into IPv6), or the
+ * /64 of an IPv6 address, which one client is usually given whole. */
+static void peer_key(const struct sockaddr_storage *ss, unsigned char key[PEER_KEY_LEN])
+{
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	memset(key, 0, PEER_KEY_LEN);
+	if (ss->ss_family == AF_INET) {
+		key[0] = 4;
+		memcpy(key + 1, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		const unsigned char *a = ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr;
+		if (memcmp(a, mapped, sizeof(mapped)) == 0) {
+			key[0] = 4;
+			memcpy(key + 1, a + 12, 4);
+		} else {
+			key[0] = 6;
+			memcpy(key + 1, a, 8);
+		}
+	}
+}
+
+static size_t peer_bucket(const unsigned char key[PEER_KEY_LEN])
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+
+	for (size_t i = 0; i < PEER_KEY_LEN; i++)
+		h = (h ^ key[i]) * 16777619u;
+	return h & (PEER_BUCKETS - 1);
+}
+
+static struct peer *peer_find(struct http_server *srv, const unsigned char key[PEER_KEY_LEN])
+{
+	for (struct peer *p = srv->peers[peer_bucket(key)]; p; p = p->next)
+		if (memcmp(p->key, key, PEER_KEY_LEN) == 0)
+			return p;
+	return NULL;
+}
+
+static struct peer *peer_get(struct http_server *srv, const unsigned char key[PEER_KEY_LEN])
+{
+	struct peer *p = peer_find(srv, key);
+	size_t b;
+
+	if (p)
+		return p;
+	b = peer_bucket(key);
+	p = xcalloc(1, sizeof(*p));
+	memcpy(p->key, key, PEER_KEY_LEN);
+	p->next = srv->peers[b];
+	srv->peers[b] = p;
+	return p;
+}
+
+/* A connection of p closed: forget the address with its last one. */
+static void peer_put(struct http_server *srv, struct peer *p)
+{
+	struct peer **pp;
+
+	if (--p->nconns > 0)
+		return;
+	for (pp = &srv->peers[peer_bucket(p->key)]; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	free(p);
+}
+
+/* The connection to evict from q: the longest-waiting one that never
+ * completed a request, else the longest-waiting one; never one still
+ * writing a response. NULL when none of the first EVICT_SCAN_MAX will do. */
+static struct conn *q_victim(struct cqueue *q, bool peer)
+{
+	struct conn *idle = NULL;
+	size_t n = 0;
+
+	for (struct conn *c = q->head; c && n < EVICT_SCAN_MAX; c = qlink(c, peer)->next, n++) {
+		if (out_pending(c) || c->in_run)
+			continue;
+		if (c->fresh || c->state == C_HANDSHAKE)
+			return c;
+		if (!idle)
+			idle = c;
+	}
+	return idle;
+}
+
+static void pressure_log(struct http_server *srv);
+
+static void evict(struct conn *c, const char *why)
+{
+	log_debug("http", "%s: evicted (%s, waiting %lld ms)", c->peer, why,
+		  (long long)(ev_mono_ms() - c->ready_at));
+	c->srv->stats.evicted++;
+	pressure_log(c->srv);
+	conn_destroy(c);
+}
+
+/* Warn, at most every PRESSURE_LOG_MS, while limits are being hit, with the
+ * counts since the last warning (the debug log has each connection). */
+static void pressure_log(struct http_server *srv)
+{
+	struct http_server_stats *s = &srv->stats, *l = &srv->logged;
+	int64_t now = ev_mono_ms();
+
+	if (srv->pressure_logged_at && now - srv->pressure_logged_at < PRESSURE_LOG_MS)
+		return;
+	srv->pressure_logged_at = now;
+	log_warn("http", "connection limits: %llu evicted, %llu refused per address, %llu refused at the limit, "
+		 "%llu refused in the reserve (open %zu, reserve %zu)",
+		 (unsigned long long)(s->evicted - l->evicted),
+		 (unsigned long long)(s->refused_addr - l->refused_addr),
+		 (unsigned long long)(s->refused_full - l->refused_full),
+		 (unsigned long long)(s->refused_reserve - l->refused_reserve), srv->nconns, srv->nreserve);
+	*l = *s;
+}
+
+/*
+ * Make room for a new connection from key (the policy is in http.h).
+ * Returns 0 with *reserve telling the pool, or the status to refuse with:
+ * 429 (the address's connections all busy) or 503 (every slot busy).
+ */
+static int admit(struct http_server *srv, const unsigned char key[PEER_KEY_LEN], bool *reserve)
+{
+	struct peer *p = peer_find(srv, key);
+	struct conn *v;
+
+	if (srv->max_per_addr && p && p->nconns >= srv->max_per_addr) {
+		if (!(v = q_victim(&p->waiting, true))) {
+			srv->stats.refused_addr++;
+			return 429;
+		}
+		evict(v, "address at its cap");
+	}
+	*reserve = false;
+	if (srv->nconns - srv->nreserve < srv->max_conns)
+		return 0;
+	if ((v = q_victim(&srv->waiting_main, false))) {
+		evict(v, "connections at the limit");
+		return 0;
+	}
+	*reserve = true;
+	if (srv->nreserve < srv->reserve_conns)
+		return 0;
+	if ((v = q_victim(&srv->waiting_reserve, false))) {
+		evict(v, "reserve full");
+		return 0;
+	}
+	srv->stats.refused_full++;
+	return 503;
+}
+
+/* Refuse a connection at accept: a short answer on plain HTTP (TLS would
+ * need a handshake we will not spend), then close. */
+static void refuse_at_accept(struct http_server *srv, int cfd, int status)
+{
+	char msg[256];
+	const char *why = status == 429 ? "too many connections from this address" : "too many connections";
+	char body[96];
+	int bn = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n", why);
+	int n = snprintf(msg, sizeof(msg),
+			 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+			 "Retry-After: %d\r\nConnection: close\r\n\r\n%s",
+			 status, http_status_text(status), bn, HTTP_RETRY_AFTER_S, body);
+
+	if (!srv->tls && n > 0 && (size_t)n < sizeof(msg))
+		(void)!send(cfd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	sys_close(cfd);
+	pressure_log(srv);
+}
+
+void http_server_stats(const struct http_server *srv, struct http_server_stats *out)
+{
+	*out = srv->stats;
+	out->reserve = srv->nreserve;
+	out->waiting = srv->waiting_main.n + srv->waiting_reserve.n;
+}
+
 /* ---- routing ---- */
 
 static bool seg_is_param(const char *seg)
@@ -259,6 +565,12 @@ static bool seg_is_param(const char *seg)
 
 int http_route(struct http_server *srv, const char *method, const char *pattern,
 	       size_t max_body, http_handler_fn fn, void *arg)
+{
+	return http_route_flags(srv, method, pattern, max_body, 0, fn, arg);
+}
+
+int http_route_flags(struct http_server *srv, const char *method, const char *pattern,
+		     size_t max_body, unsigned flags, http_handler_fn fn, void *arg)
 {
 	struct route r;
 	size_t nparams = 0;
@@ -285,6 +597,7 @@ int http_route(struct http_server *srv, const char *method, const char *pattern,
 	r.slash = r.nsegs > 0 && !r.rest && pattern[strlen(pattern) - 1] == '/';
 	r.method = xstrdup(method);
 	r.max_body = max_body ? max_body : srv->max_body_default;
+	r.flags = flags;
 	r.fn = fn;
 	r.arg = arg;
 	srv->routes = xrealloc(srv->routes, (srv->nroutes + 1) * sizeof(*srv->routes));
@@ -511,6 +824,8 @@ static int req_start(struct conn *c, struct http_req *req)
 	}
 	req->keep_alive = req->minor >= 1 ? !(conn_h && http_token_has(conn_h, strlen(conn_h), "close"))
 					  : (conn_h && http_token_has(conn_h, strlen(conn_h), "keep-alive"));
+	if (c->reserve)
+		req->keep_alive = false;	/* a reserve slot serves one request */
 	if (te && cl) {
 		conn_error(c, req, 400, "both Transfer-Encoding and Content-Length", true);
 		return -1;
@@ -550,6 +865,16 @@ static int req_start(struct conn *c, struct http_req *req)
 		return -1;
 	}
 	buf_release(&allow);
+	if (c->reserve && !(req->route->flags & HTTP_ROUTE_RESERVED)) {
+		char ra[16];
+
+		srv->stats.refused_reserve++;
+		pressure_log(srv);
+		snprintf(ra, sizeof(ra), "%d", HTTP_RETRY_AFTER_S);
+		http_resp_header(req, "Retry-After", ra);
+		conn_error(c, req, 503, "too many connections", true);
+		return -1;
+	}
 	buf_init(&req->body, req->route->max_body);
 	if (len > req->route->max_body) {
 		conn_error(c, req, 413, "request body too large", true);
@@ -663,6 +988,7 @@ static int conn_process(struct conn *c)
 			c->state = C_HEAD;
 			c->rearm_idle = true;
 			c->fresh = false;
+			wait_enter(c);
 			c->head_started = 0;
 			c->scanned = 0;
 			c->line_checked = false;
@@ -702,6 +1028,7 @@ static int conn_process(struct conn *c)
 				return 0;
 			}
 			struct http_req *req = req_new(c, c->in.data, (size_t)r, &h);
+			wait_leave(c);
 			buf_consume(&c->in, (size_t)r);
 			c->scanned = 0;
 			c->req = req;
@@ -741,7 +1068,10 @@ static void conn_settle_timer(struct conn *c)
 	if (out_pending(c)) {
 		want = T_WRITE;
 		ms = srv->write_timeout;
-	} else if (c->state == C_HEAD && c->in.len == 0 && !c->fresh) {
+	} else if (c->state == C_HEAD && c->in.len == 0 && c->fresh) {
+		want = T_FIRST;
+		ms = c->ready_at + srv->first_byte_timeout - ev_mono_ms();
+	} else if (c->state == C_HEAD && c->in.len == 0) {
 		want = T_IDLE;
 		ms = srv->idle_timeout;
 		if (c->rearm_idle)
@@ -824,6 +1154,7 @@ static void conn_run_inner(struct conn *c)
 		c->state = C_HEAD;
 		c->fresh = true;
 		c->head_started = 0;
+		c->ready_at = ev_mono_ms();
 		c->tkind = T_NONE;
 	}
 	if (out_pending(c)) {
@@ -889,7 +1220,7 @@ static void conn_on_timer(struct ev *ev, void *arg)
 		return;
 	}
 	log_debug("http", "%s: closing: %s timeout", c->peer,
-		  k == T_IDLE ? "idle" : k == T_HEADER ? "header" : k == T_BODY ? "body" :
+		  k == T_IDLE ? "idle" : k == T_FIRST ? "first byte" : k == T_HEADER ? "header" : k == T_BODY ? "body" :
 		  k == T_WRITE ? "write" : "handshake");
 	conn_destroy(c);
 }
@@ -906,6 +1237,11 @@ static void conn_unlink(struct conn *c)
 		srv->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	wait_leave(c);
+	if (c->reserve)
+		srv->nreserve--;
+	peer_put(srv, c->addr);
+	c->addr = NULL;
 	srv->nconns--;
 	server_check_done(srv);
 }
@@ -951,6 +1287,90 @@ static void server_check_done(struct http_server *srv)
 		ev_timer_start(srv->ev, &srv->done_timer, 0, server_done_fire, srv);
 }
 
+static void format_peer(const struct sockaddr_storage *ss, char *out, size_t n)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	snprintf(out, n, "?");
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+		snprintf(out, n, "%s:%d", host, ntohs(a->sin_port));
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+		snprintf(out, n, "[%s]:%d", host, ntohs(a->sin6_port));
+	}
+}
+
+/* Take in an accepted socket: admit it (maybe evicting), or refuse it. */
+static void conn_accept(struct http_server *srv, int cfd, const struct sockaddr_storage *ss)
+{
+	unsigned char key[PEER_KEY_LEN];
+	bool reserve;
+	int one = 1, status;
+	struct conn *c;
+	struct err e;
+
+	peer_key(ss, key);
+	status = admit(srv, key, &reserve);
+	if (status) {
+		refuse_at_accept(srv, cfd, status);
+		return;
+	}
+	setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c = xcalloc(1, sizeof(*c));
+	c->srv = srv;
+	c->fd = cfd;
+	c->in = (struct buf)BUF_INIT;
+	c->in.max = HTTP_MAX_HEADER_BYTES + HTTP_READ_CHUNK;
+	c->out = (struct buf)BUF_INIT;
+	c->out.max = HTTP_WRITE_BUF_MAX + HTTP_MAX_HEADER_BYTES;
+	c->ready_at = ev_mono_ms();
+	format_peer(ss, c->peer, sizeof(c->peer));
+	if (srv->tls) {
+		c->s = stream_new_tls_accept(cfd, srv->tls, &e);
+		if (!c->s) {
+			log_warn("http", "%s: %s", c->peer, e.msg);
+			sys_close(cfd);
+			free(c);
+			return;
+		}
+		c->state = C_HANDSHAKE;
+		ev_timer_start(srv->ev, &c->timer, srv->header_timeout, conn_on_timer, c);
+		c->tkind = T_HANDSHAKE;
+	} else {
+		c->s = stream_new_plain(cfd);
+		c->state = C_HEAD;
+		c->fresh = true;
+	}
+	c->next = srv->conns;
+	if (c->next)
+		c->next->prev = c;
+	srv->conns = c;
+	srv->nconns++;
+	srv->stats.accepted++;
+	c->reserve = reserve;
+	if (reserve)
+		srv->nreserve++;
+	c->addr = peer_get(srv, key);
+	c->addr->nconns++;
+	wait_enter(c);
+	c->events = EV_READ;
+	ev_fd_add(srv->ev, cfd, EV_READ, conn_on_fd, c);
+	/* Data usually follows the connect at once; the loop will tell us. */
+	if (!srv->tls)
+		conn_settle_timer(c);
+}
+
+static void accept_resume(struct ev *ev, void *arg)
+{
+	struct http_server *srv = arg;
+
+	if (srv->lfd >= 0)
+		ev_fd_set(ev, srv->lfd, EV_READ);
+}
+
 static void on_accept(struct ev *ev, int fd, int revents, void *arg)
 {
 	struct http_server *srv = arg;
@@ -958,74 +1378,25 @@ static void on_accept(struct ev *ev, int fd, int revents, void *arg)
 	for (int i = 0; i < ACCEPT_BATCH; i++) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
-		int one = 1;
-		struct conn *c;
-		struct err e;
 		int cfd = accept4(srv->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
 		if (cfd < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+			if (errno == EMFILE || errno == ENFILE) {
+				int64_t now = ev_mono_ms();
+
+				if (!srv->emfile_logged_at || now - srv->emfile_logged_at >= PRESSURE_LOG_MS) {
+					srv->emfile_logged_at = now;
+					log_warn("http", "accept: %s (%zu connections open); pausing %d ms at a time",
+						 strerror(errno), srv->nconns, ACCEPT_PAUSE_MS);
+				}
+				ev_fd_set(ev, srv->lfd, 0);
+				ev_timer_start(ev, &srv->accept_timer, ACCEPT_PAUSE_MS, accept_resume, srv);
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
 				log_warn("http", "accept: %s", strerror(errno));
+			}
 			return;
 		}
-		if (srv->nconns >= srv->max_conns) {
-			static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-						   "Content-Length: 35\r\nConnection: close\r\n\r\n"
-						   "{\"error\":\"too many connections\"}\r\n";
-			if (!srv->tls)
-				(void)!send(cfd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-			sys_close(cfd);
-			continue;
-		}
-		setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		c = xcalloc(1, sizeof(*c));
-		c->srv = srv;
-		c->fd = cfd;
-		c->in = (struct buf)BUF_INIT;
-		c->in.max = HTTP_MAX_HEADER_BYTES + HTTP_READ_CHUNK;
-		c->out = (struct buf)BUF_INIT;
-		c->out.max = HTTP_WRITE_BUF_MAX + HTTP_MAX_HEADER_BYTES;
-		{
-			char host[INET6_ADDRSTRLEN] = "?";
-			int port = 0;
-			if (ss.ss_family == AF_INET) {
-				struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-				inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-				port = ntohs(a->sin_port);
-				snprintf(c->peer, sizeof(c->peer), "%s:%d", host, port);
-			} else if (ss.ss_family == AF_INET6) {
-				struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-				inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-				port = ntohs(a->sin6_port);
-				snprintf(c->peer, sizeof(c->peer), "[%s]:%d", host, port);
-			}
-		}
-		if (srv->tls) {
-			c->s = stream_new_tls_accept(cfd, srv->tls, &e);
-			if (!c->s) {
-				log_warn("http", "%s: %s", c->peer, e.msg);
-				sys_close(cfd);
-				free(c);
-				continue;
-			}
-			c->state = C_HANDSHAKE;
-			ev_timer_start(srv->ev, &c->timer, srv->header_timeout, conn_on_timer, c);
-			c->tkind = T_HANDSHAKE;
-		} else {
-			c->s = stream_new_plain(cfd);
-			c->state = C_HEAD;
-			c->fresh = true;
-		}
-		c->next = srv->conns;
-		if (c->next)
-			c->next->prev = c;
-		srv->conns = c;
-		srv->nconns++;
-		c->events = EV_READ;
-		ev_fd_add(srv->ev, cfd, EV_READ, conn_on_fd, c);
-		/* Data usually follows the connect at once; the loop will tell us. */
-		if (!srv->tls) {
-			conn_settle_timer(c);
-		}
+		conn_accept(srv, cfd, &ss);
 	}
 }
 
@@ -1098,7 +1469,15 @@ struct http_server *http_server_new(struct ev *ev, const struct http_server_opts
 	srv->idle_timeout = opts->idle_timeout_ms > 0 ? opts->idle_timeout_ms : HTTP_IDLE_TIMEOUT_MS;
 	srv->body_timeout = opts->body_timeout_ms > 0 ? opts->body_timeout_ms : HTTP_BODY_TIMEOUT_MS;
 	srv->write_timeout = opts->write_timeout_ms > 0 ? opts->write_timeout_ms : HTTP_WRITE_TIMEOUT_MS;
+	srv->first_byte_timeout = opts->first_byte_timeout_ms > 0 ? opts->first_byte_timeout_ms
+								  : HTTP_FIRST_BYTE_TIMEOUT_MS;
 	srv->max_conns = opts->max_conns > 0 ? (size_t)opts->max_conns : HTTP_MAX_CONNECTIONS;
+	srv->max_per_addr = opts->max_conns_per_addr < 0 ? 0
+			    : opts->max_conns_per_addr > 0 ? (size_t)opts->max_conns_per_addr
+							   : HTTP_MAX_CONNS_PER_ADDR;
+	srv->reserve_conns = opts->reserve_conns < 0 ? 0
+			     : opts->reserve_conns > 0 ? (size_t)opts->reserve_conns : HTTP_RESERVE_CONNS;
+	srv->peers = xcalloc(PEER_BUCKETS, sizeof(*srv->peers));
 	srv->max_body_default = opts->max_body_default ? opts->max_body_default : HTTP_MAX_BODY_DEFAULT;
 	if (opts->tls_cert || opts->tls_key) {
 		if (!opts->tls_cert || !opts->tls_key) {
@@ -1116,6 +1495,7 @@ struct http_server *http_server_new(struct ev *ev, const struct http_server_opts
 fail:
 	stream_tls_server_free(srv->tls);
 	sys_close(fd);
+	free(srv->peers);
 	free(srv);
 	return NULL;
 }
@@ -1132,6 +1512,7 @@ size_t http_server_conns(const struct http_server *srv)
 
 static void close_listener(struct http_server *srv)
 {
+	ev_timer_stop(srv->ev, &srv->accept_timer);
 	if (srv->lfd >= 0) {
 		ev_fd_del(srv->ev, srv->lfd);
 		sys_close(srv->lfd);
@@ -1179,12 +1560,14 @@ void http_server_free(struct http_server *srv)
 	close_listener(srv);
 	ev_timer_stop(srv->ev, &srv->grace_timer);
 	ev_timer_stop(srv->ev, &srv->done_timer);
+	ev_timer_stop(srv->ev, &srv->accept_timer);
 	for (size_t i = 0; i < srv->nroutes; i++) {
 		free(srv->routes[i].method);
 		str_list_free(srv->routes[i].segs);
 	}
 	free(srv->routes);
 	stream_tls_server_free(srv->tls);
+	free(srv->peers);	/* each peer went with its last connection */
 	free(srv);
 }
 

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -547,6 +548,59 @@ def test_event_stream(s, st8):
     is_(asyncio.run(unauth()), 401, "the event stream needs a key")
 
 
+UPGRADE = (b"GET /v1/hosts/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+HUB_MAX_PENDING = 256   # CP_HUB_MAX_PENDING
+
+
+def upgrade_silent(port):
+    """A host stream that never says hello: the 101 read, then nothing."""
+    c = socket.create_connection(("127.0.0.1", port), timeout=5)
+    c.sendall(UPGRADE)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        d = c.recv(4096)
+        if not d:
+            break
+        got += d
+    return c, got.startswith(b"HTTP/1.1 101 ")
+
+
+def dropped(c, timeout=2.0):
+    c.settimeout(timeout)
+    try:
+        return c.recv(4096) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_hub_budget(s, st8):
+    """Streams waiting for their hello are capped; the oldest gives way, so a
+    real sidecar still joins when the cap is full of silent streams."""
+    socks = []
+    try:
+        for _ in range(HUB_MAX_PENDING):
+            c, up = upgrade_silent(s.port)
+            socks.append(c)
+            if not up:
+                break
+        ok(len(socks) == HUB_MAX_PENDING, "%d silent host streams upgraded" % len(socks))
+        c, up = upgrade_silent(s.port)
+        socks.append(c)
+        ok(up and dropped(socks[0]), "one more: upgraded, and the longest-waiting silent stream is dropped")
+        ok(not dropped(socks[1], 0.2), "  the next oldest is still open")
+        sc = Sidecar(s.port, token=join_token(s), hostname="budget")
+        ok(sc.wait_admitted() and wait_until(lambda: (host_row(s, sc.host_id) or {}).get("connected")),
+           "a real sidecar joins with the pending streams full (its stream pushes out the next oldest)")
+        ok(dropped(socks[1]), "  which was the next oldest")
+        sc.stop()
+    finally:
+        for c in socks:
+            c.close()
+
+
 def read_log(store):
     """Every op of the store's log, in order (the format of store.h)."""
     import struct
@@ -606,7 +660,7 @@ def main():
         seed_expired_token(store, team)
         s = T.Server(store, env)
         for t in (test_join, test_reconnect, test_deploy, test_deploy_failures, test_drop, test_kinds,
-                  test_exec_files, test_sandboxes, test_event_stream):
+                  test_exec_files, test_sandboxes, test_event_stream, test_hub_budget):
             t(s, st8)
         st8["sc"].stop()
         is_(s.stop(), 0, "SIGTERM with host streams open: exit 0")

@@ -2,7 +2,8 @@
  * http-testserver: the server the integration tests and the benchmark drive.
  *
  *   http-testserver [-listen ADDR] [-tls-cert F -tls-key F] [-header-timeout MS]
- *                   [-idle-timeout MS] [-max-conns N] [-v]
+ *                   [-idle-timeout MS] [-first-byte-timeout MS] [-max-conns N]
+ *                   [-max-conns-per-addr N (-1: none)] [-reserve-conns N (-1: none)] [-v]
  *
  * Prints "port N" on stdout once listening; SIGTERM/SIGINT shut it down
  * gracefully (in-flight requests finish, 3 s grace), then it prints "bye".
@@ -15,6 +16,7 @@
  *   POST /envs/{env}/fork   {"env": param, "q": query "q"}
  *   GET  /files/{path...}   {"path": param}
  *   GET  /headers           {"x-test": header X-Test}
+ *   GET  /reserved          small JSON, a reserved route (reachable from the reserve)
  */
 #include <signal.h>
 #include <stdio.h>
@@ -208,8 +210,14 @@ int main(int argc, char **argv)
 			str_to_int(v, &o.header_timeout_ms);
 		else if (strcmp(a, "-idle-timeout") == 0)
 			str_to_int(v, &o.idle_timeout_ms);
+		else if (strcmp(a, "-first-byte-timeout") == 0)
+			str_to_int(v, &o.first_byte_timeout_ms);
 		else if (strcmp(a, "-max-conns") == 0)
 			str_to_int(v, &o.max_conns);
+		else if (strcmp(a, "-max-conns-per-addr") == 0)
+			str_to_int(v, &o.max_conns_per_addr);
+		else if (strcmp(a, "-reserve-conns") == 0)
+			str_to_int(v, &o.reserve_conns);
 		else {
 			fprintf(stderr, "http-testserver: unknown flag %s\n", a);
 			return 2;
@@ -230,6 +238,7 @@ int main(int argc, char **argv)
 	http_route(srv, "POST", "/envs/{env}/fork", 0, h_fork, NULL);
 	http_route(srv, "GET", "/files/{path...}", 0, h_files, NULL);
 	http_route(srv, "GET", "/headers", 0, h_headers, NULL);
+	http_route_flags(srv, "GET", "/reserved", 0, HTTP_ROUTE_RESERVED, h_hello, NULL);
 	ev_signal_add(loop, SIGTERM, on_signal, srv);
 	ev_signal_add(loop, SIGINT, on_signal, srv);
 	printf("port %d\n", http_server_port(srv));

@@ -2,7 +2,9 @@
 # http-slowloris.sh: 200 connections each trickle a request head one byte at
 # a time (never idle, never complete). Meanwhile a normal client must get its
 # answers, and every slow connection must be dropped once the header timeout
-# (2 s here) has passed since its first byte. Prints TAP. Loopback only.
+# (2 s here) has passed since its first byte. The slow connections come
+# from 127.0.0.2..11 (20 each, within the per-address cap), the normal
+# client from 127.0.0.1. Prints TAP. Loopback only.
 set -u
 B=${DENV_BUILD:-$PWD/build}
 SRV="$B/helpers/http-testserver"
@@ -49,7 +51,7 @@ def ok(cond, name):
 
 socks, started, closed_at = [], [], {}
 for i in range(N):
-    s = socket.create_connection(("127.0.0.1", port), 2)
+    s = socket.create_connection(("127.0.0.1", port), 2, source_address=("127.0.0.%d" % (2 + i % 10), 0))
     s.setblocking(False)
     s.send(b"GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: ")
     socks.append(s)

@@ -60,6 +60,24 @@ static void h_park(struct http_req *req, void *arg)
 	http_req_on_gone(req, on_gone, NULL);
 }
 
+/* Held requests: answered (or freed, if gone) by release_held(). */
+static struct http_req *held[8];
+static size_t nheld;
+
+static void h_hold(struct http_req *req, void *arg)
+{
+	if (nheld < sizeof(held) / sizeof(held[0]))
+		held[nheld++] = req;
+	else
+		http_respond(req, 500, "text/plain", "full", 4);
+}
+
+static void release_held(void)
+{
+	while (nheld)
+		http_respond(held[--nheld], 200, "text/plain", "held", 4);
+}
+
 static void h_upgrade(struct http_req *req, void *arg)
 {
 	struct err e;
@@ -438,7 +456,8 @@ static void test_shutdown(void)
 static void test_timeouts(void)
 {
 	struct http_server_opts o = { .listen = "127.0.0.1:0", .header_timeout_ms = 300, .idle_timeout_ms = 300,
-				      .body_timeout_ms = 300, .max_conns = 2 };
+				      .body_timeout_ms = 300, .first_byte_timeout_ms = 300, .max_conns = 2,
+				      .reserve_conns = -1 };
 	struct err e;
 	bool eof;
 	char *r;
@@ -450,6 +469,7 @@ static void test_timeouts(void)
 	http_route(srv, "GET", "/json", 0, h_json, NULL);
 	http_route(srv, "GET", "/park", 0, h_park, NULL);
 	http_route(srv, "POST", "/park", 0, h_park, NULL);
+	http_route(srv, "GET", "/hold", 0, h_hold, NULL);
 
 	/* A parked request outlives the header and body timeouts: those bound
 	 * reading the request, not how long the handler takes to answer. */
@@ -487,7 +507,7 @@ static void test_timeouts(void)
 	a = dial();
 	t0 = ev_mono_ms();
 	r = pump(a, NULL, &eof, 2000);
-	ok(eof && ev_mono_ms() - t0 >= 200, "silent new connection closed after the header timeout");
+	ok(eof && ev_mono_ms() - t0 >= 200, "silent new connection closed after the first-byte timeout");
 	free(r);
 	close(a);
 
@@ -500,18 +520,25 @@ static void test_timeouts(void)
 	free(r);
 	close(a);
 
+	/* Two busy connections (parked requests) fill the pool; with no reserve
+	 * and nothing waiting to evict, that is the real limit. */
 	a = dial();
 	b = dial();
+	sys_write_all(a, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n", strlen("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+	sys_write_all(b, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n", strlen("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
 	for (int i = 0; i < 10; i++)
 		ev_run_once(loop, 5);
 	c = dial();
 	r = pump(c, NULL, &eof, 1000);
-	ok(strstr(r, "503") && eof, "over max connections: 503 and close");
+	ok(strstr(r, "503") && strstr(r, "Retry-After: ") && eof, "over max connections, all busy: 503 with Retry-After");
 	free(r);
 	is_int(http_server_conns(srv), 2, "two connections kept");
 	close(a);
 	close(b);
 	close(c);
+	for (int i = 0; i < 20; i++)
+		ev_run_once(loop, 5);	/* the held requests become gone */
+	release_held();
 	http_server_free(srv);
 	srv = NULL;
 }
