@@ -205,9 +205,18 @@ static const char *agent_service(struct cp_run *r)
 	return json_get_str(json_get(capture_spec(r), "agent"), "service");
 }
 
-/* A refusal (collect's, or the snapshot's over what the agent's volumes
- * hold) ends the verify at reward 0: the phases after it are skipped, so
- * no grader's fork is made for a submission that cannot be graded. */
+/* The "error" a refusing host gave beside its refusal (the full message). */
+static struct json *payload_error(const struct cp_result *res)
+{
+	const char *msg = json_get_str(res->payload, "error");
+
+	return json_new_str(msg ? msg : "");
+}
+
+/* A refusal (collect's, or the snapshot's or the grader fork's over what
+ * the agent's volumes hold) ends the verify at reward 0: the phases after
+ * it are skipped, so no grader's fork is made for a submission that cannot
+ * be graded (a fork refused midway is destroyed at the verdict). */
 static bool v_refused(struct cp_run *r)
 {
 	return json_len(json_get(r->ctx, "refused")) > 0;
@@ -280,7 +289,7 @@ static void v_snapped(struct cp_run *r, const struct cp_result *res)
 		/* Nothing was captured: the capture version stays unhealthy. */
 		json_object_set(r->ctx, "refused", json_dup(refused));
 		run_ok(r, cp_obj("snapshot", json_new_null(), "refused", json_dup(refused), "error",
-				 json_new_str(json_get_str(res->payload, "error")), NULL));
+				 payload_error(res), NULL));
 		return;
 	}
 	ev = run_snapshot_evidence(res->payload, r->version_id);
@@ -312,10 +321,17 @@ static void v_snapshot(struct cp_run *r)
 static void v_cloned(struct cp_run *r, const struct cp_result *res)
 {
 	const char *grader = json_get_str(r->ctx, "grader_env");
+	const struct json *refused = json_get(res->payload, "refused");
 
 	if (!res->ok) {
 		json_object_set_str(r->ctx, "fault", "host");
 		run_fail(r, cp_obj("grader_env", json_new_str(grader), NULL), "%s", res->error);
+		return;
+	}
+	if (json_len(refused)) {	/* the agent's volumes did not fit: its doing */
+		json_object_set(r->ctx, "refused", json_dup(refused));
+		run_ok(r, cp_obj("grader_env", json_new_str(grader), "refused", json_dup(refused), "error",
+				 payload_error(res), NULL));
 		return;
 	}
 	keep_endpoints(r, grader, res->payload);
@@ -330,7 +346,7 @@ static void v_clone(struct cp_run *r)
 	const struct json *env = st_get(r->cp->db, "environments", r->env_id);
 	const struct json *v = st_get(r->cp->db, "versions", r->version_id);
 	char prefix[CP_NAME_MAX + 1], name[CP_NAME_MAX + 1];
-	struct json *g;
+	struct json *g, *payload;
 	struct st_txn *txn;
 	const char *gid;
 
@@ -351,7 +367,9 @@ static void v_clone(struct cp_run *r)
 	txn = st_begin(r->cp->db);
 	st_put(txn, "environments", json_get_str(r->ctx, "grader_env"), g);
 	cp_commit_quiet(txn, "grader environment");
-	run_cmd(r, json_get_str(r->ctx, "grader_env"), "env.fork", fork_payload(r->env_id, v), 0, v_cloned);
+	payload = fork_payload(r->env_id, v);
+	json_object_set_bool(payload, "refuse", true);
+	run_cmd(r, json_get_str(r->ctx, "grader_env"), "env.fork", payload, 0, v_cloned);
 }
 
 static void v_graded(struct cp_run *r, const struct cp_result *res)

@@ -34,7 +34,8 @@
  * what the volumes hold (stg_volume_fault: a full disk, a path too long to
  * copy) is answered ok as {snapshot: null, refused: ["volume v: why"]}: the
  * agent can cause it at will, so it must score 0, not make an error. The
- * keep_paused services stay paused on every failure path.
+ * keep_paused services stay paused on every failure path. env.fork takes
+ * refuse too (the grader's fork), answering {refused: [...]} the same way.
  * A fork is env.create of a new env from the snapshot (create.c); a rollback
  * is the same over the existing env with volumes restored.
  *
@@ -636,19 +637,19 @@ out:
 	return rc;
 }
 
-/* A capture that failed because of what the volumes hold, as a refusal
- * ("volume home: disk full"): the volume from the backends' "volume \"x\": "
- * prefix when there is one. */
-static struct json *refused_result(const struct err *e, const char *why)
+/* A capture or fork that failed because of what the volumes hold, as a
+ * refusal ("volume home: disk full"): the volume from the "volume \"x\""
+ * the backends and create.c put in their messages, when there is one. */
+static struct json *refused_result(const struct err *e, const char *what, const char *why)
 {
 	struct json *r = json_new_object(), *list = json_new_array();
-	const char *p = e->msg;
+	const char *p = strstr(e->msg, "volume \""), *q = p ? strchr(p + 8, '"') : NULL;
 	struct buf b = BUF_INIT;
 
-	if (str_has_prefix(p, "volume \"") && strstr(p + 8, "\": "))
-		buf_addf(&b, "volume %.*s: %s", (int)(strstr(p + 8, "\": ") - (p + 8)), p + 8, why);
+	if (q)
+		buf_addf(&b, "volume %.*s: %s", (int)(q - (p + 8)), p + 8, why);
 	else
-		buf_addf(&b, "snapshot: %s", why);
+		buf_addf(&b, "%s: %s", what, why);
 	json_array_push(list, json_new_str(b.data));
 	buf_release(&b);
 	json_object_set(r, "snapshot", json_new_null());
@@ -746,7 +747,7 @@ refusal:
 	 * keep_paused services stay paused either way (frozen_capture). */
 	if (refuse && stg_volume_fault(e)) {
 		wk_progress("refused: %s (%s)", stg_volume_fault(e), e->msg);
-		*result = refused_result(e, stg_volume_fault(e));
+		*result = refused_result(e, "snapshot", stg_volume_fault(e));
 		rc = 0;
 	}
 out:
@@ -820,6 +821,13 @@ int cmd_env_fork(struct wk *w, const struct json *payload, struct json **result,
 	rc = create_stack(w, "env.fork", spec, &from, &res, e);
 	json_free(spec);
 	json_free(rec);
+	if (rc < 0 && json_get_bool(payload, "refuse", false) && stg_volume_fault(e)) {
+		/* A verify's grader fork: the agent's volumes did not fit (a full
+		 * disk), which is the agent's doing, as for the snapshot. */
+		wk_progress("refused: %s (%s)", stg_volume_fault(e), e->msg);
+		*result = refused_result(e, "fork", stg_volume_fault(e));
+		return 0;
+	}
 	if (rc < 0)
 		return -1;
 	fmt_ms(ev_mono_ms() - t0, dur, sizeof(dur));

@@ -19,7 +19,8 @@ Mode "attacks":
      agent still paused (docker says so).
 Mode "diskfill" (the data directory is a small filesystem the caller
 mounted): the agent fills its volume's disk; reward 0 with "volume home:
-disk full", the agent still paused.
+disk full", the agent still paused. Then a volume with room for the
+snapshot but not for the grader's fork as well: the same, from the clone.
 argv: top tmp mode."""
 import json
 import os
@@ -193,6 +194,24 @@ def diskfill(env, name):
     t.ok(paused, "the agent is still paused", cname)
     snap = os.path.join(tmp, "data", "snaps", env, dd.get("deployment", {}).get("VersionID", "-"))
     t.ok(not os.path.exists(snap) or not os.listdir(snap), "the failed capture left no partial copy", snap)
+    # A volume that fits once (the snapshot) but not twice (the grader's fork).
+    docker("unpause", cname)
+    r = sh_box(env, "rm -f $HOME/fill; dd if=/dev/zero of=$HOME/fill bs=1M count=24 2>&1")
+    t.ok(r.get("exit_code") == 0, "the agent writes 24 MiB: room for the snapshot, not for the fork too", r)
+    rc, out, dd, ph, v = verify(env)
+    clone = (ph.get("clone") or {}).get("Evidence") or {}
+    t.ok(dd.get("deployment", {}).get("Status") == "succeeded" and v.get("reward") == 0 and
+         v.get("source") == "refused" and v.get("refused") == ["volume home: disk full"] and
+         (ph.get("snapshot") or {}).get("Status") == "ok" and clone.get("refused") == ["volume home: disk full"] and
+         (ph.get("grade") or {}).get("Status") == "skipped",
+         "the fork runs out of disk: reward 0, source refused, grade skipped", (v, ph.get("clone")))
+    grader = clone.get("grader_env")
+    end = time.time() + 60
+    while time.time() < end and grader and os.path.exists(os.path.join(tmp, "data", "envs", grader)):
+        time.sleep(0.5)
+    cname, paused = box_paused(env)
+    t.ok(grader and not os.path.exists(os.path.join(tmp, "data", "envs", grader)) and paused,
+         "the refused fork is destroyed; the agent is still paused", (grader, cname))
 
 
 d = None
