@@ -215,6 +215,8 @@ try:
          "a verifier sleeping past timeout_sec fails the grade phase (%.1f s)" % took, (rc, out, err, ph.get("grade")))
     t.ok(v.get("reward") is None and v.get("source") == "error" and v.get("fault") == "verifier" and
          "timeout_sec" in v.get("error", ""), "verdict: reward null, source error, the verifier's fault", v)
+    t.ok("error (verifier): grade: " in out and "reward: null (source: error)" in out,
+         "denv verify prints whose fault it is before the null reward", out)
     end = time.time() + 60
     left = ["x"]
     while time.time() < end and left:
