@@ -444,8 +444,9 @@ static bool disk_full(const struct err *e)
 	return e->code == ENOSPC || e->code == EDQUOT;
 }
 
-/* The copy, and its check; findings into src (the copy's) or cp. -1 only
- * for the host's or docker's failures. */
+/* The copy, and its check: what made the copying fail is a finding in
+ * src, what the walk of the copy refuses one in cp. -1 only for the
+ * host's or docker's failures. */
 static int copy_and_check(struct collect *c, struct vtree *src, struct vtree *cp, struct err *e)
 {
 	int fd, rc;
