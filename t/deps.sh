@@ -35,6 +35,7 @@ tar:/bin/tar
 docker.io:/usr/sbin/dockerd
 iptables:/usr/sbin/iptables
 btrfs-progs:/sbin/mkfs.btrfs
+e2fsprogs:/sbin/mkfs.ext4
 busybox-static:/bin/busybox
 debootstrap:/usr/sbin/debootstrap
 iproute2:/sbin/ip

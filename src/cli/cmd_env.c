@@ -163,7 +163,8 @@ const struct cli_cmd cli_cmd_snapshot = {
 
 /* ---- verify ---- */
 
-/* The verdict phase's evidence: reward and source, printed last. */
+/* The verdict phase's evidence: refused, or whose fault an error is, then
+ * reward and source, printed last. */
 static void print_reward(const struct json *final)
 {
 	const struct json *phases = json_get(final, "phases"), *ev = NULL, *reward, *refused;
@@ -178,6 +179,8 @@ static void print_reward(const struct json *final)
 		printf("refused: %s\n", text.data);
 		buf_reset(&text);
 	}
+	if (json_get_str(ev, "fault"))	/* no reward: whose fault, and what failed */
+		printf("error (%s): %s\n", json_get_str(ev, "fault"), json_get_str(ev, "error") ? json_get_str(ev, "error") : "");
 	reward = json_get(ev, "reward");
 	if (reward)
 		json_write(&text, reward, JSON_COMPACT);

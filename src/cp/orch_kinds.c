@@ -205,6 +205,39 @@ static const char *agent_service(struct cp_run *r)
 	return json_get_str(json_get(capture_spec(r), "agent"), "service");
 }
 
+/* The "error" a refusing host gave beside its refusal (the full message). */
+static struct json *payload_error(const struct cp_result *res)
+{
+	const char *msg = json_get_str(res->payload, "error");
+
+	return json_new_str(msg ? msg : "");
+}
+
+/* A refusal (collect's, or the snapshot's or the grader fork's over what
+ * the agent's volumes hold) ends the verify at reward 0: the phases after
+ * it are skipped, so no grader's fork is made for a submission that cannot
+ * be graded (a fork refused midway is destroyed at the verdict). */
+static bool v_refused(struct cp_run *r)
+{
+	return json_len(json_get(r->ctx, "refused")) > 0;
+}
+
+static void v_skip_refused(struct cp_run *r)
+{
+	run_skip(r, cp_obj("refused", json_new_bool(true), "reason",
+			   json_new_str("the submission was refused; reward 0 without a grader"), NULL));
+}
+
+/* A failure after the agent was frozen is an error, never a refusal; fault
+ * says whose: "host" (unreachable, or its sidecar, Docker or storage
+ * failed), "verifier" (it ran, but gave no reward in time) or "denv" (the
+ * control plane's own records). */
+static void v_fail(struct cp_run *r, const char *fault, const char *msg)
+{
+	json_object_set_str(r->ctx, "fault", fault);
+	run_fail(r, NULL, "%s", msg);
+}
+
 static void v_stop(struct cp_run *r)
 {
 	run_ok(r, cp_obj("agent_service", json_new_str(agent_service(r)), "mode", json_new_str("pause"), NULL));
@@ -216,7 +249,7 @@ static void v_collected(struct cp_run *r, const struct cp_result *res)
 	struct json *ev;
 
 	if (!res->ok) {
-		run_fail(r, NULL, "%s", res->error);
+		v_fail(r, "host", res->error);
 		return;
 	}
 	ev = cp_obj("files", json_new_int(json_get_int(p, "files", 0)), "bytes", json_new_int(json_get_int(p, "bytes", 0)),
@@ -232,18 +265,31 @@ static void v_collect(struct cp_run *r)
 	const struct json *verifier = json_get(capture_spec(r), "verifier");
 	const struct json *collect = json_get(verifier, "collect");
 
+	if (!agent_service(r) || !verifier) {	/* the route checked; the version row says otherwise */
+		v_fail(r, "denv", "the capture version has no x-denv.agent.service or x-denv.verifier");
+		return;
+	}
 	run_cmd(r, r->env_id, "verify.collect",
 		cp_obj("id", json_new_str(r->dep_id), "agent_service", json_new_str(agent_service(r)), "collect",
-		       collect ? json_dup(collect) : json_new_array(), NULL),
+		       collect ? json_dup(collect) : json_new_array(), "resume",
+		       json_new_bool(json_get_bool(r->params, "resume", false)), NULL),
 		0, v_collected);
 }
 
 static void v_snapped(struct cp_run *r, const struct cp_result *res)
 {
+	const struct json *refused = json_get(res->payload, "refused");
 	struct json *ev;
 
 	if (!res->ok) {
-		run_fail(r, NULL, "%s", res->error);
+		v_fail(r, "host", res->error);
+		return;
+	}
+	if (json_len(refused)) {
+		/* Nothing was captured: the capture version stays unhealthy. */
+		json_object_set(r->ctx, "refused", json_dup(refused));
+		run_ok(r, cp_obj("snapshot", json_new_null(), "refused", json_dup(refused), "error",
+				 payload_error(res), NULL));
 		return;
 	}
 	ev = run_snapshot_evidence(res->payload, r->version_id);
@@ -256,20 +302,36 @@ static void v_snapped(struct cp_run *r, const struct cp_result *res)
 
 static void v_snapshot(struct cp_run *r)
 {
-	struct json *keep = json_new_array();
+	struct json *keep;
 
+	if (v_refused(r)) {
+		v_skip_refused(r);
+		return;
+	}
+	keep = json_new_array();
 	if (!json_get_bool(r->params, "resume", false))
 		json_array_push(keep, json_new_str(agent_service(r)));
+	/* refuse: a capture failing over what the volumes hold is answered as
+	 * a refusal (the agent can fill a disk or nest a tree at will). */
 	run_cmd(r, r->env_id, "env.snapshot",
-		cp_obj("name", json_new_str(r->version_id), "keep_paused", keep, NULL), 0, v_snapped);
+		cp_obj("name", json_new_str(r->version_id), "keep_paused", keep, "refuse", json_new_bool(true), NULL),
+		0, v_snapped);
 }
 
 static void v_cloned(struct cp_run *r, const struct cp_result *res)
 {
 	const char *grader = json_get_str(r->ctx, "grader_env");
+	const struct json *refused = json_get(res->payload, "refused");
 
 	if (!res->ok) {
+		json_object_set_str(r->ctx, "fault", "host");
 		run_fail(r, cp_obj("grader_env", json_new_str(grader), NULL), "%s", res->error);
+		return;
+	}
+	if (json_len(refused)) {	/* the agent's volumes did not fit: its doing */
+		json_object_set(r->ctx, "refused", json_dup(refused));
+		run_ok(r, cp_obj("grader_env", json_new_str(grader), "refused", json_dup(refused), "error",
+				 payload_error(res), NULL));
 		return;
 	}
 	keep_endpoints(r, grader, res->payload);
@@ -284,10 +346,14 @@ static void v_clone(struct cp_run *r)
 	const struct json *env = st_get(r->cp->db, "environments", r->env_id);
 	const struct json *v = st_get(r->cp->db, "versions", r->version_id);
 	char prefix[CP_NAME_MAX + 1], name[CP_NAME_MAX + 1];
-	struct json *g;
+	struct json *g, *payload;
 	struct st_txn *txn;
 	const char *gid;
 
+	if (v_refused(r)) {
+		v_skip_refused(r);
+		return;
+	}
 	snprintf(prefix, sizeof(prefix), "%.*s-verify-", CP_NAME_MAX - 8 - CP_SHORT_ID, json_get_str(env, "Name"));
 	cp_short_name(prefix, name, sizeof(name));
 	g = cp_env_new(r->team_id, r->project_id, name, "verify");
@@ -301,7 +367,9 @@ static void v_clone(struct cp_run *r)
 	txn = st_begin(r->cp->db);
 	st_put(txn, "environments", json_get_str(r->ctx, "grader_env"), g);
 	cp_commit_quiet(txn, "grader environment");
-	run_cmd(r, json_get_str(r->ctx, "grader_env"), "env.fork", fork_payload(r->env_id, v), 0, v_cloned);
+	payload = fork_payload(r->env_id, v);
+	json_object_set_bool(payload, "refuse", true);
+	run_cmd(r, json_get_str(r->ctx, "grader_env"), "env.fork", payload, 0, v_cloned);
 }
 
 static void v_graded(struct cp_run *r, const struct cp_result *res)
@@ -311,7 +379,9 @@ static void v_graded(struct cp_run *r, const struct cp_result *res)
 
 	if (!res->ok) {
 		json_free(ev);
-		run_fail(r, NULL, "%s", res->error);
+		/* verify.run's own words for a verifier that gave no reward in time. */
+		v_fail(r, strstr(res->error, "verifier wrote no reward") || strstr(res->error, "past timeout_sec")
+				  ? "verifier" : "host", res->error);
 		return;
 	}
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -327,6 +397,10 @@ static void v_grade(struct cp_run *r)
 {
 	const struct json *verifier = json_get(capture_spec(r), "verifier");
 
+	if (v_refused(r)) {
+		v_skip_refused(r);
+		return;
+	}
 	run_cmd(r, json_get_str(r->ctx, "grader_env"), "verify.run",
 		cp_obj("id", json_new_str(r->dep_id), "verifier", verifier ? json_dup(verifier) : json_new_object(),
 		       "refused", json_new_bool(json_len(json_get(r->ctx, "refused")) > 0), NULL),
@@ -349,15 +423,30 @@ static void v_verdict(struct cp_run *r)
 	const struct json *grade = json_get(r->ctx, "grade"), *missing = json_get(r->ctx, "missing");
 	const struct json *refused = json_get(r->ctx, "refused");
 	const char *grader = json_get_str(r->ctx, "grader_env");
-	struct json *ev;
+	bool refusal = !r->failed && v_refused(r);
+	struct json *ev, *reward;
 
-	ev = cp_obj("reward", !r->failed && json_get(grade, "reward") ? json_dup(json_get(grade, "reward")) : json_new_null(),
-		    "source", json_new_str(r->failed ? "error" : json_get_str(grade, "source")), "exit_code",
+	if (r->failed)
+		reward = json_new_null();
+	else if (refusal)
+		reward = json_new_int(0);
+	else
+		reward = json_get(grade, "reward") ? json_dup(json_get(grade, "reward")) : json_new_null();
+	ev = cp_obj("reward", reward, "source",
+		    json_new_str(r->failed ? "error" : refusal ? "refused" : json_get_str(grade, "source")), "exit_code",
 		    json_get(grade, "exit_code") ? json_dup(json_get(grade, "exit_code")) : json_new_null(), "refused",
 		    refused ? json_dup(refused) : json_new_array(), "missing",
 		    missing ? json_dup(missing) : json_new_array(), "agent_frozen",
 		    json_new_bool(!json_get_bool(r->params, "resume", false)), "took_ms", json_new_int(run_took_ms(r)),
 		    NULL);
+	if (r->failed) {
+		/* Whose fault: a failed command that set none is the host's (not
+		 * connected, no answer in time). */
+		const char *fault = json_get_str(r->ctx, "fault");
+
+		json_object_set_str(ev, "error", r->error);
+		json_object_set_str(ev, "fault", fault && *fault ? fault : "host");
+	}
 	/* The grader's fork is not kept. */
 	if (grader && *r->host_id && cp_host_connected(r->cp, r->host_id))
 		cp_cmd_send(r->cp, r->host_id, grader, "env.destroy", json_new_object(), NULL, 0, grader_destroyed,

@@ -225,11 +225,17 @@ struct vtree {
 };
 void vtree_init(struct vtree *t);
 void vtree_release(struct vtree *t);
+/* Add the finding "name: reason" (one the walk cannot see: a failed copy). */
+void vtree_refuse(struct vtree *t, const char *name, const char *reason);
 /* Check rel ("home/agent/x", already normalised) below the directory rootfd,
  * each component opened O_NOFOLLOW. *missing when it does not exist. */
 int vtree_path(int rootfd, const char *rel, struct vtree *t, bool *missing, struct err *e);
 /* Check everything below rootfd (rootfd itself is not counted). */
 int vtree_all(int rootfd, struct vtree *t, struct err *e);
+/* Does rel exist below rootfd (no link followed)? A parent that is a link
+ * is not "missing": vtree_path refuses it. Looks at nothing else, so the
+ * missing list is the same whatever refusal a walk runs into. */
+bool vtree_missing(int rootfd, const char *rel);
 
 /* docker.c: the docker CLI, blocking (workers only). */
 struct argv {

@@ -30,6 +30,12 @@
  *     (SNAP_HEALTH_MS): health probes that ran during the freeze failed.
  *     Nothing to wait for when each was running, thawed by us, and has no
  *     healthcheck (a thawed process is running).
+ * With refuse (a verify's capture), a capture or record that fails over
+ * what the volumes hold (stg_volume_fault: a full disk, a path too long to
+ * copy) is answered ok as {snapshot: null, refused: ["volume v: why"]}: the
+ * agent can cause it at will, so it must score 0, not make an error. The
+ * keep_paused services stay paused on every failure path. env.fork takes
+ * refuse too (the grader's fork), answering {refused: [...]} the same way.
  * A fork is env.create of a new env from the snapshot (create.c); a rollback
  * is the same over the existing env with volumes restored.
  *
@@ -631,7 +637,28 @@ out:
 	return rc;
 }
 
-static int snapshot_run(struct wk *w, const char *name, const struct json *keep, struct json *spec,
+/* A capture or fork that failed because of what the volumes hold, as a
+ * refusal ("volume home: disk full"): the volume from the "volume \"x\""
+ * the backends and create.c put in their messages, when there is one. */
+static struct json *refused_result(const struct err *e, const char *what, const char *why)
+{
+	struct json *r = json_new_object(), *list = json_new_array();
+	const char *p = strstr(e->msg, "volume \""), *q = p ? strchr(p + 8, '"') : NULL;
+	struct buf b = BUF_INIT;
+
+	if (q)
+		buf_addf(&b, "volume %.*s: %s", (int)(q - (p + 8)), p + 8, why);
+	else
+		buf_addf(&b, "%s: %s", what, why);
+	json_array_push(list, json_new_str(b.data));
+	buf_release(&b);
+	json_object_set(r, "snapshot", json_new_null());
+	json_object_set(r, "refused", list);
+	json_object_set_str(r, "error", e->msg);
+	return r;
+}
+
+static int snapshot_run(struct wk *w, const char *name, const struct json *keep, bool refuse, struct json *spec,
 			struct json **result, struct err *e)
 {
 	const struct json *vols = json_get(spec, "volumes");
@@ -669,7 +696,7 @@ static int snapshot_run(struct wk *w, const char *name, const struct json *keep,
 		goto out;
 	datasets = json_new_array();
 	if (frozen_capture(w, &stg, name, vols, ss, n, datasets, &frozen, e) < 0)
-		goto out;
+		goto refusal;
 	fmt_ms(frozen, dur, sizeof(dur));
 	wk_progress("captured %zu volume(s) with %s; frozen for %s", json_len(vols), stg.ops->name, dur);
 
@@ -694,8 +721,12 @@ static int snapshot_run(struct wk *w, const char *name, const struct json *keep,
 	json_object_set(rec, "spec", json_dup(spec));
 	snap_dir(w->data, w->env, name, dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/snapshot.json", dir);
-	if (fs_mkdir_p(dir, 0700, e) < 0 || write_json(path, rec, e) < 0)
-		goto out;
+	if (fs_mkdir_p(dir, 0700, e) < 0 || write_json(path, rec, e) < 0) {
+		struct err e2;
+
+		stg.ops->drop_snapshot(&stg, w->env, name, &e2);
+		goto refusal;
+	}
 	wk_progress("waiting for health after the snapshot");
 	if (wait_healthy(ss, n, e) < 0)
 		goto out;
@@ -709,6 +740,16 @@ static int snapshot_run(struct wk *w, const char *name, const struct json *keep,
 		json_object_set(*result, "kept_paused", kp);
 	}
 	rc = 0;
+	goto out;
+refusal:
+	/* A verify's capture: what the agent's volumes hold (a full disk, a
+	 * tree deeper than the copier goes) is the agent's doing and scores 0;
+	 * keep_paused services stay paused either way (frozen_capture). */
+	if (refuse && stg_volume_fault(e)) {
+		wk_progress("refused: %s (%s)", stg_volume_fault(e), e->msg);
+		*result = refused_result(e, "snapshot", stg_volume_fault(e));
+		rc = 0;
+	}
 out:
 	free(ss);
 	json_free(order);
@@ -723,6 +764,7 @@ int cmd_env_snapshot(struct wk *w, const struct json *payload, struct json **res
 	const char *name = json_get_str(payload, "name");
 	const struct json *keep = json_get(payload, "keep_paused");
 	struct json *spec = NULL, *rec = NULL;
+	bool refuse = json_get_bool(payload, "refuse", false);
 	int rc;
 
 	if (!sc_safe_id(w->env))
@@ -743,7 +785,7 @@ int cmd_env_snapshot(struct wk *w, const struct json *payload, struct json **res
 	}
 	if (create_read_spec(w, w->env, &spec, e) < 0)
 		return err_prefix(e, "env.snapshot");
-	rc = snapshot_run(w, name, keep, spec, result, e);
+	rc = snapshot_run(w, name, keep, refuse, spec, result, e);
 	json_free(spec);
 	return rc < 0 ? err_prefix(e, "env.snapshot") : 0;
 }
@@ -779,6 +821,13 @@ int cmd_env_fork(struct wk *w, const struct json *payload, struct json **result,
 	rc = create_stack(w, "env.fork", spec, &from, &res, e);
 	json_free(spec);
 	json_free(rec);
+	if (rc < 0 && json_get_bool(payload, "refuse", false) && stg_volume_fault(e)) {
+		/* A verify's grader fork: the agent's volumes did not fit (a full
+		 * disk), which is the agent's doing, as for the snapshot. */
+		wk_progress("refused: %s (%s)", stg_volume_fault(e), e->msg);
+		*result = refused_result(e, "fork", stg_volume_fault(e));
+		return 0;
+	}
 	if (rc < 0)
 		return -1;
 	fmt_ms(ev_mono_ms() - t0, dur, sizeof(dur));

@@ -22,9 +22,10 @@
 #include "base/err.h"
 #include "json/json.h"
 
+/* Longest path below a tree's root the copier makes (PATH_MAX): it holds
+ * no fd per level, so this, not the depth, is what bounds a tree (2048
+ * levels of one-letter names). Past it a copy fails with ENAMETOOLONG. */
 #define STG_PATH_MAX 4096
-/* Deepest directory tree the copier walks (one fd open per level). */
-#define STG_COPY_DEPTH_MAX 256
 /* Longest symlink target and xattr list/value the copier carries. */
 #define STG_XATTR_LIST_MAX ((size_t)64 << 10)
 #define STG_XATTR_VALUE_MAX ((size_t)64 << 10)
@@ -84,6 +85,13 @@ int stg_for_env(struct stg *s, const struct wk *w, const char *env, struct err *
  * symlinks (not followed), hard links within the tree, holes of sparse files,
  * xattrs (ACLs included), FIFOs, sockets and device nodes. */
 int stg_copy_tree(const char *src, const char *dst, struct err *e);
+/* Why a copy, capture or clone failed because of what the volumes hold
+ * rather than a fault of the host or of denv: a short reason ("disk full",
+ * "name too long", "unreadable"), from e->code (the errno the copier kept)
+ * or the storage CLI's words. NULL for anything else (an I/O
+ * error, a missing tool, a bug): those stay errors. A verify scores such a
+ * failure 0 (refused), since an agent can cause it at will. */
+const char *stg_volume_fault(const struct err *e);
 /* Remove a tree that may hold btrfs subvolumes or read-only snapshots. */
 int stg_remove_tree(const char *path, struct err *e);
 

@@ -13,7 +13,10 @@
  *  - every extended attribute, POSIX ACLs included;
  *  - FIFOs, sockets and device nodes as nodes.
  * It walks with openat(O_NOFOLLOW), so nothing in the source tree can
- * redirect the copy out of it. */
+ * redirect the copy out of it, and without recursion: its stack is on the
+ * heap and it keeps two directory fds open however deep the tree goes
+ * (back up through "..", checked against the directory it came from), so
+ * a tree an agent nested thousands of levels deep is copied like any other. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -175,50 +178,33 @@ static int set_meta_fd(int fd, const struct stat *st, const char *what, struct e
 	return 0;
 }
 
-static int copy_dir(struct copy *c, int sdir, int ddir, const char *rel, int depth, struct err *e);
+/* One directory on the walk's stack: the entries still to copy, and who
+ * it is (to set its metadata last, and to check ".." on the way back). */
+struct level {
+	char **names;		/* read whole on the way in: no stream stays open */
+	size_t n, next;
+	struct stat st;		/* the source directory */
+	dev_t ddev;		/* the destination directory */
+	ino_t dino;
+	size_t rel_len;		/* its path's length in the walk's rel */
+};
 
-/* One entry name of directory sdir (source) into ddir (destination). */
-static int copy_entry(struct copy *c, int sdir, int ddir, const char *name, const char *rel, int depth,
-		      struct err *e)
+struct walk {
+	struct copy *c;
+	int sfd, dfd;		/* the directory being copied, source and destination */
+	struct level *lv;
+	size_t nlv, cap;
+	char rel[STG_PATH_MAX];	/* its path below the root, "" for the root */
+};
+
+/* A regular file, symlink or node name of sdir (source) into ddir, as path. */
+static int copy_leaf(struct copy *c, int sdir, int ddir, const char *name, const struct stat *stp, const char *path,
+		     struct err *e)
 {
-	struct stat st;
-	char path[STG_PATH_MAX];
+	struct stat st = *stp;
 	int rc = 0;
 
-	if (snprintf(path, sizeof(path), "%s%s%s", rel, *rel ? "/" : "", name) >= (int)sizeof(path))
-		return err_set(e, "path too long under %s", rel);
-	if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : err_errno(e, "stat %s", path);	/* removed meanwhile */
-	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
-		const char *first = link_find(c, st.st_dev, st.st_ino);
-
-		if (first) {
-			if (linkat(c->dst_root, first, ddir, name, 0) < 0)
-				return err_errno(e, "link %s", path);
-			return 0;
-		}
-		link_add(c, st.st_dev, st.st_ino, path);
-	}
-	if (S_ISDIR(st.st_mode)) {
-		int s2, d2;
-
-		if (depth >= STG_COPY_DEPTH_MAX)
-			return err_set(e, "%s: deeper than %d levels", path, STG_COPY_DEPTH_MAX);
-		if ((s2 = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-			return err_errno(e, "open %s", path);
-		if (mkdirat(ddir, name, 0700) < 0 ||
-		    (d2 = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-			sys_close(s2);
-			return err_errno(e, "mkdir %s", path);
-		}
-		rc = copy_dir(c, s2, d2, path, depth + 1, e);
-		if (rc == 0)
-			rc = copy_xattrs(s2, d2, path, path, e);
-		if (rc == 0)
-			rc = set_meta_fd(d2, &st, path, e);	/* times last: the entries changed them */
-		sys_close(s2);
-		sys_close(d2);
-	} else if (S_ISREG(st.st_mode)) {
+	if (S_ISREG(st.st_mode)) {
 		int sfd = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), dfd;
 
 		if (sfd < 0)
@@ -266,27 +252,215 @@ static int copy_entry(struct copy *c, int sdir, int ddir, const char *name, cons
 	return rc;
 }
 
-static int copy_dir(struct copy *c, int sdir, int ddir, const char *rel, int depth, struct err *e)
+/* Every entry name of the directory fd (a dup is read; fd stays put). */
+static int read_names(int fd, const char *rel, char ***out, size_t *n, struct err *e)
 {
-	int fd = dup(sdir);
+	int d2 = dup(fd);
 	DIR *d;
 	struct dirent *de;
-	int rc = 0;
+	size_t cap = 0;
 
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			sys_close(fd);
+	*out = NULL;
+	*n = 0;
+	if (d2 < 0 || !(d = fdopendir(d2))) {
+		if (d2 >= 0)
+			sys_close(d2);
 		return err_errno(e, "read directory %s", *rel ? rel : ".");
 	}
 	rewinddir(d);
-	while (rc == 0 && (errno = 0, de = readdir(d))) {
+	while ((errno = 0, de = readdir(d))) {
 		if (str_eq(de->d_name, ".") || str_eq(de->d_name, ".."))
 			continue;
-		rc = copy_entry(c, sdir, ddir, de->d_name, rel, depth, e);
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			*out = xrealloc(*out, cap * sizeof(**out));
+		}
+		(*out)[(*n)++] = xstrdup(de->d_name);
 	}
-	if (rc == 0 && errno)
-		rc = err_errno(e, "read directory %s", *rel ? rel : ".");
+	if (errno) {
+		err_errno(e, "read directory %s", *rel ? rel : ".");
+		closedir(d);
+		return -1;
+	}
 	closedir(d);
+	return 0;
+}
+
+static void level_free(struct level *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->names[i]);
+	free(l->names);
+}
+
+/* Enter the directory the walk's sfd/dfd now hold (st: its source stat). */
+static int push_level(struct walk *w, const struct stat *st, struct err *e)
+{
+	struct level *l;
+	struct stat dst;
+
+	if (fstat(w->dfd, &dst) < 0)
+		return err_errno(e, "stat copy of %s", *w->rel ? w->rel : ".");
+	if (w->nlv == w->cap) {
+		w->cap = w->cap ? w->cap * 2 : 16;
+		w->lv = xrealloc(w->lv, w->cap * sizeof(*w->lv));
+	}
+	l = &w->lv[w->nlv];
+	memset(l, 0, sizeof(*l));
+	l->st = *st;
+	l->ddev = dst.st_dev;
+	l->dino = dst.st_ino;
+	l->rel_len = strlen(w->rel);
+	if (read_names(w->sfd, w->rel, &l->names, &l->n, e) < 0) {
+		level_free(l);
+		return -1;
+	}
+	w->nlv++;
+	return 0;
+}
+
+/* Moved or replaced under the walk: what the tree holds, for
+ * stg_volume_fault (ELOOP, as for a link met where a directory was). */
+static int changed(struct err *e, const char *path)
+{
+	err_set(e, "%s changed while it was copied", *path ? path : ".");
+	e->code = ELOOP;
+	return -1;
+}
+
+/* Into the subdirectory name (st: its stat), made in the destination. */
+static int descend(struct walk *w, const char *name, const struct stat *st, struct err *e)
+{
+	struct stat st2;
+	int s2, d2;
+
+	if ((s2 = openat(w->sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return errno == ELOOP || errno == ENOTDIR ? changed(e, w->rel) : err_errno(e, "open %s", w->rel);
+	if (fstat(s2, &st2) < 0 || st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
+		sys_close(s2);
+		return changed(e, w->rel);
+	}
+	if (mkdirat(w->dfd, name, 0700) < 0 ||
+	    (d2 = openat(w->dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		sys_close(s2);
+		return err_errno(e, "mkdir %s", w->rel);
+	}
+	sys_close(w->sfd);
+	sys_close(w->dfd);
+	w->sfd = s2;
+	w->dfd = d2;
+	return push_level(w, st, e);
+}
+
+/* Back to the parent through "..", checked to be the directory we came
+ * from on both sides: no fd per level is kept, so depth costs no fds. */
+static int ascend(struct walk *w, struct err *e)
+{
+	const struct level *up = &w->lv[w->nlv - 2];
+	struct stat a, b;
+	int ps, pd;
+
+	if ((ps = openat(w->sfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return err_errno(e, "open %s/..", w->rel);
+	if ((pd = openat(w->dfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		sys_close(ps);
+		return err_errno(e, "open copy of %s/..", w->rel);
+	}
+	if (fstat(ps, &a) < 0 || fstat(pd, &b) < 0 || a.st_dev != up->st.st_dev || a.st_ino != up->st.st_ino ||
+	    b.st_dev != up->ddev || b.st_ino != up->dino) {
+		sys_close(ps);
+		sys_close(pd);
+		return changed(e, w->rel);
+	}
+	sys_close(w->sfd);
+	sys_close(w->dfd);
+	w->sfd = ps;
+	w->dfd = pd;
+	level_free(&w->lv[--w->nlv]);
+	w->rel[up->rel_len] = '\0';
+	return 0;
+}
+
+/* The next entry of the directory on top of the stack. */
+static int walk_entry(struct walk *w, const char *name, struct err *e)
+{
+	struct copy *c = w->c;
+	struct stat st;
+	size_t len = strlen(w->rel);
+
+	if (len + 1 + strlen(name) >= sizeof(w->rel)) {
+		err_set(e, "a path longer than %d bytes under %.200s", STG_PATH_MAX, w->rel);
+		e->code = ENAMETOOLONG;	/* what the tree holds: stg_volume_fault */
+		return -1;
+	}
+	if (fstatat(w->sfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)	/* removed meanwhile */
+			return 0;
+		return err_errno(e, "stat %s%s%s", w->rel, len ? "/" : "", name);
+	}
+	if (len)
+		w->rel[len++] = '/';
+	memcpy(w->rel + len, name, strlen(name) + 1);
+	if (S_ISDIR(st.st_mode))
+		return descend(w, name, &st, e);	/* rel stays: the new level's path */
+	if (st.st_nlink > 1) {
+		const char *first = link_find(c, st.st_dev, st.st_ino);
+
+		if (first) {
+			int rc = linkat(c->dst_root, first, w->dfd, name, 0) < 0 ? err_errno(e, "link %s", w->rel) : 0;
+
+			w->rel[w->lv[w->nlv - 1].rel_len] = '\0';
+			return rc;
+		}
+		link_add(c, st.st_dev, st.st_ino, w->rel);
+	}
+	{
+		int rc = copy_leaf(c, w->sfd, w->dfd, name, &st, w->rel, e);
+
+		w->rel[w->lv[w->nlv - 1].rel_len] = '\0';
+		return rc;
+	}
+}
+
+/* The tree below the open directories sfd/dfd (dup'ed: the caller keeps
+ * its own), depth first with the stack on the heap: as deep as a path of
+ * STG_PATH_MAX bytes goes, with two fds open whatever the depth. Each
+ * directory's xattrs and times are set once its entries are in. */
+static int copy_walk(struct copy *c, int sfd, int dfd, const struct stat *root, struct err *e)
+{
+	struct walk w;
+	int rc;
+
+	memset(&w, 0, sizeof(w));
+	w.c = c;
+	w.sfd = dup(sfd);
+	w.dfd = dup(dfd);
+	if (w.sfd < 0 || w.dfd < 0)
+		rc = err_errno(e, "dup");
+	else
+		rc = push_level(&w, root, e);
+	while (rc == 0 && w.nlv) {
+		struct level *top = &w.lv[w.nlv - 1];
+
+		if (top->next < top->n) {
+			rc = walk_entry(&w, top->names[top->next++], e);
+			continue;
+		}
+		rc = copy_xattrs(w.sfd, w.dfd, *w.rel ? w.rel : ".", *w.rel ? w.rel : ".", e);
+		if (rc == 0)	/* times last: the entries changed them */
+			rc = set_meta_fd(w.dfd, &top->st, *w.rel ? w.rel : ".", e);
+		if (rc == 0 && w.nlv > 1)
+			rc = ascend(&w, e);
+		else if (rc == 0)
+			level_free(&w.lv[--w.nlv]);
+	}
+	while (w.nlv)
+		level_free(&w.lv[--w.nlv]);
+	free(w.lv);
+	if (w.sfd >= 0)
+		sys_close(w.sfd);
+	if (w.dfd >= 0)
+		sys_close(w.dfd);
 	return rc;
 }
 
@@ -309,11 +483,7 @@ int stg_copy_tree(const char *src, const char *dst, struct err *e)
 	}
 	c.dst_root = dfd;
 	c.buf = xmalloc(COPY_CHUNK);
-	rc = copy_dir(&c, sfd, dfd, "", 0, e);
-	if (rc == 0)
-		rc = copy_xattrs(sfd, dfd, src, dst, e);
-	if (rc == 0)
-		rc = set_meta_fd(dfd, &st, dst, e);
+	rc = copy_walk(&c, sfd, dfd, &st, e);
 	sys_close(sfd);
 	sys_close(dfd);
 	for (size_t i = 0; i < c.nlinks; i++)
@@ -321,6 +491,40 @@ int stg_copy_tree(const char *src, const char *dst, struct err *e)
 	free(c.links);
 	free(c.buf);
 	return rc < 0 ? err_prefix(e, "copy %s", src) : 0;
+}
+
+const char *stg_volume_fault(const struct err *e)
+{
+	switch (e->code) {
+	case ENOSPC:
+		return "disk full";
+	case EDQUOT:
+		return "disk quota exceeded";
+	case EFBIG:
+		return "file too large";
+	case EMLINK:
+		return "too many links";
+	case ERANGE:
+	case E2BIG:
+		return "extended attributes too large";
+	case ENAMETOOLONG:
+		return "path too long";
+	case ELOOP:
+	case ENOTDIR:
+		return "changed while it was copied";
+	case EACCES:
+	case EPERM:
+	case EOVERFLOW:
+		return "unreadable";
+	default:
+		break;
+	}
+	/* The storage CLIs (btrfs, zfs) say it in words, with no errno. */
+	if (strstr(e->msg, "No space left on device") || strstr(e->msg, "out of space"))
+		return "disk full";
+	if (strstr(e->msg, "Disk quota exceeded") || strstr(e->msg, "quota exceeded"))
+		return "disk quota exceeded";
+	return NULL;
 }
 
 int stg_run(const char *const *argv, struct buf *out, struct err *e)

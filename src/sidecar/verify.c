@@ -8,8 +8,14 @@
  * copy each path with `docker cp -a=false` (links are copied as links, never
  * followed) into <data>/verify/<id>/submission (root-owned, 0700), keeping
  * its absolute layout; walk the copy again with lstat, since the copy is
- * what a grader sees. Any refusal deletes the whole copy. The agent stays
- * frozen: unfreezing is the snapshot's business (keep_paused), or resume.
+ * what a grader sees. Any refusal deletes the whole copy. Once the agent
+ * is frozen, whatever its files make fail (a copy that meets what the
+ * check did not, a full disk, an entry root cannot read) is a refusal, a
+ * score of 0, never an error: an error is no score, which an agent could
+ * prefer to a 0. missing is settled for every path before the walk, so it
+ * does not depend on where a refusal stopped it. The agent stays frozen:
+ * unfreezing is the snapshot's business (keep_paused), or, on a refusal
+ * (no snapshot follows), resume's here.
  * The outcome is kept as <data>/verify/<id>/collect.json for verify.run.
  *
  * run, on the grader's fork (same host): with refused (in the payload, or
@@ -276,6 +282,7 @@ struct collect {
 	char cname[300], dir[4096], sub[4200];
 	long pid;
 	size_t npaths;
+	bool resume;			/* unpause the agent when refused */
 	char **rel;			/* normalised paths */
 	const char **decl;		/* as declared */
 	bool *missing;
@@ -304,7 +311,9 @@ static int freeze(struct collect *c, struct err *e)
 	return dk(NULL, SC_DOCKER_TIMEOUT_MS, e, "pause", c->cname, NULL);
 }
 
-/* The declared paths in the frozen container itself. */
+/* The declared paths in the frozen container itself. Which of them are
+ * missing is settled first, for every path: a walk stops at the first
+ * crossed limit, and what it did not reach must still be reported. */
 static int check_source(struct collect *c, struct vtree *t, struct err *e)
 {
 	char root[64];
@@ -316,10 +325,33 @@ static int check_source(struct collect *c, struct vtree *t, struct err *e)
 	/* Following this one link is the point: it is the container's root. */
 	if ((fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return err_errno(e, "cannot look into the agent's files (%s)", root);
-	for (size_t i = 0; i < c->npaths && rc == 0 && !t->stop; i++)
-		rc = vtree_path(fd, c->rel[i], t, &c->missing[i], e);
+	for (size_t i = 0; i < c->npaths; i++)
+		c->missing[i] = vtree_missing(fd, c->rel[i]);
+	for (size_t i = 0; i < c->npaths && rc == 0 && !t->stop; i++) {
+		bool gone = false;
+
+		if (c->missing[i])
+			continue;
+		rc = vtree_path(fd, c->rel[i], t, &gone, e);
+		c->missing[i] = c->missing[i] || gone;
+	}
 	sys_close(fd);
 	return rc;
+}
+
+/* Why a failed copy is the submission's doing (disk full, a tree that grew
+ * past a limit since the check: another service writes the volume), or
+ * NULL when docker or the host failed. Every tar error is about the stream
+ * docker made of the agent's files. */
+static const char *copy_fault(const struct err *e)
+{
+	const char *why = stg_volume_fault(e);
+
+	if (why)
+		return why;
+	if ((str_has_prefix(e->msg, "tar: ") || strstr(e->msg, ": tar: ")) && e->code != EIO && e->code != ENOMEM)
+		return "changed while it was copied";
+	return NULL;
 }
 
 /* docker cp -a=false <ctr>:/<rel> - | extract into submission/<dirname rel>. */
@@ -374,72 +406,125 @@ static struct json *strings(const char **v, const bool *pick, size_t n)
 	return a;
 }
 
+/* Copy every present path; a copy that fails over what it copies is a
+ * finding in t (and the end of the copying), anything else an error. */
+static int copy_all(struct collect *c, struct vtree *t, struct err *e)
+{
+	for (size_t i = 0; i < c->npaths; i++) {
+		const char *why;
+
+		if (c->missing[i])
+			continue;
+		wk_progress("copying %s", c->decl[i]);
+		if (copy_one(c, i, e) == 0)
+			continue;
+		if (!(why = copy_fault(e)))
+			return -1;
+		wk_progress("copying %s: %s", c->decl[i], e->msg);
+		vtree_refuse(t, c->rel[i], why);
+		return 0;
+	}
+	return 0;
+}
+
+/* --resume on a refused collect: no snapshot follows to unpause the agent. */
+static void resume_agent(struct collect *c)
+{
+	struct err e2;
+
+	wk_progress("resuming agent service %s", c->svc);
+	if (dk(NULL, SC_DOCKER_TIMEOUT_MS, &e2, "unpause", c->cname, NULL) < 0)
+		wk_progress("resuming %s: %s", c->svc, e2.msg);
+}
+
+/* A disk filled up under the collect (the agent's doing: its volumes
+ * share the data directory's filesystem) is a refusal, not an error. */
+static bool disk_full(const struct err *e)
+{
+	return e->code == ENOSPC || e->code == EDQUOT;
+}
+
+/* The copy, and its check: what made the copying fail is a finding in
+ * src, what the walk of the copy refuses one in cp. -1 only for the
+ * host's or docker's failures. */
+static int copy_and_check(struct collect *c, struct vtree *src, struct vtree *cp, struct err *e)
+{
+	int fd, rc;
+
+	if (copy_all(c, src, e) < 0)
+		return -1;
+	if (json_len(src->refused))
+		return 0;
+	wk_progress("checking the copy");
+	if ((fd = open(c->sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return err_errno(e, "open %s", c->sub);
+	rc = vtree_all(fd, cp, e);
+	sys_close(fd);
+	return rc;
+}
+
 static int collect_run(struct collect *c, struct json **result, struct err *e)
 {
 	struct vtree src, cp;
-	struct json *res, *missing;
-	bool refused;
+	struct json *res;
+	const struct vtree *t;
 	char path[4400];
 	char *text;
-	int fd, rc = -1;
+	int rc = -1;
 
 	vtree_init(&src);
 	vtree_init(&cp);
 	if (freeze(c, e) < 0)
 		goto out;
 	prune_old(c->w);
-	snprintf(path, sizeof(path), "%s/verify", c->w->data);
-	if (fs_mkdir_p(path, 0700, e) < 0 || fresh_dir(c->dir, e) < 0 || fresh_dir(c->sub, e) < 0)
-		goto out;
+	/* From here on the agent is frozen: what its files make fail is a
+	 * finding (a score of 0), never an error (no score at all). */
 	wk_progress("checking %zu path%s in %s", c->npaths, c->npaths == 1 ? "" : "s", c->svc);
 	if (check_source(c, &src, e) < 0)
 		goto out;
-	refused = json_len(src.refused) > 0;
-	if (!refused) {
-		for (size_t i = 0; i < c->npaths; i++) {
-			if (c->missing[i])
-				continue;
-			wk_progress("copying %s", c->decl[i]);
-			if (copy_one(c, i, e) < 0)
-				goto out;
-		}
-		wk_progress("checking the copy");
-		if ((fd = open(c->sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-			err_errno(e, "open %s", c->sub);
+	snprintf(path, sizeof(path), "%s/verify", c->w->data);
+	if (fs_mkdir_p(path, 0700, e) < 0 || fresh_dir(c->dir, e) < 0 || fresh_dir(c->sub, e) < 0 ||
+	    (!json_len(src.refused) && copy_and_check(c, &src, &cp, e) < 0)) {
+		if (!disk_full(e))
 			goto out;
-		}
-		rc = vtree_all(fd, &cp, e);
-		sys_close(fd);
-		if (rc < 0)
-			goto out;
-		rc = -1;
-		refused = json_len(cp.refused) > 0;
+		wk_progress("collecting: %s", e->msg);
+		vtree_refuse(&src, "collect", stg_volume_fault(e));
 	}
-	if (refused) {
+	t = json_len(src.refused) ? &src : &cp;
+	if (json_len(t->refused)) {
 		struct err e2;
 
 		wk_progress("refused: %s; the copy is deleted and no grader will run",
-			    json_at(json_len(src.refused) ? src.refused : cp.refused, 0)->u.str.s);
+			    json_at(t->refused, 0)->u.str.s);
 		if (fs_remove_all(c->sub, &e2) < 0) {
 			*e = e2;
 			goto out;
 		}
 	}
-	missing = strings(c->decl, c->missing, c->npaths);
 	res = json_new_object();
 	/* The copy's numbers when there is a copy; what was seen before refusing otherwise. */
-	json_object_set_int(res, "files", (int64_t)(json_len(src.refused) ? src.files : cp.files));
-	json_object_set_int(res, "bytes", (int64_t)(json_len(src.refused) ? src.bytes : cp.bytes));
-	json_object_set(res, "missing", missing);
-	json_object_set(res, "refused", json_dup(json_len(src.refused) ? src.refused : cp.refused));
+	json_object_set_int(res, "files", (int64_t)t->files);
+	json_object_set_int(res, "bytes", (int64_t)t->bytes);
+	json_object_set(res, "missing", strings(c->decl, c->missing, c->npaths));
+	json_object_set(res, "refused", json_dup(t->refused));
 	text = json_to_string(res, JSON_PRETTY);
 	snprintf(path, sizeof(path), "%s/collect.json", c->dir);
 	rc = fs_write_atomic(path, text, strlen(text), 0600, e);
 	free(text);
+	if (rc < 0 && (disk_full(e) || json_len(t->refused))) {
+		/* No record then, and no grader either: verify.run grades nothing
+		 * without one. A full disk is the finding when there was none. */
+		wk_progress("recording the collect: %s", e->msg);
+		if (!json_len(t->refused))
+			json_array_push(json_get(res, "refused"), json_new_str("collect: disk full"));
+		rc = 0;
+	}
 	if (rc < 0) {
 		json_free(res);
 		goto out;
 	}
+	if (json_len(json_get(res, "refused")) && c->resume)
+		resume_agent(c);
 	*result = res;
 out:
 	vtree_release(&src);
@@ -457,6 +542,7 @@ int cmd_verify_collect(struct wk *w, const struct json *payload, struct json **r
 	c.w = w;
 	c.id = json_get_str(payload, "id");
 	c.svc = json_get_str(payload, "agent_service");
+	c.resume = json_get_bool(payload, "resume", false);
 	if (!sc_safe_id(c.id))
 		return err_set(e, "verify.collect: payload.id must be a verify id");
 	if (!c.svc || !*c.svc)

@@ -33,6 +33,8 @@
 /* Room for a name below the root: 32 components of at most 255 bytes. */
 #define VT_NAME_MAX 8448
 
+static void refuse(struct vtree *t, const char *name, const char *reason, bool limit);
+
 void vtree_init(struct vtree *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -43,6 +45,11 @@ void vtree_release(struct vtree *t)
 {
 	json_free(t->refused);
 	t->refused = NULL;
+}
+
+void vtree_refuse(struct vtree *t, const char *name, const char *reason)
+{
+	refuse(t, name, reason, false);
 }
 
 static void refuse(struct vtree *t, const char *name, const char *reason, bool limit)
@@ -56,6 +63,24 @@ static void refuse(struct vtree *t, const char *name, const char *reason, bool l
 	 * in it, and walking on is exactly what the limit is there to stop. */
 	if (limit || json_len(t->refused) >= SC_VERIFY_REFUSED_MAX)
 		t->stop = true;
+}
+
+/* An entry the walk cannot look at (errno says why). The host's troubles
+ * (an I/O error, no memory or fds left) are errors; anything else comes
+ * from what the tree holds, since the walk runs as root, and is refused like
+ * any other odd entry: a submission nobody can read scores 0. */
+static int cannot_read(struct vtree *t, const char *name, const char *what, struct err *e)
+{
+	int saved = errno;
+	char why[160];
+
+	if (saved == EIO || saved == ENOMEM || saved == EMFILE || saved == ENFILE || saved == ENOBUFS) {
+		errno = saved;
+		return err_errno(e, "%s %s", what, *name ? name : ".");
+	}
+	snprintf(why, sizeof(why), "unreadable (%s)", strerror(saved));
+	refuse(t, *name ? name : ".", why, false);
+	return 0;
 }
 
 static int depth_of(const char *name)
@@ -80,7 +105,7 @@ static int entry(int dirfd, const char *leaf, char *name, size_t len, int depth,
 	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
 			return 0;	/* gone since readdir: nothing to show a grader */
-		return err_errno(e, "lstat %s", name);
+		return cannot_read(t, name, "lstat", e);
 	}
 	if (S_ISLNK(st.st_mode)) {
 		refuse(t, name, "symlink", false);
@@ -128,7 +153,7 @@ static int entry(int dirfd, const char *leaf, char *name, size_t len, int depth,
 			refuse(t, name, "changed while it was checked", false);
 			return 0;
 		}
-		return err_errno(e, "open %s", name);
+		return cannot_read(t, name, "open", e);
 	}
 	if (fstat(fd, &st2) < 0 || st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
 		sys_close(fd);
@@ -148,7 +173,7 @@ static int walk_dir(int fd, char *name, size_t len, int depth, struct vtree *t, 
 
 	if (!d) {
 		sys_close(fd);
-		return err_errno(e, "opendir %s", len ? name : ".");
+		return cannot_read(t, len ? name : "", "opendir", e);
 	}
 	while (rc == 0 && !t->stop) {
 		size_t n, l2;
@@ -156,7 +181,7 @@ static int walk_dir(int fd, char *name, size_t len, int depth, struct vtree *t, 
 		errno = 0;
 		if (!(de = readdir(d))) {
 			if (errno)
-				rc = err_errno(e, "readdir %s", len ? name : ".");
+				rc = cannot_read(t, len ? name : "", "readdir", e);
 			break;
 		}
 		if (str_eq(de->d_name, ".") || str_eq(de->d_name, ".."))
@@ -228,7 +253,7 @@ int vtree_path(int rootfd, const char *rel, struct vtree *t, bool *missing, stru
 			if (errno == ENOENT || errno == ENOTDIR)
 				*missing = true;
 			else
-				rc = err_errno(e, "lstat %s", name);
+				rc = cannot_read(t, name, "lstat", e);
 			break;
 		}
 		if (S_ISLNK(st.st_mode)) {
@@ -246,7 +271,7 @@ int vtree_path(int rootfd, const char *rel, struct vtree *t, bool *missing, stru
 			else if (errno == ELOOP || errno == ENOTDIR)
 				refuse(t, name, "changed while it was checked", false);
 			else
-				rc = err_errno(e, "open %s", name);
+				rc = cannot_read(t, name, "open", e);
 			break;
 		}
 		if (dirfd != rootfd)
@@ -257,4 +282,47 @@ int vtree_path(int rootfd, const char *rel, struct vtree *t, bool *missing, stru
 	if (dirfd != rootfd)
 		sys_close(dirfd);
 	return rc;
+}
+
+bool vtree_missing(int rootfd, const char *rel)
+{
+	char comp[256];
+	const char *p = rel;
+	int dirfd = rootfd;
+	bool missing = false;
+
+	for (;;) {
+		size_t n = strcspn(p, "/");
+		struct stat st;
+		int fd;
+
+		if (n == 0 || n >= sizeof(comp))
+			break;
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		if (fstatat(dirfd, comp, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			missing = errno == ENOENT || errno == ENOTDIR;
+			break;
+		}
+		if (!p[n])
+			break;
+		/* A parent that is a link is refused by vtree_path, not missing;
+		 * one that is a file means the path cannot exist. */
+		if (!S_ISDIR(st.st_mode)) {
+			missing = !S_ISLNK(st.st_mode);
+			break;
+		}
+		fd = openat(dirfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0) {
+			missing = errno == ENOENT;
+			break;
+		}
+		if (dirfd != rootfd)
+			sys_close(dirfd);
+		dirfd = fd;
+		p += n + 1;
+	}
+	if (dirfd != rootfd)
+		sys_close(dirfd);
+	return missing;
 }

@@ -2,8 +2,8 @@
 real Docker, the CLI (bin/denv verify). A deploy with x-denv.agent and an
 image verifier; then:
   1. the agent links its answer to /etc/passwd; `denv verify --resume`:
-     reward 0, source refused, the exact reason, the grader never ran, and
-     the agent is running again afterwards;
+     reward 0, source refused, the exact reason, no snapshot, fork or
+     grader, and the agent is running again afterwards (collect resumed it);
   2. the agent writes the right answer; `denv verify`: phases stop, collect,
      snapshot, clone, grade, verdict with their evidence, reward 1 from
      reward.txt, the capture version healthy, the agent's environment keeps
@@ -117,8 +117,10 @@ try:
          'refused: ["home/agent/answer.txt: symlink"]' in out, "denv verify --resume prints the refusal", (rc, out, err))
     t.ok(v.get("reward") == 0 and v.get("source") == "refused" and v.get("refused") == ["home/agent/answer.txt: symlink"]
          and v.get("agent_frozen") is False, "verdict: reward 0, source refused, the reason", v)
-    t.ok(g.get("source") == "refused" and (ph.get("collect") or {}).get("Evidence", {}).get("refused")
-         == ["home/agent/answer.txt: symlink"], "collect and grade evidence say refused", ph)
+    t.ok((ph.get("collect") or {}).get("Evidence", {}).get("refused") == ["home/agent/answer.txt: symlink"] and
+         g.get("refused") is True and all((ph.get(n) or {}).get("Status") == "skipped"
+                                           for n in ("snapshot", "clone", "grade")),
+         "collect evidence says refused; snapshot, clone and grade are skipped", ph)
     t.ok(not os.path.exists(os.path.join(tmp, "data", "verify", depid, "logs", "ran")) and
          not os.path.exists(os.path.join(tmp, "data", "verify", depid, "submission")),
          "the grader never ran; no copy is left")
@@ -213,7 +215,10 @@ try:
     t.ok(rc != 0 and dd["deployment"]["Status"] == "failed" and (ph.get("grade") or {}).get("Status") == "failed"
          and "timeout_sec (2 s)" in ((ph.get("grade") or {}).get("Error") or "") and took < 30,
          "a verifier sleeping past timeout_sec fails the grade phase (%.1f s)" % took, (rc, out, err, ph.get("grade")))
-    t.ok(v.get("reward") is None and v.get("source") == "error", "verdict: reward null, source error", v)
+    t.ok(v.get("reward") is None and v.get("source") == "error" and v.get("fault") == "verifier" and
+         "timeout_sec" in v.get("error", ""), "verdict: reward null, source error, the verifier's fault", v)
+    t.ok("error (verifier): grade: " in out and "reward: null (source: error)" in out,
+         "denv verify prints whose fault it is before the null reward", out)
     end = time.time() + 60
     left = ["x"]
     while time.time() < end and left:
