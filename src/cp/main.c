@@ -89,6 +89,8 @@ static void config_from_env(struct cp_config *c)
 	c->join_wait_ms = seconds_env("DENV_JOIN_WAIT_SEC", CP_JOIN_WAIT_MS);
 	c->device_ttl_ms = seconds_env("DENV_DEVICE_TTL_SEC", (int64_t)CP_DEVICE_TTL_S * 1000);
 	c->hetzner_api_url = env_or("DENV_HETZNER_API_URL", CP_HETZNER_API_URL);
+	c->e2b_api_url = env_or("DENV_E2B_API_URL", CP_E2B_API_URL);
+	c->daytona_api_url = env_or("DENV_DAYTONA_API_URL", CP_DAYTONA_API_URL);
 }
 
 /* Go-style flags: -name value, -name=value, --name too. Returns 0, 1 (help
@@ -276,6 +278,7 @@ static void cleanup(struct cp *cp)
 	if (cp->db)
 		st_flush(cp->db);
 	cp_orch_free_all(cp);
+	cp_token_checks_free_all(cp);
 	if (cp->aclient)
 		http_aclient_free(cp->aclient);
 	cp_cmd_free_all(cp);
@@ -304,6 +307,8 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.public_url);
 	free((char *)cp->cfg.console_url);
 	free((char *)cp->cfg.hetzner_api_url);
+	free((char *)cp->cfg.e2b_api_url);
+	free((char *)cp->cfg.daytona_api_url);
 }
 
 int main(int argc, char **argv)
@@ -324,6 +329,8 @@ int main(int argc, char **argv)
 	cp.cfg.public_url = no_trailing_slash(cp.cfg.public_url);
 	cp.cfg.console_url = no_trailing_slash(cp.cfg.console_url);
 	cp.cfg.hetzner_api_url = no_trailing_slash(cp.cfg.hetzner_api_url);
+	cp.cfg.e2b_api_url = no_trailing_slash(cp.cfg.e2b_api_url);
+	cp.cfg.daytona_api_url = no_trailing_slash(cp.cfg.daytona_api_url);
 	log_set_level(cp.cfg.verbose ? LOG_DEBUG : LOG_INFO);
 	rc = run(&cp);
 	cleanup(&cp);
