@@ -228,7 +228,7 @@ static void cloud_connect(struct cp *cp, struct http_req *req, struct json *clou
 	p->connect = connect;
 	/* The request is parked until the provider answers (token_checked). */
 	if (!cp_token_check(cp, provider, json_get(cloud, "Config"), token_checked, p, pending_free, &e)) {
-		cp_fail(req, 400, "%s", e.msg);
+		cp_fail(req, e.code ? e.code : 502, "%s", e.msg);
 		pending_free(p);
 	}
 }

@@ -530,7 +530,8 @@ bool cp_token_checkable(const char *provider);
 /* Try config's token with the provider's cheapest authenticated read. fn is
  * called once, never from inside this call; at shutdown a check still in
  * flight is dropped and arg_free (may be NULL) gets arg instead. NULL with e
- * if the check cannot start (no token, a token no header can carry). */
+ * if the check cannot start, e->code the status to answer: 400 for no token
+ * or one no header can carry, 502 for an API base that is not a URL. */
 struct cp_check *cp_token_check(struct cp *cp, const char *provider, const struct json *config, cp_check_fn fn,
 				void *arg, void (*arg_free)(void *arg), struct err *e);
 /* Drop every check in flight (shutdown). */

@@ -14,6 +14,7 @@
  * provider that cannot be reached, is a 502. The token travels only in the
  * request header and is wiped from our copy once the request is queued.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,20 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 	free(c);
 }
 
+/* NULL with e set to the message and code, the status to answer. */
+static struct cp_check *no_check(struct err *e, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static struct cp_check *no_check(struct err *e, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	e->code = code;
+	return NULL;
+}
+
 struct cp_check *cp_token_check(struct cp *cp, const char *provider, const struct json *config, cp_check_fn fn,
 				void *arg, void (*arg_free)(void *arg), struct err *e)
 {
@@ -150,11 +165,11 @@ struct cp_check *cp_token_check(struct cp *cp, const char *provider, const struc
 	struct cp_check *c;
 
 	if (!p)
-		return err_set(e, "%.15s: no token check for this provider", provider), NULL;
+		return no_check(e, 500, "%.15s: no token check for this provider", provider);
 	if (!token || !*token)
-		return err_set(e, "%s: config.token is required", p->provider), NULL;
+		return no_check(e, 400, "%s: config.token is required", p->provider);
 	if (strcspn(token, "\r\n") != strlen(token) || strlen(token) + strlen(p->auth) >= sizeof(auth))
-		return err_set(e, "%s: the token is not a usable API token", p->provider), NULL;
+		return no_check(e, 400, "%s: the token is not a usable API token", p->provider);
 	snprintf(url, sizeof(url), "%s%s", api_base(cp, provider), p->path);
 	snprintf(auth, sizeof(auth), "%s%s", p->auth, token);
 	req.method = "GET";
@@ -171,8 +186,11 @@ struct cp_check *cp_token_check(struct cp *cp, const char *provider, const struc
 	c->call = http_aclient_do(cp_aclient(cp), &req, CP_PROVIDER_BODY_MAX, answered, c, e);
 	memset(auth, 0, sizeof(auth));
 	if (!c->call) {
+		/* Our side: the configured API base is not a URL we can call. */
 		free(c);
-		return err_prefix(e, "%s", p->provider), NULL;
+		err_prefix(e, "%s: cannot check the token", p->provider);
+		e->code = 502;
+		return NULL;
 	}
 	c->next = cp->checks;
 	cp->checks = c;

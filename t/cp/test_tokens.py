@@ -74,6 +74,10 @@ def test_e2b(s, f):
        and doc["host"]["CloudID"] == doc["cloud"]["ID"], "e2b, the right token: 201 info.token_checked true", (st, doc))
     t = [x for x in s.call("GET", "/v1/targets", key=BOOT_KEY)[1]["targets"] if x.get("provider") == "e2b"]
     ok(len(t) == 1 and t[0]["connected"] is True, "and the e2b target is listed", t)
+    st, doc, _ = s.call("POST", "/v1/targets/connect", key=BOOT_KEY,
+                        body={"provider": "e2b", "name": "e2b-crlf", "token": "e2b_x\r\nX-Other: 1"})
+    is_((st, err_of(doc)), (400, "e2b: the token is not a usable API token"),
+        "a token that would break the header: 400, never sent")
     st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY,
                         body={"provider": "e2b", "name": "e2b-c", "config": {"token": "nope"}})
     is_((st, err_of(doc)), (400, "e2b: token refused (401 Unauthorized: Invalid API key)"),
@@ -119,13 +123,17 @@ def test_modal(s, f):
 
 def test_unreachable(tmp):
     s = T.Server(os.path.join(tmp, "store2"), {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_TEAM": "acme",
-                                               "DENV_E2B_API_URL": "http://127.0.0.1:9"})
+                                               "DENV_E2B_API_URL": "http://127.0.0.1:9",
+                                               "DENV_DAYTONA_API_URL": "ftp://daytona.example/api"})
     try:
         st, doc, _ = s.call("POST", "/v1/targets/connect", key=BOOT_KEY, body={"provider": "e2b", "token": E2B})
         e = err_of(doc) or ""
         ok(st == 502 and e.startswith("e2b: cannot reach the API to check the token "
                                       "(GET http://127.0.0.1:9/v2/sandboxes?limit=1): ") and "refused" in e,
            "an unreachable provider: 502 saying so", (st, doc))
+        st, doc, _ = s.call("POST", "/v1/targets/connect", key=BOOT_KEY, body={"provider": "daytona", "token": DT})
+        ok(st == 502 and (err_of(doc) or "").startswith("daytona: cannot check the token: "),
+           "an API base that is not an http(s) URL: 502", (st, doc))
         is_(s.call("GET", "/v1/clouds", key=BOOT_KEY)[1]["clouds"], [], "and nothing stored")
     finally:
         is_(s.stop(), 0, "second server: exit 0")
