@@ -534,6 +534,12 @@ bool cp_token_checkable(const char *provider);
  * or one no header can carry, 502 for an API base that is not a URL. */
 struct cp_check *cp_token_check(struct cp *cp, const char *provider, const struct json *config, cp_check_fn fn,
 				void *arg, void (*arg_free)(void *arg), struct err *e);
+/* The verdict on a provider's answer outside 2xx to the check what ("GET
+ * <url>"): 400 when it refused the token (401, 403), else 502, with the
+ * message in out, in the provider's own words where its body has them
+ * (Hetzner's {error: {message}}, E2B's {message}, Daytona's {message, error}). */
+int cp_token_verdict(const char *provider, const char *what, int status, const char *body, size_t len, char *out,
+		     size_t n);
 /* Drop every check in flight (shutdown). */
 void cp_token_checks_free_all(struct cp *cp);
 

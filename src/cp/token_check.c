@@ -94,24 +94,23 @@ static const char *provider_message(const struct json *doc)
 	return m && *m ? m : NULL;
 }
 
-/* Status and message for an answer that is not a 2xx. */
-static int judge(const struct cp_check *c, const struct http_client_resp *resp, char *why, size_t n)
+int cp_token_verdict(const char *provider, const char *what, int status, const char *body, size_t len, char *out,
+		     size_t n)
 {
 	struct json *doc = NULL;
 	struct err pe;
 	const char *msg;
-	bool refused = resp->status == 401 || resp->status == 403;
+	bool refused = status == 401 || status == 403;
 
-	if (resp->body.len && json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0)
+	if (len && json_parse(body, len, NULL, &doc, &pe) < 0)
 		doc = NULL;
 	msg = provider_message(doc);
 	if (refused)
-		snprintf(why, n, "%s: token refused (%d %s%s%.*s)", c->provider, resp->status,
-			 http_status_text(resp->status), msg ? ": " : "", CHECK_MESSAGE_MAX, msg ? msg : "");
+		snprintf(out, n, "%s: token refused (%d %s%s%.*s)", provider, status, http_status_text(status),
+			 msg ? ": " : "", CHECK_MESSAGE_MAX, msg ? msg : "");
 	else
-		snprintf(why, n, "%s: cannot check the token: %s answered %d %s%s%.*s", c->provider, c->what,
-			 resp->status, http_status_text(resp->status), msg ? ": " : "", CHECK_MESSAGE_MAX,
-			 msg ? msg : "");
+		snprintf(out, n, "%s: cannot check the token: %s answered %d %s%s%.*s", provider, what, status,
+			 http_status_text(status), msg ? ": " : "", CHECK_MESSAGE_MAX, msg ? msg : "");
 	json_free(doc);
 	return refused ? 400 : 502;
 }
@@ -129,7 +128,8 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 			 c->what, e ? e->msg : "request failed");
 		status = 502;
 	} else if (resp->status < 200 || resp->status > 299) {
-		status = judge(c, resp, why, sizeof(why));
+		status = cp_token_verdict(c->provider, c->what, resp->status, resp->body.data, resp->body.len, why,
+					  sizeof(why));
 	}
 	if (status)
 		log_info("cloud", "%s", why);
