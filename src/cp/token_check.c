@@ -100,11 +100,20 @@ int cp_token_verdict(const char *provider, const char *what, int status, const c
 	struct json *doc = NULL;
 	struct err pe;
 	const char *msg;
+	char clean[CHECK_MESSAGE_MAX + 1];
 	bool refused = status == 401 || status == 403;
 
 	if (len && json_parse(body, len, NULL, &doc, &pe) < 0)
 		doc = NULL;
 	msg = provider_message(doc);
+	if (msg) {
+		/* Their words go into a log line and a one-line error: no control characters. */
+		str_copy(clean, sizeof(clean), msg);
+		for (char *q = clean; *q; q++)
+			if ((unsigned char)*q < 0x20 || *q == 0x7f)
+				*q = ' ';
+		msg = clean;
+	}
 	if (refused)
 		snprintf(out, n, "%s: token refused (%d %s%s%.*s)", provider, status, http_status_text(status),
 			 msg ? ": " : "", CHECK_MESSAGE_MAX, msg ? msg : "");

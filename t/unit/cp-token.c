@@ -34,6 +34,7 @@ static const struct {
 	{ "daytona", 404, "{\"statusCode\":404,\"message\":\"Cannot GET /sandbox\",\"error\":\"Not Found\"}", 502,
 	  "daytona: cannot check the token: GET u answered 404 Not Found: Cannot GET /sandbox" },
 	{ "daytona", 500, "", 502, "daytona: cannot check the token: GET u answered 500 Internal Server Error" },
+	{ "e2b", 401, "{\"message\":\"bad\\nkey\\u0007!\"}", 400, "e2b: token refused (401 Unauthorized: bad key !)" },
 };
 
 int main(void)
