@@ -1,6 +1,7 @@
 /* api_hosts.c: clouds, join tokens, hosts and targets (targets.md). */
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/crypto.h"
@@ -85,6 +86,10 @@ static struct json *cloud_from_body(struct cp *cp, struct http_req *req, const c
 	if (cp_req_str(req, body, "provider", &provider) < 0 || cp_opt_str(req, body, "name", &name) < 0 ||
 	    cp_opt_str(req, body, "token", &token) < 0)
 		return NULL;
+	if (str_eq(provider, "modal")) {
+		http_respond_error(req, 400, CP_MODAL_REFUSED);
+		return NULL;
+	}
 	if (drivers_only ? !cp_provider_is_driver(provider) : !provider_known(provider)) {
 		cp_fail(req, 400, drivers_only ? "provider must be e2b or daytona, got \"%s\""
 					       : "provider must be manual, hetzner, e2b or daytona, got \"%s\"",
@@ -140,24 +145,104 @@ static void h_clouds_list(struct cp *cp, struct http_req *req)
 	cp_reply(req, 200, resp);
 }
 
+/* Store cloud (taken) and answer 201: {cloud, token_checked} for POST
+ * /v1/clouds; {cloud, host, info, capabilities} with its new driver host for
+ * POST /v1/targets/connect. */
+static void cloud_store(struct cp *cp, struct http_req *req, struct json *cloud, bool connect, bool checked)
+{
+	const char *provider = json_get_str(cloud, "Provider");
+	struct json *resp = json_new_object(), *host = NULL, *info;
+	struct st_txn *txn = st_begin(cp->db);
+	char cid[ID_MAX], hid[ID_MAX];
+
+	str_copy(cid, sizeof(cid), json_get_str(cloud, "ID"));
+	json_object_set(cloud, "CreatedAt", cp_now_json()); /* now, not before the check */
+	json_object_set(resp, "cloud", cloud_public(cloud));
+	if (!connect) {
+		json_object_set_bool(resp, "token_checked", checked);
+	} else {
+		host = cp_driver_host_new(json_get_str(cloud, "TeamID"), cloud);
+		str_copy(hid, sizeof(hid), json_get_str(host, "ID"));
+		info = json_new_object();
+		json_object_set_str(info, "provider", provider);
+		json_object_set_bool(info, "token_checked", checked);
+		json_object_set(resp, "host", cp_public(host, "hosts"));
+		json_object_set(resp, "info", info);
+		json_object_set(resp, "capabilities", cp_provider_table(provider));
+	}
+	st_put(txn, "clouds", cid, cloud);
+	if (host)
+		st_put(txn, "hosts", hid, host);
+	cp_commit_reply(cp, txn, req, 201, resp, NULL, NULL);
+}
+
+/* A connect waiting for the provider's answer about its token. */
+struct pending_cloud {
+	struct http_req *req;
+	struct json *cloud;
+	bool connect;
+};
+
+static void pending_free(void *arg)
+{
+	struct pending_cloud *p = arg;
+
+	json_free(p->cloud);
+	free(p);
+}
+
+static void token_checked(struct cp *cp, int status, const char *error, void *arg)
+{
+	struct pending_cloud *p = arg;
+	const struct json *c = p->cloud;
+
+	if (status)
+		cp_fail(p->req, status, "%s", error);
+	else if (http_req_gone(p->req))
+		http_respond_error(p->req, 502, "client went away"); /* only frees it: nothing is stored */
+	else if (cp_find(cp, "clouds", "TeamID", json_get_str(c, "TeamID"), "Name", json_get_str(c, "Name")))
+		/* Another connect of the same name finished first. */
+		cp_fail(p->req, 409, "cloud \"%s\" already exists", json_get_str(c, "Name"));
+	else {
+		cloud_store(cp, p->req, p->cloud, p->connect, true);
+		p->cloud = NULL;
+	}
+	pending_free(p);
+}
+
+/* Check the token of a new cloud with its provider, then store it; a
+ * provider without a token (manual) is stored at once. Takes cloud. */
+static void cloud_connect(struct cp *cp, struct http_req *req, struct json *cloud, bool connect)
+{
+	const char *provider = json_get_str(cloud, "Provider");
+	struct pending_cloud *p;
+	struct err e;
+
+	if (!cp_token_checkable(provider)) {
+		cloud_store(cp, req, cloud, connect, false);
+		return;
+	}
+	p = xcalloc(1, sizeof(*p));
+	p->req = req;
+	p->cloud = cloud;
+	p->connect = connect;
+	/* The request is parked until the provider answers (token_checked). */
+	if (!cp_token_check(cp, provider, json_get(cloud, "Config"), token_checked, p, pending_free, &e)) {
+		cp_fail(req, e.code ? e.code : 502, "%s", e.msg);
+		pending_free(p);
+	}
+}
+
 static void h_clouds_create(struct cp *cp, struct http_req *req)
 {
 	struct cp_caller who;
-	struct json *body = NULL, *row, *resp;
-	struct st_txn *txn;
-	char id[ID_MAX];
+	struct json *body = NULL, *row;
 
 	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0 || cp_body(req, &body) < 0)
 		return;
 	row = cloud_from_body(cp, req, who.team_id, body, false);
-	if (row) {
-		str_copy(id, sizeof(id), json_get_str(row, "ID"));
-		resp = json_new_object();
-		json_object_set(resp, "cloud", cloud_public(row));
-		txn = st_begin(cp->db);
-		st_put(txn, "clouds", id, row);
-		cp_commit_reply(cp, txn, req, 201, resp, NULL, NULL);
-	}
+	if (row)
+		cloud_connect(cp, req, row, false);
 	json_free(body);
 }
 
@@ -304,35 +389,13 @@ static void h_targets(struct cp *cp, struct http_req *req)
 static void h_targets_connect(struct cp *cp, struct http_req *req)
 {
 	struct cp_caller who;
-	struct json *body = NULL, *cloud, *host, *resp, *info;
-	struct st_txn *txn;
-	char cid[ID_MAX], hid[ID_MAX];
-	const char *provider;
+	struct json *body = NULL, *cloud;
 
 	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0 || cp_body(req, &body) < 0)
 		return;
 	cloud = cloud_from_body(cp, req, who.team_id, body, true);
-	if (!cloud)
-		goto out;
-	provider = json_get_str(cloud, "Provider");
-	host = cp_driver_host_new(who.team_id, cloud);
-	str_copy(cid, sizeof(cid), json_get_str(cloud, "ID"));
-	str_copy(hid, sizeof(hid), json_get_str(host, "ID"));
-	/* The token is checked for presence only: this server does not call
-	 * the provider's API yet (see denv-cp(8), BUGS). */
-	info = json_new_object();
-	json_object_set_str(info, "provider", provider);
-	json_object_set_bool(info, "token_checked", false);
-	resp = json_new_object();
-	json_object_set(resp, "cloud", cloud_public(cloud));
-	json_object_set(resp, "host", cp_public(host, "hosts"));
-	json_object_set(resp, "info", info);
-	json_object_set(resp, "capabilities", cp_provider_table(provider));
-	txn = st_begin(cp->db);
-	st_put(txn, "clouds", cid, cloud);
-	st_put(txn, "hosts", hid, host);
-	cp_commit_reply(cp, txn, req, 201, resp, NULL, NULL);
-out:
+	if (cloud)
+		cloud_connect(cp, req, cloud, true);
 	json_free(body);
 }
 

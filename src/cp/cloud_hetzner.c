@@ -39,7 +39,7 @@ static const char *cfg(const struct json *config, const char *key, const char *f
 	return v && *v ? v : fallback;
 }
 
-static struct http_aclient *aclient(struct cp *cp)
+struct http_aclient *cp_aclient(struct cp *cp)
 {
 	if (!cp->aclient)
 		cp->aclient = http_aclient_new(cp->ev);
@@ -173,7 +173,7 @@ static struct cp_machine_call *hz_call(struct cp *cp, const struct json *config,
 	c->fn = fn;
 	c->arg = arg;
 	/* The request is copied: wipe our copies of the secrets at once. */
-	c->call = http_aclient_do(aclient(cp), &req, CP_PROVIDER_BODY_MAX, answered, c, e);
+	c->call = http_aclient_do(cp_aclient(cp), &req, CP_PROVIDER_BODY_MAX, answered, c, e);
 	memset(auth, 0, sizeof(auth));
 	if (!c->call) {
 		free(c);

@@ -88,6 +88,14 @@
 #define CP_PROVIDER_BODY_MAX ((size_t)1 << 20)	/* a provider's answer */
 #define CP_USER_DATA_MAX ((size_t)32 << 10)	/* Hetzner's limit for cloud-init user data */
 #define CP_HETZNER_API_URL "https://api.hetzner.cloud/v1"
+#define CP_E2B_API_URL "https://api.e2b.app"		/* the e2b SDK's default (api.<E2B_DOMAIN>) */
+#define CP_DAYTONA_API_URL "https://app.daytona.io/api"	/* the daytona SDK's default */
+#define CP_TOKEN_CHECK_TIMEOUT_MS 15000		/* a connect waits this long for the provider */
+/* Modal is refused at connect: its sandbox client speaks gRPC to Modal's
+ * servers, and this server speaks REST only. */
+#define CP_MODAL_REFUSED "modal: not supported: Modal's sandbox API is gRPC-only (its client library speaks " \
+	"gRPC to Modal's servers) and denv-cp drives providers over REST; run on your own machines, " \
+	"e2b or daytona"
 #define CP_HETZNER_SERVER_TYPE "cpx31"		/* config defaults (targets.md) */
 #define CP_HETZNER_LOCATION "nbg1"
 #define CP_HETZNER_IMAGE "ubuntu-24.04"
@@ -124,6 +132,8 @@ struct cp_config {
 	const char *hetzner_api_url;	/* DENV_HETZNER_API_URL (tests, proxies); no trailing slash */
 	const char *conns_per_addr;	/* -max-conns-per-addr, DENV_MAX_CONNS_PER_ADDR; NULL: default */
 	int max_conns_per_addr;		/* parsed: 0 HTTP_MAX_CONNS_PER_ADDR, -1 no cap */
+	const char *e2b_api_url;	/* DENV_E2B_API_URL; likewise */
+	const char *daytona_api_url;	/* DENV_DAYTONA_API_URL; likewise */
 };
 
 /* ---- in-memory state that config.md says is not stored ---- */
@@ -156,6 +166,7 @@ struct cp_run;
 struct cp_watch;
 struct cp_sub;
 struct cp_sweep;
+struct cp_check;
 
 struct cp {
 	struct ev *ev;
@@ -178,6 +189,7 @@ struct cp {
 	size_t nsubs;
 	struct http_aclient *aclient;	/* calls to cloud providers, made on first use */
 	struct cp_sweep *sweeps;	/* start-up deletes of servers that never joined (orch_place.c) */
+	struct cp_check *checks;	/* token checks in flight (token_check.c) */
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -518,6 +530,32 @@ struct cp_machine_call *cp_hetzner_find(struct cp *cp, const struct json *config
 /* Forget a call in flight: fn is not called (the provider may still create or
  * delete the machine). NULL is fine. */
 void cp_machine_cancel(struct cp_machine_call *call);
+/* The client for calls to providers, made on first use. */
+struct http_aclient *cp_aclient(struct cp *cp);
+
+/* ---- token checks at connect (token_check.c) ---- */
+
+/* status 0: the provider accepted the token (error NULL); 400: it refused it;
+ * 502: it could not be asked or answered something else. error is the
+ * message for the caller ("e2b: token refused (401 Unauthorized: ...)"). */
+typedef void (*cp_check_fn)(struct cp *cp, int status, const char *error, void *arg);
+/* Whether provider has a token check (hetzner, e2b, daytona). */
+bool cp_token_checkable(const char *provider);
+/* Try config's token with the provider's cheapest authenticated read. fn is
+ * called once, never from inside this call; at shutdown a check still in
+ * flight is dropped and arg_free (may be NULL) gets arg instead. NULL with e
+ * if the check cannot start, e->code the status to answer: 400 for no token
+ * or one no header can carry, 502 for an API base that is not a URL. */
+struct cp_check *cp_token_check(struct cp *cp, const char *provider, const struct json *config, cp_check_fn fn,
+				void *arg, void (*arg_free)(void *arg), struct err *e);
+/* The verdict on a provider's answer outside 2xx to the check what ("GET
+ * <url>"): 400 when it refused the token (401, 403), else 502, with the
+ * message in out, in the provider's own words where its body has them
+ * (Hetzner's {error: {message}}, E2B's {message}, Daytona's {message, error}). */
+int cp_token_verdict(const char *provider, const char *what, int status, const char *body, size_t len, char *out,
+		     size_t n);
+/* Drop every check in flight (shutdown). */
+void cp_token_checks_free_all(struct cp *cp);
 
 /* Servers the provision phase created that never joined (orch_place.c;
  * denv-cp(8), "Provisioned servers that never join"): at start-up, delete

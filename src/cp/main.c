@@ -35,8 +35,9 @@ static const char usage_text[] =
 	"environment: DENV_TEAM, DENV_BOOTSTRAP_KEY, DENV_CONSOLE_URL, DENV_DEV_LOGIN,\n"
 	"DENV_RELEASES_DIR, DENV_GITHUB_CLIENT_ID, DENV_GITHUB_CLIENT_SECRET,\n"
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
-	"DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_HOST_GRACE_SEC,\n"
-	"DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC. See denv-cp(8).\n";
+	"DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_E2B_API_URL, DENV_DAYTONA_API_URL,\n"
+	"DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC.\n"
+	"See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
 {
@@ -95,6 +96,8 @@ static void config_from_env(struct cp_config *c)
 	c->device_ttl_ms = seconds_env("DENV_DEVICE_TTL_SEC", (int64_t)CP_DEVICE_TTL_S * 1000);
 	c->hetzner_api_url = env_or("DENV_HETZNER_API_URL", CP_HETZNER_API_URL);
 	c->conns_per_addr = env_or("DENV_MAX_CONNS_PER_ADDR", NULL);
+	c->e2b_api_url = env_or("DENV_E2B_API_URL", CP_E2B_API_URL);
+	c->daytona_api_url = env_or("DENV_DAYTONA_API_URL", CP_DAYTONA_API_URL);
 }
 
 /* Go-style flags: -name value, -name=value, --name too. Returns 0, 1 (help
@@ -317,6 +320,7 @@ static void cleanup(struct cp *cp)
 	if (cp->db)
 		st_flush(cp->db);
 	cp_orch_free_all(cp);
+	cp_token_checks_free_all(cp);
 	if (cp->aclient)
 		http_aclient_free(cp->aclient);
 	cp_cmd_free_all(cp);
@@ -345,6 +349,8 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.public_url);
 	free((char *)cp->cfg.console_url);
 	free((char *)cp->cfg.hetzner_api_url);
+	free((char *)cp->cfg.e2b_api_url);
+	free((char *)cp->cfg.daytona_api_url);
 }
 
 int main(int argc, char **argv)
@@ -365,6 +371,8 @@ int main(int argc, char **argv)
 	cp.cfg.public_url = no_trailing_slash(cp.cfg.public_url);
 	cp.cfg.console_url = no_trailing_slash(cp.cfg.console_url);
 	cp.cfg.hetzner_api_url = no_trailing_slash(cp.cfg.hetzner_api_url);
+	cp.cfg.e2b_api_url = no_trailing_slash(cp.cfg.e2b_api_url);
+	cp.cfg.daytona_api_url = no_trailing_slash(cp.cfg.daytona_api_url);
 	log_set_level(cp.cfg.verbose ? LOG_DEBUG : LOG_INFO);
 	rc = run(&cp);
 	cleanup(&cp);

@@ -606,7 +606,8 @@ def test_events(s, state):
 
 def test_clouds(s, state):
     st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY, body={"provider": "manual"})
-    ok(st == 201 and doc["cloud"]["Provider"] == "manual" and doc["cloud"]["Name"] == "manual", "manual cloud 201", doc)
+    ok(st == 201 and doc["cloud"]["Provider"] == "manual" and doc["cloud"]["Name"] == "manual"
+       and doc["token_checked"] is False, "manual cloud 201 (no token to check)", doc)
     state["manual_cloud"] = doc["cloud"]["ID"]
     is_(set(doc["cloud"]), {"ID", "TeamID", "Provider", "Name", "Config", "CreatedAt"}, "cloud fields")
     st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY, body={"provider": "hetzner", "name": "hz"})
@@ -614,7 +615,7 @@ def test_clouds(s, state):
     st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY,
                         body={"provider": "hetzner", "name": "hz", "config": {"token": "hz-secret-token", "location": "fsn1",
                                                                                "ssh_key": "abc", "client_secret": "s"}})
-    ok(st == 201, "hetzner cloud 201", (st, doc))
+    ok(st == 201 and doc.get("token_checked") is True, "hetzner cloud 201, its token checked", (st, doc))
     cfg = doc["cloud"]["Config"]
     is_(cfg, {"token": BULLETS, "location": "fsn1", "ssh_key": BULLETS, "client_secret": BULLETS,
               "server_type": "cpx31", "image": "ubuntu-24.04"}, "defaults filled, secrets shown as bullets")
@@ -626,7 +627,8 @@ def test_clouds(s, state):
     st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY, body={"provider": "manual"})
     is_(st, 409, "a duplicate cloud name is 409")
     st, doc, _ = s.call("POST", "/v1/clouds", key=BOOT_KEY, body={"provider": "e2b", "config": {"token": "e2b-tok"}})
-    ok(st == 201 and doc["cloud"]["Config"]["token"] == BULLETS, "e2b cloud 201", doc)
+    ok(st == 201 and doc["cloud"]["Config"]["token"] == BULLETS and doc["token_checked"] is True,
+       "e2b cloud 201, its token checked", doc)
     state["e2b_cloud"] = doc["cloud"]["ID"]
     st, doc, _ = s.call("GET", "/v1/clouds", key=BOOT_KEY)
     ok(st == 200 and sorted(c["Name"] for c in doc["clouds"]) == ["e2b", "hz", "manual"] and
@@ -665,7 +667,8 @@ def test_targets(s, state):
                                 "Capabilities", "connected"}, "GET /v1/hosts fields", doc)
     st, doc, _ = s.call("POST", "/v1/targets/connect", key=BOOT_KEY, body={"provider": "daytona", "token": "dt-tok"})
     ok(st == 201 and set(doc) == {"cloud", "host", "info", "capabilities"} and doc["cloud"]["Config"]["token"] == BULLETS
-       and doc["host"]["CloudID"] == doc["cloud"]["ID"], "POST /v1/targets/connect 201", (st, doc))
+       and doc["host"]["CloudID"] == doc["cloud"]["ID"] and doc["info"]["token_checked"] is True,
+       "POST /v1/targets/connect 201, the token checked", (st, doc))
     st, doc, _ = s.call("POST", "/v1/targets/connect", key=BOOT_KEY, body={"provider": "hetzner", "token": "x"})
     is_(st, 400, "targets/connect for a non-hosted provider is 400")
     st, doc, _ = s.call("POST", "/v1/targets/connect", key=BOOT_KEY, body={"provider": "e2b", "name": "e2b-2"})
@@ -970,6 +973,15 @@ def test_flags(tmp):
     s.stop()
 
 
+def provider_fakes():
+    """Fakes of Hetzner, E2B and Daytona that accept the tokens used here."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fakes"))
+    from hetzner import FakeHetzner
+    from fake_e2b import FakeE2B
+    from fake_daytona import FakeDaytona
+    return [FakeHetzner(token="hz-secret-token"), FakeE2B(key="e2b-tok"), FakeDaytona(key="dt-tok")]
+
+
 def main():
     if not os.access(BIN, os.X_OK):
         print("1..0 # SKIP %s is not built" % BIN)
@@ -978,11 +990,13 @@ def main():
     releases = os.path.join(tmp, "releases")
     os.mkdir(releases)
     store = os.path.join(tmp, "store")
+    # The clouds made below have their tokens checked by fakes on loopback,
+    # never by the real APIs (t/fakes/).
+    fakes = provider_fakes()
     env = {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_TEAM": "acme", "DENV_DEV_LOGIN": "1",
            "DENV_CONSOLE_URL": CONSOLE + "/", "DENV_RELEASES_DIR": releases,
-           "DENV_PUBLIC_URL": "http://cp.example:8080",
-           # The hetzner cloud made below must never reach the real API: port 9 refuses.
-           "DENV_HETZNER_API_URL": "http://127.0.0.1:9/v1"}
+           "DENV_PUBLIC_URL": "http://cp.example:8080", "DENV_HETZNER_API_URL": fakes[0].url,
+           "DENV_E2B_API_URL": fakes[1].url, "DENV_DAYTONA_API_URL": fakes[2].url}
     state = {"secrets": []}
     s = None
     try:
@@ -1032,6 +1046,8 @@ def main():
                 print("#   " + line)
             s.proc.kill()
     finally:
+        for f in fakes:
+            f.stop()
         if _failed == 0:
             shutil.rmtree(tmp, ignore_errors=True)
         else:

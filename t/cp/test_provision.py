@@ -21,6 +21,7 @@ from test_api import BOOT_KEY, ok, is_  # noqa: E402
 from test_hub import SIMPLE, call, wait_until, wait_dep, phase_map, events, host_row  # noqa: E402
 from sidecar import Sidecar  # noqa: E402
 from hetzner import FakeHetzner  # noqa: E402
+from fake_e2b import FakeE2B  # noqa: E402
 
 PUBLIC = "http://cp.test:8080"
 HZ_TOKEN = "hz-test-token-0123456789abcdef"
@@ -56,13 +57,15 @@ def test_no_cloud(s, st8):
 def test_provision_and_join(s, st8):
     fake = st8["fake"]
     st, doc, _ = call(s, "POST", "/v1/clouds", {"provider": "hetzner", "name": "hz", "config": {"token": HZ_TOKEN}})
-    ok(st == 201, "POST /v1/clouds: a hetzner cloud with only a token", (st, doc))
+    ok(st == 201 and doc["token_checked"] is True, "POST /v1/clouds: a hetzner cloud with only a token", (st, doc))
+    is_([(r["method"], r["path"]) for r in fake.requests], [("GET", "/v1/servers?per_page=1")],
+        "its token was checked with one read")
     cloud = doc["cloud"]["ID"]
     st8["cloud"] = cloud
     st8["secrets"].append(HZ_TOKEN)
     dep = deploy(s, "alpha")
-    ok(fake.wait_requests(1), "provision calls the provider")
-    r = fake.requests[0]
+    ok(fake.wait_requests(2), "provision calls the provider")
+    r = fake.requests[1]
     is_((r["method"], r["path"]), ("POST", "/v1/servers"), "POST /v1/servers")
     is_(r["headers"].get("authorization"), "Bearer " + HZ_TOKEN, "with the cloud's token as the bearer token")
     b = r["body"]
@@ -322,7 +325,7 @@ def test_driver_hosts(s, st8):
     """Placement creates the driver host of an e2b cloud made through POST
     /v1/clouds (EnsureDriverHosts), without GET /v1/targets first."""
     fake = st8["fake"]
-    st, doc, _ = call(s, "POST", "/v1/clouds", {"provider": "e2b", "config": {"token": "e2b-tok"}})
+    st, doc, _ = call(s, "POST", "/v1/clouds", {"provider": "e2b", "config": {"token": st8["e2b"].key}})
     e2b = doc["cloud"]["ID"]
     ok(not [h for h in call(s, "GET", "/v1/hosts")[1]["hosts"] if h["CloudID"] == e2b], "no driver host yet")
     n = len(fake.requests)
@@ -343,10 +346,11 @@ def main():
         return 0
     tmp = tempfile.mkdtemp(prefix="denv-cp-prov-")
     fake = FakeHetzner(token=HZ_TOKEN)
+    e2b = FakeE2B()
     env = {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_TEAM": "acme", "DENV_PUBLIC_URL": PUBLIC,
-           "DENV_HETZNER_API_URL": fake.url, "DENV_JOIN_WAIT_SEC": str(JOIN_WAIT_SEC),
+           "DENV_HETZNER_API_URL": fake.url, "DENV_E2B_API_URL": e2b.url, "DENV_JOIN_WAIT_SEC": str(JOIN_WAIT_SEC),
            "DENV_HOST_GRACE_SEC": "2", "DENV_COMMAND_TIMEOUT_SEC": "5"}
-    st8 = {"secrets": [], "fake": fake}
+    st8 = {"secrets": [], "fake": fake, "e2b": e2b}
     s = None
     try:
         s = T.Server(os.path.join(tmp, "store"), env)
@@ -372,6 +376,7 @@ def main():
             s.proc.kill()
     finally:
         fake.stop()
+        e2b.stop()
         if T._failed == 0:
             shutil.rmtree(tmp, ignore_errors=True)
         else:

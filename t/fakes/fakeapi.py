@@ -1,0 +1,88 @@
+"""The loopback HTTP server shared by the provider fakes (fake_e2b.py, fake_daytona.py).
+
+A subclass names its API base (`base`, the path prefix denv-cp and the SDK
+put before every route) and answers in `answer(method, path, query, headers,
+body)` with (status, json_doc[, extra_headers]). Every request is recorded
+(method, path with query, lower-cased headers, parsed body) so a test can
+check what was sent; `plan` holds (status, body) answers given before
+anything else, in order (an outage, a rate limit); `delay` holds every answer
+that many seconds (a slow provider). Loopback only.
+"""
+import http.server
+import json
+import threading
+import time
+import urllib.parse
+
+
+class FakeAPI:
+    base = ""
+
+    def __init__(self, port=0):
+        self.plan = []
+        self.delay = 0.0
+        self.requests = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                fake._handle(self)
+
+            def do_POST(self):
+                fake._handle(self)
+
+            def do_DELETE(self):
+                fake._handle(self)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = "http://127.0.0.1:%d%s" % (self.port, self.base)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _handle(self, h):
+        n = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(n) if n else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        split = urllib.parse.urlsplit(h.path)
+        with self.lock:
+            self.requests.append({"method": h.command, "path": h.path, "headers": headers, "body": body})
+            if self.plan:
+                answer = self.plan.pop(0)
+            elif not split.path.startswith(self.base + "/"):
+                answer = self.not_found(split.path)
+            else:
+                answer = self.answer(h.command, split.path[len(self.base):],
+                                     urllib.parse.parse_qs(split.query), headers, body)
+        if self.delay:
+            time.sleep(self.delay)
+        status, doc = answer[0], answer[1]
+        extra = answer[2] if len(answer) > 2 else {}
+        data = json.dumps(doc).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        for k, v in extra.items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(data)
+
+    def not_found(self, path):
+        return 404, {"message": "Cannot GET %s" % path}
+
+    def answer(self, method, path, query, headers, body):
+        raise NotImplementedError

@@ -1,0 +1,119 @@
+"""Each provider fake against the provider's own SDK (PyPI `e2b`, `daytona`):
+the SDK makes the call denv-cp makes at connect (src/cp/token_check.c) and
+accepts the fake's answer with the fake's key, and raises its own
+authentication error with a wrong one. This is what keeps the fakes' routes,
+headers and error bodies the real ones. Prints TAP; run by
+t/integ/fakes-sdk.sh. Loopback only.
+"""
+import os
+import sys
+import traceback
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fake_e2b import FakeE2B  # noqa: E402
+from fake_daytona import FakeDaytona  # noqa: E402
+
+_n = 0
+_failed = 0
+
+
+def ok(cond, name, diag=None):
+    global _n, _failed
+    _n += 1
+    print("%sok %d - %s" % ("" if cond else "not ", _n, name))
+    if not cond:
+        _failed += 1
+        if diag is not None:
+            for line in str(diag).splitlines()[:20]:
+                print("#   " + line)
+    return cond
+
+
+def skip(name, why):
+    global _n
+    _n += 1
+    print("ok %d - %s # SKIP %s" % (_n, name, why))
+
+
+def raised(fn):
+    try:
+        fn()
+    except Exception as ex:  # the SDK's own class is checked by the caller
+        return ex
+    return None
+
+
+def test_e2b():
+    try:
+        import e2b
+    except ImportError:
+        for t in ("e2b: list", "e2b: same call as denv-cp", "e2b: a wrong key"):
+            skip(t, "the e2b SDK is not installed (t/requirements.txt)")
+        return
+    f = FakeE2B()
+    try:
+        f.sandboxes = [FakeE2B.sandbox("sbx-one"), FakeE2B.sandbox("sbx-two")]
+        got = e2b.Sandbox.list(limit=1, api_key=f.key, api_url=f.url).next_items()
+        ok([s.sandbox_id for s in got] == ["sbx-one"], "e2b %s: Sandbox.list(limit=1) accepts the fake's answer"
+           % e2b_version(), got)
+        r = f.requests[-1]
+        ok((r["method"], r["path"], r["headers"].get("x-api-key")) == ("GET", "/v2/sandboxes?limit=1", f.key),
+           "e2b: it is the call denv-cp makes (GET /v2/sandboxes?limit=1, X-API-KEY)", r)
+        ex = raised(lambda: e2b.Sandbox.list(limit=1, api_key="e2b_wrong", api_url=f.url).next_items())
+        ok(isinstance(ex, e2b.AuthenticationException) and "Invalid API key" in str(ex),
+           "e2b: a wrong key raises AuthenticationException with the fake's message", repr(ex))
+    finally:
+        f.stop()
+
+
+def e2b_version():
+    from importlib.metadata import version
+    return version("e2b")
+
+
+def test_daytona():
+    try:
+        import daytona
+        from daytona.common.errors import DaytonaAuthenticationError
+    except ImportError:
+        for t in ("daytona: list", "daytona: same call as denv-cp", "daytona: a wrong key"):
+            skip(t, "the daytona SDK is not installed (t/requirements.txt)")
+        return
+    from importlib.metadata import version
+    f = FakeDaytona()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            c = daytona.Daytona(daytona.DaytonaConfig(api_key=f.key, api_url=f.url))
+            got = list(c.list(daytona.ListSandboxesQuery(limit=1)))
+        ok(got == [], "daytona %s: Daytona.list(limit=1) accepts the fake's answer" % version("daytona"), got)
+        lists = [r for r in f.requests if r["path"].startswith("/api/sandbox?")]
+        ok(lists and (lists[-1]["path"], lists[-1]["headers"].get("authorization"))
+           == ("/api/sandbox?limit=1", "Bearer " + f.key),
+           "daytona: it is the call denv-cp makes (GET /api/sandbox?limit=1, bearer key)", f.requests)
+
+        def bad():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                d = daytona.Daytona(daytona.DaytonaConfig(api_key="dtn_wrong", api_url=f.url))
+                return list(d.list(daytona.ListSandboxesQuery(limit=1)))
+        ex = raised(bad)
+        ok(isinstance(ex, DaytonaAuthenticationError) and "Invalid API key" in str(ex),
+           "daytona: a wrong key raises DaytonaAuthenticationError with the fake's message", repr(ex))
+    finally:
+        f.stop()
+
+
+def main():
+    for t in (test_e2b, test_daytona):
+        try:
+            t()
+        except Exception:
+            ok(False, "%s raised" % t.__name__, traceback.format_exc())
+    print("1..%d" % _n)
+    return 1 if _failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
