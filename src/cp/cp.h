@@ -28,6 +28,7 @@
 #define CP_BODY_DEPLOY ((size_t)2 << 20)	/* POST .../deploy: the compose text inside JSON */
 #define CP_BODY_WEBHOOK ((size_t)2 << 20)	/* POST /webhooks/github */
 #define CP_BODY_FILES ((size_t)32 << 20)	/* PUT /v1/envs/{env}/files ([F5]) */
+#define CP_CONTEXT_MAX ((size_t)256 << 20)	/* PUT /v1/contexts/{sha256}: one packed build context */
 #define CP_SHUTDOWN_GRACE_MS 10000		/* SIGINT/SIGTERM: wait for requests in flight */
 #define CP_SESSION_TTL_S (30 * 24 * 3600)	/* dst_ sessions */
 #define CP_DEVICE_TTL_S 900			/* device codes, and approved keys held for them */
@@ -190,6 +191,16 @@ int cp_api_github(struct cp *cp);
 int cp_api_ops(struct cp *cp);		/* fork, snapshot, rollback, verify, destroy, exec, files */
 int cp_api_sandboxes(struct cp *cp);
 int cp_hub_routes(struct cp *cp);	/* GET /v1/hosts/stream */
+int cp_api_contexts(struct cp *cp);	/* PUT, GET /v1/contexts/{sha256} (contexts.c) */
+
+/* <db>/contexts/<team>/<digest>.tar; -1 when digest is not 64 hex digits. */
+int cp_context_path(const struct cp *cp, const char *team_id, const char *digest, char *out, size_t n);
+/* For each service of spec with a build: the digest contexts (the deploy's
+ * {service: sha256}) names for it, stored for team_id, goes into its build
+ * as context_digest and context_bytes. -1 with e ("compose: ...", a 400)
+ * when one was not uploaded. */
+int cp_contexts_attach(struct cp *cp, const char *team_id, struct json *spec, const struct json *contexts,
+		       struct err *e);
 
 /* ---- store (db.c) ---- */
 
