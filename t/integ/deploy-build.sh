@@ -150,6 +150,36 @@ ok $? "prepare says cached: true, the same image id"
 [ -z "$(ls "$tmp/data/contexts" 2>/dev/null)" ]
 ok $? "and no build ran: the host was sent no context"
 
+# ---- the Python client packs the same way ----
+pyc() { PYTHONPATH="$top/python" "$top/python/.venv/bin/python" -c "$1" >"$tmp/out" 2>"$tmp/err"; }
+pyc "
+import json
+from pathlib import Path
+from denv import Client
+c = Client()
+dep = c.deploy('w2', Path('$tmp/proj/compose.yaml'), env='py')
+print(json.dumps(c.deployment(dep['ID'])))"
+ok $? "Client.deploy(Path) packs the context relative to the compose file and deploys"
+cp "$tmp/out" "$tmp/doc"
+echo "$(py "$builds[0]['image']")" >>"$tmp/images"
+# Its tar is its own (Python's tarfile), so its digest need not be the CLI's.
+[ "$(exec_out w2/py app cat /ctx/copied.txt)" = "run $tmp" ] &&
+	[ "$(exec_out w2/py app sh -c 'ls /ctx/secrets /ctx/debug.log 2>&1 | grep -c "No such file"')" = 2 ] &&
+	[ "$(exec_out w2/py app cat /ctx/keep.log)" = kept ]
+ok $? "  with the same files in and out"
+mkdir -p "$tmp/sbx"
+printf 'FROM denv-test/busybox:latest\nCOPY hello /hello\n' >"$tmp/sbx/Dockerfile"
+echo "sandbox $tmp" >"$tmp/sbx/hello"
+pyc "
+from denv import Client
+c = Client()
+s = c.sandbox(build='$tmp/sbx', cmd=['sleep', 'infinity'], project='w2', name='sbx-build')
+print(c.exec(s.id, 'sandbox', ['cat', '/hello']).stdout.strip())"
+[ "$(cat "$tmp/out")" = "sandbox $tmp" ]
+ok $? "Client.sandbox(build=DIR) builds the directory and runs it"
+denv env versions w2/sbx-build >"$tmp/doc" 2>/dev/null
+echo "$(py "[s for s in d['versions'][-1]['Spec']['services']][0]['build']['tag']")" >>"$tmp/images"
+
 # ---- a fork runs the pinned image ----
 run fork w2/one --name one-fork
 ok $rc "the built version forks (exit $rc)"
@@ -168,6 +198,20 @@ grep -q '^  prepare    failed    .*service "bad": docker build failed (exit [0-9
 ok $? "prepare's error names the service and quotes the build log's tail"
 grep '^  prepare    failed' "$tmp/out" | sed 's/^/# /'
 
+# ---- a context over one transfer's 32 MiB goes in parts ----
+mkdir -p "$tmp/large/ctx"
+printf 'FROM denv-test/busybox:latest\nCOPY blob /blob\n' >"$tmp/large/ctx/Dockerfile"
+head -c 41943040 /dev/urandom >"$tmp/large/ctx/blob"
+printf 'services:\n  large:\n    build: ./ctx\n    command: [sleep, infinity]\n' >"$tmp/large/compose.yaml"
+run deploy --project w2 --env large -f "$tmp/large/compose.yaml"
+ok $rc "a 40 MiB context deploys (exit $rc)"
+doc_of "$(dep_of_out)"
+echo "$(py "$builds[0]['image']")" >>"$tmp/images"
+[ "$(exec_out w2/large large sh -c 'wc -c < /blob')" = 41943040 ] &&
+	[ "$(exec_out w2/large large sha256sum /blob | cut -d' ' -f1)" = "$(sha256sum "$tmp/large/ctx/blob" | cut -d' ' -f1)" ]
+ok $? "its file arrived whole (two parts)"
+rm -rf "$tmp/large"
+
 # ---- over the limit: refused before anything is sent ----
 mkdir -p "$tmp/big/ctx"
 echo 'FROM denv-test/busybox:latest' >"$tmp/big/ctx/Dockerfile"
@@ -178,7 +222,7 @@ run deploy --project w2 --env big -f "$tmp/big/compose.yaml"
 ok $? "a context over 256 MiB is refused, naming the service and the size"
 rm -f "$tmp/big/ctx/blob"
 
-for e in one two one-fork bad; do denv env destroy "w2/$e" >/dev/null 2>&1; done
-for e in one two one-fork bad; do stack_wait_destroyed "w2/$e"; done
+for e in one two py sbx-build one-fork bad large; do denv env destroy "w2/$e" >/dev/null 2>&1; done
+for e in one two py sbx-build one-fork bad large; do stack_wait_destroyed "w2/$e"; done
 echo "1..$t"
 [ "$failed" = 0 ]
