@@ -364,6 +364,9 @@ typedef void (*cp_cmd_fn)(struct cp *cp, const struct cp_result *res, void *arg)
  */
 struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_id, const char *kind,
 			   struct json *payload, struct buf *data, int64_t timeout_ms, cp_cmd_fn fn, void *arg);
+/* The command's progress lines also become progress events of subject
+ * (a deployment's dep:<id>, so the CLI following it sees a build's output). */
+void cp_cmd_progress_also(struct cp_cmd *cmd, const char *subject);
 /* Forget the caller: the command still runs and its row gets the result. */
 void cp_cmd_cancel(struct cp_cmd *cmd);
 const char *cp_cmd_id(const struct cp_cmd *cmd);

@@ -151,6 +151,14 @@ static void prepared(struct cp_run *r, const struct cp_result *res)
 	run_ok(r, ev);
 }
 
+static bool builds_any(const struct json *spec)
+{
+	for (size_t i = 0; i < json_len(json_get(spec, "services")); i++)
+		if (json_get(json_at(json_get(spec, "services"), i), "build"))
+			return true;
+	return false;
+}
+
 static void create(struct cp_run *r)
 {
 	const struct json *spec = spec_of(r), *warm = json_get(r->params, "warm");
@@ -161,7 +169,13 @@ static void create(struct cp_run *r)
 			 "volumes", json_dup(json_get(spec, "volumes")), "from_snapshot", json_new_str(""), "warm",
 			 json_len(warm) ? json_dup(warm) : json_new_array(), "egress",
 			 json_new_str(egress && *egress ? egress : "deny"), NULL);
-	run_cmd(r, r->env_id, "env.create", payload, 0, prepared);
+	if (run_cmd(r, r->env_id, "env.create", payload, 0, prepared) == 0 && builds_any(spec)) {
+		char subject[ID_MAX + 8];
+
+		/* A build's output is prepare's progress: on dep:<id>, where --wait shows it. */
+		snprintf(subject, sizeof(subject), "dep:%s", r->dep_id);
+		cp_cmd_progress_also(r->cmd, subject);
+	}
 }
 
 /* Build contexts first (orch_build.c): env.create builds from them. */

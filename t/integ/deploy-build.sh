@@ -116,7 +116,13 @@ run deploy --project w2 --env one -f "$tmp/proj/compose.yaml"
 ok $rc "a deploy with build: succeeds (exit $rc)"
 grep -q '^build: service app: context ./app packed (.* bytes, sha256 [0-9a-f]\{12\}), uploaded$' "$tmp/err"
 ok $? "the CLI packs the context and uploads it"
-doc_of "$(dep_of_out)"
+dep1=$(dep_of_out)
+grep -q '^  prepare    | Step 1/[0-9]* : FROM denv-test/busybox:latest$' "$tmp/out"
+ok $? "--wait shows the build's output under prepare as it runs"
+denv events "dep:$dep1" >"$tmp/doc" 2>/dev/null
+[ "$(py "any(e['Kind'] == 'progress' and e['Body']['message'].startswith('build: Step 4/5 : RUN echo') for e in d['events'])")" = True ]
+ok $? "the build's output lines are progress events of dep:<id> (the live event stream)"
+doc_of "$dep1"
 [ "$(py "len($builds)")" = 1 ] && [ "$(py "$builds[0]['service']")" = app ] &&
 	[ "$(py "$builds[0]['cached']")" = False ] && [ "$(py "$builds[0]['took_ms'] >= 0")" = True ] &&
 	[ "$(py "len($builds[0]['context_digest'])")" = 64 ]
