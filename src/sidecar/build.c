@@ -455,3 +455,18 @@ int builds_ensure(struct wk *w, struct json *services, struct json **builds, str
 	*builds = list;
 	return 0;
 }
+
+/* Archives of contexts never built (a failed build, a deploy given up) and
+ * parts of transfers never finished. */
+static int64_t context_keep(const char *name)
+{
+	return str_has_suffix(name, ".tar") || str_has_suffix(name, ".part") ? SC_CONTEXT_KEEP_S : -1;
+}
+
+int build_prune(const char *data, int64_t now_s)
+{
+	char dir[4096];
+
+	snprintf(dir, sizeof(dir), "%s/contexts", data);
+	return fs_prune_files(dir, now_s, context_keep);
+}

@@ -71,6 +71,7 @@ struct http_client;
 #define SC_BUILD_LOG_KEEP ((size_t)64 << 10)	/* build output kept for the error's tail */
 #define SC_BUILD_ERROR_TAIL 320			/* bytes of the log's end quoted in a failed build's error */
 #define SC_BUILD_PROGRESS_MAX 2000		/* build output lines sent as progress, per build */
+#define SC_CONTEXT_KEEP_S (24 * 3600)		/* an unbuilt context archive or an unfinished part */
 
 /* ---- docker ---- */
 #define SC_DOCKER_TIMEOUT_MS 120000	/* one ordinary docker CLI call */
@@ -286,6 +287,8 @@ int images_ensure(const struct json *order, struct json **images, struct err *e)
  * {service, context_digest, image, image_id, cached, took_ms}. */
 int cmd_env_context(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int builds_ensure(struct wk *w, struct json *services, struct json **builds, struct err *e);
+/* Remove <data>/contexts files older than SC_CONTEXT_KEEP_S; how many. */
+int build_prune(const char *data, int64_t now_s);
 /* denv-build/<service>:<12 hex digits of the cache key of build b>. */
 int build_tag(const char *svc, const struct json *b, char *tag, size_t n);
 /* files.c: a spooled archive against the payload's tar_bytes, tar_chunks
