@@ -89,9 +89,12 @@ ok $? "a PUT stores it; GET then says its size"
 
 # ---- a context with a COPY'd file and an ignored one ----
 mkdir -p "$tmp/proj/app/secrets"
-cat >"$tmp/proj/compose.yaml" <<'EOF'
+named="denv-w2-test/app:$(basename "$tmp" | tr 'A-Z.' 'a-z-')"
+echo "$named" >>"$tmp/images"
+cat >"$tmp/proj/compose.yaml" <<EOF
 services:
   app:
+    image: $named
     build:
       context: ./app
       args: { GREETING: hello }
@@ -132,6 +135,8 @@ id1=$(py "$builds[0]['image_id']")
 echo "$tag" >>"$tmp/images"
 case "$tag" in denv-build/app:????????????) true ;; *) false ;; esac
 ok $? "the image is tagged denv-build/app:<digest12> ($tag)"
+[ "$(docker image inspect -f '{{.Id}}' "$named" 2>/dev/null)" = "$id1" ]
+ok $? "and with the service's image: ($named)"
 [ "$(exec_out w2/one app cat /ctx/copied.txt)" = "run $tmp" ]
 ok $? "the COPY'd file is in the container"
 [ "$(exec_out w2/one app sh -c 'ls /ctx/secrets /ctx/debug.log 2>&1 | grep -c "No such file"')" = 2 ] &&
