@@ -261,7 +261,8 @@ static int run_deploy(struct cli *c, const struct cli_args *a, struct err *e)
 static const struct cli_flag deploy_flags[] = {
 	{ "project", 0, CLI_STR, "P", "project name or id (required)" },
 	{ "env", 0, CLI_STR, "NAME", "environment to deploy to (default alpha; created if new)" },
-	{ "file", 'f', CLI_STR, "FILE", "compose file (default compose.yaml)" },
+	{ "file", 'f', CLI_STR, "FILE",
+	  "compose file (default compose.yaml); build: contexts are packed relative to its directory and uploaded" },
 	{ "warm", 0, CLI_STR, "\"CMD ARGS\"", "command run after health, split on whitespace" },
 	CLI_FLAG_WAIT,
 	CLI_FLAG_VERBOSE,
