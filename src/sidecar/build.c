@@ -341,9 +341,16 @@ static int docker_build(struct wk *w, const char *svc, const struct json *s, con
 	int fd, code;
 
 	context_file(w, json_get_str(b, "context_digest"), ".tar", ctx, sizeof(ctx));
-	if ((fd = open(ctx, O_RDONLY | O_CLOEXEC)) < 0)
+	if ((fd = open(ctx, O_RDONLY | O_CLOEXEC)) < 0) {
+		struct engine_img im;
+		struct err e2;
+
+		/* Another environment's create may have built it (and removed the archive) just now. */
+		if (engine_image(tag, &im, &e2) > 0)
+			return 0;
 		return err_set(e, "service \"%s\": its build context %.12s is not on this host (the control plane "
 			       "sends it before env.create)", svc, json_get_str(b, "context_digest"));
+	}
 	av_init(&a);
 	av_add(&a, "docker");
 	av_add(&a, "build");
