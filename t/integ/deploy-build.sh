@@ -197,6 +197,14 @@ ok $rc "the built version forks (exit $rc)"
 [ "$(exec_out w2/one-fork app cat /ctx/copied.txt)" = "run $tmp" ]
 ok $? "the fork runs the built image"
 
+# ---- a rollback of the built version runs the pinned image too ----
+denv env versions w2/one >"$tmp/doc" 2>/dev/null
+ver1=$(py "d['versions'][-1]['ID']")
+run rollback w2/one "$ver1"
+ok $rc "the built version rolls back (exit $rc)"
+[ "$(exec_out w2/one app cat /ctx/copied.txt)" = "run $tmp" ] && [ -z "$(ls "$tmp/data/contexts" 2>/dev/null)" ]
+ok $? "  on the built image, with no context sent for it"
+
 # ---- a failing build fails prepare with the log's tail ----
 mkdir -p "$tmp/bad/ctx"
 printf 'FROM denv-test/busybox:latest\nRUN echo the build says why >&2; false\n' >"$tmp/bad/ctx/Dockerfile"
