@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import httpx
+import yaml
+
+from denv import context
 
 DEFAULT_SERVER = "http://localhost:8080"
 MAX_ARCHIVE = 32 * 1024 * 1024  # the API refuses larger uploads with 413
@@ -267,21 +270,58 @@ class Client:
             if e.status != 409:
                 raise
 
+    def upload_context(self, tar_bytes: bytes) -> str:
+        """``PUT /v1/contexts/{sha256}`` unless the server has it; the sha256."""
+        d = context.digest(tar_bytes)
+        try:
+            self._json("GET", f"/v1/contexts/{d}")
+        except DenvError as e:
+            if e.status != 404:
+                raise
+            self._json("PUT", f"/v1/contexts/{d}", content=bytes(tar_bytes),
+                       headers={"Content-Type": "application/x-tar"})
+        return d
+
+    def pack_contexts(self, compose: str, base_dir: str | os.PathLike[str]) -> dict[str, str]:
+        """{service: sha256} for the services of compose text with build:, each
+        context (relative to base_dir, the compose file's directory) packed
+        and uploaded (denv.context)."""
+        try:
+            doc = yaml.safe_load(compose)
+        except yaml.YAMLError:
+            return {}  # the server refuses the file with its reason
+        out: dict[str, str] = {}
+        for name, b in context.build_services(doc).items():
+            tar = context.pack(context.context_dir(base_dir, b["context"]), b["dockerfile"], service=name)
+            out[name] = self.upload_context(tar)
+        return out
+
     def deploy(
         self,
         project: str,
-        compose: str,
+        compose: str | os.PathLike[str],
         env: str | None = None,
         warm: str | Sequence[str] | None = None,
         timeout_sec: int = 900,
+        base_dir: str | os.PathLike[str] | None = None,
     ) -> dict[str, Any]:
         """Deploy compose text to an environment of a project; the final deployment object.
 
+        ``compose`` is the file's text, or a path (``pathlib.Path``) to read it
+        from. Services with ``build:`` have their contexts packed relative to
+        the compose file's directory, as docker compose does: the path's
+        directory, else ``base_dir`` (default: the current directory).
         ``warm`` replaces the file's x-denv.warm: a string runs under ``sh -c``,
         a list is the argv (a list of one string with spaces is a shell command
         too; see denv-compose(5))."""
         path = f"/v1/projects/{project}/deploy"
+        if isinstance(compose, os.PathLike):
+            base_dir = base_dir if base_dir is not None else Path(compose).resolve().parent
+            compose = Path(compose).read_text()
         body: dict[str, Any] = {"compose": compose}
+        contexts = self.pack_contexts(compose, base_dir if base_dir is not None else os.getcwd())
+        if contexts:
+            body["contexts"] = contexts
         if env:
             body["env"] = env
         if warm:
@@ -305,6 +345,8 @@ class Client:
         *,
         image: str | None = None,
         from_version: str | None = None,
+        build: str | os.PathLike[str] | None = None,
+        dockerfile: str = "Dockerfile",
         cmd: Sequence[str] | None = None,
         env: Mapping[str, str] | None = None,
         ports: Sequence[int | str] | None = None,
@@ -314,13 +356,19 @@ class Client:
         project: str | None = None,
         timeout_sec: int = 600,
     ) -> Sandbox:
-        """``POST /v1/sandboxes``: an environment from an image or a version, healthy."""
-        if not image and not from_version:
-            raise ValueError("denv: sandbox needs image or from_version")
-        if image and from_version:
-            raise ValueError("denv: sandbox takes image or from_version, not both")
+        """``POST /v1/sandboxes``: an environment from an image or a version, healthy.
+
+        ``build=DIR`` instead builds the image on the host from the directory
+        (its ``dockerfile``, ``.dockerignore`` honoured): a one-service deploy
+        to ``project`` (default ``sandboxes``), with the image form's other
+        arguments; ``cmd`` defaults to the image's own."""
+        if sum(x is not None and x != "" for x in (image, from_version, build)) != 1:
+            raise ValueError("denv: sandbox needs exactly one of image, from_version or build")
         if egress not in ("deny", "allow"):
             raise ValueError(f"denv: egress must be deny or allow, not {egress!r}")
+        if build is not None:
+            return self._build_sandbox(build, dockerfile, cmd, env, ports, egress, volumes, name, project,
+                                       timeout_sec)
         body: dict[str, Any] = {"timeout_sec": int(timeout_sec)}
         if image or egress != "deny":
             # A version carries its own egress; only an explicit allow overrides it.
@@ -344,6 +392,36 @@ class Client:
         doc = self._json("POST", "/v1/sandboxes", json=body,
                          timeout=max(self.timeout, timeout_sec + HTTP_MARGIN))
         return self._sandbox_of(doc.get("environment") or {})
+
+    def _build_sandbox(
+        self,
+        build: str | os.PathLike[str],
+        dockerfile: str,
+        cmd: Sequence[str] | None,
+        env: Mapping[str, str] | None,
+        ports: Sequence[int | str] | None,
+        egress: str,
+        volumes: Sequence[str] | None,
+        name: str | None,
+        project: str | None,
+        timeout_sec: int,
+    ) -> Sandbox:
+        svc: dict[str, Any] = {"build": {"context": os.path.abspath(os.fspath(build)), "dockerfile": dockerfile}}
+        if cmd is not None:
+            svc["command"] = [str(c) for c in cmd]
+        if env:
+            svc["environment"] = {str(k): str(v) for k, v in env.items()}
+        if ports:
+            svc["ports"] = [str(p) for p in ports]
+        paths = ["/work"] if volumes is None else [str(v) for v in volumes]
+        svc["volumes"] = [f"v{i}:{p}" for i, p in enumerate(paths)]
+        compose = {"x-denv": {"egress": egress}, "services": {"sandbox": svc},
+                   "volumes": {f"v{i}": {} for i in range(len(paths))}}
+        project = project or "sandboxes"
+        self.ensure_project(project)
+        dep = self.deploy(project, yaml.safe_dump(compose, sort_keys=False),
+                          env=name or f"sbx-{os.urandom(3).hex()}", timeout_sec=timeout_sec)
+        return self._sandbox_of(self.environment(str(dep.get("EnvID") or "")))
 
     @staticmethod
     def _sandbox_of(env: dict[str, Any]) -> Sandbox:

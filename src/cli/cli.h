@@ -34,6 +34,7 @@ struct http_client;
 #define CLI_EXEC_SLACK_MS (60 * 1000)		/* exec waits its --timeout plus this */
 #define CLI_MAX_RESPONSE ((size_t)256 << 20)	/* largest body we accept (files get) */
 #define CLI_FILES_MAX ((size_t)32 << 20)	/* archive limit of PUT /files */
+#define CLI_CONTEXT_MAX ((size_t)256 << 20)	/* one packed build context (PUT /v1/contexts) */
 #define CLI_POLL_MS 700				/* deployment polling interval */
 #define CLI_STREAM_REFRESH_MS 2000		/* re-read a deployment this often even when streaming */
 #define CLI_STREAM_DIAL_MS 5000			/* give up on the live stream after this */
@@ -248,6 +249,16 @@ int cli_exec_code(const struct json *resp, struct err *e);
 
 /* Extract a downloaded archive under dir (created if missing) with the safe
  * extraction; *written counts the files and links created. */
+/* pack.c: the build contexts of a compose file (text, read from
+ * compose_file): each service's build context packed (.dockerignore
+ * honoured, at most CLI_CONTEXT_MAX), uploaded unless the server has it,
+ * and named in body's "contexts" {service: sha256}. A file that does not
+ * parse is left for the server to refuse. */
+int cli_pack_contexts(struct cli *c, const char *compose_file, const char *text, size_t len, struct json *body,
+		      struct err *e);
+/* One service's context into tar (initialised here, capped). */
+int cli_pack_context(const char *compose_file, const char *svc, const struct json *build, struct buf *tar,
+		     struct err *e);
 int cli_files_extract(const void *p, size_t len, const char *dir, uint64_t *written, struct err *e);
 
 /* ---- commands ---- */

@@ -202,8 +202,9 @@ const struct cli_cmd cli_cmd_project = {
 
 /* ---- deploy ---- */
 
-/* {env, compose, warm} from the flags and the compose file. */
-static int deploy_body(const struct cli_args *a, struct json **out, struct err *e)
+/* {env, compose, warm, contexts} from the flags and the compose file; the
+ * build contexts it names are packed and uploaded first (pack.c). */
+static int deploy_body(struct cli *c, const struct cli_args *a, struct json **out, struct err *e)
 {
 	const char *file = cli_flag_str(a, "file") ? cli_flag_str(a, "file") : "compose.yaml";
 	const char *warm = cli_flag_str(a, "warm");
@@ -225,6 +226,11 @@ static int deploy_body(const struct cli_args *a, struct json **out, struct err *
 		str_list_free(argv);
 		json_object_set(body, "warm", arr);
 	}
+	if (cli_pack_contexts(c, file, text.data, text.len, body, e) < 0) {
+		json_free(body);
+		buf_release(&text);
+		return -1;
+	}
 	buf_release(&text);
 	*out = body;
 	return 0;
@@ -239,7 +245,7 @@ static int run_deploy(struct cli *c, const struct cli_args *a, struct err *e)
 
 	if (!project || !*project)
 		return err_set(e, "deploy: --project is required"), CLI_USAGE;
-	if (deploy_body(a, &body, e) < 0)
+	if (deploy_body(c, a, &body, e) < 0)
 		return CLI_FAIL;
 	buf_adds(&path, "/v1/projects/");
 	cli_escape(&path, project);
@@ -255,7 +261,8 @@ static int run_deploy(struct cli *c, const struct cli_args *a, struct err *e)
 static const struct cli_flag deploy_flags[] = {
 	{ "project", 0, CLI_STR, "P", "project name or id (required)" },
 	{ "env", 0, CLI_STR, "NAME", "environment to deploy to (default alpha; created if new)" },
-	{ "file", 'f', CLI_STR, "FILE", "compose file (default compose.yaml)" },
+	{ "file", 'f', CLI_STR, "FILE",
+	  "compose file (default compose.yaml); build: contexts are packed relative to its directory and uploaded" },
 	{ "warm", 0, CLI_STR, "\"CMD ARGS\"", "command run after health, split on whitespace" },
 	CLI_FLAG_WAIT,
 	CLI_FLAG_VERBOSE,

@@ -148,7 +148,28 @@ struct waiter {
 	bool dirty;		/* an event arrived since the last read */
 	bool warned;		/* the resolve phase's warnings are out */
 	int errors;
+	const char *dep;	/* the deployment's id */
 };
+
+/* A build's output (progress "build: ..." on dep:<id>, cp's orch_deploy.c)
+ * is shown as it comes, under the prepare phase that is running it. */
+static void print_build_line(const struct waiter *w, const void *data, size_t len)
+{
+	struct json *ev = NULL;
+	struct err e;
+	const char *msg, *subject;
+
+	if (json_parse(data, len, NULL, &ev, &e) < 0)
+		return;
+	subject = json_get_str(ev, "Subject");
+	msg = json_get_str(json_get(ev, "Body"), "message");
+	if (str_eq(json_get_str(ev, "Kind"), "progress") && subject && str_has_prefix(subject, "dep:") &&
+	    str_eq(subject + 4, w->dep) && msg && str_has_prefix(msg, "build: ")) {
+		printf("  prepare    | %s\n", msg + 7);
+		fflush(stdout);
+	}
+	json_free(ev);
+}
 
 /* Read the deployment and print what changed. 1 when it has ended. */
 static int refresh(struct waiter *w, struct err *e)
@@ -184,6 +205,8 @@ static void on_ws_message(struct ws_conn *conn, bool binary, const void *data, s
 	/* Any event of the team may be about this deployment's phases
 	 * (dep:<id>, or env:<id> of its environment): read it again. */
 	w->dirty = true;
+	if (!binary)
+		print_build_line(w, data, len);
 }
 
 static void on_ws_close(struct ws_conn *conn, int code, const char *reason, void *arg)
@@ -255,7 +278,7 @@ static void next_turn(struct waiter *w)
 
 int cli_wait(struct cli *c, const char *dep, struct json **final, struct err *e)
 {
-	struct waiter w = { .c = c, .path = BUF_INIT };
+	struct waiter w = { .c = c, .path = BUF_INIT, .dep = dep };
 	int r, rc = -1;
 
 	w.watch.verbose = c->verbose;

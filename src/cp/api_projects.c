@@ -328,7 +328,8 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 		cp_fail(req, 400, "env must be 1 to %d letters, digits, '.', '_' or '-'", CP_NAME_MAX);
 		goto out;
 	}
-	if (spec_parse_compose(compose, strlen(compose), &spec, &e) < 0) {
+	if (spec_parse_compose(compose, strlen(compose), &spec, &e) < 0 ||
+	    cp_contexts_attach(cp, who.team_id, spec, json_get(body, "contexts"), &e) < 0) {
 		http_respond_error(req, 400, e.msg);
 		goto out;
 	}

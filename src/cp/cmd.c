@@ -45,8 +45,15 @@ struct cp_cmd {
 	struct ev_timer timer;
 	cp_cmd_fn fn;
 	void *arg;
+	char also[ID_MAX + 8];	/* progress goes to this subject too ("" none) */
 	struct cp_cmd *next;
 };
+
+void cp_cmd_progress_also(struct cp_cmd *cmd, const char *subject)
+{
+	if (cmd)
+		str_copy(cmd->also, sizeof(cmd->also), subject);
+}
 
 const char *cp_cmd_id(const struct cp_cmd *cmd)
 {
@@ -379,6 +386,9 @@ void cp_cmd_frame(struct cp *cp, const char *host_id, const char *type, const st
 		snprintf(subject, sizeof(subject), "cmd:%s", cmd->id);
 		cp_event(cp, NULL, cmd->team_id, subject, "progress",
 			 cp_obj("message", json_new_str(msg ? msg : ""), NULL));
+		if (cmd->also[0])
+			cp_event(cp, NULL, cmd->team_id, cmd->also, "progress",
+				 cp_obj("message", json_new_str(msg ? msg : ""), "command", json_new_str(cmd->id), NULL));
 	} else if (str_eq(type, "chunk")) {
 		on_chunk(cmd, frame);
 	} else if (str_eq(type, "result")) {

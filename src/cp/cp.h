@@ -28,6 +28,7 @@
 #define CP_BODY_DEPLOY ((size_t)2 << 20)	/* POST .../deploy: the compose text inside JSON */
 #define CP_BODY_WEBHOOK ((size_t)2 << 20)	/* POST /webhooks/github */
 #define CP_BODY_FILES ((size_t)32 << 20)	/* PUT /v1/envs/{env}/files ([F5]) */
+#define CP_CONTEXT_MAX ((size_t)256 << 20)	/* PUT /v1/contexts/{sha256}: one packed build context */
 #define CP_SHUTDOWN_GRACE_MS 10000		/* SIGINT/SIGTERM: wait for requests in flight */
 #define CP_SESSION_TTL_S (30 * 24 * 3600)	/* dst_ sessions */
 #define CP_DEVICE_TTL_S 900			/* device codes, and approved keys held for them */
@@ -223,6 +224,16 @@ int cp_api_ops(struct cp *cp);		/* fork, snapshot, rollback, verify, destroy, ex
 int cp_api_sandboxes(struct cp *cp);
 int cp_web_device(struct cp *cp);	/* the device-approval page under /app/device/ */
 int cp_hub_routes(struct cp *cp);	/* GET /v1/hosts/stream */
+int cp_api_contexts(struct cp *cp);	/* PUT, GET /v1/contexts/{sha256} (contexts.c) */
+
+/* <db>/contexts/<team>/<digest>.tar; -1 when digest is not 64 hex digits. */
+int cp_context_path(const struct cp *cp, const char *team_id, const char *digest, char *out, size_t n);
+/* For each service of spec with a build: the digest contexts (the deploy's
+ * {service: sha256}) names for it, stored for team_id, goes into its build
+ * as context_digest and context_bytes. -1 with e ("compose: ...", a 400)
+ * when one was not uploaded. */
+int cp_contexts_attach(struct cp *cp, const char *team_id, struct json *spec, const struct json *contexts,
+		       struct err *e);
 
 /* ---- store (db.c) ---- */
 
@@ -419,6 +430,9 @@ typedef void (*cp_cmd_fn)(struct cp *cp, const struct cp_result *res, void *arg)
  */
 struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_id, const char *kind,
 			   struct json *payload, struct buf *data, int64_t timeout_ms, cp_cmd_fn fn, void *arg);
+/* The command's progress lines also become progress events of subject
+ * (a deployment's dep:<id>, so the CLI following it sees a build's output). */
+void cp_cmd_progress_also(struct cp_cmd *cmd, const char *subject);
 /* Forget the caller: the command still runs and its row gets the result. */
 void cp_cmd_cancel(struct cp_cmd *cmd);
 const char *cp_cmd_id(const struct cp_cmd *cmd);

@@ -191,6 +191,12 @@ static void cmd_done(struct cp *cp, const struct cp_result *res, void *arg)
 int run_cmd(struct cp_run *r, const char *env_id, const char *kind, struct json *payload, int64_t timeout_ms,
 	    run_cmd_fn fn)
 {
+	return run_cmd_data(r, env_id, kind, payload, NULL, timeout_ms, fn);
+}
+
+int run_cmd_data(struct cp_run *r, const char *env_id, const char *kind, struct json *payload, struct buf *data,
+		 int64_t timeout_ms, run_cmd_fn fn)
+{
 	if (!*r->host_id) {
 		json_free(payload);
 		run_fail(r, NULL, "the environment has no host");
@@ -202,7 +208,7 @@ int run_cmd(struct cp_run *r, const char *env_id, const char *kind, struct json 
 		return -1;
 	}
 	r->cmd_fn = fn;
-	r->cmd = cp_cmd_send(r->cp, r->host_id, env_id, kind, payload, NULL, timeout_ms, cmd_done, r);
+	r->cmd = cp_cmd_send(r->cp, r->host_id, env_id, kind, payload, data, timeout_ms, cmd_done, r);
 	return 0;
 }
 

@@ -48,6 +48,7 @@ struct cp_run {
 	int64_t join_started_ms;
 	int64_t handover_ns;		/* run_handover: when this phase ends and the next starts, 0 = now */
 	int64_t phase_started_ns;	/* when the current phase started */
+	run_phase_fn after_ship;	/* run_ship_contexts: what runs once every context is on the host */
 	struct cp_run *next;
 };
 
@@ -70,6 +71,12 @@ void run_done(struct cp_run *r, const char *status, struct json *evidence);
  * host is not connected the phase fails at once (and -1 is returned). */
 int run_cmd(struct cp_run *r, const char *env_id, const char *kind, struct json *payload, int64_t timeout_ms,
 	    run_cmd_fn fn);
+/* run_cmd with an archive (data taken, may be NULL) sent in chunk frames before the command. */
+int run_cmd_data(struct cp_run *r, const char *env_id, const char *kind, struct json *payload, struct buf *data,
+		 int64_t timeout_ms, run_cmd_fn fn);
+/* Send every build context of the deploy's Spec to r->host_id that it
+ * does not hold (orch_build.c), then call then; a failure fails the phase. */
+void run_ship_contexts(struct cp_run *r, run_phase_fn then);
 /* Append an event (body taken) to env:<env> and dep:<dep>. */
 void run_event(struct cp_run *r, const char *kind, struct json *body);
 /* Placement for a deploy (orch_place.c): the place, provision and join phases. */

@@ -93,6 +93,36 @@ static void lay_out_steps(struct cp_run *r, const struct json *create)
 	run_handover(r, now - (start + health) * 1000000);
 }
 
+/* The version runs the images the host built, by id (as a pulled image is
+ * pinned by digest): its Spec's built services name the image id and keep
+ * it in build.image_id, so a fork or a rollback of this version starts
+ * that image and never builds again. */
+static void pin_builds(struct cp_run *r, const struct json *builds)
+{
+	struct json *spec, *services;
+
+	if (!json_len(builds))
+		return;
+	spec = json_dup(spec_of(r));
+	services = json_get(spec, "services");
+	for (size_t i = 0; i < json_len(builds); i++) {
+		const struct json *b = json_at(builds, i);
+		const char *id = json_get_str(b, "image_id");
+
+		for (size_t k = 0; id && *id && k < json_len(services); k++) {
+			struct json *s = json_at(services, k);
+
+			if (!str_eq(json_get_str(s, "name"), json_get_str(b, "service")) || !json_get(s, "build"))
+				continue;
+			json_object_set_str(s, "image", id);
+			json_object_set_str(json_get(s, "build"), "image_id", id);
+			json_object_set_str(json_get(s, "build"), "tag", json_get_str(b, "image"));
+		}
+	}
+	cp_update(r->cp, "versions", r->version_id, cp_obj("Spec", json_dup(spec), NULL));
+	json_object_set(r->params, "spec", spec);
+}
+
 static void prepared(struct cp_run *r, const struct cp_result *res)
 {
 	const struct json *p = res->payload;
@@ -103,6 +133,7 @@ static void prepared(struct cp_run *r, const struct cp_result *res)
 		return;
 	}
 	lay_out_steps(r, p);
+	pin_builds(r, json_get(p, "builds"));
 	json_object_set(r->ctx, "create", json_dup(p));
 	endpoints = json_get(p, "endpoints") ? json_dup(json_get(p, "endpoints")) : json_new_object();
 	json_object_set(r->ctx, "endpoints", json_dup(endpoints));
@@ -115,10 +146,20 @@ static void prepared(struct cp_run *r, const struct cp_result *res)
 		json_object_set_str(ev, "egress", json_get_str(p, "egress"));
 	if (json_get(p, "timings"))
 		json_object_set_int(ev, "prepared_in_ms", step_ms(p, "prepare_ms"));
+	if (json_len(json_get(p, "builds")))
+		json_object_set(ev, "builds", json_dup(json_get(p, "builds")));
 	run_ok(r, ev);
 }
 
-static void prepare(struct cp_run *r)
+static bool builds_any(const struct json *spec)
+{
+	for (size_t i = 0; i < json_len(json_get(spec, "services")); i++)
+		if (json_get(json_at(json_get(spec, "services"), i), "build"))
+			return true;
+	return false;
+}
+
+static void create(struct cp_run *r)
 {
 	const struct json *spec = spec_of(r), *warm = json_get(r->params, "warm");
 	const char *egress = json_get_str(spec, "egress");
@@ -128,7 +169,19 @@ static void prepare(struct cp_run *r)
 			 "volumes", json_dup(json_get(spec, "volumes")), "from_snapshot", json_new_str(""), "warm",
 			 json_len(warm) ? json_dup(warm) : json_new_array(), "egress",
 			 json_new_str(egress && *egress ? egress : "deny"), NULL);
-	run_cmd(r, r->env_id, "env.create", payload, 0, prepared);
+	if (run_cmd(r, r->env_id, "env.create", payload, 0, prepared) == 0 && builds_any(spec)) {
+		char subject[ID_MAX + 8];
+
+		/* A build's output is prepare's progress: on dep:<id>, where --wait shows it. */
+		snprintf(subject, sizeof(subject), "dep:%s", r->dep_id);
+		cp_cmd_progress_also(r->cmd, subject);
+	}
+}
+
+/* Build contexts first (orch_build.c): env.create builds from them. */
+static void prepare(struct cp_run *r)
+{
+	run_ship_contexts(r, create);
 }
 
 /* started_in is the containers' start alone (the sidecar's create.c). */

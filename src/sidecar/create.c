@@ -1,5 +1,6 @@
 /* create.c: env.create (protocol.md), and the same path for env.fork and
- * env.rollback (snapshot.c). In order: make sure every service's image is
+ * env.rollback (snapshot.c). In order: build the services with a build
+ * (build.c: cached by the context's digest, or pinned by id); make sure every service's image is
  * here (images.c: pulled if missing; one that cannot be had stops the
  * create before anything is made); remove what an earlier attempt of
  * this environment left in Docker (nothing to do on a first create); choose
@@ -225,7 +226,10 @@ static struct json *read_digests(struct create *c, struct err *e)
 		if (im.digest[0]) {
 			json_object_set_str(d, json_get_str(s, "name"), im.digest);
 		} else {
-			snprintf(ref, sizeof(ref), "%s@%s", image, im.id);
+			const char *tag = json_get_str(json_get(s, "build"), "tag");
+
+			/* A built image runs by its id: name it by its tag. */
+			snprintf(ref, sizeof(ref), "%s@%s", tag && *tag ? tag : image, im.id);
 			json_object_set_str(d, json_get_str(s, "name"), ref);
 		}
 	}
@@ -433,7 +437,7 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 {
 	struct create c;
 	const char *egress = json_get_str(payload, "egress");
-	struct json *res;
+	struct json *res, *builds = NULL;
 	int rc;
 
 	memset(&c, 0, sizeof(c));
@@ -464,11 +468,19 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 	json_object_del(c.spec, "from_env");
 	json_object_del(c.spec, "from_snapshot");
 	c.networkless = render_networkless(c.spec, w->leaky_network);
-	if (!(c.order = render_order(json_get(payload, "services"), e))) {
+	/* Builds first (build.c): they set each built service's image to the
+	 * built id, which everything after (images, spec.json) then uses. */
+	if (builds_ensure(w, json_get(c.spec, "services"), &builds, e) < 0 ||
+	    !(c.order = render_order(json_get(c.spec, "services"), e))) {
 		json_free(c.spec);
+		json_free(builds);
 		return err_prefix(e, "%s", kind);
 	}
 	res = json_new_object();
+	if (json_len(builds))
+		json_object_set(res, "builds", builds);
+	else
+		json_free(builds);
 	rc = run(&c, res, e);
 	if (rc < 0) {
 		struct err e2;

@@ -17,7 +17,7 @@
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
 
-static int file_sha256(const char *path, char hex[SHA256_HEX_LEN + 1], struct err *e)
+int sc_file_sha256(const char *path, char hex[SHA256_HEX_LEN + 1], struct err *e)
 {
 	struct sha256_ctx c = SHA256_CTX_INIT;
 	uint8_t d[SHA256_LEN], tmp[65536];
@@ -39,7 +39,7 @@ static int file_sha256(const char *path, char hex[SHA256_HEX_LEN + 1], struct er
 	return 0;
 }
 
-static int check_spool(const struct json *p, const struct json *sp, struct err *e)
+int sc_spool_check(const char *kind, const struct json *p, const struct json *sp, struct err *e)
 {
 	int64_t want = json_get_int(p, "tar_bytes", -1), got = json_get_int(sp, "bytes", 0);
 	int64_t chunks = json_get_int(p, "tar_chunks", -1);
@@ -48,10 +48,10 @@ static int check_spool(const struct json *p, const struct json *sp, struct err *
 
 	if (!sp || !json_get_bool(sp, "complete", false) || !path || !*path || got != want ||
 	    json_get_int(sp, "chunks", 0) != chunks)
-		return err_set(e, "env.put: archive incomplete: got %lld of %lld bytes", (long long)got,
+		return err_set(e, "%s: archive incomplete: got %lld of %lld bytes", kind, (long long)got,
 			       (long long)want);
-	if (!sha || file_sha256(path, hex, e) < 0 || !str_eq(hex, sha))
-		return err_set(e, "env.put: archive incomplete: sha256 mismatch");
+	if (!sha || sc_file_sha256(path, hex, e) < 0 || !str_eq(hex, sha))
+		return err_set(e, "%s: archive incomplete: sha256 mismatch", kind);
 	return 0;
 }
 
@@ -195,7 +195,7 @@ int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, 
 		err_set(e, "env.put: archive larger than 32 MiB");
 		goto out;
 	}
-	if (check_spool(payload, sp, e) < 0 ||
+	if (sc_spool_check("env.put", payload, sp, e) < 0 ||
 	    wk_container_running(w, "env.put", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
 		goto out;
 	if (!path == !target || !where || where[0] != '/' || strlen(where) > FC_PATH_MAX) {

@@ -67,6 +67,14 @@ struct http_client;
 #define FC_PATH_MAX 4000		/* env.put's path or target, env.get's path */
 #define FC_NAME_MAX 255			/* one component of a target */
 
+/* ---- builds (build.c) ---- */
+#define SC_CONTEXT_MAX ((uint64_t)256 << 20)	/* one build context (the control plane's CP_CONTEXT_MAX) */
+#define SC_BUILD_TIMEOUT_MS (10 * 60 * 1000)	/* one docker build */
+#define SC_BUILD_LOG_KEEP ((size_t)64 << 10)	/* build output kept for the error's tail */
+#define SC_BUILD_ERROR_TAIL 320			/* bytes of the log's end quoted in a failed build's error */
+#define SC_BUILD_PROGRESS_MAX 2000		/* build output lines sent as progress, per build */
+#define SC_CONTEXT_KEEP_S (24 * 3600)		/* an unbuilt context archive or an unfinished part */
+
 /* ---- docker ---- */
 #define SC_DOCKER_TIMEOUT_MS 120000	/* one ordinary docker CLI call */
 #define SC_DOCKER_QUICK_MS 15000	/* inspect, ps, version */
@@ -285,6 +293,20 @@ int engine_image(const char *ref, struct engine_img *im, struct err *e);
  * -1 with "service "s" image "i" is not on host "h" and ...: build it ..."
  * when one cannot be had. */
 int images_ensure(const struct json *order, struct json **images, struct err *e);
+/* build.c: env.context (a build context arriving in parts), and the builds
+ * of env.create: each service of services with a build and no image_id is
+ * built (or found cached), its image set to the built id; *builds lists
+ * {service, context_digest, image, image_id, cached, took_ms}. */
+int cmd_env_context(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int builds_ensure(struct wk *w, struct json *services, struct json **builds, struct err *e);
+/* Remove <data>/contexts files older than SC_CONTEXT_KEEP_S; how many. */
+int build_prune(const char *data, int64_t now_s);
+/* denv-build/<service>:<12 hex digits of the cache key of build b>. */
+int build_tag(const char *svc, const struct json *b, char *tag, size_t n);
+/* files.c: a spooled archive against the payload's tar_bytes, tar_chunks
+ * and tar_sha256 ("<kind>: archive incomplete: ..."); a file's sha256. */
+int sc_spool_check(const char *kind, const struct json *payload, const struct json *spool, struct err *e);
+int sc_file_sha256(const char *path, char hex[65], struct err *e);
 
 /* The socket path, or NULL when DOCKER_HOST names something else. */
 const char *engine_socket(void);

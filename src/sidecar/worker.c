@@ -24,6 +24,7 @@ static const struct {
 	{ "env.create", cmd_env_create },
 	{ "env.exec", cmd_env_exec },
 	{ "env.put", cmd_env_put },
+	{ "env.context", cmd_env_context },
 	{ "env.get", cmd_env_get },
 	{ "env.destroy", cmd_env_destroy },
 	{ "env.snapshot", cmd_env_snapshot },

@@ -39,7 +39,7 @@ static const struct spec_key service_keys[] = {
 	/* read to refuse them when they would break isolation or forking */
 	{ "network_mode", R, NULL }, { "privileged", R, NULL }, { "cap_add", R, NULL },
 	{ "annotations", I, NULL }, { "attach", I, NULL }, { "blkio_config", I, NULL },
-	{ "build", I, "the image is run as it is, never built" }, { "cap_drop", I, NULL },
+	{ "build", R, NULL }, { "cap_drop", I, NULL },
 	{ "cgroup", I, NULL }, { "cgroup_parent", I, NULL },
 	{ "configs", I, NULL }, { "container_name", I, "every fork names its own containers" },
 	{ "cpu_count", I, NULL }, { "cpu_percent", I, NULL }, { "cpu_period", I, NULL },
@@ -68,6 +68,19 @@ static const struct spec_key service_keys[] = {
 static const struct spec_key health_keys[] = {
 	{ "test", R, NULL }, { "interval", R, NULL }, { "retries", R, NULL }, { "disable", R, NULL },
 	{ "start_interval", I, NULL }, { "start_period", I, NULL }, { "timeout", I, NULL }, { NULL, R, NULL },
+};
+
+/* build: denv reads these four; the rest tune a builder it does not run. */
+static const struct spec_key build_keys[] = {
+	{ "context", R, NULL }, { "dockerfile", R, NULL }, { "args", R, NULL }, { "target", R, NULL },
+	{ "dockerfile_inline", R, NULL },	/* read to refuse it */
+	{ "additional_contexts", I, "only the one context is sent" }, { "cache_from", I, NULL },
+	{ "cache_to", I, NULL }, { "entitlements", I, NULL }, { "extra_hosts", I, NULL }, { "isolation", I, NULL },
+	{ "labels", I, NULL }, { "network", I, NULL }, { "no_cache", I, "the host caches by the context's digest" },
+	{ "platforms", I, NULL }, { "privileged", I, NULL }, { "provenance", I, NULL }, { "pull", I, NULL },
+	{ "sbom", I, NULL }, { "secrets", I, NULL }, { "shm_size", I, NULL }, { "ssh", I, NULL },
+	{ "tags", I, "the image is tagged denv-build/<service>:<digest> and image:" }, { "ulimits", I, NULL },
+	{ NULL, R, NULL },
 };
 
 static const struct spec_key deploy_keys[] = {
@@ -258,6 +271,8 @@ static void check_service(struct spec_warnings *w, const char *name, const struc
 	check_level(w, svc, path, service_keys, true);
 	snprintf(path, sizeof(path), "services.%s.healthcheck", name);
 	check_level(w, json_get(svc, "healthcheck"), path, health_keys, true);
+	snprintf(path, sizeof(path), "services.%s.build", name);
+	check_level(w, json_get(svc, "build"), path, build_keys, true);
 	snprintf(path, sizeof(path), "services.%s.deploy", name);
 	check_level(w, deploy, path, deploy_keys, true);
 	snprintf(path, sizeof(path), "services.%s.deploy.resources", name);

@@ -283,7 +283,8 @@ struct json *spec_service_resolve(const char *name, const struct json *svc,
 				  const struct json *declared, struct err *e)
 {
 	const char *image = json_get_str(svc, "image");
-	struct json *out;
+	const struct json *v;
+	struct json *out, *build = NULL;
 
 	if (svc->type != JSON_OBJECT) {
 		err_set(e, "compose: service \"%s\" must be a map", name);
@@ -291,17 +292,23 @@ struct json *spec_service_resolve(const char *name, const struct json *svc,
 	}
 	if (refuse_unsafe(name, svc, e) < 0)
 		return NULL;
-	if (!image || !*image) {
-		err_set(e, "compose: service \"%s\" has no image (build is not supported in v0; push an image)", name);
+	if ((v = json_get(svc, "build")) && v->type != JSON_NULL && spec_build(name, v, &build, e) < 0)
+		return NULL;
+	if ((!image || !*image) && !build) {
+		err_set(e, "compose: service \"%s\" has no image and nothing to build (set image: or build:)", name);
 		return NULL;
 	}
-	if (strlen(image) >= SPEC_MAX_STRING) {
+	if (image && strlen(image) >= SPEC_MAX_STRING) {
+		json_free(build);
 		err_set(e, "compose: service \"%s\" image name is too long", name);
 		return NULL;
 	}
 	out = json_new_object();
 	json_object_set_str(out, "name", name);
-	json_object_set_str(out, "image", image);
+	/* With build, image (may be "") is the tag the built image also gets. */
+	json_object_set_str(out, "image", image ? image : "");
+	if (build)
+		json_object_set(out, "build", build);
 	if (resolve_fields(name, svc, declared, out, e) < 0) {
 		json_free(out);
 		return NULL;

@@ -10,6 +10,8 @@
  *
  *   {"kind": "rl-environment", "egress": "deny",
  *    "services": [ {"name", "image", "env": {K: V}, "ports": ["80"],
+ *                   "build": {"context": "./app", "dockerfile": "Dockerfile",
+ *                             "args": {K: V}, "target": ""},   (only with build:)
  *                   "volumes": ["pg:/var/lib/postgresql/data"],
  *                   "health": {"test": ["CMD", ...], "interval": "2s", "retries": 15},
  *                   "depends_on": ["db"], "command": ["sleep", "infinity"],
@@ -68,6 +70,13 @@ int spec_parse_compose(const char *text, size_t len, struct json **spec, struct 
  * string is [] (none). NULL with e ("<what> must be ...") when it is neither
  * a string nor a list of scalars. */
 struct json *spec_warm(const struct json *v, const char *what, struct err *e);
+
+/* A service's build: (a context string, or a map of context, dockerfile,
+ * args, target) into {context, dockerfile, args, target} (build.c); the
+ * dockerfile defaults to "Dockerfile", the context to ".". -1 with e
+ * ("compose: service ...") for a URL context, a Dockerfile outside the
+ * context, or an arg without a value. */
+int spec_build(const char *svc, const struct json *v, struct json **out, struct err *e);
 
 /* The Spec's service named name, or NULL. */
 const struct json *spec_service(const struct json *spec, const char *name);

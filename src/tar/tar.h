@@ -221,6 +221,34 @@ int tar_writer_finish(struct tar_writer *w, struct err *e);
 int tar_write_tree(const char *dir, const char *prefix, struct tar_writer *w,
 		   const struct tar_limits *lim, unsigned flags, struct err *e);
 
+#define TAR_W_STABLE 0x2		/* uid, gid and mtime 0: the same files give the same bytes */
+
+/* tar_write_tree with a filter: skip(arg, path, is_dir, &descend) is asked
+ * for every entry below dir (path as the archive names it); true
+ * leaves the entry out. A directory left out is not walked unless skip
+ * sets *descend (it starts false): then its children are asked in turn
+ * and the directory's own entry is not written (extraction makes parents). */
+typedef bool (*tar_skip_fn)(void *arg, const char *path, bool is_dir, bool *descend);
+int tar_write_tree_filtered(const char *dir, const char *prefix, struct tar_writer *w,
+			    const struct tar_limits *lim, unsigned flags, tar_skip_fn skip, void *skip_arg,
+			    struct err *e);
+
+/* ---- .dockerignore (ignore.c) ---- */
+
+#define TAR_IGNORE_MAX_BYTES ((size_t)1 << 20)	/* a .dockerignore file */
+#define TAR_IGNORE_MAX_PATTERNS 4096
+
+/* Docker's .dockerignore rules (ignore.c's header lists them). */
+struct tar_ignore;
+/* Parse the file's text. -1 with e (".dockerignore: ...") over the limits. */
+int tar_ignore_parse(const char *text, size_t len, struct tar_ignore **out, struct err *e);
+/* Whether path (relative to the context, '/'-separated, no "./") is left
+ * out: the last pattern matching it or a parent directory decides. */
+bool tar_ignore_match(const struct tar_ignore *ig, const char *path);
+/* Whether any pattern is an exception ('!'): excluded directories must then be walked. */
+bool tar_ignore_has_exceptions(const struct tar_ignore *ig);
+void tar_ignore_free(struct tar_ignore *ig);
+
 /* ---- Safe extraction ---- */
 
 /* tar_extract flags */

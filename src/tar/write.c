@@ -449,13 +449,19 @@ struct tree {
 	unsigned flags;
 	uint64_t entries, bytes;
 	struct buf path;	/* archive path of the current entry */
+	tar_skip_fn skip;	/* NULL: every entry */
+	void *skip_arg;
 };
 
-static struct tar_meta stat_meta(const struct stat *st)
+static struct tar_meta tree_meta(const struct tree *t, const struct stat *st)
 {
 	struct tar_meta m = {
 		.mode = st->st_mode & 07777, .uid = st->st_uid, .gid = st->st_gid, .mtime = st->st_mtim.tv_sec,
 	};
+
+	/* TAR_W_STABLE: the archive says what the tree holds, not who wrote it when. */
+	if (t->flags & TAR_W_STABLE)
+		m.uid = m.gid = 0, m.mtime = 0;
 
 	/* mode 0 means "default" to the writers; keep a real 0000 as 0000 */
 	if (!m.mode)
@@ -523,7 +529,7 @@ static int tree_dir(struct tree *t, int dfd, size_t depth, struct err *e)
 
 static int tree_file(struct tree *t, int fd, const struct stat *st, struct err *e)
 {
-	struct tar_meta m = stat_meta(st);
+	struct tar_meta m = tree_meta(t, st);
 	char q[TAR_QUOTE_MAX];
 
 	if ((uint64_t)st->st_size > t->lim.max_bytes - t->bytes)
@@ -531,6 +537,25 @@ static int tree_file(struct tree *t, int fd, const struct stat *st, struct err *
 			       (unsigned long long)t->lim.max_bytes);
 	t->bytes += (uint64_t)st->st_size;
 	return tar_write_file_fd(t->w, t->path.data, &m, fd, (uint64_t)st->st_size, e);
+}
+
+/* Walk into directory name without writing its own entry. */
+static int tree_subdir(struct tree *t, int dfd, const char *name, const struct stat *st, size_t depth,
+		       struct err *e)
+{
+	struct stat fst;
+	char q[TAR_QUOTE_MAX];
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_DIRECTORY), rc;
+
+	if (fd < 0)
+		return err_errno(e, "tar: open \"%s\"", tar_quote(t->path.data, q));
+	if (fstat(fd, &fst) < 0 || fst.st_dev != st->st_dev || fst.st_ino != st->st_ino) {
+		sys_close(fd);
+		return err_set(e, "tar: \"%s\" changed while being archived", tar_quote(t->path.data, q));
+	}
+	rc = tree_dir(t, fd, depth, e);
+	sys_close(fd);
+	return rc;
 }
 
 static int tree_entry(struct tree *t, int dfd, const char *name, size_t depth, struct err *e)
@@ -551,8 +576,16 @@ static int tree_entry(struct tree *t, int dfd, const char *name, size_t depth, s
 				       tar_quote(t->path.data, q));
 		return 0;
 	}
+	if (t->skip) {
+		bool descend = false;
+
+		if (t->skip(t->skip_arg, t->path.data, S_ISDIR(st.st_mode), &descend) && !(descend && S_ISDIR(st.st_mode)))
+			return 0;
+		if (descend && S_ISDIR(st.st_mode))	/* left out itself; an exception may take a child */
+			return tree_subdir(t, dfd, name, &st, depth, e);
+	}
 	t->entries++;
-	m = stat_meta(&st);
+	m = tree_meta(t, &st);
 	if (S_ISLNK(st.st_mode)) {
 		target = xmalloc(TAR_MAX_PATH + 1);
 		n = readlinkat(dfd, name, target, TAR_MAX_PATH + 1);
@@ -594,7 +627,14 @@ static int tree_entry(struct tree *t, int dfd, const char *name, size_t depth, s
 int tar_write_tree(const char *dir, const char *prefix, struct tar_writer *w,
 		   const struct tar_limits *lim, unsigned flags, struct err *e)
 {
-	struct tree t = { .w = w, .flags = flags };
+	return tar_write_tree_filtered(dir, prefix, w, lim, flags, NULL, NULL, e);
+}
+
+int tar_write_tree_filtered(const char *dir, const char *prefix, struct tar_writer *w,
+			    const struct tar_limits *lim, unsigned flags, tar_skip_fn skip, void *skip_arg,
+			    struct err *e)
+{
+	struct tree t = { .w = w, .flags = flags, .skip = skip, .skip_arg = skip_arg };
 	struct stat st;
 	struct tar_meta m;
 	int fd, rc;
@@ -622,7 +662,7 @@ int tar_write_tree(const char *dir, const char *prefix, struct tar_writer *w,
 	} else if (S_ISDIR(st.st_mode)) {
 		rc = 0;
 		if (t.path.len) {
-			m = stat_meta(&st);
+			m = tree_meta(&t, &st);
 			t.entries = 1;
 			rc = tar_write_dir(w, t.path.data, &m, e);
 		}

@@ -220,8 +220,11 @@ volumes: { pg: {}, home: {} }
 # Refusals with the exact messages of compose.md.
 REFUSALS = [
     ("services: {}\n", "compose: no services"),
+    ("services:\n  app:\n    user: \"1000\"\n",
+     'compose: service "app" has no image and nothing to build (set image: or build:)'),
     ("services:\n  app:\n    build: .\n",
-     'compose: service "app" has no image (build is not supported in v0; push an image)'),
+     'compose: service "app" builds from "." but its context was not sent (denv deploy -f packs and '
+     'uploads it; API clients PUT /v1/contexts/{sha256} and name it in contexts)'),
     ("services:\n  app:\n    image: a\n    network_mode: host\n",
      'compose: service "app" uses network_mode: host, which cannot be forked'),
     ("services:\n  app:\n    image: a\n    privileged: true\n",

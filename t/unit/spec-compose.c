@@ -16,7 +16,7 @@ struct refusal {
 static const struct refusal refusals[] = {
 	{ "services: {}\n", "compose: no services" },
 	{ "x-denv:\n  egress: deny\n", "compose: no services" },
-	{ "services:\n  app:\n    build: .\n", "compose: service \"app\" has no image (build is not supported in v0; push an image)" },
+	{ "services:\n  app:\n    user: \"1000\"\n", "compose: service \"app\" has no image and nothing to build (set image: or build:)" },
 	{ "services:\n  app:\n    image: a\n    network_mode: host\n", "compose: service \"app\" uses network_mode: host, which cannot be forked" },
 	{ "services:\n  app:\n    image: a\n    privileged: true\n", "compose: service \"app\" asks for privileged or cap_add, which is refused" },
 	{ "services:\n  app:\n    image: a\n    cap_add: [NET_ADMIN]\n", "compose: service \"app\" asks for privileged or cap_add, which is refused" },
@@ -284,7 +284,6 @@ static const struct warned warned[] = {
 	  "\"services.a.restart: ignored by denv\","
 	  "\"services.a.container_name: ignored by denv (every fork names its own containers)\","
 	  "\"services.a.logging: ignored by denv\","
-	  "\"services.a.build: ignored by denv (the image is run as it is, never built)\","
 	  "\"services.a.healthcheck.timeout: ignored by denv\","
 	  "\"services.a.deploy.replicas: ignored by denv\","
 	  "\"services.a.deploy.resources.reservations: ignored by denv\","
