@@ -30,8 +30,9 @@ static const char usage_text[] =
 	"environment: DENV_TEAM, DENV_BOOTSTRAP_KEY, DENV_CONSOLE_URL, DENV_DEV_LOGIN,\n"
 	"DENV_RELEASES_DIR, DENV_GITHUB_CLIENT_ID, DENV_GITHUB_CLIENT_SECRET,\n"
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
-	"DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_HOST_GRACE_SEC,\n"
-	"DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC. See denv-cp(8).\n";
+	"DENV_GITHUB_URL, DENV_GITHUB_API_URL, DENV_HETZNER_API_URL,\n"
+	"DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC,\n"
+	"DENV_DEVICE_TTL_SEC. See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
 {
@@ -83,6 +84,7 @@ static void config_from_env(struct cp_config *c)
 	c->gh_app_key = env_or("DENV_GITHUB_APP_PRIVATE_KEY", NULL);
 	c->gh_webhook_secret = env_or("DENV_GITHUB_WEBHOOK_SECRET", NULL);
 	c->gh_api_url = env_or("DENV_GITHUB_API_URL", "https://api.github.com");
+	c->gh_url = env_or("DENV_GITHUB_URL", "https://github.com");
 	c->releases_dir = env_or("DENV_RELEASES_DIR", "bin");
 	c->host_grace_ms = seconds_env("DENV_HOST_GRACE_SEC", CP_HOST_GRACE_MS);
 	c->command_timeout_ms = seconds_env("DENV_COMMAND_TIMEOUT_SEC", CP_COMMAND_TIMEOUT_MS);
@@ -207,7 +209,7 @@ static int add_routes(struct cp *cp)
 	int (*groups[])(struct cp *) = {
 		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
 		cp_api_events, cp_api_hosts, cp_api_github, cp_api_ops, cp_api_sandboxes,
-		cp_hub_routes, cp_web_device,
+		cp_hub_routes, cp_web_device, cp_auth_github,
 		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
 	};
 
@@ -304,6 +306,8 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.public_url);
 	free((char *)cp->cfg.console_url);
 	free((char *)cp->cfg.hetzner_api_url);
+	free((char *)cp->cfg.gh_api_url);
+	free((char *)cp->cfg.gh_url);
 }
 
 int main(int argc, char **argv)
@@ -324,6 +328,8 @@ int main(int argc, char **argv)
 	cp.cfg.public_url = no_trailing_slash(cp.cfg.public_url);
 	cp.cfg.console_url = no_trailing_slash(cp.cfg.console_url);
 	cp.cfg.hetzner_api_url = no_trailing_slash(cp.cfg.hetzner_api_url);
+	cp.cfg.gh_api_url = no_trailing_slash(cp.cfg.gh_api_url);
+	cp.cfg.gh_url = no_trailing_slash(cp.cfg.gh_url);
 	log_set_level(cp.cfg.verbose ? LOG_DEBUG : LOG_INFO);
 	rc = run(&cp);
 	cleanup(&cp);
