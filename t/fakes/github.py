@@ -13,7 +13,10 @@ verified, visibility):
   GET  /login/oauth/authorize?client_id&redirect_uri&scope&state
        approves at once as the configured user: 302 to
        redirect_uri?code=C&state=S (with --deny: ?error=access_denied&
-       error_description=...&state=S); an unknown client_id: 404.
+       error_description=...&state=S); an unknown client_id: 404. With
+       --consent it first shows a page whose Authorize button
+       (#js-oauth-authorize-btn, GitHub's id) posts the same fields to
+       POST /login/oauth/authorize, which then redirects as above.
   POST /login/oauth/access_token   client_id, client_secret, code,
        redirect_uri (form or JSON body). With Accept: application/json:
        200 {access_token: "gho_...", token_type: "bearer", scope: "read:user,user:email"}
@@ -31,10 +34,11 @@ The API is served at / and at /api/v3 (GitHub Enterprise's layout, which
 PyGithub uses for any base_url but api.github.com). Each request is logged
 as one JSON line (method, path, headers, form) to --log.
 
-Run: python3 t/fakes/github.py --port-file F [--log F] [--client-id ID]
-[--client-secret S] [--login L] [--name N] [--email E] [--private-email] [--deny]
+Run: python3 t/fakes/github.py --port-file F [--host 127.0.0.2] [--log F] [--client-id ID]
+[--client-secret S] [--id N] [--login L] [--name N] [--email E] [--private-email] [--deny] [--consent]
 """
 import argparse
+import html
 import http.server
 import json
 import os
@@ -69,11 +73,11 @@ class FakeGitHub:
             def do_POST(self):
                 fake.handle(self, "POST")
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = http.server.ThreadingHTTPServer((opts.host, 0), Handler)
         self.port = self.httpd.server_address[1]
 
     def user(self):
-        o, uid = self.o, 583231
+        o, uid = self.o, self.o.id
         return {
             "login": o.login, "id": uid, "node_id": "MDQ6VXNlcjU4MzIzMQ==",
             "avatar_url": "https://avatars.githubusercontent.com/u/%d?v=4" % uid, "gravatar_id": "",
@@ -115,6 +119,7 @@ class FakeGitHub:
                                        "headers": dict(h.headers.items()), "form": shown}) + "\n")
             self.log.flush()
         routes = {("GET", "/login/oauth/authorize"): self.authorize,
+                  ("POST", "/login/oauth/authorize"): self.authorize,
                   ("POST", "/login/oauth/access_token"): self.access_token,
                   ("GET", "/user"): self.get_user, ("GET", "/user/emails"): self.get_emails}
         fn = routes.get((method, path))
@@ -126,9 +131,22 @@ class FakeGitHub:
 
     # ---- OAuth ----
 
-    def authorize(self, h, q, _):
+    def authorize(self, h, q, form):
+        if form:    # the consent page's form (--consent)
+            q = form
         if q.get("client_id") != self.o.client_id or not q.get("redirect_uri"):
             self.send(h, 404, b"<html><body>Not Found</body></html>", "text/html; charset=utf-8")
+            return
+        if self.o.consent and not form.get("authorize"):
+            # A first sign-in: GitHub asks the person, and the redirect back
+            # is then a navigation that GitHub's page starts (cross-site).
+            fields = "".join('<input type="hidden" name="%s" value="%s">' % (k, html.escape(v, quote=True))
+                             for k, v in q.items())
+            page = ('<!DOCTYPE html><html><body><h1>Authorize denv</h1>'
+                    '<form method="post" action="/login/oauth/authorize">%s'
+                    '<button id="js-oauth-authorize-btn" name="authorize" value="1" type="submit">'
+                    'Authorize</button></form></body></html>') % fields
+            self.send(h, 200, page.encode(), "text/html; charset=utf-8")
             return
         back = {"state": q.get("state", "")}
         if self.o.deny:
@@ -217,13 +235,17 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--port-file", required=True)
     p.add_argument("--log")
+    # Another loopback address is another site to a browser (ports are not).
+    p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--client-id", default="Iv1.fake-client")
     p.add_argument("--client-secret", default="fake-secret")
+    p.add_argument("--id", type=int, default=583231)
     p.add_argument("--login", default="octo-dev")
     p.add_argument("--name", default="Octo Dev")
     p.add_argument("--email", default="octo@example.com")
     p.add_argument("--private-email", action="store_true")
     p.add_argument("--deny", action="store_true")
+    p.add_argument("--consent", action="store_true")
     opts = p.parse_args()
     fake = FakeGitHub(opts)
     with open(opts.port_file + ".tmp", "w") as f:

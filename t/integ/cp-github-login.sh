@@ -23,10 +23,12 @@ fi
 CID=Iv1.fake-client
 SECRET=fake-secret
 
-# start_github [ARGS...]: the fake; sets $gh (its base URL), logs to $tmp/gh.log.
+# start_github [ARGS...]: the fake on $gh_host; sets $gh (its base URL),
+# logs to $tmp/gh.log.
+gh_host=127.0.0.1
 start_github() {
 	rm -f "$tmp/gh.port"
-	"$PY" "$top/t/fakes/github.py" --port-file "$tmp/gh.port" --log "$tmp/gh.log" \
+	"$PY" "$top/t/fakes/github.py" --host "$gh_host" --port-file "$tmp/gh.port" --log "$tmp/gh.log" \
 		--client-id "$CID" --client-secret "$SECRET" "$@" 2>"$tmp/gh.err" &
 	pids="$pids $!"
 	i=0
@@ -35,7 +37,7 @@ start_github() {
 		i=$((i + 1))
 	done
 	[ -s "$tmp/gh.port" ] || { echo "# fake GitHub did not start"; sed 's/^/#   /' "$tmp/gh.err"; return 1; }
-	gh=http://127.0.0.1:$(cat "$tmp/gh.port")
+	gh=http://$gh_host:$(cat "$tmp/gh.port")
 }
 
 # start_cp_at VAR=VALUE...: denv-cp on a port chosen first, so that its
@@ -253,5 +255,50 @@ st=$(curl -s -o "$tmp/p.html" -w '%{http_code}' -b "$jar5" "$server/auth/github/
 [ "$st" = 502 ] && grep -q 'id="error".*GitHub could not be reached' "$tmp/p.html"
 ok $? "GitHub unreachable: 502 with a page that says so (got $st)"
 gh=$gh_real
+
+# ---- a real browser: click "Sign in with GitHub", come back signed in ----
+# The fake is on 127.0.0.2, another site to the browser than denv-cp on
+# 127.0.0.1 (ports do not make sites), so GitHub's redirect to the callback
+# is cross-site as it is in life and the SameSite=Strict cookie is put to
+# the test.
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+kill "$cppid" 2>/dev/null
+wait "$cppid" 2>/dev/null
+if [ ! -x "$CHROMIUM" ]; then
+	echo "# no $CHROMIUM: the browser part is skipped"
+elif ! gh_host=127.0.0.2 start_github --id 9001 --login octo-web --name "Octo Web" --email web@example.com \
+	--consent; then
+	ok 1 "the fake GitHub starts on 127.0.0.2"
+else
+	start_cp_at || exit 1
+	"$DENV" login --no-browser --server "$server" >"$tmp/bl.out" 2>"$tmp/bl.err" &
+	bpid=$!
+	pids="$pids $bpid"
+	i=0
+	bcode=
+	while [ $i -lt 100 ] && [ -z "$bcode" ]; do
+		bcode=$(code_of "$tmp/bl.err")
+		[ -n "$bcode" ] || sleep 0.1
+		i=$((i + 1))
+	done
+	mkdir -p "$tmp/b"
+	"$PY" "$top/t/cli/device_browser.py" "$CHROMIUM" "$server/app/device/?code=$bcode" --github "$tmp/b" \
+		2>"$tmp/browser.err"
+	ok $? "chromium clicks Sign in with GitHub and comes back"
+	sed 's/^/#   browser: /' "$tmp/browser.err" | tail -n 3
+	grep -q 'id="github"' "$tmp/b/github-start.html"
+	ok $? "the page it started on offers GitHub"
+	grep -q 'js-oauth-authorize-btn' "$tmp/b/consent.html" 2>/dev/null
+	ok $? "GitHub asked first (its Authorize button was clicked: the way back is cross-site)"
+	grep -qF '<strong id="user">web@example.com</strong>' "$tmp/b/form.html" &&
+		grep -qF "value=\"$bcode\"" "$tmp/b/form.html"
+	ok $? "back on the device page signed in (the Strict cookie was sent), the code filled in"
+	grep -q 'id="approved"' "$tmp/b/done.html" 2>/dev/null
+	ok $? "a click on Approve approves"
+	finish "$bpid"
+	brc=$?
+	[ "$brc" -eq 0 ] && grep -qF "Signed in to team octo-web." "$tmp/bl.out"
+	ok $? "and that denv login finishes (exit $brc)"
+fi
 
 done_testing
