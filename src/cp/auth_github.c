@@ -2,10 +2,11 @@
  * auth_github.c: signing in with GitHub, the web flow of a GitHub OAuth app
  * (api.md, /auth/github/start and /auth/github/callback).
  *
- * start: a state value, kept in memory for CP_OAUTH_STATE_TTL_S and good
- * for one callback, bound to the browser: the cookie denv_oauth holds a
- * random value whose hash the state keeps, so a callback carried to another
- * browser (a login CSRF) is refused. Then a redirect to
+ * start: a state value, kept in memory for CP_OAUTH_STATE_TTL_S (tests:
+ * DENV_OAUTH_STATE_TTL_SEC) and good for one callback, bound to the
+ * browser: the cookie denv_oauth holds a random value whose hash the state
+ * keeps, so a callback carried to another browser (a login CSRF) is
+ * refused. Then a redirect to
  * {DENV_GITHUB_URL}/login/oauth/authorize.
  *
  * callback: the code is exchanged at {DENV_GITHUB_URL}/login/oauth/access_token,
@@ -276,8 +277,8 @@ static int browser_binding(const struct cp *cp, struct http_req *req, char hash[
 		enc_hex_write(value, raw, sizeof(raw));
 		value[BROWSER_HEX] = '\0';
 		/* Lax, not Strict: it must come back on GitHub's redirect to the callback. */
-		snprintf(c, sizeof(c), BROWSER_COOKIE "=%s; Path=/auth/github/; Max-Age=%d; HttpOnly; SameSite=Lax%s",
-			 value, CP_OAUTH_STATE_TTL_S, secure ? "; Secure" : "");
+		snprintf(c, sizeof(c), BROWSER_COOKIE "=%s; Path=/auth/github/; Max-Age=%lld; HttpOnly; SameSite=Lax%s",
+			 value, (long long)(cp->cfg.oauth_ttl_ms / 1000), secure ? "; Secure" : "");
 		http_resp_header(req, "Set-Cookie", c);
 	}
 	if (sha256_hex(value, BROWSER_HEX, hash) < 0)
@@ -333,7 +334,7 @@ static void h_start(struct cp *cp, struct http_req *req)
 		return;
 	}
 	s->ret = xstrdup(ret);
-	s->expires_ms = clock_now_ms() + (int64_t)CP_OAUTH_STATE_TTL_S * 1000;
+	s->expires_ms = clock_now_ms() + cp->cfg.oauth_ttl_ms;
 	s->next = cp->oauth;
 	cp->oauth = s;
 	cp->noauth++;
@@ -488,20 +489,20 @@ static void committed(int status, struct err *e, void *arg)
 static void finish(struct signin *s)
 {
 	struct cp *cp = s->cp;
-	const struct json *old = cp_find(cp, "users", "GitHubID", s->user.id, NULL, NULL);
-	const char *email = s->user.email;
-	struct json *u;
+	const struct json *found = cp_find(cp, "users", "GitHubID", s->user.id, NULL, NULL);
+	/* Our own copy: the store's row is not ours to keep across calls. */
+	struct json *u = found ? json_dup(found) : NULL;
 	struct st_txn *txn;
 	char uid[ID_MAX];
 	struct err e;
 
 	memset(s->access, 0, sizeof(s->access));
+	/* A private address we could not read keeps the one we had. */
+	if (!*s->user.email && u && json_get_str(u, "Email"))
+		str_copy(s->user.email, sizeof(s->user.email), json_get_str(u, "Email"));
 	txn = st_begin(cp->db);
-	if (old) {
-		u = json_dup(old);
-		str_copy(uid, sizeof(uid), json_get_str(old, "ID"));
-		if (!*email && json_get_str(old, "Email"))
-			email = json_get_str(old, "Email");
+	if (u) {
+		str_copy(uid, sizeof(uid), json_get_str(u, "ID") ? json_get_str(u, "ID") : "");
 	} else {
 		u = json_new_object();
 		id_new("user", uid);
@@ -510,7 +511,7 @@ static void finish(struct signin *s)
 		/* A first sign-in gets a personal team named after the login. */
 		json_free(cp_team_create(txn, s->user.login, uid));
 	}
-	json_object_set_str(u, "Email", email);
+	json_object_set_str(u, "Email", s->user.email);
 	json_object_set_str(u, "Name", *s->user.name ? s->user.name : s->user.login);
 	json_object_set_str(u, "Login", s->user.login);
 	json_object_set_str(u, "GitHubID", s->user.id);

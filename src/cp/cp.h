@@ -123,6 +123,7 @@ struct cp_config {
 	int64_t command_timeout_ms;	/* DENV_COMMAND_TIMEOUT_SEC (tests); default CP_COMMAND_TIMEOUT_MS */
 	int64_t join_wait_ms;		/* DENV_JOIN_WAIT_SEC (tests); default CP_JOIN_WAIT_MS */
 	int64_t device_ttl_ms;		/* DENV_DEVICE_TTL_SEC (tests); default CP_DEVICE_TTL_S */
+	int64_t oauth_ttl_ms;		/* DENV_OAUTH_STATE_TTL_SEC (tests); default CP_OAUTH_STATE_TTL_S */
 	const char *hetzner_api_url;	/* DENV_HETZNER_API_URL (tests, proxies); no trailing slash */
 };
 

@@ -32,7 +32,7 @@ static const char usage_text[] =
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
 	"DENV_GITHUB_URL, DENV_GITHUB_API_URL, DENV_HETZNER_API_URL,\n"
 	"DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC,\n"
-	"DENV_DEVICE_TTL_SEC. See denv-cp(8).\n";
+	"DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC. See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
 {
@@ -90,6 +90,7 @@ static void config_from_env(struct cp_config *c)
 	c->command_timeout_ms = seconds_env("DENV_COMMAND_TIMEOUT_SEC", CP_COMMAND_TIMEOUT_MS);
 	c->join_wait_ms = seconds_env("DENV_JOIN_WAIT_SEC", CP_JOIN_WAIT_MS);
 	c->device_ttl_ms = seconds_env("DENV_DEVICE_TTL_SEC", (int64_t)CP_DEVICE_TTL_S * 1000);
+	c->oauth_ttl_ms = seconds_env("DENV_OAUTH_STATE_TTL_SEC", (int64_t)CP_OAUTH_STATE_TTL_S * 1000);
 	c->hetzner_api_url = env_or("DENV_HETZNER_API_URL", CP_HETZNER_API_URL);
 }
 

@@ -242,6 +242,19 @@ jq_ok 'd["user"]["Login"] == "octo-dev"' "... a working session"
 ! grep -q 'denv_session' "$jar4"
 ok $? "... and no page cookie"
 
+# ---- an expired state (states of 1 s on this server) ----
+kill "$cppid" 2>/dev/null
+wait "$cppid" 2>/dev/null
+start_cp_at DENV_OAUTH_STATE_TTL_SEC=1 || exit 1
+jar6=$tmp/jar6
+set -- $(hop "$jar6" "$server/auth/github/start?return=%2Fapp%2Fdevice%2F")
+set -- $(hop "$jar6" "$2")
+cb=$2
+sleep 2
+st=$(curl -s -o "$tmp/p.html" -w '%{http_code}' -b "$jar6" "$cb")
+[ "$st" = 400 ] && grep -q 'unknown or expired state' "$tmp/p.html"
+ok $? "a state older than its time: 400 unknown or expired state (got $st)"
+
 # ---- a GitHub that cannot be reached: 502, said as a page ----
 kill "$cppid" 2>/dev/null
 wait "$cppid" 2>/dev/null
