@@ -1,6 +1,6 @@
-/* api_auth.c: signing in. Dev login, the device flow the CLI uses, and the
- * GitHub OAuth routes. Device codes and OAuth states live in memory only
- * (config.md, "Process notes"). */
+/* api_auth.c: signing in. Dev login and the device flow the CLI uses (GitHub
+ * sign-in is auth_github.c). Device codes live in memory only (config.md,
+ * "Process notes"). */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +37,7 @@ struct json *cp_team_create(struct st_txn *txn, const char *name, const char *ow
 	return team;
 }
 
-/* Mint a dst_ session for user into txn; token gets the plaintext. */
-static int session_put(struct st_txn *txn, const char *user_id, char token[CRYPTO_TOKEN_MAX], struct err *e)
+int cp_session_new(struct st_txn *txn, const char *user_id, char *token, struct err *e)
 {
 	char id[ID_MAX], hash[SHA256_HEX_LEN + 1], exp[CLOCK_RFC3339_MAX];
 	struct json *s;
@@ -59,7 +58,7 @@ static int session_put(struct st_txn *txn, const char *user_id, char token[CRYPT
 	return 0;
 }
 
-static bool valid_email(const char *s)
+bool cp_valid_email(const char *s)
 {
 	const char *at = strchr(s, '@');
 	size_t n = strlen(s);
@@ -87,7 +86,7 @@ int cp_dev_signin(struct cp *cp, struct st_txn *txn, const char *email, const ch
 	const struct json *user;
 	const char *user_id;
 
-	if (!email || !valid_email(email))
+	if (!email || !cp_valid_email(email))
 		return fail_code(e, 400, "email must be an address like you@example.com");
 	user = cp_find(cp, "users", "Email", email, NULL, NULL);
 	if (user) {
@@ -108,7 +107,7 @@ int cp_dev_signin(struct cp *cp, struct st_txn *txn, const char *email, const ch
 		json_free(cp_team_create(txn, login, uid));
 		user_id = uid;
 	}
-	if (session_put(txn, user_id, token, e) < 0) {
+	if (cp_session_new(txn, user_id, token, e) < 0) {
 		e->code = 500;
 		return -1;
 	}
@@ -434,143 +433,9 @@ out:
 	json_free(body);
 }
 
-/* ---- GitHub sign-in ---- */
-
-static bool github_signin_configured(const struct cp *cp)
-{
-	return cp->cfg.gh_client_id && cp->cfg.gh_client_secret;
-}
-
-/* Percent-encode s for a query value. */
-static void query_escape(struct buf *out, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~", c))
-			buf_addch(out, (char)c);
-		else
-			buf_addf(out, "%%%02X", c);
-	}
-}
-
-/* Where the browser may be sent after sign-in: the console or a loopback URL. */
-static bool return_allowed(const struct cp *cp, const char *ret)
-{
-	static const char *const loopback[] = { "http://localhost:", "http://127.0.0.1:", "http://localhost/",
-						"http://127.0.0.1/", NULL };
-	const char *console = cp->cfg.console_url;
-
-	if (ret[0] == '/' && ret[1] != '/')
-		return true;
-	if (console && str_has_prefix(ret, console) &&
-	    (ret[strlen(console)] == '\0' || ret[strlen(console)] == '/'))
-		return true;
-	for (const char *const *p = loopback; *p; p++)
-		if (str_has_prefix(ret, *p))
-			return true;
-	return false;
-}
-
-static void oauth_prune(struct cp *cp)
-{
-	int64_t now = clock_now_ms();
-
-	for (struct cp_oauth_state **p = &cp->oauth; *p;) {
-		struct cp_oauth_state *s = *p;
-
-		if (s->expires_ms > now) {
-			p = &s->next;
-			continue;
-		}
-		*p = s->next;
-		free(s->ret);
-		free(s);
-		cp->noauth--;
-	}
-}
-
-static void h_github_start(struct cp *cp, struct http_req *req)
-{
-	const char *ret = http_req_query(req, "return");
-	char dflt[600];
-	struct cp_oauth_state *s;
-	struct buf url = BUF_INIT;
-	struct err e;
-
-	if (!github_signin_configured(cp)) {
-		http_respond_error(req, 503, "GitHub sign-in is not configured on this server");
-		return;
-	}
-	snprintf(dflt, sizeof(dflt), "%s/app/", cp->cfg.console_url ? cp->cfg.console_url : "");
-	if (!ret || !*ret)
-		ret = dflt;
-	if (!return_allowed(cp, ret)) {
-		http_respond_error(req, 400, "return must be the console's origin or a loopback URL");
-		return;
-	}
-	oauth_prune(cp);
-	if (cp->noauth >= CP_OAUTH_STATE_MAX) {
-		http_respond_error(req, 503, "too many sign-ins in progress; try again in a few minutes");
-		return;
-	}
-	s = xcalloc(1, sizeof(*s));
-	if (crypto_token("st", 24, s->state, sizeof(s->state), &e) < 0) {
-		free(s);
-		cp_fail(req, 500, "%s", e.msg);
-		return;
-	}
-	s->ret = xstrdup(ret);
-	s->expires_ms = clock_now_ms() + (int64_t)CP_OAUTH_STATE_TTL_S * 1000;
-	s->next = cp->oauth;
-	cp->oauth = s;
-	cp->noauth++;
-
-	buf_adds(&url, "https://github.com/login/oauth/authorize?client_id=");
-	query_escape(&url, cp->cfg.gh_client_id);
-	buf_adds(&url, "&redirect_uri=");
-	query_escape(&url, cp->cfg.public_url);
-	query_escape(&url, "/auth/github/callback");
-	buf_adds(&url, "&scope=read%3Auser%20user%3Aemail&state=");
-	query_escape(&url, s->state);
-	http_resp_header(req, "Location", url.data);
-	http_respond(req, 302, NULL, NULL, 0);
-	buf_release(&url);
-}
-
-static void h_github_callback(struct cp *cp, struct http_req *req)
-{
-	const char *state = http_req_query(req, "state");
-	struct cp_oauth_state **p;
-
-	if (!github_signin_configured(cp)) {
-		http_respond_error(req, 503, "GitHub sign-in is not configured on this server");
-		return;
-	}
-	oauth_prune(cp);
-	for (p = &cp->oauth; *p && !str_eq((*p)->state, state); p = &(*p)->next)
-		;
-	if (!state || !*p) {
-		http_respond_error(req, 400, "unknown or expired state");
-		return;
-	}
-	{
-		struct cp_oauth_state *s = *p;
-
-		*p = s->next;
-		free(s->ret);
-		free(s);
-		cp->noauth--;
-	}
-	/* The code exchange with GitHub is not written yet (see denv-cp(8), BUGS). */
-	http_respond_error(req, 502, "GitHub sign-in: exchanging the code with GitHub is not implemented yet");
-}
-
 int cp_api_auth(struct cp *cp)
 {
 	if (cp_route(cp, "POST", "/auth/dev-login", CP_BODY_JSON, h_dev_login) < 0 ||
-	    cp_route(cp, "GET", "/auth/github/start", 0, h_github_start) < 0 ||
-	    cp_route(cp, "GET", "/auth/github/callback", 0, h_github_callback) < 0 ||
 	    cp_route(cp, "POST", "/v1/device/code", CP_BODY_JSON, h_device_code) < 0 ||
 	    cp_route(cp, "POST", "/v1/device/approve", CP_BODY_JSON, h_device_approve) < 0 ||
 	    cp_route(cp, "POST", "/v1/device/token", CP_BODY_JSON, h_device_token) < 0)

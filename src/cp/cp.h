@@ -36,6 +36,12 @@
 #define CP_DEVICE_MAX 1024			/* device codes alive at once */
 #define CP_OAUTH_STATE_TTL_S 600		/* GitHub sign-in state values */
 #define CP_OAUTH_STATE_MAX 1024
+#define CP_GITHUB_TIMEOUT_MS 15000		/* one call to GitHub during a sign-in */
+#define CP_GITHUB_BODY_MAX ((size_t)256 << 10)	/* one of GitHub's answers to those calls */
+#define CP_GH_TOKEN_MAX 256			/* an OAuth access token from GitHub */
+#define CP_GH_LOGIN_MAX 39			/* GitHub's own limit for a login */
+#define CP_GH_NAME_MAX 255			/* a GitHub profile name kept as Name */
+#define CP_GH_CODE_MAX 256			/* the ?code= GitHub sends back */
 #define CP_JOIN_TOKEN_TTL_S 3600		/* djt_ join tokens */
 #define CP_EVENTS_MAX 200			/* GET /v1/events answers at most this many */
 #define CP_KEY_TOUCH_MS 60000			/* LastUsedAt is written at most this often per key */
@@ -124,12 +130,14 @@ struct cp_config {
 	const char *gh_app_id;		/* GitHub App (push to deploy) */
 	const char *gh_app_key;
 	const char *gh_webhook_secret;
-	const char *gh_api_url;
+	const char *gh_api_url;		/* DENV_GITHUB_API_URL; no trailing slash */
+	const char *gh_url;		/* DENV_GITHUB_URL (OAuth pages); no trailing slash */
 	const char *releases_dir;
 	int64_t host_grace_ms;		/* DENV_HOST_GRACE_SEC (tests); default CP_HOST_GRACE_MS */
 	int64_t command_timeout_ms;	/* DENV_COMMAND_TIMEOUT_SEC (tests); default CP_COMMAND_TIMEOUT_MS */
 	int64_t join_wait_ms;		/* DENV_JOIN_WAIT_SEC (tests); default CP_JOIN_WAIT_MS */
 	int64_t device_ttl_ms;		/* DENV_DEVICE_TTL_SEC (tests); default CP_DEVICE_TTL_S */
+	int64_t oauth_ttl_ms;		/* DENV_OAUTH_STATE_TTL_SEC (tests); default CP_OAUTH_STATE_TTL_S */
 	const char *hetzner_api_url;	/* DENV_HETZNER_API_URL (tests, proxies); no trailing slash */
 	const char *conns_per_addr;	/* -max-conns-per-addr, DENV_MAX_CONNS_PER_ADDR; NULL: default */
 	int max_conns_per_addr;		/* parsed: 0 HTTP_MAX_CONNS_PER_ADDR, -1 no cap */
@@ -155,6 +163,7 @@ struct cp_device {
 /* A GitHub sign-in between /auth/github/start and the callback. */
 struct cp_oauth_state {
 	char state[48];
+	char browser[65];		/* SHA-256 hex of the denv_oauth cookie it is bound to */
 	char *ret;			/* where the browser goes afterwards */
 	int64_t expires_ms;
 	struct cp_oauth_state *next;
@@ -223,6 +232,7 @@ int cp_api_github(struct cp *cp);
 int cp_api_ops(struct cp *cp);		/* fork, snapshot, rollback, verify, destroy, exec, files */
 int cp_api_sandboxes(struct cp *cp);
 int cp_web_device(struct cp *cp);	/* the device-approval page under /app/device/ */
+int cp_auth_github(struct cp *cp);	/* GET /auth/github/start and /callback */
 int cp_hub_routes(struct cp *cp);	/* GET /v1/hosts/stream */
 int cp_api_contexts(struct cp *cp);	/* PUT, GET /v1/contexts/{sha256} (contexts.c) */
 
@@ -234,6 +244,14 @@ int cp_context_path(const struct cp *cp, const char *team_id, const char *digest
  * when one was not uploaded. */
 int cp_contexts_attach(struct cp *cp, const char *team_id, struct json *spec, const struct json *contexts,
 		       struct err *e);
+
+/* The device page's side of a sign-in (web_device.c). Whether ret is a
+ * return to the page; the signed-in answer (session cookie, then on to
+ * ret); and a sign-in that failed, as the page shows it (message, and a
+ * link to try again when ret is the page). Each answers req. */
+bool cp_web_is_page(const char *ret);
+void cp_web_signed_in(struct cp *cp, struct http_req *req, const char *session, const char *ret);
+void cp_web_signin_failed(struct cp *cp, struct http_req *req, int status, const char *msg, const char *ret);
 
 /* ---- store (db.c) ---- */
 
@@ -282,6 +300,32 @@ struct json *cp_key_create(struct st_txn *txn, const char *team_id, const char *
  * e->code the HTTP status (400 for a bad address). */
 int cp_dev_signin(struct cp *cp, struct st_txn *txn, const char *email, const char *name /* may be NULL */,
 		  char *token, struct err *e);
+/* Put a new dst_ session (CP_SESSION_TTL_S) for user into txn; token
+ * (CRYPTO_TOKEN_MAX bytes) gets its plaintext. 0 / -1 with e. */
+int cp_session_new(struct st_txn *txn, const char *user_id, char *token, struct err *e);
+/* An address a person could have: one @, no spaces or controls, at most CP_EMAIL_MAX. */
+bool cp_valid_email(const char *s);
+
+/* GitHub sign-in (auth_github.c): what GitHub's answers say, checked. Each
+ * takes an answer's status and body; -1 fills e with the message a person
+ * reads and e->code with our status (400 GitHub refused the code, 502
+ * GitHub or this server's OAuth app is wrong). */
+struct cp_gh_user {
+	char id[24];			/* GitHub's numeric user id, in decimal */
+	char login[CP_GH_LOGIN_MAX + 1];
+	char name[CP_GH_NAME_MAX + 1];	/* "" when unset or too long */
+	char email[CP_EMAIL_MAX + 1];	/* "" when private or not an address */
+};
+/* POST /login/oauth/access_token: the access token into token. */
+int cp_gh_token_answer(int status, const char *body, size_t len, char token[CP_GH_TOKEN_MAX], struct err *e);
+/* GET /user. */
+int cp_gh_user_answer(int status, const char *body, size_t len, struct cp_gh_user *u, struct err *e);
+/* GET /user/emails: the primary verified address, else the first verified
+ * one, into email; "" when there is none (or the answer is not a list). */
+void cp_gh_email_pick(int status, const char *body, size_t len, char email[CP_EMAIL_MAX + 1]);
+/* Whether a sign-in may send the browser to ret afterwards: a path of this
+ * server, the console, or a loopback URL. */
+bool cp_gh_return_allowed(const struct cp *cp, const char *ret);
 /* The device login waiting for user_code as a person typed it (any case,
  * dash optional), or NULL when it is unknown or expired. */
 struct cp_device *cp_device_find(struct cp *cp, const char *user_code);

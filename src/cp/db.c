@@ -16,7 +16,7 @@ struct table {
  * the log, so they are declared on every start. */
 static const struct table tables[] = {
 	{ "teams", { NULL } },
-	{ "users", { "Email", NULL } },
+	{ "users", { "Email", "GitHubID", NULL } },
 	{ "members", { "UserID", "TeamID", NULL } },
 	{ "keys", { "Hash", "TeamID", NULL } },
 	{ "sessions", { "Hash", "UserID", NULL } },

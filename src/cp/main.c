@@ -35,8 +35,9 @@ static const char usage_text[] =
 	"environment: DENV_TEAM, DENV_BOOTSTRAP_KEY, DENV_CONSOLE_URL, DENV_DEV_LOGIN,\n"
 	"DENV_RELEASES_DIR, DENV_GITHUB_CLIENT_ID, DENV_GITHUB_CLIENT_SECRET,\n"
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
-	"DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_E2B_API_URL, DENV_DAYTONA_API_URL,\n"
-	"DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC, DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC.\n"
+	"DENV_GITHUB_URL, DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_E2B_API_URL,\n"
+	"DENV_DAYTONA_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC,\n"
+	"DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC.\n"
 	"See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
@@ -89,11 +90,13 @@ static void config_from_env(struct cp_config *c)
 	c->gh_app_key = env_or("DENV_GITHUB_APP_PRIVATE_KEY", NULL);
 	c->gh_webhook_secret = env_or("DENV_GITHUB_WEBHOOK_SECRET", NULL);
 	c->gh_api_url = env_or("DENV_GITHUB_API_URL", "https://api.github.com");
+	c->gh_url = env_or("DENV_GITHUB_URL", "https://github.com");
 	c->releases_dir = env_or("DENV_RELEASES_DIR", "bin");
 	c->host_grace_ms = seconds_env("DENV_HOST_GRACE_SEC", CP_HOST_GRACE_MS);
 	c->command_timeout_ms = seconds_env("DENV_COMMAND_TIMEOUT_SEC", CP_COMMAND_TIMEOUT_MS);
 	c->join_wait_ms = seconds_env("DENV_JOIN_WAIT_SEC", CP_JOIN_WAIT_MS);
 	c->device_ttl_ms = seconds_env("DENV_DEVICE_TTL_SEC", (int64_t)CP_DEVICE_TTL_S * 1000);
+	c->oauth_ttl_ms = seconds_env("DENV_OAUTH_STATE_TTL_SEC", (int64_t)CP_OAUTH_STATE_TTL_S * 1000);
 	c->hetzner_api_url = env_or("DENV_HETZNER_API_URL", CP_HETZNER_API_URL);
 	c->conns_per_addr = env_or("DENV_MAX_CONNS_PER_ADDR", NULL);
 	c->e2b_api_url = env_or("DENV_E2B_API_URL", CP_E2B_API_URL);
@@ -249,7 +252,7 @@ static int add_routes(struct cp *cp)
 	int (*groups[])(struct cp *) = {
 		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
 		cp_api_events, cp_api_hosts, cp_api_github, cp_api_ops, cp_api_sandboxes,
-		cp_api_contexts, cp_hub_routes, cp_web_device,
+		cp_api_contexts, cp_hub_routes, cp_web_device, cp_auth_github,
 		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
 	};
 
@@ -351,6 +354,8 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.hetzner_api_url);
 	free((char *)cp->cfg.e2b_api_url);
 	free((char *)cp->cfg.daytona_api_url);
+	free((char *)cp->cfg.gh_api_url);
+	free((char *)cp->cfg.gh_url);
 }
 
 int main(int argc, char **argv)
@@ -373,6 +378,8 @@ int main(int argc, char **argv)
 	cp.cfg.hetzner_api_url = no_trailing_slash(cp.cfg.hetzner_api_url);
 	cp.cfg.e2b_api_url = no_trailing_slash(cp.cfg.e2b_api_url);
 	cp.cfg.daytona_api_url = no_trailing_slash(cp.cfg.daytona_api_url);
+	cp.cfg.gh_api_url = no_trailing_slash(cp.cfg.gh_api_url);
+	cp.cfg.gh_url = no_trailing_slash(cp.cfg.gh_url);
 	log_set_level(cp.cfg.verbose ? LOG_DEBUG : LOG_INFO);
 	rc = run(&cp);
 	cleanup(&cp);

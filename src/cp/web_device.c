@@ -5,7 +5,7 @@
  *
  * Server-rendered HTML with no script and one stylesheet of our own; the
  * Content-Security-Policy allows nothing else. Signing in (dev login, or
- * GitHub once its callback lands) sets an HttpOnly, SameSite=Strict cookie
+ * GitHub through auth_github.c) sets an HttpOnly, SameSite=Strict cookie
  * holding the dst_ session. Forms are CSRF-safe three ways: the cookie is
  * not sent by other sites, every form carries a token (an HMAC of the
  * session; for the sign-in form a random value that is also a cookie), and a
@@ -607,6 +607,56 @@ out:
 	buf_release(&team);
 	buf_release(&name);
 	buf_release(&csrf);
+}
+
+/* ---- the end of a GitHub sign-in (auth_github.c) ---- */
+
+bool cp_web_is_page(const char *ret)
+{
+	char cbuf[CP_WEB_CODE_MAX + 1];
+
+	if (!ret)
+		return false;
+	if (str_eq(ret, PAGE))
+		return true;
+	return str_has_prefix(ret, PAGE "?code=") && clean_code(ret + strlen(PAGE "?code="), cbuf) != NULL;
+}
+
+/*
+ * GitHub's redirect to the callback is a cross-site navigation, and so is
+ * every redirect that follows it: a browser does not send a SameSite=Strict
+ * cookie on any of them. So the cookie is set here and the browser goes on
+ * from a page of ours (a meta refresh, which CSP does not govern, and a
+ * link): that navigation is same-site and carries the cookie.
+ */
+void cp_web_signed_in(struct cp *cp, struct http_req *req, const char *session, const char *ret)
+{
+	struct buf b = BUF_INIT;
+	const char *to = cp_web_is_page(ret) ? ret : PAGE;
+
+	set_cookie(cp, req, SESSION_COOKIE, session, CP_SESSION_TTL_S);
+	page_begin(&b, "Signed in");
+	/* In <body>: browsers follow a refresh there as they do in <head>. */
+	buf_adds(&b, "<meta http-equiv=\"refresh\" content=\"0;url=");
+	http_html_escape(&b, to);
+	buf_adds(&b, "\">\n<p id=\"signed-in\" class=\"notice\">You are signed in with GitHub. "
+		     "<a id=\"continue\" href=\"");
+	http_html_escape(&b, to);
+	buf_adds(&b, "\">Continue to the approval page</a>.</p>\n");
+	page_send(req, 200, &b);
+}
+
+void cp_web_signin_failed(struct cp *cp, struct http_req *req, int status, const char *msg, const char *ret)
+{
+	struct buf b = BUF_INIT;
+	const char *to = cp_web_is_page(ret) ? ret : PAGE;
+
+	page_begin(&b, "Sign-in failed");
+	para(&b, "error", msg);
+	buf_adds(&b, "<p><a id=\"again\" href=\"");
+	http_html_escape(&b, to);
+	buf_adds(&b, "\">Back to the sign-in page</a> to try again.</p>\n");
+	page_send(req, status, &b);
 }
 
 int cp_web_device(struct cp *cp)

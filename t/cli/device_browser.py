@@ -5,11 +5,18 @@ Chromium over the DevTools protocol, the way a person would: open the URL
 form.submit(), so the page's own form, cookies and CSP are what is tested.
 
     python device_browser.py CHROMIUM URL EMAIL OUTDIR
+    python device_browser.py CHROMIUM URL --github OUTDIR
 
 Writes OUTDIR/<step>.html (the DOM after each step: signin, form, done,
 again, unknown) and OUTDIR/form.png (a screenshot of the approval form). The
 shell test asserts on those files; this script only fails when the browser
 cannot be driven (exit 1, reason on stderr).
+
+With --github it clicks "Sign in with GitHub" instead of typing an email,
+follows the whole round trip (the GitHub in front of it, t/fakes/github.py,
+approves at once or after a click on its Authorize button) until the page
+shows the approval form or not, then clicks Approve:
+OUTDIR/github-start.html, consent.html, form.html, done.html.
 """
 import asyncio
 import base64
@@ -127,6 +134,50 @@ async def drive(ws_url, url, email, out):
         await page.dump(os.path.join(out, "wrong.html"))
 
 
+async def settle(page, timeout=STEP_TIMEOUT):
+    """Wait until the page stops moving (redirects, a meta refresh) and has loaded."""
+    last, same = None, 0
+    for _ in range(timeout * 10):
+        await asyncio.sleep(0.1)
+        try:
+            now = await page.eval("document.readyState + ' ' + location.href")
+        except RuntimeError:
+            now = None   # the context went away mid-navigation
+        same = same + 1 if now == last and now and now.startswith("complete") else 0
+        last = now
+        if same >= 10:
+            return now
+    raise RuntimeError(f"the page did not settle: {last}")
+
+
+async def drive_github(ws_url, url, out):
+    async with websockets.connect(ws_url, max_size=64 << 20) as ws:
+        boot = Page(ws, None)
+        target = await boot.call("Target.createTarget", {"url": "about:blank"}, session=False)
+        att = await boot.call("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
+                              session=False)
+        page = Page(ws, att["sessionId"])
+        page.next_id = boot.next_id
+        await page.call("Page.enable")
+        await page.call("Runtime.enable")
+        await page.call("Emulation.setDeviceMetricsOverride",
+                        {"width": 800, "height": 760, "deviceScaleFactor": 1, "mobile": False})
+        await page.navigate(url)
+        await page.dump(os.path.join(out, "github-start.html"))
+        await page.click("#github")
+        where = await settle(page)
+        if await page.eval("!!document.querySelector('#js-oauth-authorize-btn')"):
+            # GitHub asks first: the way back is then started by GitHub's page.
+            await page.dump(os.path.join(out, "consent.html"))
+            await page.click("#js-oauth-authorize-btn")
+            where = await settle(page)
+        print(f"device_browser: after GitHub: {where}", file=sys.stderr)
+        await page.dump(os.path.join(out, "form.html"))
+        if await page.eval("!!document.querySelector('#approve-button')"):
+            await page.click("#approve-button")
+            await page.dump(os.path.join(out, "done.html"))
+
+
 def main():
     chromium, url, email, out = sys.argv[1:5]
     profile = tempfile.mkdtemp(prefix="denv-chromium.")
@@ -146,7 +197,10 @@ def main():
             sys.exit("device_browser: chromium did not print its DevTools address")
         # Keep reading its log so that a full pipe never stalls the browser.
         threading.Thread(target=proc.stderr.read, daemon=True).start()
-        asyncio.run(drive(ws_url, url, email, out))
+        if email == "--github":
+            asyncio.run(drive_github(ws_url, url, out))
+        else:
+            asyncio.run(drive(ws_url, url, email, out))
     finally:
         proc.terminate()
         try:
