@@ -607,25 +607,49 @@ if Runtime is not None:
             return path if path.startswith("/") else posixpath.join(self.config.workdir, path)
 
         async def _read(self, path: str, max_bytes: int | None = None) -> bytes:
-            if self.user is not None:
-                return await super()._read(path, max_bytes if max_bytes is not None else 1 << 62)
+            if max_bytes is None and self.user is None:
+                return await self._fetch(path, self._path(path))
+            # Bounded at the source, and as the user: head copies at most max_bytes
+            # to a staging file, which then moves as a file (no 1 MiB exec cap).
+            staged = f"/tmp/.denv-read-{uuid.uuid4().hex}"
+            limit = str(max_bytes) if max_bytes is not None else str(1 << 62)
+            r = await self.run(["sh", "-c", 'head -c "$1" -- "$2" > "$3"', "sh", limit, path, staged], {})
             try:
-                data = await asyncio.to_thread(self._client.sync.client.get_bytes, self.info.id,
-                                               self.config.service, self._path(path))
+                if r.exit_code != 0:
+                    raise SandboxError(f"read {path!r}: {r.stderr.strip()[-500:]}")
+                return await self._fetch(path, staged)
+            finally:
+                await self.with_user(None).run(["rm", "-f", staged], {})
+
+        async def _fetch(self, path: str, where: str) -> bytes:
+            try:
+                return await asyncio.to_thread(self._client.sync.client.get_bytes, self.info.id,
+                                               self.config.service, where)
             except Exception as e:
                 raise SandboxError(f"read {path!r}: {e}") from e
-            return data if max_bytes is None else data[:max_bytes]
 
-        async def write(self, path: str, data: bytes) -> None:
+        async def _upload(self, path: str, where: str, data: bytes) -> None:
             try:
-                await self._client.upload_bytes(self.info.id, self._path(path), data,
-                                                filename=posixpath.basename(path))
+                await self._client.upload_bytes(self.info.id, where, data, filename=posixpath.basename(where))
             except Exception as e:
                 raise SandboxError(f"write {path!r}: {e}") from e
-            if self.user is not None:
-                r = await self.with_user(None).run(["chown", self.user, self._path(path)], {})
-                if r.exit_code != 0:
-                    raise SandboxError(f"write {path!r}: {r.stderr.strip()[-500:]}")
+
+        async def write(self, path: str, data: bytes) -> None:
+            if self.user is None:
+                return await self._upload(path, self._path(path), data)
+            # Files move as root: stage the bytes, then copy them in as the user, so
+            # the user's permissions decide (as verifiers' prime runtime does).
+            staged = f"/tmp/.denv-write-{uuid.uuid4().hex}"
+            root = self.with_user(None)
+            try:
+                await self._upload(path, staged, data)
+                await root.run(["chmod", "644", staged], {})
+                copy = 'mkdir -p "$(dirname "$1")" && cat -- "$2" > "$1"'
+                r = await self.run(["sh", "-c", copy, "sh", self._path(path), staged], {})
+            finally:
+                await root.run(["rm", "-f", staged], {})
+            if r.exit_code != 0:
+                raise SandboxError(f"write {path!r}: {r.stderr.strip()[-500:]}")
 
         async def expose(self, port: int) -> str:
             raise SandboxError("denv runtime: publish ports in the version's compose (x-denv) instead")

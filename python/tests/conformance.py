@@ -637,9 +637,23 @@ def check_verifiers(b: Backend) -> None:
         b.sandboxes_usable()
 
         async def go() -> None:
-            rt = DenvRuntime(DenvConfig(image=BUSYBOX, workdir="/work"), client=b.c)
+            rt = DenvRuntime(DenvConfig(image=DEBIAN, workdir="/work"), client=b.c)
             await rt.start()
             try:
+                nobody = rt.with_user("nobody")
+                r = await nobody.run(["id", "-un"], {})
+                assert (r.exit_code, r.stdout) == (0, "nobody\n"), r
+                await nobody.write("/tmp/by-nobody.txt", b"mine")
+                r = await rt.run(["stat", "-c", "%U", "/tmp/by-nobody.txt"], {})
+                assert r.stdout == "nobody\n", r
+                assert await nobody.read("/tmp/by-nobody.txt") == b"mine"
+                await rt.run(["sh", "-c", "echo secret > /root-only; chmod 600 /root-only"], {})
+                for op in (nobody.read("/root-only"), nobody.write("/work/denied.txt", b"x")):
+                    try:
+                        await op
+                        raise AssertionError("nobody got past the file's permissions")
+                    except Exception as e:
+                        assert "ermission denied" in str(e), e
                 view = rt.with_env({"V": "from-view"})
                 r = await view.run(["sh", "-c", "echo $V; pwd"], {})
                 assert (r.exit_code, r.stdout) == (0, "from-view\n/work\n"), r
@@ -661,7 +675,7 @@ def check_verifiers(b: Backend) -> None:
     T.run("verifiers: checkpoint is a denv version; create(checkpoint_id) forks it; bulk_delete by label", fork)
     T.run("verifiers: verifiers' PrimeRuntime (start, run, write, read, stop) on AsyncDenvSandboxClient",
           prime_runtime)
-    T.run("verifiers: DenvRuntime through verifiers' runtime contract (with_env, read max_bytes, alive, stop)",
+    T.run("verifiers: DenvRuntime through verifiers' runtime contract (with_user, with_env, read max_bytes, alive, stop)",
           denv_runtime)
 
 
