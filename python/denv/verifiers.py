@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import io
 import posixpath
 import shlex
-import tarfile
 import time
 import uuid
 from datetime import datetime, timezone
