@@ -105,7 +105,7 @@ class DenvSandboxClient:
 
     def __init__(
         self,
-        client: Client | None = None,
+        client: Client | Any = None,
         *,
         server: str | None = None,
         api_key: str | None = None,
@@ -116,6 +116,10 @@ class DenvSandboxClient:
         volumes: List[str] | None = None,
         create_timeout_sec: int = 600,
     ) -> None:
+        if not isinstance(client, Client):
+            # Prime's own first argument (an APIClient, or an API key for the async
+            # client) means nothing to denv: DENV_SERVER and DENV_API_KEY are used.
+            client = None
         self._owns_client = client is None  # close only a client made here
         self.client = client or Client(server=server, api_key=api_key)
         self.from_version = from_version

@@ -8,6 +8,7 @@ import json
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 from fakeapi import KEY, FakeDenv
 
@@ -140,6 +141,20 @@ class TestAgainstFake(unittest.TestCase):
         self.fake.fail = {}
         with self.assertRaises(ps.APIError):
             self.sc.get("env_missing")
+
+    def test_prime_constructor_arguments_are_ignored(self) -> None:
+        """Code that builds Prime's client (SandboxClient(APIClient()), AsyncSandboxClient(key)) builds ours."""
+        env = {"DENV_SERVER": self.fake.url, "DENV_API_KEY": KEY}
+        with mock.patch.dict("os.environ", env):
+            sync = DenvSandboxClient(object())
+            self.assertEqual(sync.client.server, self.fake.url)
+            sync.close()
+            self.assertTrue(sync.client._http.is_closed)
+            ac = AsyncDenvSandboxClient("prime-key", max_connections=10)
+            self.assertEqual(ac.sync.client.api_key, KEY)
+        # a denv Client handed in is the caller's: closing ours leaves it open
+        self.sc.close()
+        self.assertFalse(self.sc.client._http.is_closed)
 
     def test_async_client(self) -> None:
         async def go() -> None:
