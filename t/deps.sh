@@ -86,6 +86,7 @@ fi
 # falling back to Debian's python3.
 venv=python/.venv
 req=t/requirements.txt
+req_nodeps=t/requirements-nodeps.txt
 stamp=$venv/.req-stamp
 pick_python() {
 	for py in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin/python3 \
@@ -108,10 +109,11 @@ fi
 # The stamp covers the requirements and the package's own pyproject.toml, so
 # either changing reinstalls. The package is installed editable: Inspect finds
 # its sandbox through the entry point, which needs the installed metadata.
-want=$(cat "$req" python/pyproject.toml 2>/dev/null)
+want=$(cat "$req" "$req_nodeps" python/pyproject.toml 2>/dev/null)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 	echo "deps: pip install -r $req and python/ into $venv"
 	{ "$venv/bin/pip" install -q --disable-pip-version-check -r "$req" &&
+	  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$req_nodeps" &&
 	  { [ ! -f python/pyproject.toml ] ||
 	    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e python; }; } \
 		>/tmp/denv-pip.log 2>&1 || {

@@ -29,6 +29,8 @@ DEFAULT_SERVER = "http://localhost:8080"
 MAX_ARCHIVE = 32 * 1024 * 1024  # the API refuses larger uploads with 413
 # denvd keeps at most this much of each of stdout and stderr (man denvd, env.exec).
 EXEC_OUTPUT_MAX = 1024 * 1024
+# Links get_bytes follows before ELOOP (Linux's path walk allows 40).
+MAX_SYMLINKS = 40
 FINAL_STATUSES = ("succeeded", "failed", "rolled_back")
 # Extra seconds on top of a server-side wait before the HTTP request gives up.
 HTTP_MARGIN = 60.0
@@ -149,6 +151,25 @@ def _strip_root(members: list[tarfile.TarInfo], root: str) -> list[tarfile.TarIn
         m.name = name
         out.append(m)
     return out
+
+
+def _os_error(e: DenvError, path: str) -> OSError | None:
+    """The OSError a host's refusal of a file read means, or None when it is no such refusal.
+
+    denvd answers ``env.get: docker cp PATH: <Docker's reason>`` with a 502.
+    The caller drops the DenvError for not found and not a directory (it says
+    no more) and keeps it as ``__cause__`` for a denial (the host's words name
+    what refused)."""
+    if e.status != 502:
+        return None
+    msg = e.message.lower()
+    if "could not find the file" in msg or "no such file or directory" in msg or "no such container:path" in msg:
+        return FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+    if "not a directory" in msg:
+        return NotADirectoryError(errno.ENOTDIR, "Not a directory", path)
+    if "permission denied" in msg:
+        return PermissionError(errno.EACCES, "Permission denied", path)
+    return None
 
 
 class Client:
@@ -627,17 +648,34 @@ class Client:
         self.put_tar(env_id, service, str(target_dir), buf.getvalue(), owner=owner)
 
     def get_bytes(self, env_id: str, service: str, source_path: str) -> bytes:
-        """The first regular file of the archive of ``source_path``; a directory is ``IsADirectoryError``."""
-        data = self.get_tar(env_id, service, source_path)
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
-            for m in tf:
+        """The contents of the file at ``source_path``, a symbolic link followed.
+
+        Raises what ``open()`` would: ``FileNotFoundError``, ``IsADirectoryError``,
+        ``NotADirectoryError`` (a file on the way), ``PermissionError``. The read
+        is root's (``docker cp``), so a file's mode bits do not stop it."""
+        path = str(source_path)
+        for _ in range(MAX_SYMLINKS):
+            try:
+                data = self.get_tar(env_id, service, path)
+            except DenvError as e:
+                oserr = _os_error(e, source_path)
+                if oserr is None:
+                    raise
+                raise oserr from (e if isinstance(oserr, PermissionError) else None)
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
+                m = tf.next()
+                if m is None:
+                    raise FileNotFoundError(errno.ENOENT, "No such file or directory", source_path)
                 if m.isdir():
                     raise IsADirectoryError(errno.EISDIR, "Is a directory", source_path)
-                if m.isfile():
-                    f = tf.extractfile(m)
-                    if f is not None:
-                        return f.read()
-        raise FileNotFoundError(f"denv: no regular file at {source_path}")
+                if m.issym():
+                    path = posixpath.normpath(posixpath.join(posixpath.dirname(path), m.linkname))
+                    continue
+                if not m.isfile():
+                    raise OSError(errno.EINVAL, "Not a regular file", source_path)
+                f = tf.extractfile(m)
+                return f.read() if f is not None else b""
+        raise OSError(errno.ELOOP, "Too many levels of symbolic links", source_path)
 
     def get_file(self, env_id: str, service: str, source_path: str, target: str | os.PathLike[str]) -> None:
         data = self.get_bytes(env_id, service, source_path)

@@ -31,7 +31,7 @@ from denv import Client, DenvError  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
 BUSYBOX = os.environ.get("DENV_E2E_BUSYBOX", "denv-test/busybox")
 DEBIAN = os.environ.get("DENV_E2E_DEBIAN", "denv-test/debian")
-CHECKS = ["client", "verify", "inspect", "harbor", "openenv"]
+CHECKS = ["client", "verify", "inspect", "harbor", "openenv", "verifiers"]
 # run only when named: slower, or measurements rather than pass/fail of the default suite
 EXTRA_CHECKS = ["inspect_selfcheck"]
 
@@ -195,11 +195,28 @@ def check_client(b: Backend) -> None:
             c.put_dir(sid, "main", src, "/work/tree")
             c.get_dir(sid, "main", "/work/tree", Path(tmp) / "back")
             assert (Path(tmp) / "back" / "d" / "f.txt").read_text() == "deep"
+
+    def file_errors() -> None:
+        # what open() raises, from the host's real answers; a missing path carries no DenvError
         try:
             c.get_bytes(sid, "main", "/work/does-not-exist")
             raise AssertionError("a missing path was read")
-        except (DenvError, FileNotFoundError):
+        except FileNotFoundError as e:
+            assert e.filename == "/work/does-not-exist" and e.__cause__ is None, repr(e)
+        try:
+            c.get_bytes(sid, "main", "/work")
+            raise AssertionError("a directory was read as a file")
+        except IsADirectoryError:
             pass
+        try:
+            c.get_bytes(sid, "main", "/work/a.txt/below")
+            raise AssertionError("a path below a file was read")
+        except NotADirectoryError:
+            pass
+        r = c.exec(sid, "main", ["sh", "-c", "ln -sf a.txt /work/link && chmod 000 /work/a.txt"])
+        assert r.exit_code == 0, r
+        assert c.get_bytes(sid, "main", "/work/link") == b"alpha"  # followed; read as root
+        c.exec(sid, "main", ["chmod", "644", "/work/a.txt"])
 
     def fork() -> None:
         child = b.feature("POST /v1/envs/{id}/snapshot", "[F7]", lambda: c.fork(sid))
@@ -227,7 +244,9 @@ def check_client(b: Backend) -> None:
                     assert e.status == 404, e
 
     T.run("client: exec (exit code, stdout, stderr)", exec_)
-    T.run("client: files (put/get bytes, dir round trip, missing path)", files)
+    T.run("client: files (put/get bytes, dir round trip)", files)
+    T.run("client: get_bytes raises FileNotFoundError, IsADirectoryError, NotADirectoryError; follows links",
+          file_errors)
     T.run("client: fork carries /work", fork)
     T.run("client: fork is isolated", isolated)
     T.run("client: destroy", destroy)
@@ -531,6 +550,134 @@ def check_openenv(b: Backend) -> None:
     T.run("openenv: http.server image started through DenvProvider (egress deny), ready", start)
     T.run("openenv: fork", fork)
     T.run("openenv: stopped", stop)
+
+
+def check_verifiers(b: Backend) -> None:
+    """denv.verifiers: Prime's client surface on real sandboxes, then verifiers' own runtimes on it."""
+    try:
+        import asyncio
+        from unittest import mock
+
+        import prime_sandboxes as ps
+        from verifiers.v1.runtimes import PrimeConfig, PrimeRuntime
+
+        from denv.verifiers import AsyncDenvSandboxClient, DenvConfig, DenvRuntime, DenvSandboxClient
+    except ImportError as e:
+        for n in ("client surface", "fork from a checkpoint", "verifiers PrimeRuntime on denv",
+                  "verifiers DenvRuntime"):
+            T.skip(f"verifiers: {n}", f"verifiers or prime-sandboxes is not installed ({e})")
+        return
+    sc = DenvSandboxClient(b.c)
+    state: dict[str, Any] = {}
+
+    def surface() -> None:
+        b.sandboxes_usable()
+        sbx = sc.create(ps.CreateSandboxRequest(name="vf-surface", docker_image=BUSYBOX, labels=["vf-e2e"]))
+        state["sbx"] = sbx
+        sc.wait_for_creation(sbx.id)
+        assert sc.get(sbx.id).status == "RUNNING"
+        r = sc.execute_command(sbx.id, "echo $X; pwd; echo err >&2; exit 3", working_dir="/tmp", env={"X": "x y"})
+        assert (r.exit_code, r.stdout, r.stderr) == (3, "x y\n/tmp\n", "err\n"), r
+        sc.upload_bytes(sbx.id, "/work/in/a.txt", b"alpha", "a.txt")
+        assert sc.read_file(sbx.id, "/work/in/a.txt").content == "alpha"
+        job = sc.start_background_job(sbx.id, "sleep 1; cat /work/in/a.txt; echo e >&2; exit 4")
+        assert not sc.get_background_job(sbx.id, job).completed
+        done = sc.run_background_job(sbx.id, "cat /work/in/a.txt", timeout=60, poll_interval=1)
+        assert (done.exit_code, done.stdout) == (0, "alpha"), done
+        deadline = time.monotonic() + 30
+        while not (st := sc.get_background_job(sbx.id, job)).completed and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert (st.exit_code, st.stdout, st.stderr) == (4, "alpha", "e\n"), st
+        try:
+            sc.read_file(sbx.id, "/work/missing")
+            raise AssertionError("a missing file was read")
+        except ps.SandboxFileNotFoundError:
+            pass
+        try:
+            sc.execute_command(sbx.id, "sleep 5", timeout=1)
+            raise AssertionError("no timeout")
+        except ps.CommandTimeoutError:
+            pass
+
+    def fork() -> None:
+        if "sbx" not in state:
+            raise Skip("no sandbox")
+        cp = b.feature("POST /v1/envs/{id}/snapshot", "[F7]", lambda: sc.checkpoint(state["sbx"].id))
+        child = sc.create(ps.CreateSandboxRequest(name="vf-child", checkpoint_id=cp.id, labels=["vf-e2e"]))
+        state["child"] = child
+        assert sc.read_file(child.id, "/work/in/a.txt").content == "alpha"
+        out = sc.bulk_delete(labels=["vf-e2e"])
+        assert sorted(out.succeeded) == sorted([state["sbx"].id, child.id]) and not out.failed, out
+
+    def prime_runtime() -> None:
+        # verifiers' own prime runtime, its code unchanged, with this client where Prime's would be
+        b.sandboxes_usable()
+
+        async def go() -> None:
+            rt = PrimeRuntime(PrimeConfig(image=BUSYBOX, workdir="/work"))
+            await rt.start()
+            try:
+                r = await rt.run(["sh", "-c", "echo $0 $V; pwd", "hi"], {"V": "v"})
+                assert (r.exit_code, r.stdout) == (0, "hi v\n/work\n"), r
+                await rt.write("rel/b.bin", b"\x00\xffbin")
+                assert await rt.read("/work/rel/b.bin") == b"\x00\xffbin"
+                assert await rt.alive()
+            finally:
+                await rt.stop()
+            try:
+                b.c.exec(rt.info.id, "main", ["true"])
+                raise AssertionError("the sandbox outlived stop()")
+            except DenvError:
+                pass
+
+        with mock.patch.dict(os.environ, {"PRIME_API_KEY": "unused-by-denv"}), \
+                mock.patch.object(ps, "AsyncSandboxClient", lambda **kw: AsyncDenvSandboxClient(b.c, **kw)):
+            asyncio.run(asyncio.wait_for(go(), 300))
+
+    def denv_runtime() -> None:
+        b.sandboxes_usable()
+
+        async def go() -> None:
+            rt = DenvRuntime(DenvConfig(image=DEBIAN, workdir="/work"), client=b.c)
+            await rt.start()
+            try:
+                nobody = rt.with_user("nobody")
+                r = await nobody.run(["id", "-un"], {})
+                assert (r.exit_code, r.stdout) == (0, "nobody\n"), r
+                await nobody.write("/tmp/by-nobody.txt", b"mine")
+                r = await rt.run(["stat", "-c", "%U", "/tmp/by-nobody.txt"], {})
+                assert r.stdout == "nobody\n", r
+                assert await nobody.read("/tmp/by-nobody.txt") == b"mine"
+                await rt.run(["sh", "-c", "echo secret > /root-only; chmod 600 /root-only"], {})
+                for op in (nobody.read("/root-only"), nobody.write("/work/denied.txt", b"x")):
+                    try:
+                        await op
+                        raise AssertionError("nobody got past the file's permissions")
+                    except Exception as e:
+                        assert "ermission denied" in str(e), e
+                view = rt.with_env({"V": "from-view"})
+                r = await view.run(["sh", "-c", "echo $V; pwd"], {})
+                assert (r.exit_code, r.stdout) == (0, "from-view\n/work\n"), r
+                await rt.write("x.txt", b"0123456789")
+                assert await rt.read("x.txt") == b"0123456789"
+                try:
+                    await rt.read("x.txt", max_bytes=4)
+                    raise AssertionError("read past max_bytes")
+                except Exception as e:
+                    assert "limit" in str(e), e
+                assert await rt.alive()
+            finally:
+                await rt.stop()
+            assert not await rt.alive()
+
+        asyncio.run(asyncio.wait_for(go(), 300))
+
+    T.run("verifiers: DenvSandboxClient (create, exec, files, background jobs, errors as Prime's)", surface)
+    T.run("verifiers: checkpoint is a denv version; create(checkpoint_id) forks it; bulk_delete by label", fork)
+    T.run("verifiers: verifiers' PrimeRuntime (start, run, write, read, stop) on AsyncDenvSandboxClient",
+          prime_runtime)
+    T.run("verifiers: DenvRuntime through verifiers' runtime contract (with_user, with_env, read max_bytes, alive, stop)",
+          denv_runtime)
 
 
 def main(argv: list[str]) -> int:

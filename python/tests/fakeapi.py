@@ -111,7 +111,9 @@ class MemoryBackend:
             else:
                 below = sorted(p for p in fs if p.startswith(path.rstrip("/") + "/"))
                 if not below:
-                    raise ApiError(502, f"env.get: no such file or directory: {path}")
+                    # denvd's words for what docker cp says (src/sidecar/files.c)
+                    raise ApiError(502, f"env.get: docker cp {path}: Error response from daemon: "
+                                        f"Could not find the file {path} in container denv-fake")
                 d = tarfile.TarInfo(base)
                 d.type = tarfile.DIRTYPE
                 d.mode = 0o755

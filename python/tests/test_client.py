@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -204,6 +205,73 @@ class TestExecAndFiles(FakeCase):
         self.fake.raw_fail[("GET", ".*/files")] = (200, b"\0" * 1024, "application/x-tar")
         with self.assertRaises(FileNotFoundError):
             self.c.get_bytes(a.id, "main", "/d")
+
+    def test_get_bytes_os_errors(self) -> None:
+        """A host's refusal is the OSError open() raises; only a denial keeps the DenvError."""
+        a = self.c.sandbox(image="busybox")
+        with self.assertRaises(FileNotFoundError) as cm:
+            self.c.get_bytes(a.id, "main", "/work/missing.txt")
+        e = cm.exception
+        self.assertEqual((e.errno, e.filename), (errno.ENOENT, "/work/missing.txt"))
+        self.assertIsNone(e.__cause__)
+        self.assertTrue(e.__suppress_context__)
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaises(FileNotFoundError):
+                self.c.get_file(a.id, "main", "/work/missing.txt", Path(tmp) / "out")
+            self.assertFalse((Path(tmp) / "out").exists())
+        docker = "env.get: docker cp %s: Error response from daemon: "
+        cases = [
+            ("lstat /var/lib/docker/overlay2/x/merged/f/x: not a directory", NotADirectoryError, errno.ENOTDIR, False),
+            ("open /var/lib/docker/x: permission denied", PermissionError, errno.EACCES, True),
+            ("No such container:path: c:/x", FileNotFoundError, errno.ENOENT, False),
+        ]
+        for why, cls, code, chained in cases:
+            self.fake.fail = {("GET", ".*/files"): (502, docker % "/f/x" + why)}
+            with self.assertRaises(cls) as cm:
+                self.c.get_bytes(a.id, "main", "/f/x")
+            self.assertEqual((cm.exception.errno, cm.exception.filename), (code, "/f/x"))
+            if chained:
+                self.assertIsInstance(cm.exception.__cause__, DenvError)
+                self.assertIn("permission denied", str(cm.exception.__cause__))
+            else:
+                self.assertIsNone(cm.exception.__cause__)
+        # anything else stays the DenvError: it is not a statement about the file
+        for st, msg in ((502, "env.get: archive larger than 32 MiB"), (404, "no such environment")):
+            self.fake.fail = {("GET", ".*/files"): (st, msg)}
+            with self.assertRaises(DenvError) as cm:
+                self.c.get_bytes(a.id, "main", "/f/x")
+            self.assertNotIsInstance(cm.exception, OSError)
+            self.assertEqual(cm.exception.status, st)
+
+    def test_get_bytes_follows_links(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.c.put_bytes(a.id, "main", "/work/real.txt", b"real")
+        answers = {"/work/link": ("link", "real.txt"), "/work/abs": ("abs", "/work/link"),
+                   "/work/loop": ("loop", "loop"), "/work/fifo": None}
+
+        def archive(path: str) -> bytes:
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tf:
+                if answers[path] is None:
+                    info = tarfile.TarInfo("fifo")
+                    info.type = tarfile.FIFOTYPE
+                else:
+                    info = tarfile.TarInfo(answers[path][0])
+                    info.type, info.linkname = tarfile.SYMTYPE, answers[path][1]
+                tf.addfile(info)
+            return buf.getvalue()
+
+        real_get = self.c.get_tar
+        with mock.patch.object(self.c, "get_tar",
+                               side_effect=lambda e, s, p: archive(p) if p in answers else real_get(e, s, p)):
+            self.assertEqual(self.c.get_bytes(a.id, "main", "/work/link"), b"real")
+            self.assertEqual(self.c.get_bytes(a.id, "main", "/work/abs"), b"real")
+            with self.assertRaises(OSError) as cm:
+                self.c.get_bytes(a.id, "main", "/work/loop")
+            self.assertEqual(cm.exception.errno, errno.ELOOP)
+            with self.assertRaises(OSError) as cm:
+                self.c.get_bytes(a.id, "main", "/work/fifo")
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
 
     def test_exec_truncated(self) -> None:
         from denv.client import EXEC_OUTPUT_MAX

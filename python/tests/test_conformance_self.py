@@ -33,7 +33,7 @@ class TestSuiteOnFake(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-2000:])
             lines = [l for l in r.stdout.splitlines() if l.startswith(("ok", "not ok"))]
             client = [l for l in lines if " client: " in l]
-            self.assertEqual(len(client), 6)
+            self.assertEqual(len(client), 7)
             self.assertTrue(all("# SKIP" not in l for l in client), client)
             verify = [l for l in lines if " verify: " in l]
             self.assertEqual(len(verify), 3)
