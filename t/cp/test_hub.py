@@ -356,7 +356,8 @@ def test_kinds(s, st8):
        and v["agent_frozen"] is True and "took_ms" in v and v["exit_code"] == 0, "verify verdict evidence", v)
     grader = ph["clone"]["Evidence"]["grader_env"]
     snap = sc.commands("env.snapshot")[-1][3]
-    is_(snap, {"name": capture, "keep_paused": ["box"]}, "the capture snapshot keeps the agent paused")
+    is_(snap, {"name": capture, "keep_paused": ["box"], "refuse": True},
+        "the capture snapshot keeps the agent paused and turns a fault of the volumes into a refusal")
     run = sc.commands("verify.run")[-1]
     ok(run[2] == grader and run[3]["refused"] is False and run[3]["verifier"]["image"] == "busybox:1.36",
        "verify.run on the grader's fork", run)
