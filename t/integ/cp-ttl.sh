@@ -1,0 +1,170 @@
+#!/bin/sh
+# cp-ttl.sh: sandbox TTLs against a real denv-cp and a joined denvd on real
+# Docker (denv-cp(8), "TTLs"):
+#   - bad idle_ttl_sec, max_ttl_sec and ttl_action values are 400s;
+#   - a sandbox left alone past idle_ttl_sec is reaped: destroyed, its
+#     containers gone, a ttl.reaped event and ReapedReason saying why,
+#     while one kept busy with exec and touch stays (and goes once left);
+#   - max_ttl_sec reaps a sandbox that is busy all along;
+#   - PATCH /v1/envs/{env} changes a TTL; TTLs and expires_at survive a
+#     denv-cp restart and the reaper acts on them afterwards.
+# Every wait polls with a deadline; nothing asserts on wall time.
+# Prints TAP; removes its containers, networks and data even on failure.
+set -u
+top=${DENV_TOP:-$(pwd)}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-cp-ttl.XXXXXX")
+. "$top/t/lib/stack.sh"
+t=0
+failed=0
+ok() {
+	t=$((t + 1))
+	if [ "$1" = 0 ]; then
+		echo "ok $t - $2"
+	else
+		failed=$((failed + 1))
+		echo "not ok $t - $2"
+		[ -s "$tmp/out" ] && sed -n '1,20s/^/#   out: /p' "$tmp/out"
+	fi
+}
+cleanup() {
+	stack_stop
+	rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+# api METHOD PATH [BODY]: the answer in $tmp/out, the status in $code.
+api() {
+	code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $DENV_API_KEY" \
+		-H 'Content-Type: application/json' ${3:+--data "$3"} "$DENV_SERVER$2")
+}
+# j FILTER: jq over the last answer.
+j() { jq -r "$1" "$tmp/out"; }
+# sandbox NAME EXTRA_JSON: a busybox sandbox; its id in $id.
+sandbox() {
+	api POST /v1/sandboxes "{\"image\":\"denv-test/busybox:latest\",\"cmd\":[\"sleep\",\"3600\"],\"name\":\"$1\"$2}"
+	id=$(j '.environment.ID // empty')
+	[ "$code" = 201 ] && [ -n "$id" ]
+}
+status_of() { api GET "/v1/envs/$1" && j '.environment.Status'; }
+exec_in() { api POST "/v1/envs/$1/exec" '{"service":"main","cmd":["true"]}'; }
+# containers ENV: how many containers Docker still has for the environment.
+containers() {
+	docker ps -aq --filter "label=com.docker.compose.project=$(echo "$1" | tr 'A-Z' 'a-z')" | wc -l
+}
+# reaped ENV WANT_REASON: the row and the event agree on why, and Docker has nothing left.
+reaped() {
+	api GET "/v1/envs/$1"
+	[ "$(j .environment.Status)" = destroyed ] && [ "$(j .environment.ReapedReason)" = "$2" ] || return 1
+	api GET "/v1/events?subject=env:$1"
+	[ "$(j '[.events[] | select(.Kind == "ttl.reaped") | .Body.reason] | first')" = "$2" ] || return 1
+	[ "$(containers "$1")" -eq 0 ]
+}
+# wait_destroyed ENV SECONDS [EXEC_ENV]: poll until ENV is destroyed;
+# meanwhile exec in and touch EXEC_ENV. 0 when destroyed in time.
+wait_destroyed() {
+	n=0
+	while [ "$(status_of "$1")" != destroyed ]; do
+		n=$((n + 1))
+		[ $n -le $(($2 * 2)) ] || return 1
+		if [ -n "${3:-}" ]; then
+			exec_in "$3"
+			api POST "/v1/envs/$3/touch"
+		fi
+		sleep 0.5
+	done
+}
+
+if ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
+	echo "1..0 # SKIP Docker or the fixture images are not usable here"
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "1..0 # SKIP needs root (volumes owned by uid 1000)"
+	exit 0
+fi
+stack_start >"$tmp/start.log" 2>&1
+ok $? "control plane up, sidecar joined"
+
+# ---- bad values ----
+api POST /v1/sandboxes '{"image":"denv-test/busybox:latest","idle_ttl_sec":-1}'
+[ "$code" = 400 ] && [ "$(j .error)" = "idle_ttl_sec must be 0 (none) to 2592000, got -1" ]
+ok $? "idle_ttl_sec -1: 400 naming the range"
+api POST /v1/sandboxes '{"image":"denv-test/busybox:latest","max_ttl_sec":"1h"}'
+[ "$code" = 400 ] && [ "$(j .error)" = "max_ttl_sec must be an integer" ]
+ok $? "max_ttl_sec as a string: 400"
+api POST /v1/sandboxes '{"image":"denv-test/busybox:latest","ttl_action":"pause"}'
+[ "$code" = 400 ] && j .error | grep -q "arrives with pause/resume"
+ok $? "ttl_action pause: 400 saying it arrives with pause/resume"
+
+# ---- idle: one left alone is reaped, one kept busy stays ----
+sandbox idle-a ',"idle_ttl_sec":3'
+ok $? "sandbox with idle_ttl_sec 3 is healthy"
+a=$id
+[ "$(j .environment.IdleTTLSec)" = 3 ] && [ "$(j .idle_expires_at)" != null ] && [ "$(j .expires_at)" = null ]
+ok $? "its answer has IdleTTLSec, idle_expires_at, and no expires_at (no max)"
+sandbox idle-b ',"idle_ttl_sec":3'
+b=$id
+ok $? "a second one, to keep busy"
+api PATCH "/v1/envs/$b" '{"max_ttl_sec":-3}'
+[ "$code" = 400 ]
+ok $? "PATCH with a bad value: 400"
+wait_destroyed "$a" 60 "$b"
+ok $? "the idle one is destroyed while the other is exec'd and touched"
+reaped "$a" "ttl: idle 3 s exceeded"
+ok $? "reaped for idleness: ReapedReason, a ttl.reaped event, no containers left"
+[ "$(status_of "$b")" = running ] && [ "$(containers "$b")" -ge 1 ]
+ok $? "the busy one is still running"
+wait_destroyed "$b" 60
+ok $? "left alone, it goes too"
+reaped "$b" "ttl: idle 3 s exceeded"
+ok $? "  for the same reason"
+
+# ---- max: reaped while busy ----
+sandbox max-c ',"max_ttl_sec":6'
+c=$id
+ok $? "sandbox with max_ttl_sec 6"
+[ "$(j .expires_at)" != null ] && [ "$(j .environment.IdleTTLSec)" = 3600 ]
+ok $? "it has expires_at, and the server's default idle TTL (3600 s)"
+n=0
+while [ "$(status_of "$c")" != destroyed ] && [ $n -lt 120 ]; do
+	exec_in "$c"
+	n=$((n + 1))
+	sleep 0.5
+done
+reaped "$c" "ttl: max 6 s reached"
+ok $? "busy all along, it is reaped at its max TTL"
+
+# ---- restart: the TTLs and clocks are in the store ----
+sandbox keep-d ',"max_ttl_sec":25,"idle_ttl_sec":0'
+d=$id
+d_expires=$(j .expires_at)
+ok $? "sandbox with max_ttl_sec 25 and no idle TTL"
+sandbox patch-e ''
+e=$id
+api PATCH "/v1/envs/$e" '{"idle_ttl_sec":4}'
+[ "$code" = 200 ] && [ "$(j .environment.IdleTTLSec)" = 4 ] && [ "$(j .idle_expires_at)" != null ]
+ok $? "PATCH sets idle_ttl_sec 4 and answers idle_expires_at"
+port=${DENV_SERVER##*:}
+kill "$stack_cp_pid" && wait "$stack_cp_pid" 2>/dev/null
+"$top/bin/denv-cp" -addr "127.0.0.1:$port" -db "$tmp/store" >>"$tmp/cp.log" 2>&1 &
+stack_cp_pid=$!
+n=0
+until curl -s "$DENV_SERVER/health" | grep -q ok || [ $n -ge 100 ]; do n=$((n + 1)); sleep 0.1; done
+api GET "/v1/envs/$d"
+[ "$code" = 200 ] && [ "$(j .expires_at)" = "$d_expires" ] && [ "$(j .environment.MaxTTLSec)" = 25 ] &&
+	[ "$(j .idle_expires_at)" = null ]
+ok $? "after a restart: the same expires_at, MaxTTLSec, no idle TTL"
+api GET "/v1/envs/$e"
+[ "$(j .environment.IdleTTLSec)" = 4 ] && [ "$(j .environment.Status)" = running ]
+ok $? "  and the PATCHed idle TTL is kept"
+wait_destroyed "$e" 90
+ok $? "the restarted server reaps the idle one"
+reaped "$e" "ttl: idle 4 s exceeded"
+ok $? "  saying why"
+wait_destroyed "$d" 90
+ok $? "and the one at its max TTL"
+reaped "$d" "ttl: max 25 s reached"
+ok $? "  saying why"
+
+echo "1..$t"
+[ $failed -eq 0 ]
