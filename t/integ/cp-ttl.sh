@@ -134,6 +134,30 @@ done
 reaped "$c" "ttl: max 6 s reached"
 ok $? "busy all along, it is reaped at its max TTL"
 
+# ---- the Python client: the same fields, touch and set_ttl ----
+PYTHONPATH="$top/python" "$top/python/.venv/bin/python" - >"$tmp/out" 2>&1 <<'EOF'
+from denv import Client, DenvError
+c = Client(timeout=60)
+s = c.sandbox(image="denv-test/busybox:latest", cmd=["sleep", "3600"], name="py-f", idle_ttl_sec=600, max_ttl_sec=0)
+assert s.raw["IdleTTLSec"] == 600 and s.raw["MaxTTLSec"] == 0, s.raw
+t = c.touch(s.id)
+assert t["idle_expires_at"] and t["expires_at"] is None, t
+try:
+    c.set_ttl(s.id, ttl_action="pause")
+    raise SystemExit("pause accepted")
+except DenvError as e:
+    assert e.status == 400 and "pause/resume" in str(e), e
+u = c.set_ttl(s.id, max_ttl_sec=3)
+assert u["environment"]["MaxTTLSec"] == 3 and u["expires_at"], u
+print(s.id)
+EOF
+ok $? "Python: sandbox(idle_ttl_sec=...), touch, set_ttl, and a 400 for pause"
+f=$(tail -n 1 "$tmp/out")
+wait_destroyed "$f" 60
+ok $? "the max TTL set from Python reaps it"
+reaped "$f" "ttl: max 3 s reached"
+ok $? "  saying why"
+
 # ---- restart: the TTLs and clocks are in the store ----
 sandbox keep-d ',"max_ttl_sec":25,"idle_ttl_sec":0'
 d=$id
