@@ -421,7 +421,15 @@ void cp_ttl_free(struct cp *cp)
 		return;
 	ev_timer_stop(cp->ev, &t->tick);
 	ev_timer_stop(cp->ev, &t->flush);
-	/* Shutting down: what is still queued goes to the store now. */
+	/* Shutting down: all activity not written yet goes to the store now,
+	 * so that a clean restart loses none. */
+	for (size_t i = 0; i < TTL_BUCKETS; i++)
+		for (struct ttl_seen *s = t->buckets[i]; s; s = s->next)
+			if (s->last_ms > s->written_ms && !s->queued) {
+				s->queued = true;
+				s->next_write = t->writes;
+				t->writes = s;
+			}
 	if (cp->db && !st_failed(cp->db))
 		flush_writes(cp->ev, t);
 	for (size_t i = 0; i < TTL_BUCKETS; i++)
