@@ -68,7 +68,7 @@ wait_destroyed() {
 		[ $n -le $(($2 * 2)) ] || return 1
 		if [ -n "${3:-}" ]; then
 			exec_in "$3"
-			api POST "/v1/envs/$3/touch"
+			"$top/bin/denv" env touch "$3" >/dev/null 2>&1
 		fi
 		sleep 0.5
 	done
@@ -86,6 +86,9 @@ stack_start >"$tmp/start.log" 2>&1
 ok $? "control plane up, sidecar joined"
 
 # ---- bad values ----
+api POST "/v1/envs/env_nope/touch"
+[ "$code" = 404 ]
+ok $? "touch of an unknown environment: 404"
 api POST /v1/sandboxes '{"image":"denv-test/busybox:latest","idle_ttl_sec":-1}'
 [ "$code" = 400 ] && [ "$(j .error)" = "idle_ttl_sec must be 0 (none) to 2592000, got -1" ]
 ok $? "idle_ttl_sec -1: 400 naming the range"
@@ -114,6 +117,9 @@ reaped "$a" "ttl: idle 3 s exceeded"
 ok $? "reaped for idleness: ReapedReason, a ttl.reaped event, no containers left"
 [ "$(status_of "$b")" = running ] && [ "$(containers "$b")" -ge 1 ]
 ok $? "the busy one is still running"
+"$top/bin/denv" env touch "$b" >"$tmp/out" 2>&1
+[ "$(j .environment.ID)" = "$b" ] && [ "$(j .idle_expires_at)" != null ]
+ok $? "denv env touch answers the environment and its idle_expires_at"
 wait_destroyed "$b" 60
 ok $? "left alone, it goes too"
 reaped "$b" "ttl: idle 3 s exceeded"
@@ -165,9 +171,12 @@ d_expires=$(j .expires_at)
 ok $? "sandbox with max_ttl_sec 25 and no idle TTL"
 sandbox patch-e ''
 e=$id
-api PATCH "/v1/envs/$e" '{"idle_ttl_sec":4}'
-[ "$code" = 200 ] && [ "$(j .environment.IdleTTLSec)" = 4 ] && [ "$(j .idle_expires_at)" != null ]
-ok $? "PATCH sets idle_ttl_sec 4 and answers idle_expires_at"
+"$top/bin/denv" env ttl "$e" --idle -1 >"$tmp/out" 2>&1
+[ $? -ne 0 ] && grep -q "number of seconds" "$tmp/out"
+ok $? "denv env ttl --idle -1 is refused"
+"$top/bin/denv" env ttl "$e" --idle 4 >"$tmp/out" 2>&1
+[ "$(j .environment.IdleTTLSec)" = 4 ] && [ "$(j .idle_expires_at)" != null ]
+ok $? "denv env ttl --idle 4 (PATCH) sets it and shows idle_expires_at"
 port=${DENV_SERVER##*:}
 kill "$stack_cp_pid" && wait "$stack_cp_pid" 2>/dev/null
 "$top/bin/denv-cp" -addr "127.0.0.1:$port" -db "$tmp/store" >>"$tmp/cp.log" 2>&1 &
