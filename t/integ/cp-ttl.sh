@@ -6,6 +6,7 @@
 #     containers gone, a ttl.reaped event and ReapedReason saying why,
 #     while one kept busy with exec and touch stays (and goes once left);
 #   - max_ttl_sec reaps a sandbox that is busy all along;
+#   - a fork takes its own TTLs, else its source's, and is reaped alone;
 #   - PATCH /v1/envs/{env} changes a TTL; TTLs and expires_at survive a
 #     denv-cp restart and the reaper acts on them afterwards.
 # Every wait polls with a deadline; nothing asserts on wall time.
@@ -163,6 +164,47 @@ wait_destroyed "$f" 60
 ok $? "the max TTL set from Python reaps it"
 reaped "$f" "ttl: max 3 s reached"
 ok $? "  saying why"
+
+# ---- forks: their own TTLs, else the source's ----
+# wait_dep DEP: until the deployment is over (120 s); 0 when it succeeded.
+wait_dep() {
+	n=0
+	while :; do
+		api GET "/v1/deployments/$1"
+		case $(j .deployment.Status) in
+		succeeded) return 0 ;;
+		failed|rolled_back) return 1 ;;
+		esac
+		n=$((n + 1))
+		[ $n -le 240 ] || return 1
+		sleep 0.5
+	done
+}
+sandbox src-g ',"idle_ttl_sec":600,"max_ttl_sec":900'
+g=$id
+api POST "/v1/envs/$g/snapshot"
+wait_dep "$(j .deployment.ID)"
+ok $? "a sandbox with idle 600 s and max 900 s, snapshotted"
+api POST "/v1/envs/$g/fork" '{"name":"fork-g1","idle_ttl_sec":-2}'
+[ "$code" = 400 ]
+ok $? "a fork with a bad idle_ttl_sec: 400"
+api POST "/v1/envs/$g/fork" '{"name":"fork-g1"}'
+g1=$(j .deployment.EnvID)
+wait_dep "$(j .deployment.ID)" && api GET "/v1/envs/$g1" &&
+	[ "$(j .environment.IdleTTLSec)/$(j .environment.MaxTTLSec)" = 600/900 ]
+ok $? "a fork without TTLs inherits the source's (600/900)"
+api POST "/v1/envs/$g/fork" '{"name":"fork-g2","idle_ttl_sec":3}'
+g2=$(j .deployment.EnvID)
+wait_dep "$(j .deployment.ID)" && api GET "/v1/envs/$g2" &&
+	[ "$(j .environment.IdleTTLSec)/$(j .environment.MaxTTLSec)" = 3/900 ]
+ok $? "a fork's own idle_ttl_sec wins, the max is inherited (3/900)"
+wait_destroyed "$g2" 60 "$g1"
+ok $? "the rollout fork left alone is reaped"
+reaped "$g2" "ttl: idle 3 s exceeded"
+ok $? "  saying why"
+[ "$(status_of "$g")" = running ] && [ "$(status_of "$g1")" = running ]
+ok $? "its source and its busy sibling are not"
+api DELETE "/v1/envs/$g1" && api DELETE "/v1/envs/$g"
 
 # ---- restart: the TTLs and clocks are in the store ----
 sandbox keep-d ',"max_ttl_sec":25,"idle_ttl_sec":0'
