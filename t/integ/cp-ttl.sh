@@ -221,7 +221,10 @@ ok $? "denv env ttl --idle -1 is refused"
 ok $? "denv env ttl --idle 4 (PATCH) sets it and shows idle_expires_at"
 port=${DENV_SERVER##*:}
 kill "$stack_cp_pid" && wait "$stack_cp_pid" 2>/dev/null
-"$top/bin/denv-cp" -addr "127.0.0.1:$port" -db "$tmp/store" >>"$tmp/cp.log" 2>&1 &
+"$top/bin/denv-cp" -sandbox-idle-ttl soon -db "$tmp/other" >"$tmp/out" 2>&1
+[ $? = 2 ] && grep -q -- "-sandbox-idle-ttl: want seconds or a duration" "$tmp/out"
+ok $? "-sandbox-idle-ttl soon: refused at start"
+"$top/bin/denv-cp" -addr "127.0.0.1:$port" -db "$tmp/store" -sandbox-max-ttl 45m >>"$tmp/cp.log" 2>&1 &
 stack_cp_pid=$!
 n=0
 until curl -s "$DENV_SERVER/health" | grep -q ok || [ $n -ge 100 ]; do n=$((n + 1)); sleep 0.1; done
@@ -232,6 +235,11 @@ ok $? "after a restart: the same expires_at, MaxTTLSec, no idle TTL"
 api GET "/v1/envs/$e"
 [ "$(j .environment.IdleTTLSec)" = 4 ] && [ "$(j .environment.Status)" = running ]
 ok $? "  and the PATCHed idle TTL is kept"
+n=0
+until "$top/bin/denv" host list 2>/dev/null | grep -q '"connected": true' || [ $n -ge 150 ]; do n=$((n + 1)); sleep 0.2; done
+sandbox flags-h ''
+[ "$(j .environment.MaxTTLSec)/$(j .environment.IdleTTLSec)" = 2700/3600 ]
+ok $? "a sandbox after restarting with -sandbox-max-ttl 45m gets max 2700 s, idle 3600 s"
 wait_destroyed "$e" 90
 ok $? "the restarted server reaps the idle one"
 reaped "$e" "ttl: idle 4 s exceeded"
