@@ -7,6 +7,7 @@
 #     while one kept busy with exec and touch stays (and goes once left);
 #   - max_ttl_sec reaps a sandbox that is busy all along;
 #   - a fork takes its own TTLs, else its source's, and is reaped alone;
+#   - a deploy sets TTLs on a project's environment;
 #   - PATCH /v1/envs/{env} changes a TTL; TTLs and expires_at survive a
 #     denv-cp restart and the reaper acts on them afterwards.
 # Every wait polls with a deadline; nothing asserts on wall time.
@@ -205,6 +206,25 @@ ok $? "  saying why"
 [ "$(status_of "$g")" = running ] && [ "$(status_of "$g1")" = running ]
 ok $? "its source and its busy sibling are not"
 api DELETE "/v1/envs/$g1" && api DELETE "/v1/envs/$g"
+
+# ---- deploy: a project's environment takes TTLs too ----
+api POST /v1/projects '{"name":"ttlp"}'
+compose='services:
+  main:
+    image: denv-test/busybox:latest
+    command: ["sleep", "3600"]
+'
+api POST /v1/projects/ttlp/deploy "$(jq -nc --arg c "$compose" '{compose: $c, env: "alpha", ttl_action: "pause"}')"
+[ "$code" = 400 ]
+ok $? "a deploy with ttl_action pause: 400"
+api POST /v1/projects/ttlp/deploy "$(jq -nc --arg c "$compose" '{compose: $c, env: "alpha", idle_ttl_sec: 3}')"
+p_env=$(j .deployment.EnvID)
+wait_dep "$(j .deployment.ID)" && api GET "/v1/envs/$p_env" && [ "$(j .environment.IdleTTLSec)" = 3 ]
+ok $? "a deploy with idle_ttl_sec 3 sets it on the environment"
+wait_destroyed "$p_env" 60
+ok $? "  which is reaped once idle"
+reaped "$p_env" "ttl: idle 3 s exceeded"
+ok $? "  saying why"
 
 # ---- restart: the TTLs and clocks are in the store ----
 sandbox keep-d ',"max_ttl_sec":25,"idle_ttl_sec":0'
