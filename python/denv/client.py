@@ -172,6 +172,18 @@ def _os_error(e: DenvError, path: str) -> OSError | None:
     return None
 
 
+def _ttl_fields(idle: int | None, max_: int | None, action: str | None) -> dict[str, Any]:
+    """The TTL members of a request body: only those given."""
+    out: dict[str, Any] = {}
+    if idle is not None:
+        out["idle_ttl_sec"] = int(idle)
+    if max_ is not None:
+        out["max_ttl_sec"] = int(max_)
+    if action is not None:
+        out["ttl_action"] = str(action)
+    return out
+
+
 class Client:
     """A client of one control plane, authenticated by a team API key."""
 
@@ -376,13 +388,21 @@ class Client:
         name: str | None = None,
         project: str | None = None,
         timeout_sec: int = 600,
+        idle_ttl_sec: int | None = None,
+        max_ttl_sec: int | None = None,
+        ttl_action: str | None = None,
     ) -> Sandbox:
         """``POST /v1/sandboxes``: an environment from an image or a version, healthy.
 
         ``build=DIR`` instead builds the image on the host from the directory
         (its ``dockerfile``, ``.dockerignore`` honoured): a one-service deploy
         to ``project`` (default ``sandboxes``), with the image form's other
-        arguments; ``cmd`` defaults to the image's own."""
+        arguments; ``cmd`` defaults to the image's own.
+
+        ``idle_ttl_sec`` / ``max_ttl_sec`` (0: none; None: the server's
+        sandbox defaults) have the control plane destroy the sandbox after
+        that long without activity / after creation; ``ttl_action`` is
+        ``destroy``. See :meth:`touch` and :meth:`set_ttl`."""
         if sum(x is not None and x != "" for x in (image, from_version, build)) != 1:
             raise ValueError("denv: sandbox needs exactly one of image, from_version or build")
         if egress not in ("deny", "allow"):
@@ -391,6 +411,7 @@ class Client:
             return self._build_sandbox(build, dockerfile, cmd, env, ports, egress, volumes, name, project,
                                        timeout_sec)
         body: dict[str, Any] = {"timeout_sec": int(timeout_sec)}
+        body.update(_ttl_fields(idle_ttl_sec, max_ttl_sec, ttl_action))
         if image or egress != "deny":
             # A version carries its own egress; only an explicit allow overrides it.
             body["egress"] = egress
@@ -455,6 +476,25 @@ class Client:
             endpoints=endpoints,
             raw=env,
         )
+
+    def touch(self, env_id: str) -> dict[str, Any]:
+        """``POST /v1/envs/{id}/touch``: reset the idle TTL's clock;
+        ``{environment, expires_at, idle_expires_at}``."""
+        return self._json("POST", f"/v1/envs/{env_id}/touch")
+
+    def set_ttl(
+        self,
+        env_id: str,
+        idle_ttl_sec: int | None = None,
+        max_ttl_sec: int | None = None,
+        ttl_action: str | None = None,
+    ) -> dict[str, Any]:
+        """``PATCH /v1/envs/{id}``: change the TTLs given (0 turns one off);
+        ``{environment, expires_at, idle_expires_at}``."""
+        body = _ttl_fields(idle_ttl_sec, max_ttl_sec, ttl_action)
+        if not body:
+            raise ValueError("denv: set_ttl needs idle_ttl_sec, max_ttl_sec or ttl_action")
+        return self._json("PATCH", f"/v1/envs/{env_id}", json=body)
 
     def environment(self, env_id: str) -> dict[str, Any]:
         """``GET /v1/envs/{id}``: the environment object."""

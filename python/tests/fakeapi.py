@@ -252,7 +252,7 @@ class FakeDenv:
             def _handle(self) -> None:
                 fake._dispatch(self)
 
-            do_GET = do_POST = do_PUT = do_DELETE = _handle
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
         class Server(ThreadingHTTPServer):
             def handle_error(self, request: Any, client_address: Any) -> None:
@@ -417,6 +417,13 @@ class FakeDenv:
             dep = self._dep("deploy", env["ID"], status="running", version=ver)
             dep["_final"] = "succeeded"
             return 202, {"deployment": dep, "phases": self.phases[dep["ID"]]}
+        m = re.fullmatch(r"/v1/envs/([^/]+)(/touch)?", path)
+        if m and ((method == "POST" and m.group(2)) or (method == "PATCH" and not m.group(2))):
+            env = self._env(m.group(1))
+            for k, f in (("idle_ttl_sec", "IdleTTLSec"), ("max_ttl_sec", "MaxTTLSec"), ("ttl_action", "TTLAction")):
+                if k in b:
+                    env[f] = b[k]
+            return 200, {"environment": self._public(env), "expires_at": None, "idle_expires_at": None}
         m = re.fullmatch(r"/v1/deployments/([^/]+)", path)
         if method == "GET" and m:
             dep = self.deps.get(m.group(1))

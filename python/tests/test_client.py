@@ -88,6 +88,23 @@ class TestSandboxes(FakeCase):
                                   "name": "n1", "project": "p", "timeout_sec": 30})
         self.assertEqual(r.headers["authorization"], f"Bearer {KEY}")
 
+    def test_sandbox_ttls_touch_and_set_ttl(self) -> None:
+        sbx = self.c.sandbox(image="busybox", idle_ttl_sec=300, max_ttl_sec=0, ttl_action="destroy")
+        (r,) = self.fake.calls("POST", "/v1/sandboxes")
+        self.assertEqual((r.body["idle_ttl_sec"], r.body["max_ttl_sec"], r.body["ttl_action"]),
+                         (300, 0, "destroy"))
+        self.c.sandbox(image="busybox")
+        self.assertNotIn("idle_ttl_sec", self.fake.calls("POST", "/v1/sandboxes")[-1].body,
+                         "unset TTLs are the server's defaults: not sent")
+        self.assertIn("idle_expires_at", self.c.touch(sbx.id))
+        self.assertEqual(len(self.fake.calls("POST", f"/v1/envs/{sbx.id}/touch")), 1)
+        doc = self.c.set_ttl(sbx.id, idle_ttl_sec=60)
+        self.assertEqual(doc["environment"]["IdleTTLSec"], 60)
+        (p,) = self.fake.calls("PATCH", f"/v1/envs/{sbx.id}")
+        self.assertEqual(p.body, {"idle_ttl_sec": 60})
+        with self.assertRaises(ValueError):
+            self.c.set_ttl(sbx.id)
+
     def test_version_sandbox_and_current_version(self) -> None:
         a = self.c.sandbox(image="busybox")
         ver = self.c.current_version(a.id)

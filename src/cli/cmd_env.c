@@ -57,6 +57,56 @@ static int run_env_destroy(struct cli *c, const struct cli_args *a, struct err *
 	return env_simple(c, "DELETE", a->pos[0], "", e);
 }
 
+/* ---- TTLs (denv-cp(8), "TTLS") ---- */
+
+static int run_env_touch(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return env_simple(c, "POST", a->pos[0], "/touch", e);
+}
+
+/* One of ttl's flags, in whole seconds, into body as key. */
+static int ttl_secs(const struct cli_args *a, const char *flag, const char *key, struct json *body, struct err *e)
+{
+	const char *v = cli_flag_str(a, flag);
+	int64_t n;
+
+	if (!v)
+		return 0;
+	if (str_to_i64(v, &n) < 0 || n < 0)
+		return err_set(e, "env ttl: --%s must be a number of seconds (0: none)", flag);
+	json_object_set_int(body, key, n);
+	return 0;
+}
+
+static int run_env_ttl(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	struct json *body = json_new_object(), *resp = NULL;
+	struct buf path = BUF_INIT;
+	int rc = CLI_RUN_USAGE;
+
+	if (ttl_secs(a, "idle", "idle_ttl_sec", body, e) < 0 || ttl_secs(a, "max", "max_ttl_sec", body, e) < 0)
+		goto out;
+	if (cli_flag_str(a, "action"))
+		json_object_set_str(body, "ttl_action", cli_flag_str(a, "action"));
+	rc = -1;
+	/* No flag: show the TTLs (GET answers expires_at and idle_expires_at too). */
+	if (env_path(c, a->pos[0], "", &path, e) == 0 &&
+	    cli_call(c, json_len(body) ? "PATCH" : "GET", path.data, json_len(body) ? body : NULL, &resp, e) == 0)
+		rc = cli_print_json(resp, e);
+out:
+	json_free(body);
+	json_free(resp);
+	buf_release(&path);
+	return rc;
+}
+
+static const struct cli_flag ttl_flags[] = {
+	{ "idle", 0, CLI_STR, "SEC", "destroy after SEC seconds without activity (0: never)" },
+	{ "max", 0, CLI_STR, "SEC", "destroy SEC seconds after creation, active or not (0: never)" },
+	{ "action", 0, CLI_STR, "A", "what reaching a TTL does: destroy" },
+	{ 0 },
+};
+
 static const struct cli_cmd env_subs[] = {
 	{ .name = "get", .args = "<env>", .summary = "show an environment and whether its host is connected",
 	  .min_pos = 1, .max_pos = 1, .run = run_env_get },
@@ -66,6 +116,10 @@ static const struct cli_cmd env_subs[] = {
 	  .min_pos = 1, .max_pos = 1, .run = run_env_deployments },
 	{ .name = "destroy", .args = "<env>", .summary = "start destroying an environment (does not wait)",
 	  .min_pos = 1, .max_pos = 1, .run = run_env_destroy },
+	{ .name = "touch", .args = "<env>", .summary = "reset an environment's idle TTL (counts as activity)",
+	  .min_pos = 1, .max_pos = 1, .run = run_env_touch },
+	{ .name = "ttl", .args = "<env>", .summary = "show or change an environment's TTLs",
+	  .flags = ttl_flags, .min_pos = 1, .max_pos = 1, .run = run_env_ttl },
 	{ 0 },
 };
 

@@ -22,6 +22,7 @@ static void h_env_get(struct cp *cp, struct http_req *req)
 	resp = json_new_object();
 	json_object_set(resp, "environment", cp_public(env, "environments"));
 	json_object_set_bool(resp, "connected", cp_host_connected(cp, json_get_str(env, "HostID")));
+	cp_ttl_view(cp, env, resp);
 	cp_reply(req, 200, resp);
 }
 

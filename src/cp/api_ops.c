@@ -24,6 +24,9 @@ static const struct json *live_env(struct cp *cp, struct http_req *req, struct c
 		http_respond_error(req, 409, "environment is destroyed");
 		return NULL;
 	}
+	/* Every route here acts on the environment: that is activity (ttl.c). */
+	if (env)
+		cp_ttl_activity(cp, json_get_str(env, "ID"));
 	return env;
 }
 
@@ -38,10 +41,22 @@ static bool usable_version(const struct json *v, const char *team_id)
 struct json *cp_fork_create(struct cp *cp, struct st_txn *txn, const char *team_id, const struct json *version,
 			    const char *name, char env_id[ID_MAX], struct json **env_out)
 {
+	struct cp_ttl_req none = { CP_TTL_UNSET, CP_TTL_UNSET, NULL }, base;
+
+	/* A fork keeps its source's TTLs (the clocks start again). */
+	cp_ttl_source(st_get(cp->db, "environments", json_get_str(version, "EnvID")), &base);
+	return cp_fork_create_ttl(cp, txn, team_id, version, name, &none, &base, env_id, env_out);
+}
+
+struct json *cp_fork_create_ttl(struct cp *cp, struct st_txn *txn, const char *team_id, const struct json *version,
+				const char *name, const struct cp_ttl_req *ttl, const struct cp_ttl_req *base,
+				char env_id[ID_MAX], struct json **env_out)
+{
 	const char *vid = json_get_str(version, "ID");
 	struct json *env = cp_env_new(team_id, json_get_str(version, "ProjectID"), name, "fork");
 	struct json *params;
 
+	cp_ttl_apply(env, ttl, base);
 	json_object_set_str(env, "ParentVersionID", vid);
 	str_copy(env_id, ID_MAX, json_get_str(env, "ID"));
 	if (env_out)
@@ -76,6 +91,7 @@ static void h_fork(struct cp *cp, struct http_req *req)
 {
 	const char *name = NULL, *vid = NULL;
 	char env_id[ID_MAX], buf[CP_NAME_MAX + 1];
+	struct cp_ttl_req ttl, base;
 	struct cp_caller who;
 	const struct json *env, *v;
 	struct json *body = NULL, *resp;
@@ -83,7 +99,8 @@ static void h_fork(struct cp *cp, struct http_req *req)
 
 	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
-	if (cp_opt_str(req, body, "name", &name) < 0 || cp_opt_str(req, body, "version", &vid) < 0)
+	if (cp_opt_str(req, body, "name", &name) < 0 || cp_opt_str(req, body, "version", &vid) < 0 ||
+	    cp_ttl_read(req, body, &ttl) < 0)
 		goto out;
 	if (!vid || !*vid)
 		vid = json_get_str(env, "CurrentVersionID");
@@ -95,8 +112,10 @@ static void h_fork(struct cp *cp, struct http_req *req)
 	name = cp_new_env_name(cp, req, json_get_str(v, "ProjectID"), name, "fork-", buf, sizeof(buf));
 	if (!name)
 		goto out;
+	/* The body's TTLs, else the environment forked from's. */
+	cp_ttl_source(env, &base);
 	txn = st_begin(cp->db);
-	resp = cp_fork_create(cp, txn, who.team_id, v, name, env_id, NULL);
+	resp = cp_fork_create_ttl(cp, txn, who.team_id, v, name, &ttl, &base, env_id, NULL);
 	cp_commit_deploy(cp, txn, req, 202, resp, env_id);
 out:
 	json_free(body);

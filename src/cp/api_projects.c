@@ -311,6 +311,7 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 	struct cp_caller who;
 	const struct json *p, *env;
 	struct json *body = NULL, *spec = NULL, *warm = NULL, *params, *resp;
+	struct cp_ttl_req ttl;
 	struct st_txn *txn;
 	struct err e;
 
@@ -320,7 +321,7 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 	if (!p || cp_body(req, &body) < 0)
 		return;
 	if (cp_opt_str(req, body, "env", &env_name) < 0 || cp_req_str(req, body, "compose", &compose) < 0 ||
-	    read_warm(req, body, &warm) < 0)
+	    read_warm(req, body, &warm) < 0 || cp_ttl_read(req, body, &ttl) < 0)
 		goto out;
 	if (!*env_name)
 		env_name = "alpha";
@@ -338,10 +339,19 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 	env = cp_find(cp, "environments", "ProjectID", pid, "Name", env_name);
 	if (env) {
 		str_copy(env_id, sizeof(env_id), json_get_str(env, "ID"));
+		/* TTLs given with a deploy replace the environment's (ttl.c). */
+		if (cp_ttl_given(&ttl)) {
+			struct json *n = json_dup(env);
+
+			cp_ttl_apply(n, &ttl, NULL);
+			st_put(txn, "environments", env_id, n);
+		}
 	} else {
 		/* Deploying to a name the project does not have yet creates it. */
 		struct json *n = cp_env_new(who.team_id, pid, env_name, "branch");
 
+		if (cp_ttl_given(&ttl))
+			cp_ttl_apply(n, &ttl, NULL);
 		str_copy(env_id, sizeof(env_id), json_get_str(n, "ID"));
 		st_put(txn, "environments", env_id, n);
 	}

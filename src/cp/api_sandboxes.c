@@ -26,6 +26,7 @@ struct sbx {
 	char env_id[ID_MAX];
 	char dep_id[ID_MAX];
 	char target[CP_NAME_MAX + 1];	/* "" unless pinned */
+	struct cp_ttl_req ttl;		/* the body's; the server's defaults fill in */
 };
 
 static void sbx_free(struct sbx *s)
@@ -50,6 +51,7 @@ static void sbx_finished(struct cp *cp, const struct json *dep, void *arg)
 			      NULL);
 		if (*s->target)
 			json_object_set_str(resp, "target", s->target);
+		cp_ttl_view(cp, env, resp);
 		cp_reply(s->req, 201, resp);
 	} else {
 		cp_fail(s->req, 502, "sandbox: %s", error && *error ? error : status);
@@ -182,6 +184,7 @@ static int image_form(struct cp *cp, struct http_req *req, const char *team_id, 
 {
 	const char *egress = "deny", *project = "sandboxes", *name = NULL;
 	char pid[ID_MAX], buf[CP_NAME_MAX + 1];
+	struct cp_ttl_req defaults;
 	struct json *compose, *spec = NULL, *env, *params, *resp;
 	const struct json *envv = json_get(body, "env");
 	struct err e;
@@ -223,6 +226,8 @@ static int image_form(struct cp *cp, struct http_req *req, const char *team_id, 
 		return -1;
 	}
 	env = cp_env_new(team_id, pid, name, "sandbox");
+	cp_ttl_sandbox_defaults(cp, &defaults);
+	cp_ttl_apply(env, &s->ttl, &defaults);
 	str_copy(s->env_id, sizeof(s->env_id), json_get_str(env, "ID"));
 	st_put(*txn, "environments", s->env_id, env);
 	params = cp_obj("spec", spec, "warm", json_new_null(), NULL);
@@ -240,6 +245,7 @@ static int version_form(struct cp *cp, struct http_req *req, const char *team_id
 	const struct json *v = st_get(cp->db, "versions", vid);
 	const char *name = NULL, *snap = json_get_str(v, "Snapshot");
 	char buf[CP_NAME_MAX + 1];
+	struct cp_ttl_req defaults;
 	struct json *resp;
 
 	if (cp_opt_str(req, body, "name", &name) < 0)
@@ -252,7 +258,9 @@ static int version_form(struct cp *cp, struct http_req *req, const char *team_id
 	if (!(name = cp_new_env_name(cp, req, json_get_str(v, "ProjectID"), name, "sbx-", buf, sizeof(buf))))
 		return -1;
 	*txn = st_begin(cp->db);
-	resp = cp_fork_create(cp, *txn, team_id, v, name, s->env_id, NULL);
+	/* A sandbox: the server's sandbox TTLs, not the source's. */
+	cp_ttl_sandbox_defaults(cp, &defaults);
+	resp = cp_fork_create_ttl(cp, *txn, team_id, v, name, &s->ttl, &defaults, s->env_id, NULL);
 	str_copy(s->dep_id, sizeof(s->dep_id), json_get_str(json_get(resp, "deployment"), "ID"));
 	json_free(resp);
 	return 0;
@@ -262,6 +270,7 @@ static void sandbox(struct cp *cp, struct http_req *req, bool pinned)
 {
 	const char *image = NULL, *vid = NULL, *target = http_req_param(req, "name");
 	int64_t timeout = CP_SANDBOX_TIMEOUT_DEFAULT_S;
+	struct cp_ttl_req ttl;
 	struct cp_caller who;
 	struct json *body = NULL;
 	struct st_txn *txn = NULL;
@@ -278,7 +287,7 @@ static void sandbox(struct cp *cp, struct http_req *req, bool pinned)
 	if (cp_body(req, &body) < 0)
 		return;
 	if (cp_opt_str(req, body, "image", &image) < 0 || cp_opt_str(req, body, "from_version", &vid) < 0 ||
-	    cp_opt_int(req, body, "timeout_sec", &timeout) < 0)
+	    cp_opt_int(req, body, "timeout_sec", &timeout) < 0 || cp_ttl_read(req, body, &ttl) < 0)
 		goto out;
 	if (pinned && vid && *vid) {
 		http_respond_error(req, 400, "a target sandbox takes the image form only");
@@ -296,6 +305,7 @@ static void sandbox(struct cp *cp, struct http_req *req, bool pinned)
 	s->cp = cp;
 	s->req = req;
 	s->timeout_s = timeout;
+	s->ttl = ttl;
 	if (pinned)
 		str_copy(s->target, sizeof(s->target), target);
 	rc = image && *image ? image_form(cp, req, who.team_id, body, image, s, &txn)

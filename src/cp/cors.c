@@ -47,7 +47,7 @@ void cp_cors_headers(struct cp *cp, struct http_req *req)
 		return;
 	http_resp_header(req, "Access-Control-Allow-Origin", origin);
 	http_resp_header(req, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Denv-Team");
-	http_resp_header(req, "Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS");
+	http_resp_header(req, "Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS");
 	http_resp_header(req, "Access-Control-Max-Age", "600");
 	http_resp_header(req, "Vary", "Origin");
 }

@@ -82,6 +82,16 @@
 #define CP_EVENT_SUB_QUEUED ((size_t)8 << 20)	/* a stream that falls this far behind is closed */
 #define CP_SHORT_ID 6				/* characters of a ULID used in generated names */
 
+/* TTLs (ttl.c, denv-cp(8) "TTLs"). */
+#define CP_TTL_MAX_S (30 * 24 * 3600)		/* highest idle_ttl_sec and max_ttl_sec */
+#define CP_TTL_TICK_MS 1000			/* how often the reaper looks */
+#define CP_TTL_SCAN_MAX 512			/* environment rows it reads per tick */
+#define CP_TTL_REAP_MAX 32			/* destroys it starts per tick */
+#define CP_TTL_ACTIVITY_WRITE_MS 15000		/* LastActivityAt is written at most this often per environment */
+#define CP_TTL_SEEN_MAX 65536			/* environments whose activity is kept in memory */
+#define CP_SANDBOX_IDLE_TTL_DEFAULT_S 3600	/* -sandbox-idle-ttl */
+#define CP_SANDBOX_MAX_TTL_DEFAULT_S 0		/* -sandbox-max-ttl (0: none) */
+
 /* The device-approval page (web_device.c). */
 #define CP_WEB_FORM_MAX ((size_t)4096)		/* body of one of its forms */
 #define CP_WEB_FIELD_MAX ((size_t)256)		/* one decoded form field */
@@ -143,6 +153,10 @@ struct cp_config {
 	int max_conns_per_addr;		/* parsed: 0 HTTP_MAX_CONNS_PER_ADDR, -1 no cap */
 	const char *e2b_api_url;	/* DENV_E2B_API_URL; likewise */
 	const char *daytona_api_url;	/* DENV_DAYTONA_API_URL; likewise */
+	const char *sandbox_idle_ttl;	/* -sandbox-idle-ttl, DENV_SANDBOX_IDLE_TTL; NULL: default */
+	const char *sandbox_max_ttl;	/* -sandbox-max-ttl, DENV_SANDBOX_MAX_TTL; likewise */
+	int64_t sandbox_idle_ttl_s;	/* parsed; 0 none */
+	int64_t sandbox_max_ttl_s;
 };
 
 /* ---- in-memory state that config.md says is not stored ---- */
@@ -177,6 +191,7 @@ struct cp_watch;
 struct cp_sub;
 struct cp_sweep;
 struct cp_check;
+struct cp_ttl;
 
 struct cp {
 	struct ev *ev;
@@ -200,6 +215,7 @@ struct cp {
 	struct http_aclient *aclient;	/* calls to cloud providers, made on first use */
 	struct cp_sweep *sweeps;	/* start-up deletes of servers that never joined (orch_place.c) */
 	struct cp_check *checks;	/* token checks in flight (token_check.c) */
+	struct cp_ttl *ttl;		/* the reaper and recent activity (ttl.c) */
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -513,6 +529,12 @@ void cp_commit_deploy(struct cp *cp, struct st_txn *txn, struct http_req *req, i
  * the new id and env_out (may be NULL) a public copy of the environment. */
 struct json *cp_fork_create(struct cp *cp, struct st_txn *txn, const char *team_id, const struct json *version,
 			    const char *name, char env_id[ID_MAX], struct json **env_out);
+/* The same with TTLs: ttl's where given, else base's (cp_fork_create:
+ * those of the version's environment). */
+struct cp_ttl_req;
+struct json *cp_fork_create_ttl(struct cp *cp, struct st_txn *txn, const char *team_id, const struct json *version,
+				const char *name, const struct cp_ttl_req *ttl, const struct cp_ttl_req *base,
+				char env_id[ID_MAX], struct json **env_out);
 /* given when valid and free in the project, else a name made from prefix;
  * NULL after answering 400/409. */
 const char *cp_new_env_name(struct cp *cp, struct http_req *req, const char *project_id, const char *given,
@@ -614,6 +636,49 @@ int cp_token_verdict(const char *provider, const char *what, int status, const c
 		     size_t n);
 /* Drop every check in flight (shutdown). */
 void cp_token_checks_free_all(struct cp *cp);
+
+/* ---- TTLs (ttl.c) ---- */
+
+#define CP_TTL_UNSET INT64_MIN
+
+/* TTL fields of a request body: idle_ttl_sec, max_ttl_sec (CP_TTL_UNSET when
+ * absent) and ttl_action (NULL when absent; a view into the body). */
+struct cp_ttl_req {
+	int64_t idle_s;
+	int64_t max_s;
+	const char *action;
+};
+/* 0, or -1 with e (the 400's message) for a value out of range or an action
+ * other than destroy (pause says it arrives with pause/resume). */
+int cp_ttl_check(const struct cp_ttl_req *t, struct err *e);
+/* Read and check them; -1 after answering 400. */
+int cp_ttl_read(struct http_req *req, const struct json *body, struct cp_ttl_req *out);
+bool cp_ttl_given(const struct cp_ttl_req *t);
+/* Set IdleTTLSec, MaxTTLSec, TTLAction on env: t's values where given, else
+ * base's (NULL: none), else what env has (0, 0, destroy when nothing). */
+void cp_ttl_apply(struct json *env, const struct cp_ttl_req *t, const struct cp_ttl_req *base);
+/* The server's defaults for a sandbox (-sandbox-idle-ttl, -sandbox-max-ttl). */
+void cp_ttl_sandbox_defaults(const struct cp *cp, struct cp_ttl_req *out);
+/* What a fork inherits from its source environment. */
+void cp_ttl_source(const struct json *env, struct cp_ttl_req *out);
+enum cp_ttl_verdict { CP_TTL_KEEP, CP_TTL_IDLE, CP_TTL_MAX };
+/* Is an environment created at created_ms and last active at last_ms due
+ * at now_ms (all realtime ms; 0 s is no limit)? reason gets "ttl: idle N s
+ * exceeded" or "ttl: max N s reached" ("" to keep). */
+enum cp_ttl_verdict cp_ttl_due(int64_t created_ms, int64_t last_ms, int64_t idle_s, int64_t max_s, int64_t now_ms,
+			       char *reason, size_t n);
+/* Whether activity now should be written, the row holding written_ms. */
+bool cp_ttl_write_due(int64_t written_ms, int64_t now_ms);
+/* Activity on env_id: resets its idle clock (written at most once per
+ * CP_TTL_ACTIVITY_WRITE_MS, from a later turn: row pointers stay valid). */
+void cp_ttl_activity(struct cp *cp, const char *env_id);
+/* resp.expires_at and resp.idle_expires_at (RFC 3339, or null). */
+void cp_ttl_view(struct cp *cp, const struct json *env, struct json *resp);
+/* The reaper's timer; cp_ttl_free writes pending activity and stops it. */
+void cp_ttl_start(struct cp *cp);
+void cp_ttl_free(struct cp *cp);
+/* PATCH /v1/envs/{env} (TTL fields) and POST /v1/envs/{env}/touch. */
+int cp_api_ttl(struct cp *cp);
 
 /* Servers the provision phase created that never joined (orch_place.c;
  * denv-cp(8), "Provisioned servers that never join"): at start-up, delete

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/ev.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -29,6 +30,10 @@ static const char usage_text[] =
 	"  -tls-key FILE     PEM private key\n"
 	"  -max-conns-per-addr N  connections one client address may hold (IPv6: one /64)\n"
 	"                    (DENV_MAX_CONNS_PER_ADDR; default 64; 0: no cap, e.g. behind a proxy)\n"
+	"  -sandbox-idle-ttl T  a sandbox without activity for T is destroyed: seconds or a\n"
+	"                    duration like 30m (DENV_SANDBOX_IDLE_TTL; default 3600; 0: never)\n"
+	"  -sandbox-max-ttl T   a sandbox is destroyed T after it was created, active or not\n"
+	"                    (DENV_SANDBOX_MAX_TTL; default 0: never)\n"
 	"  -v                debug logging (one line per request)\n"
 	"  -h, --help        this text\n"
 	"\n"
@@ -37,7 +42,8 @@ static const char usage_text[] =
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
 	"DENV_GITHUB_URL, DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_E2B_API_URL,\n"
 	"DENV_DAYTONA_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC,\n"
-	"DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC.\n"
+	"DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC,\n"
+	"DENV_SANDBOX_IDLE_TTL, DENV_SANDBOX_MAX_TTL.\n"
 	"See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
@@ -101,6 +107,8 @@ static void config_from_env(struct cp_config *c)
 	c->conns_per_addr = env_or("DENV_MAX_CONNS_PER_ADDR", NULL);
 	c->e2b_api_url = env_or("DENV_E2B_API_URL", CP_E2B_API_URL);
 	c->daytona_api_url = env_or("DENV_DAYTONA_API_URL", CP_DAYTONA_API_URL);
+	c->sandbox_idle_ttl = env_or("DENV_SANDBOX_IDLE_TTL", NULL);
+	c->sandbox_max_ttl = env_or("DENV_SANDBOX_MAX_TTL", NULL);
 }
 
 /* Go-style flags: -name value, -name=value, --name too. Returns 0, 1 (help
@@ -118,6 +126,8 @@ static int parse_flags(int argc, char **argv, struct cp_config *c)
 		{ "tls-cert", offsetof(struct cp_config, tls_cert) },
 		{ "tls-key", offsetof(struct cp_config, tls_key) },
 		{ "max-conns-per-addr", offsetof(struct cp_config, conns_per_addr) },
+		{ "sandbox-idle-ttl", offsetof(struct cp_config, sandbox_idle_ttl) },
+		{ "sandbox-max-ttl", offsetof(struct cp_config, sandbox_max_ttl) },
 	};
 
 	for (int i = 1; i < argc; i++) {
@@ -168,6 +178,25 @@ static int parse_flags(int argc, char **argv, struct cp_config *c)
 	return 0;
 }
 
+/* A TTL flag: whole seconds or a Go duration, 0 to CP_TTL_MAX_S; def when unset. */
+static int ttl_flag(const char *name, const char *v, int64_t def, int64_t *out)
+{
+	int64_t n;
+
+	*out = def;
+	if (!v)
+		return 0;
+	if (str_to_i64(v, &n) < 0)
+		n = clock_parse_duration(v, &n) == 0 ? n / 1000 : -1;
+	if (n >= 0 && n <= CP_TTL_MAX_S) {
+		*out = n;
+		return 0;
+	}
+	fprintf(stderr, "denv-cp: -%s: want seconds or a duration (30m), 0 (never) to %d s, not %s\n", name,
+		CP_TTL_MAX_S, v);
+	return -1;
+}
+
 /* The store is ours; a Postgres backend does not exist yet. */
 static int check_db(struct cp_config *c)
 {
@@ -200,6 +229,9 @@ static int check_db(struct cp_config *c)
 		}
 		c->max_conns_per_addr = n ? n : -1;
 	}
+	if (ttl_flag("sandbox-idle-ttl", c->sandbox_idle_ttl, CP_SANDBOX_IDLE_TTL_DEFAULT_S, &c->sandbox_idle_ttl_s) < 0 ||
+	    ttl_flag("sandbox-max-ttl", c->sandbox_max_ttl, CP_SANDBOX_MAX_TTL_DEFAULT_S, &c->sandbox_max_ttl_s) < 0)
+		return -1;
 	return 0;
 }
 
@@ -252,7 +284,7 @@ static int add_routes(struct cp *cp)
 	int (*groups[])(struct cp *) = {
 		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
 		cp_api_events, cp_api_hosts, cp_api_github, cp_api_ops, cp_api_sandboxes,
-		cp_api_contexts, cp_hub_routes, cp_web_device, cp_auth_github,
+		cp_api_contexts, cp_api_ttl, cp_hub_routes, cp_web_device, cp_auth_github,
 		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
 	};
 
@@ -301,6 +333,7 @@ static int run(struct cp *cp)
 	cp_hub_start(cp);
 	cp_cmd_recover(cp);
 	cp_orch_start(cp);
+	cp_ttl_start(cp);
 	ev_signal_add(cp->ev, SIGINT, on_signal, cp);
 	ev_signal_add(cp->ev, SIGTERM, on_signal, cp);
 	signal(SIGPIPE, SIG_IGN);
@@ -320,6 +353,7 @@ static void cleanup(struct cp *cp)
 	/* Commits still queued call back into commands, runs and parked
 	 * requests: let them land while all of those are alive. Then free
 	 * runs and commands, and close the store last. */
+	cp_ttl_free(cp);
 	if (cp->db)
 		st_flush(cp->db);
 	cp_orch_free_all(cp);

@@ -270,6 +270,8 @@ void run_done(struct cp_run *r, const char *status, struct json *evidence)
 	}
 	k->cp = cp;
 	str_copy(k->env_id, sizeof(k->env_id), r->env_id);
+	/* The idle clock starts when the environment is ready, not while it deploys. */
+	cp_ttl_activity(cp, r->env_id);
 	run_free(r);
 	ev_defer(cp->ev, kick_later, k);
 }

@@ -720,7 +720,7 @@ def test_cors(s, state):
     _, _, h = s.call("GET", "/v1/me", key=BOOT_KEY, headers={"Origin": CONSOLE})
     is_((h.get("access-control-allow-origin"), h.get("access-control-allow-headers"),
          h.get("access-control-allow-methods"), h.get("access-control-max-age")),
-        (CONSOLE, "Authorization, Content-Type, X-Denv-Team", "GET, POST, PUT, DELETE, OPTIONS", "600"),
+        (CONSOLE, "Authorization, Content-Type, X-Denv-Team", "GET, POST, PUT, PATCH, DELETE, OPTIONS", "600"),
         "CORS headers for the console origin")
     _, _, h = s.call("GET", "/v1/me", key=BOOT_KEY, headers={"Origin": "http://localhost:5173"})
     is_(h.get("access-control-allow-origin"), "http://localhost:5173", "CORS for http://localhost:*")
