@@ -223,6 +223,18 @@ struct http_server *http_req_server(const struct http_req *req);
 bool http_req_gone(const struct http_req *req);
 /* Call fn once if the client goes away before the request is answered. */
 void http_req_on_gone(struct http_req *req, http_req_fn fn, void *arg);
+/*
+ * A hook on the answer (the control plane's Idempotency-Key): fn is called
+ * once, with the status, content type and body of the first http_respond*
+ * (even when the client is gone), or with status 0 and body NULL when the
+ * request ends otherwise (streamed, detached, freed unanswered). Returning
+ * true from an answer takes it over: nothing is written, the gone callback
+ * is dropped, and fn's owner must answer later with http_respond (the hook
+ * is gone by then). The return is ignored for status 0.
+ */
+typedef bool (*http_resp_hook_fn)(struct http_req *req, int status, const char *ctype, const void *body,
+				  size_t len, void *arg);
+void http_req_on_respond(struct http_req *req, http_resp_hook_fn fn, void *arg);
 
 /*
  * Responding. A handler answers before returning, or returns without answering:
