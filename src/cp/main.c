@@ -29,6 +29,12 @@ static const char usage_text[] =
 	"  -tls-key FILE     PEM private key\n"
 	"  -max-conns-per-addr N  connections one client address may hold (IPv6: one /64)\n"
 	"                    (DENV_MAX_CONNS_PER_ADDR; default 64; 0: no cap, e.g. behind a proxy)\n"
+	"  -max-envs N       live environments per team (DENV_MAX_ENVS; default 0: no limit)\n"
+	"  -max-sandboxes N  live sandboxes per team (DENV_MAX_SANDBOXES; default 0: no limit)\n"
+	"  -max-exec N       execs in flight per team (DENV_MAX_EXEC; default 0: no limit)\n"
+	"                    (a team's own quotas: PUT /v1/teams/{team}/quotas)\n"
+	"  -idempotency-ttl D  how long an Idempotency-Key's answer is kept\n"
+	"                    (DENV_IDEMPOTENCY_TTL; default 24h)\n"
 	"  -v                debug logging (one line per request)\n"
 	"  -h, --help        this text\n"
 	"\n"
@@ -118,6 +124,10 @@ static int parse_flags(int argc, char **argv, struct cp_config *c)
 		{ "tls-cert", offsetof(struct cp_config, tls_cert) },
 		{ "tls-key", offsetof(struct cp_config, tls_key) },
 		{ "max-conns-per-addr", offsetof(struct cp_config, conns_per_addr) },
+		{ "max-envs", offsetof(struct cp_config, quota_flag[CP_QUOTA_ENVS]) },
+		{ "max-sandboxes", offsetof(struct cp_config, quota_flag[CP_QUOTA_SANDBOXES]) },
+		{ "max-exec", offsetof(struct cp_config, quota_flag[CP_QUOTA_EXEC]) },
+		{ "idempotency-ttl", offsetof(struct cp_config, idem_ttl_flag) },
 	};
 
 	for (int i = 1; i < argc; i++) {
@@ -200,7 +210,7 @@ static int check_db(struct cp_config *c)
 		}
 		c->max_conns_per_addr = n ? n : -1;
 	}
-	return 0;
+	return cp_policy_config(c);
 }
 
 /* Every connection is a file descriptor: take the hard limit, so that the
@@ -252,7 +262,7 @@ static int add_routes(struct cp *cp)
 	int (*groups[])(struct cp *) = {
 		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
 		cp_api_events, cp_api_hosts, cp_api_github, cp_api_ops, cp_api_sandboxes,
-		cp_api_contexts, cp_hub_routes, cp_web_device, cp_auth_github,
+		cp_api_contexts, cp_api_quotas, cp_hub_routes, cp_web_device, cp_auth_github,
 		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
 	};
 
@@ -301,6 +311,7 @@ static int run(struct cp *cp)
 	cp_hub_start(cp);
 	cp_cmd_recover(cp);
 	cp_orch_start(cp);
+	cp_idem_sweep(cp);
 	ev_signal_add(cp->ev, SIGINT, on_signal, cp);
 	ev_signal_add(cp->ev, SIGTERM, on_signal, cp);
 	signal(SIGPIPE, SIG_IGN);
@@ -323,6 +334,8 @@ static void cleanup(struct cp *cp)
 	if (cp->db)
 		st_flush(cp->db);
 	cp_orch_free_all(cp);
+	cp_idem_free_all(cp);
+	cp_quota_free_all(cp);
 	cp_token_checks_free_all(cp);
 	if (cp->aclient)
 		http_aclient_free(cp->aclient);
