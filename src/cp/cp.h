@@ -643,6 +643,9 @@ int cp_policy_config(struct cp_config *c);
 /* Room for one more of kind (environments, sandboxes) in team_id: 0, or -1
  * after answering 429 "quota exceeded: <what> <use> of <limit> (<source>)". */
 int cp_quota_check(struct cp *cp, struct http_req *req, const char *team_id, enum cp_quota_kind kind);
+/* Room for n more at once (a batch); the 429 adds ", <n> more asked". */
+int cp_quota_check_n(struct cp *cp, struct http_req *req, const char *team_id, enum cp_quota_kind kind,
+		     int64_t n);
 /* Take one of team_id's exec slots (0), or answer 429 (-1). Every take is
  * matched by one put when the command ends, however it ends. */
 int cp_quota_exec_take(struct cp *cp, struct http_req *req, const char *team_id);

@@ -13,7 +13,9 @@
  * kept for -idempotency-ttl, at most CP_IDEM_PER_SCOPE per scope (the
  * oldest go first). Not kept, so that a retry runs again: 5xx answers and
  * 429 (the work was not done, or may succeed later), answers over
- * CP_IDEM_BODY_MAX, streamed or upgraded responses.
+ * CP_IDEM_BODY_MAX, streamed or upgraded responses, and answers that carry
+ * a new secret (an API key, a join token): secrets are stored as hashes
+ * only, so such a retry mints another.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,9 +143,22 @@ static void replay(struct http_req *req, const struct json *row)
 		     body ? strlen(body) : 0);
 }
 
+/* Whether body holds a JSON string that starts like one of our tokens. */
+static bool has_secret(const char *body, size_t len)
+{
+	static const char *const prefixes[] = { "\"dak_", "\"djt_", "\"dst_", "\"dhs_", "\"ddc_" };
+	const char *end = body + len;
+
+	for (const char *p = memchr(body, '"', len); p; p = memchr(p + 1, '"', (size_t)(end - p - 1)))
+		for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+			if ((size_t)(end - p) >= 5 && memcmp(p, prefixes[i], 5) == 0)
+				return true;
+	return false;
+}
+
 static bool keepable(int status, const char *ctype, const void *body, size_t len)
 {
-	if (status < 200 || status >= 500 || status == 429)
+	if (status < 200 || status >= 500 || status == 429 || has_secret(body, len))
 		return false;
 	return len <= CP_IDEM_BODY_MAX && !memchr(body, '\0', len) && utf8_valid(body, len) &&
 	       (!ctype || utf8_valid(ctype, strlen(ctype)));

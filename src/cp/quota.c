@@ -129,29 +129,38 @@ static int64_t use_of(struct cp *cp, const char *team_id, int kind)
 	return kind == CP_QUOTA_ENVS ? c.envs : c.sandboxes;
 }
 
-/* 0 when one more fits, else -1 after the 429. */
-static int room(struct cp *cp, struct http_req *req, const char *team_id, int kind, int64_t use)
+/* 0 when want more fit, else -1 after the 429. */
+static int room(struct cp *cp, struct http_req *req, const char *team_id, int kind, int64_t use, int64_t want)
 {
 	bool own;
 	int64_t limit = limit_of(cp, team_id, kind, &own);
+	char more[48] = "";
 
-	if (limit == 0 || use < limit)
+	if (limit == 0 || use + want <= limit)
 		return 0;
-	cp_fail(req, 429, "quota exceeded: %s %" PRId64 " of %" PRId64 " (%s)", kinds[kind].what, use, limit,
-		own ? "this team's quota" : "server default");
+	if (want > 1)
+		snprintf(more, sizeof(more), ", %" PRId64 " more asked", want);
+	cp_fail(req, 429, "quota exceeded: %s %" PRId64 " of %" PRId64 " (%s%s)", kinds[kind].what, use, limit,
+		own ? "this team's quota" : "server default", more);
 	return -1;
+}
+
+int cp_quota_check_n(struct cp *cp, struct http_req *req, const char *team_id, enum cp_quota_kind kind,
+		     int64_t n)
+{
+	return room(cp, req, team_id, (int)kind, use_of(cp, team_id, (int)kind), n);
 }
 
 int cp_quota_check(struct cp *cp, struct http_req *req, const char *team_id, enum cp_quota_kind kind)
 {
-	return room(cp, req, team_id, (int)kind, use_of(cp, team_id, (int)kind));
+	return cp_quota_check_n(cp, req, team_id, kind, 1);
 }
 
 int cp_quota_exec_take(struct cp *cp, struct http_req *req, const char *team_id)
 {
 	struct cp_exec_use *u = exec_slot(cp, team_id);
 
-	if (room(cp, req, team_id, CP_QUOTA_EXEC, u ? u->n : 0) < 0)
+	if (room(cp, req, team_id, CP_QUOTA_EXEC, u ? u->n : 0, 1) < 0)
 		return -1;
 	if (!u) {
 		u = xcalloc(1, sizeof(*u));

@@ -103,6 +103,12 @@ def test_idem_projects(s, st8):
     st, doc, h = call(s, "POST", "/v1/projects", {"name": "p1"}, key=st8["eve_key"], idem="k-p1")
     ok(st == 201 and doc["project"]["ID"] != a["project"]["ID"] and "idempotent-replayed" not in h,
        "another team's same key and body: its own request, not our answer", (st, doc))
+    # An answer with a new secret is not kept (secrets are stored as hashes only).
+    st, k1, _ = call(s, "POST", "/v1/keys", {"name": "ci"}, idem="k-key")
+    st2, k2, h = call(s, "POST", "/v1/keys", {"name": "ci"}, idem="k-key")
+    ok(st == 201 and st2 == 201 and k1["api_key"] != k2["api_key"] and "idempotent-replayed" not in h,
+       "POST /v1/keys with a key: not kept, the retry mints another", (st, st2))
+    st8["secrets"] = [k1["api_key"], k2["api_key"]]
     # A deploy: the same deployment id back.
     compose = T.QUICKSTART
     st, d1, _ = call(s, "POST", "/v1/projects/p1/deploy", {"compose": compose}, idem="k-deploy")
@@ -283,6 +289,9 @@ def test_idem_sandboxes(s, st8):
 
 def test_restart(s, st8, store):
     is_(s.stop(), 0, "SIGTERM: exit 0")
+    raw = open(os.path.join(store, "log"), "rb").read()
+    ok(b"idk_" in raw and not any(k.encode() in raw for k in st8["secrets"]),
+       "answers are in the store, no API key in plaintext among them")
     s = T.Server(store, ENV, FLAGS)
     st, doc, h = call(s, "POST", "/v1/projects", {"name": "p1"}, idem="k-p1")
     ok(st == 201 and doc == st8["p1"] and h.get("idempotent-replayed") == "true",
