@@ -9,6 +9,7 @@ a request that gets no answer in time raises ``DenvTimeout``, which is both a
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import os
 import posixpath
@@ -195,8 +196,12 @@ class Client:
         content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        idempotency_key: str | None = None,
     ) -> httpx.Response:
         t = self.timeout if timeout is None else timeout
+        if idempotency_key:
+            # A retry with the same key gets the first answer (denv-cp(8), IDEMPOTENCY-KEY).
+            headers = {**(headers or {}), "Idempotency-Key": idempotency_key}
         try:
             r = self._http.request(
                 method, path, json=json, params=params, content=content,
@@ -304,6 +309,7 @@ class Client:
         warm: str | Sequence[str] | None = None,
         timeout_sec: int = 900,
         base_dir: str | os.PathLike[str] | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Deploy compose text to an environment of a project; the final deployment object.
 
@@ -313,7 +319,9 @@ class Client:
         directory, else ``base_dir`` (default: the current directory).
         ``warm`` replaces the file's x-denv.warm: a string runs under ``sh -c``,
         a list is the argv (a list of one string with spaces is a shell command
-        too; see denv-compose(5))."""
+        too; see denv-compose(5)). With ``idempotency_key``, a call repeated
+        with the same key and arguments waits for the first one's deployment
+        instead of starting another."""
         path = f"/v1/projects/{project}/deploy"
         if isinstance(compose, os.PathLike):
             base_dir = base_dir if base_dir is not None else Path(compose).resolve().parent
@@ -327,7 +335,7 @@ class Client:
         if warm:
             # A str is itself a Sequence[str]: sent whole, never as characters.
             body["warm"] = warm if isinstance(warm, str) else [str(w) for w in warm]
-        doc = self._json("POST", path, json=body)
+        doc = self._json("POST", path, json=body, idempotency_key=idempotency_key)
         dep_id = self._dep_id(doc, "POST", path)
         final = self.wait_deployment(dep_id, timeout_sec)
         dep = final.get("deployment") or {}
@@ -355,20 +363,23 @@ class Client:
         name: str | None = None,
         project: str | None = None,
         timeout_sec: int = 600,
+        idempotency_key: str | None = None,
     ) -> Sandbox:
         """``POST /v1/sandboxes``: an environment from an image or a version, healthy.
 
         ``build=DIR`` instead builds the image on the host from the directory
         (its ``dockerfile``, ``.dockerignore`` honoured): a one-service deploy
         to ``project`` (default ``sandboxes``), with the image form's other
-        arguments; ``cmd`` defaults to the image's own."""
+        arguments; ``cmd`` defaults to the image's own. With ``idempotency_key``
+        (image and from_version forms), a retry with the same key and
+        arguments gets the first call's sandbox, not a second one."""
         if sum(x is not None and x != "" for x in (image, from_version, build)) != 1:
             raise ValueError("denv: sandbox needs exactly one of image, from_version or build")
         if egress not in ("deny", "allow"):
             raise ValueError(f"denv: egress must be deny or allow, not {egress!r}")
         if build is not None:
             return self._build_sandbox(build, dockerfile, cmd, env, ports, egress, volumes, name, project,
-                                       timeout_sec)
+                                       timeout_sec, idempotency_key)
         body: dict[str, Any] = {"timeout_sec": int(timeout_sec)}
         if image or egress != "deny":
             # A version carries its own egress; only an explicit allow overrides it.
@@ -390,7 +401,7 @@ class Client:
         if project:
             body["project"] = project
         doc = self._json("POST", "/v1/sandboxes", json=body,
-                         timeout=max(self.timeout, timeout_sec + HTTP_MARGIN))
+                         timeout=max(self.timeout, timeout_sec + HTTP_MARGIN), idempotency_key=idempotency_key)
         return self._sandbox_of(doc.get("environment") or {})
 
     def _build_sandbox(
@@ -405,6 +416,7 @@ class Client:
         name: str | None,
         project: str | None,
         timeout_sec: int,
+        idempotency_key: str | None = None,
     ) -> Sandbox:
         svc: dict[str, Any] = {"build": {"context": os.path.abspath(os.fspath(build)), "dockerfile": dockerfile}}
         if cmd is not None:
@@ -419,8 +431,12 @@ class Client:
                    "volumes": {f"v{i}": {} for i in range(len(paths))}}
         project = project or "sandboxes"
         self.ensure_project(project)
+        if idempotency_key and not name:
+            # The generated name would differ on a retry: derive it from the key.
+            name = "sbx-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:6]
         dep = self.deploy(project, yaml.safe_dump(compose, sort_keys=False),
-                          env=name or f"sbx-{os.urandom(3).hex()}", timeout_sec=timeout_sec)
+                          env=name or f"sbx-{os.urandom(3).hex()}", timeout_sec=timeout_sec,
+                          idempotency_key=idempotency_key)
         return self._sandbox_of(self.environment(str(dep.get("EnvID") or "")))
 
     @staticmethod
