@@ -7,7 +7,9 @@
  * after a crash finds it or finds nothing, never a reply that was sent but
  * not kept. A retry with the same request gets the stored answer with
  * Idempotent-Replayed: true; with another request, 422; while the first
- * still runs, 409 with Retry-After.
+ * still runs, 409 with Retry-After. A client that goes away does not stop
+ * the first request (its handler is not told): the answer it would have
+ * got is kept for its retry.
  *
  * Keys are scoped to the team for API keys and to the user for sessions,
  * kept for -idempotency-ttl, at most CP_IDEM_PER_SCOPE per scope (the
@@ -295,6 +297,7 @@ int cp_idem_begin(struct cp *cp, struct http_req *req)
 	f->next = cp->idem;
 	cp->idem = f;
 	http_req_on_respond(req, on_answer, f);
+	http_req_quiet_gone(req);
 	return 0;
 }
 

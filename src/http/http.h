@@ -235,6 +235,9 @@ void http_req_on_gone(struct http_req *req, http_req_fn fn, void *arg);
 typedef bool (*http_resp_hook_fn)(struct http_req *req, int status, const char *ctype, const void *body,
 				  size_t len, void *arg);
 void http_req_on_respond(struct http_req *req, http_resp_hook_fn fn, void *arg);
+/* Never call the on_gone callback of req: its handler goes on and answers
+ * when its work ends (into the response hook; the client is gone). */
+void http_req_quiet_gone(struct http_req *req);
 
 /*
  * Responding. A handler answers before returning, or returns without answering:

@@ -174,6 +174,7 @@ struct http_req {
 	int64_t started;
 	http_req_fn on_gone, on_drain;
 	void *gone_arg, *drain_arg;
+	bool gone_quiet;		/* http_req_quiet_gone: on_gone is never called */
 	http_resp_hook_fn on_respond;	/* one-shot: cleared before it is called */
 	void *respond_arg;
 	char peer[64];
@@ -1276,7 +1277,7 @@ static void conn_destroy(struct conn *c)
 		} else {
 			req->conn = NULL;
 			req->gone = true;
-			if (req->on_gone)
+			if (req->on_gone && !req->gone_quiet)
 				req->on_gone(req, req->gone_arg);	/* may answer (free) req */
 		}
 	}
@@ -1675,6 +1676,11 @@ void http_req_on_gone(struct http_req *req, http_req_fn fn, void *arg)
 {
 	req->on_gone = fn;
 	req->gone_arg = arg;
+}
+
+void http_req_quiet_gone(struct http_req *req)
+{
+	req->gone_quiet = true;
 }
 
 void http_req_on_respond(struct http_req *req, http_resp_hook_fn fn, void *arg)

@@ -3,6 +3,7 @@
 (t/cp/sidecar.py). Prints TAP; run by t/integ/cp-policy.sh.
 """
 import http.client
+import json
 import os
 import shutil
 import socket
@@ -281,6 +282,27 @@ def test_idem_sandboxes(s, st8):
     st, doc, h = call(s, "POST", "/v1/sandboxes", {"image": "busybox:1.36", "name": "slow"}, idem="sbx-2")
     ok(r["r"][0] == 201 and st == 201 and doc["environment"]["ID"] == r["r"][1]["environment"]["ID"],
        "after it: the retry gets its answer", (r.get("r"), st))
+    # The client gives up while its sandbox is made: the work goes on and its retry gets it.
+    sc.plan["env.create"] = ["hold"]
+    creates = len(sc.commands("env.create"))
+    body = json.dumps({"image": "busybox:1.36", "name": "left"}).encode()  # the bytes call() sends
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    sock.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nIdempotency-Key: sbx-3\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (BOOT_KEY.encode(), len(body), body))
+    ok(wait_until(lambda: len(sc.held) == 1), "a sandbox whose client will go away is on hold")
+    sock.close()
+    time.sleep(0.3)
+    st, doc, _ = call(s, "POST", "/v1/sandboxes", {"image": "busybox:1.36", "name": "left"}, idem="sbx-3")
+    is_(st, 409, "the client left: the first request still runs (409 for the retry)")
+    sc.release()
+
+    def retry():
+        r = call(s, "POST", "/v1/sandboxes", {"image": "busybox:1.36", "name": "left"}, idem="sbx-3")
+        return r if r[0] != 409 else None
+    st, doc, h = wait_until(retry) or (409, None, {})
+    ok(st == 201 and doc["environment"]["Name"] == "left" and h.get("idempotent-replayed") == "true"
+       and len(sc.commands("env.create")) - creates == 1,
+       "once it is healthy the retry gets the answer the client missed (one sandbox)", (st, doc, h))
     # 5xx is not kept: a retry runs again.
     st, doc, _ = call(s, "POST", "/v1/sandboxes", {"image": "bad:image"}, idem="sbx-bad")
     st2, doc2, h = call(s, "POST", "/v1/sandboxes", {"image": "bad:image"}, idem="sbx-bad")

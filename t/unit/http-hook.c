@@ -4,7 +4,7 @@
  * real loopback socket: the hook sees the answer; one that lets it pass
  * changes nothing; one that takes it over delays it until its owner
  * answers; streamed and detached requests and a gone client's answer reach
- * it too.
+ * it too; a quiet request's handler is not told its client left.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -75,9 +75,19 @@ static void h_upgrade(struct http_req *req, void *arg)
 		http_respond_error(req, 500, e.msg);
 }
 
+static bool gone_told;
+
+static void on_gone(struct http_req *req, void *arg)
+{
+	gone_told = true;
+}
+
 static void h_park(struct http_req *req, void *arg)
 {
 	http_req_on_respond(req, hook, NULL);
+	http_req_on_gone(req, on_gone, NULL);
+	if (arg)
+		http_req_quiet_gone(req);
 	parked = req;
 }
 
@@ -190,19 +200,21 @@ static void test_no_answer(void)
 	close(fd);
 }
 
-static void test_gone(void)
+static void test_gone(bool quiet)
 {
 	int fd;
 
 	reset(false);
 	parked = NULL;
-	fd = send_req("GET /park");
+	gone_told = false;
+	fd = send_req(quiet ? "GET /park-quiet" : "GET /park");
 	for (int i = 0; i < 100 && !parked; i++)
 		ev_run_once(loop, 10);
 	close(fd);
 	for (int i = 0; i < 50 && parked && !http_req_gone(parked); i++)
 		ev_run_once(loop, 10);
-	ok(parked && http_req_gone(parked), "a parked request whose client left");
+	ok(parked && http_req_gone(parked), "a parked request whose client left%s", quiet ? " (quiet)" : "");
+	ok(gone_told == !quiet, quiet ? "  a quiet one's handler is not told" : "  its handler is told");
 	if (parked)
 		http_respond(parked, 201, "application/json", "{}", 2);
 	ok(seen_calls == 1 && seen_status == 201 && strcmp(seen_body, "{}") == 0,
@@ -222,10 +234,12 @@ int main(void)
 	http_route(srv, "GET", "/stream", 0, h_stream, NULL);
 	http_route(srv, "GET", "/upgrade", 0, h_upgrade, NULL);
 	http_route(srv, "GET", "/park", 0, h_park, NULL);
+	http_route(srv, "GET", "/park-quiet", 0, h_park, "quiet");
 	test_pass();
 	test_take_over();
 	test_no_answer();
-	test_gone();
+	test_gone(false);
+	test_gone(true);
 	http_server_free(srv);
 	ev_free(loop);
 	return tap_done();
