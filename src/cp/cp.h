@@ -157,6 +157,7 @@ struct cp_config {
 	int64_t quota_default[3];	/* parsed: 0 unlimited */
 	const char *idem_ttl_flag;	/* -idempotency-ttl, DENV_IDEMPOTENCY_TTL */
 	int64_t idem_ttl_ms;		/* parsed */
+	int64_t idem_max;		/* DENV_IDEMPOTENCY_MAX (tests); default CP_IDEM_PER_SCOPE */
 };
 
 /* ---- in-memory state that config.md says is not stored ---- */

@@ -189,7 +189,8 @@ static int sweep_one(const char *id, const struct json *row, void *arg)
 static void make_room(struct cp *cp, struct st_txn *txn, const struct cp_idem *f)
 {
 	size_t n = st_count(cp->db, "idempotency", "Scope", f->scope);
-	struct sweep_ctx c = { txn, clock_now_ms(), 0, 0, n >= CP_IDEM_PER_SCOPE ? n - CP_IDEM_PER_SCOPE + 1 : 0 };
+	size_t max = (size_t)cp->cfg.idem_max;
+	struct sweep_ctx c = { txn, clock_now_ms(), 0, 0, n >= max ? n - max + 1 : 0 };
 	const struct json *old = cp_find(cp, "idempotency", "Lookup", f->lookup, NULL, NULL);
 	struct err e;
 

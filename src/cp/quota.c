@@ -37,9 +37,12 @@ struct cp_exec_use {
 
 int cp_policy_config(struct cp_config *c)
 {
+	const char *v;
+
 	for (int k = 0; k < CP_QUOTA_KINDS; k++) {
-		const char *v = c->quota_flag[k] ? c->quota_flag[k] : getenv(kinds[k].env);
 		int64_t n = 0;
+
+		v = c->quota_flag[k] ? c->quota_flag[k] : getenv(kinds[k].env);
 
 		if (v && *v && (str_to_i64(v, &n) < 0 || n < 0 || n > CP_QUOTA_FLAG_MAX)) {
 			fprintf(stderr, "denv-cp: -%s: want a number from 0 (no limit) to %d, not %s\n", kinds[k].flag,
@@ -49,6 +52,12 @@ int cp_policy_config(struct cp_config *c)
 		c->quota_default[k] = n;
 	}
 	c->idem_ttl_ms = (int64_t)CP_IDEM_TTL_DEFAULT_S * 1000;
+	v = getenv("DENV_IDEMPOTENCY_MAX");
+	c->idem_max = CP_IDEM_PER_SCOPE;
+	if (v && *v && (str_to_i64(v, &c->idem_max) < 0 || c->idem_max < 1 || c->idem_max > CP_IDEM_PER_SCOPE)) {
+		fprintf(stderr, "denv-cp: DENV_IDEMPOTENCY_MAX: want 1 to %d, not %s\n", CP_IDEM_PER_SCOPE, v);
+		return -1;
+	}
 	if (!c->idem_ttl_flag)
 		c->idem_ttl_flag = getenv("DENV_IDEMPOTENCY_TTL");
 	if (c->idem_ttl_flag && *c->idem_ttl_flag) {

@@ -337,6 +337,14 @@ def test_restart(s, st8, store):
     time.sleep(1.1)  # the last answer (409) is past its second too
     s = T.Server(store, ENV, FLAGS + ["-idempotency-ttl", "1s"])
     ok("expired answers deleted" in s.stderr(own=True), "start-up deletes expired answers")
+    is_(s.stop(), 0, "exit 0")
+    # Bounded: at most DENV_IDEMPOTENCY_MAX answers per team, the oldest go first.
+    s = T.Server(store, dict(ENV, DENV_IDEMPOTENCY_MAX="3"), FLAGS)
+    first = [call(s, "POST", "/v1/projects", {"name": "cap-%d" % i}, idem="cap-%d" % i)[1] for i in range(4)]
+    st, doc, h = call(s, "POST", "/v1/projects", {"name": "cap-0"}, idem="cap-0")
+    ok(st == 409 and "idempotent-replayed" not in h, "the 4th answer pushed out the oldest (it runs again)", (st, doc))
+    st, doc, h = call(s, "POST", "/v1/projects", {"name": "cap-3"}, idem="cap-3")
+    ok(st == 201 and doc == first[3] and h.get("idempotent-replayed") == "true", "a newer one is still kept", (st, h))
     return s
 
 
