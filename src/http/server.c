@@ -1810,7 +1810,9 @@ int http_respond(struct http_req *req, int status, const char *content_type, con
 	/* Before the gone check: an answer to a client that went away is
 	 * still the answer its retry should get. */
 	req->on_respond = NULL;
-	if (fn && !req->status && fn(req, status, content_type, body ? body : "", body ? len : 0, req->respond_arg)) {
+	if (fn && req->status) {
+		fn(req, 0, NULL, NULL, 0, req->respond_arg);	/* a misuse (answered twice), reported below */
+	} else if (fn && fn(req, status, content_type, body ? body : "", body ? len : 0, req->respond_arg)) {
 		req->on_gone = NULL;	/* answered, as far as the handler knows */
 		return 0;
 	}
