@@ -9,6 +9,7 @@ a request that gets no answer in time raises ``DenvTimeout``, which is both a
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import os
 import posixpath
@@ -228,8 +229,12 @@ class Client:
         content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        idempotency_key: str | None = None,
     ) -> httpx.Response:
         t = self.timeout if timeout is None else timeout
+        if idempotency_key:
+            # A retry with the same key gets the first answer (denv-cp(8), IDEMPOTENCY-KEY).
+            headers = {**(headers or {}), "Idempotency-Key": idempotency_key}
         try:
             r = self._http.request(
                 method, path, json=json, params=params, content=content,
@@ -337,6 +342,7 @@ class Client:
         warm: str | Sequence[str] | None = None,
         timeout_sec: int = 900,
         base_dir: str | os.PathLike[str] | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Deploy compose text to an environment of a project; the final deployment object.
 
@@ -346,7 +352,9 @@ class Client:
         directory, else ``base_dir`` (default: the current directory).
         ``warm`` replaces the file's x-denv.warm: a string runs under ``sh -c``,
         a list is the argv (a list of one string with spaces is a shell command
-        too; see denv-compose(5))."""
+        too; see denv-compose(5)). With ``idempotency_key``, a call repeated
+        with the same key and arguments waits for the first one's deployment
+        instead of starting another."""
         path = f"/v1/projects/{project}/deploy"
         if isinstance(compose, os.PathLike):
             base_dir = base_dir if base_dir is not None else Path(compose).resolve().parent
@@ -360,7 +368,7 @@ class Client:
         if warm:
             # A str is itself a Sequence[str]: sent whole, never as characters.
             body["warm"] = warm if isinstance(warm, str) else [str(w) for w in warm]
-        doc = self._json("POST", path, json=body)
+        doc = self._json("POST", path, json=body, idempotency_key=idempotency_key)
         dep_id = self._dep_id(doc, "POST", path)
         final = self.wait_deployment(dep_id, timeout_sec)
         dep = final.get("deployment") or {}
@@ -391,6 +399,7 @@ class Client:
         idle_ttl_sec: int | None = None,
         max_ttl_sec: int | None = None,
         ttl_action: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Sandbox:
         """``POST /v1/sandboxes``: an environment from an image or a version, healthy.
 
@@ -402,14 +411,18 @@ class Client:
         ``idle_ttl_sec`` / ``max_ttl_sec`` (0: none; None: the server's
         sandbox defaults) have the control plane destroy the sandbox after
         that long without activity / after creation; ``ttl_action`` is
-        ``destroy``. See :meth:`touch` and :meth:`set_ttl`."""
+        ``destroy``. See :meth:`touch` and :meth:`set_ttl`.
+
+        With ``idempotency_key`` (image and from_version forms), a retry with
+        the same key and arguments gets the first call's sandbox, not a
+        second one."""
         if sum(x is not None and x != "" for x in (image, from_version, build)) != 1:
             raise ValueError("denv: sandbox needs exactly one of image, from_version or build")
         if egress not in ("deny", "allow"):
             raise ValueError(f"denv: egress must be deny or allow, not {egress!r}")
         if build is not None:
             return self._build_sandbox(build, dockerfile, cmd, env, ports, egress, volumes, name, project,
-                                       timeout_sec)
+                                       timeout_sec, idempotency_key)
         body: dict[str, Any] = {"timeout_sec": int(timeout_sec)}
         body.update(_ttl_fields(idle_ttl_sec, max_ttl_sec, ttl_action))
         if image or egress != "deny":
@@ -432,7 +445,7 @@ class Client:
         if project:
             body["project"] = project
         doc = self._json("POST", "/v1/sandboxes", json=body,
-                         timeout=max(self.timeout, timeout_sec + HTTP_MARGIN))
+                         timeout=max(self.timeout, timeout_sec + HTTP_MARGIN), idempotency_key=idempotency_key)
         return self._sandbox_of(doc.get("environment") or {})
 
     def _build_sandbox(
@@ -447,6 +460,7 @@ class Client:
         name: str | None,
         project: str | None,
         timeout_sec: int,
+        idempotency_key: str | None = None,
     ) -> Sandbox:
         svc: dict[str, Any] = {"build": {"context": os.path.abspath(os.fspath(build)), "dockerfile": dockerfile}}
         if cmd is not None:
@@ -461,8 +475,12 @@ class Client:
                    "volumes": {f"v{i}": {} for i in range(len(paths))}}
         project = project or "sandboxes"
         self.ensure_project(project)
+        if idempotency_key and not name:
+            # The generated name would differ on a retry: derive it from the key.
+            name = "sbx-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:6]
         dep = self.deploy(project, yaml.safe_dump(compose, sort_keys=False),
-                          env=name or f"sbx-{os.urandom(3).hex()}", timeout_sec=timeout_sec)
+                          env=name or f"sbx-{os.urandom(3).hex()}", timeout_sec=timeout_sec,
+                          idempotency_key=idempotency_key)
         return self._sandbox_of(self.environment(str(dep.get("EnvID") or "")))
 
     @staticmethod

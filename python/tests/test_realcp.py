@@ -89,6 +89,21 @@ class TestRealControlPlane(unittest.TestCase):
             c.deploy("py-deploy", "services: [", timeout_sec=1)
         self.assertEqual(cm.exception.status, 400)
 
+    def test_deploy_idempotency_key(self) -> None:
+        c = Client(self.url, KEY, timeout=10)
+        c.poll_interval = 0.05
+        c.ensure_project("py-idem")
+        compose = "services:\n  main:\n    image: denv-test/busybox\n    command: [sleep, infinity]\n"
+        for _ in range(2):  # no host: each wait ends unfinished; the retry must not deploy again
+            with self.assertRaises(DenvError):
+                c.deploy("py-idem", compose, timeout_sec=1, idempotency_key="py-idem-1")
+        env = c._json("GET", "/v1/projects/py-idem/envs")["environments"][0]["ID"]
+        deps = c._json("GET", f"/v1/envs/{env}/deployments")["deployments"]
+        self.assertEqual(len(deps), 1, deps)
+        with self.assertRaises(DenvError) as cm:
+            c.deploy("py-idem", compose + "# another\n", timeout_sec=1, idempotency_key="py-idem-1")
+        self.assertEqual(cm.exception.status, 422)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -110,7 +110,7 @@ static void h_fork(struct cp *cp, struct http_req *req)
 		goto out;
 	}
 	name = cp_new_env_name(cp, req, json_get_str(v, "ProjectID"), name, "fork-", buf, sizeof(buf));
-	if (!name)
+	if (!name || cp_quota_check(cp, req, who.team_id, CP_QUOTA_ENVS) < 0)
 		goto out;
 	/* The body's TTLs, else the environment forked from's. */
 	cp_ttl_source(env, &base);
@@ -234,19 +234,25 @@ enum park_kind { PARK_EXEC, PARK_PUT, PARK_PUT_WHERE, PARK_GET };
 
 struct park {
 	struct cp *cp;
-	struct http_req *req;
+	struct http_req *req;		/* NULL once the client went away from an exec */
 	struct cp_cmd *cmd;
 	enum park_kind kind;
 	size_t bytes;
+	char exec_team[ID_MAX];		/* "" unless it holds one of the team's exec slots (quota.c) */
 };
 
 static void park_gone(struct http_req *req, void *arg)
 {
 	struct park *p = arg;
 
+	http_respond_error(req, 502, "client went away");
+	if (*p->exec_team) {
+		/* The exec still runs on the host and keeps its slot until it ends. */
+		p->req = NULL;
+		return;
+	}
 	/* The command still runs and is recorded; nobody waits for it. */
 	cp_cmd_cancel(p->cmd);
-	http_respond_error(req, 502, "client went away");
 	free(p);
 }
 
@@ -257,6 +263,12 @@ static void park_done(struct cp *cp, const struct cp_result *res, void *arg)
 	struct buf tar = BUF_INIT;
 	struct err e;
 
+	if (*p->exec_team)
+		cp_quota_exec_put(cp, p->exec_team);
+	if (!p->req) {
+		free(p);
+		return;
+	}
 	http_req_on_gone(p->req, NULL, NULL);
 	if (!res->ok) {
 		http_respond_error(p->req, 502, res->error);
@@ -314,6 +326,8 @@ static void park(struct cp *cp, struct http_req *req, const struct json *env, co
 	p->req = req;
 	p->kind = pk;
 	p->bytes = bytes;
+	if (pk == PARK_EXEC)	/* h_exec took the slot */
+		str_copy(p->exec_team, sizeof(p->exec_team), json_get_str(env, "TeamID"));
 	p->cmd = cp_cmd_send(cp, host, json_get_str(env, "ID"), kind, payload, data, timeout_ms, park_done, p);
 	http_req_on_gone(req, park_gone, p);
 }
@@ -349,7 +363,7 @@ static void h_exec(struct cp *cp, struct http_req *req)
 		cp_fail(req, 400, "timeout_sec must be 1 to %d", CP_EXEC_TIMEOUT_MAX_S);
 		goto out;
 	}
-	if (!(host = env_host(cp, req, env)))
+	if (!(host = env_host(cp, req, env)) || cp_quota_exec_take(cp, req, who.team_id) < 0)
 		goto out;
 	payload = cp_obj("service", json_new_str(service), "cmd", json_dup(json_get(body, "cmd")), "timeout_sec",
 			 json_new_int(timeout), NULL);

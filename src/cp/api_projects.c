@@ -135,6 +135,8 @@ static void h_projects_create(struct cp *cp, struct http_req *req)
 		cp_fail(req, 409, "project \"%s\" already exists", name);
 		goto out;
 	}
+	if (cp_quota_check(cp, req, who.team_id, CP_QUOTA_ENVS) < 0)	/* its alpha environment */
+		goto out;
 	id_new("prj", id);
 	p = json_new_object();
 	json_object_set_str(p, "ID", id);
@@ -335,8 +337,10 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 		goto out;
 	}
 	str_copy(pid, sizeof(pid), json_get_str(p, "ID"));
-	txn = st_begin(cp->db);
 	env = cp_find(cp, "environments", "ProjectID", pid, "Name", env_name);
+	if (!env && cp_quota_check(cp, req, who.team_id, CP_QUOTA_ENVS) < 0)
+		goto out;
+	txn = st_begin(cp->db);
 	if (env) {
 		str_copy(env_id, sizeof(env_id), json_get_str(env, "ID"));
 		/* TTLs given with a deploy replace the environment's (ttl.c). */

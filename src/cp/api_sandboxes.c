@@ -228,6 +228,7 @@ static int image_form(struct cp *cp, struct http_req *req, const char *team_id, 
 	env = cp_env_new(team_id, pid, name, "sandbox");
 	cp_ttl_sandbox_defaults(cp, &defaults);
 	cp_ttl_apply(env, &s->ttl, &defaults);
+	json_object_set_bool(env, "Sandbox", true);	/* counted by the sandbox quota */
 	str_copy(s->env_id, sizeof(s->env_id), json_get_str(env, "ID"));
 	st_put(*txn, "environments", s->env_id, env);
 	params = cp_obj("spec", spec, "warm", json_new_null(), NULL);
@@ -246,7 +247,7 @@ static int version_form(struct cp *cp, struct http_req *req, const char *team_id
 	const char *name = NULL, *snap = json_get_str(v, "Snapshot");
 	char buf[CP_NAME_MAX + 1];
 	struct cp_ttl_req defaults;
-	struct json *resp;
+	struct json *resp, *env;
 
 	if (cp_opt_str(req, body, "name", &name) < 0)
 		return -1;
@@ -260,7 +261,11 @@ static int version_form(struct cp *cp, struct http_req *req, const char *team_id
 	*txn = st_begin(cp->db);
 	/* A sandbox: the server's sandbox TTLs, not the source's. */
 	cp_ttl_sandbox_defaults(cp, &defaults);
-	resp = cp_fork_create_ttl(cp, *txn, team_id, v, name, &s->ttl, &defaults, s->env_id, NULL);
+	resp = cp_fork_create_ttl(cp, *txn, team_id, v, name, &s->ttl, &defaults, s->env_id, &env);
+	/* The row again with the sandbox quota's mark (the later put wins). */
+	json_object_set_str(env, "TeamID", team_id);
+	json_object_set_bool(env, "Sandbox", true);
+	st_put(*txn, "environments", s->env_id, env);
 	str_copy(s->dep_id, sizeof(s->dep_id), json_get_str(json_get(resp, "deployment"), "ID"));
 	json_free(resp);
 	return 0;
@@ -301,6 +306,9 @@ static void sandbox(struct cp *cp, struct http_req *req, bool pinned)
 		cp_fail(req, 400, "timeout_sec must be 1 to %d", CP_SANDBOX_TIMEOUT_MAX_S);
 		goto out;
 	}
+	if (cp_quota_check(cp, req, who.team_id, CP_QUOTA_ENVS) < 0 ||
+	    cp_quota_check(cp, req, who.team_id, CP_QUOTA_SANDBOXES) < 0)
+		goto out;
 	s = xcalloc(1, sizeof(*s));
 	s->cp = cp;
 	s->req = req;

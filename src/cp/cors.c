@@ -57,6 +57,8 @@ static void trampoline(struct http_req *req, void *arg)
 	struct cp_route *r = arg;
 
 	cp_cors_headers(r->cp, req);
+	if (cp_idem_begin(r->cp, req) != 0)
+		return;	/* replayed or refused */
 	r->fn(r->cp, req);
 }
 

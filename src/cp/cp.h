@@ -92,6 +92,16 @@
 #define CP_SANDBOX_IDLE_TTL_DEFAULT_S 3600	/* -sandbox-idle-ttl */
 #define CP_SANDBOX_MAX_TTL_DEFAULT_S 0		/* -sandbox-max-ttl (0: none) */
 
+/* Quotas and Idempotency-Key (quota.c, idem.c; denv-cp(8)). */
+#define CP_QUOTA_FLAG_MAX 1000000		/* highest quota a flag or the route sets */
+#define CP_IDEM_KEY_MAX 255			/* bytes of one Idempotency-Key */
+#define CP_IDEM_TTL_DEFAULT_S (24 * 3600)	/* -idempotency-ttl */
+#define CP_IDEM_TTL_MAX_S (30 * 24 * 3600)
+#define CP_IDEM_PER_SCOPE 10000			/* answers kept per team (key) or user (session) */
+#define CP_IDEM_BODY_MAX ((size_t)256 << 10)	/* a bigger answer is not kept: a retry runs again */
+#define CP_IDEM_SWEEP_MAX 16			/* expired answers deleted per new one */
+#define CP_IDEM_RETRY_AFTER "1"			/* Retry-After of the 409 while the first runs */
+
 /* The device-approval page (web_device.c). */
 #define CP_WEB_FORM_MAX ((size_t)4096)		/* body of one of its forms */
 #define CP_WEB_FIELD_MAX ((size_t)256)		/* one decoded form field */
@@ -157,6 +167,11 @@ struct cp_config {
 	const char *sandbox_max_ttl;	/* -sandbox-max-ttl, DENV_SANDBOX_MAX_TTL; likewise */
 	int64_t sandbox_idle_ttl_s;	/* parsed; 0 none */
 	int64_t sandbox_max_ttl_s;
+	const char *quota_flag[3];	/* -max-envs, -max-sandboxes, -max-exec (enum cp_quota_kind) */
+	int64_t quota_default[3];	/* parsed: 0 unlimited */
+	const char *idem_ttl_flag;	/* -idempotency-ttl, DENV_IDEMPOTENCY_TTL */
+	int64_t idem_ttl_ms;		/* parsed */
+	int64_t idem_max;		/* DENV_IDEMPOTENCY_MAX (tests); default CP_IDEM_PER_SCOPE */
 };
 
 /* ---- in-memory state that config.md says is not stored ---- */
@@ -192,6 +207,8 @@ struct cp_sub;
 struct cp_sweep;
 struct cp_check;
 struct cp_ttl;
+struct cp_idem;
+struct cp_exec_use;
 
 struct cp {
 	struct ev *ev;
@@ -216,6 +233,8 @@ struct cp {
 	struct cp_sweep *sweeps;	/* start-up deletes of servers that never joined (orch_place.c) */
 	struct cp_check *checks;	/* token checks in flight (token_check.c) */
 	struct cp_ttl *ttl;		/* the reaper and recent activity (ttl.c) */
+	struct cp_idem *idem;		/* Idempotency-Keys whose first request runs (idem.c) */
+	struct cp_exec_use *exec_use;	/* execs in flight per team (quota.c) */
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -679,6 +698,35 @@ void cp_ttl_start(struct cp *cp);
 void cp_ttl_free(struct cp *cp);
 /* PATCH /v1/envs/{env} (TTL fields) and POST /v1/envs/{env}/touch. */
 int cp_api_ttl(struct cp *cp);
+/* ---- quotas (quota.c) and Idempotency-Key (idem.c) ---- */
+
+enum cp_quota_kind { CP_QUOTA_ENVS, CP_QUOTA_SANDBOXES, CP_QUOTA_EXEC };
+#define CP_QUOTA_KINDS 3
+
+/* Parse the quota flags and -idempotency-ttl in c; -1 after printing why. */
+int cp_policy_config(struct cp_config *c);
+/* Room for one more of kind (environments, sandboxes) in team_id: 0, or -1
+ * after answering 429 "quota exceeded: <what> <use> of <limit> (<source>)". */
+int cp_quota_check(struct cp *cp, struct http_req *req, const char *team_id, enum cp_quota_kind kind);
+/* Room for n more at once (a batch); the 429 adds ", <n> more asked". */
+int cp_quota_check_n(struct cp *cp, struct http_req *req, const char *team_id, enum cp_quota_kind kind,
+		     int64_t n);
+/* Take one of team_id's exec slots (0), or answer 429 (-1). Every take is
+ * matched by one put when the command ends, however it ends. */
+int cp_quota_exec_take(struct cp *cp, struct http_req *req, const char *team_id);
+void cp_quota_exec_put(struct cp *cp, const char *team_id);
+/* Execs of team_id in flight now. */
+int64_t cp_quota_exec_use(struct cp *cp, const char *team_id);
+void cp_quota_free_all(struct cp *cp);
+int cp_api_quotas(struct cp *cp);	/* GET, PUT /v1/teams/{team}/quotas */
+
+/* Before a handler: a POST with Idempotency-Key is answered from the stored
+ * first answer (1), refused (1: 400, 409, 422), or let through with its
+ * answer recorded before it goes out (0). */
+int cp_idem_begin(struct cp *cp, struct http_req *req);
+/* Start-up: delete stored answers past their time. */
+void cp_idem_sweep(struct cp *cp);
+void cp_idem_free_all(struct cp *cp);
 
 /* Servers the provision phase created that never joined (orch_place.c;
  * denv-cp(8), "Provisioned servers that never join"): at start-up, delete

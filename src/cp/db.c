@@ -32,6 +32,8 @@ static const struct table tables[] = {
 	{ "join_tokens", { "Hash", NULL } },
 	{ "clouds", { "TeamID", NULL } },
 	{ "installations", { "TeamID", NULL } },
+	{ "quotas", { NULL } },				/* quota.c: one row per team, id = team id */
+	{ "idempotency", { "Lookup", "Scope", NULL } },	/* idem.c: first answers to Idempotency-Keys */
 };
 
 int cp_db_open(struct cp *cp, struct err *e)

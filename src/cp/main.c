@@ -34,6 +34,12 @@ static const char usage_text[] =
 	"                    duration like 30m (DENV_SANDBOX_IDLE_TTL; default 3600; 0: never)\n"
 	"  -sandbox-max-ttl T   a sandbox is destroyed T after it was created, active or not\n"
 	"                    (DENV_SANDBOX_MAX_TTL; default 0: never)\n"
+	"  -max-envs N       live environments per team (DENV_MAX_ENVS; default 0: no limit)\n"
+	"  -max-sandboxes N  live sandboxes per team (DENV_MAX_SANDBOXES; default 0: no limit)\n"
+	"  -max-exec N       execs in flight per team (DENV_MAX_EXEC; default 0: no limit)\n"
+	"                    (a team's own quotas: PUT /v1/teams/{team}/quotas)\n"
+	"  -idempotency-ttl D  how long an Idempotency-Key's answer is kept\n"
+	"                    (DENV_IDEMPOTENCY_TTL; default 24h)\n"
 	"  -v                debug logging (one line per request)\n"
 	"  -h, --help        this text\n"
 	"\n"
@@ -128,6 +134,10 @@ static int parse_flags(int argc, char **argv, struct cp_config *c)
 		{ "max-conns-per-addr", offsetof(struct cp_config, conns_per_addr) },
 		{ "sandbox-idle-ttl", offsetof(struct cp_config, sandbox_idle_ttl) },
 		{ "sandbox-max-ttl", offsetof(struct cp_config, sandbox_max_ttl) },
+		{ "max-envs", offsetof(struct cp_config, quota_flag[CP_QUOTA_ENVS]) },
+		{ "max-sandboxes", offsetof(struct cp_config, quota_flag[CP_QUOTA_SANDBOXES]) },
+		{ "max-exec", offsetof(struct cp_config, quota_flag[CP_QUOTA_EXEC]) },
+		{ "idempotency-ttl", offsetof(struct cp_config, idem_ttl_flag) },
 	};
 
 	for (int i = 1; i < argc; i++) {
@@ -232,7 +242,7 @@ static int check_db(struct cp_config *c)
 	if (ttl_flag("sandbox-idle-ttl", c->sandbox_idle_ttl, CP_SANDBOX_IDLE_TTL_DEFAULT_S, &c->sandbox_idle_ttl_s) < 0 ||
 	    ttl_flag("sandbox-max-ttl", c->sandbox_max_ttl, CP_SANDBOX_MAX_TTL_DEFAULT_S, &c->sandbox_max_ttl_s) < 0)
 		return -1;
-	return 0;
+	return cp_policy_config(c);
 }
 
 /* Every connection is a file descriptor: take the hard limit, so that the
@@ -284,7 +294,7 @@ static int add_routes(struct cp *cp)
 	int (*groups[])(struct cp *) = {
 		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
 		cp_api_events, cp_api_hosts, cp_api_github, cp_api_ops, cp_api_sandboxes,
-		cp_api_contexts, cp_api_ttl, cp_hub_routes, cp_web_device, cp_auth_github,
+		cp_api_contexts, cp_api_ttl, cp_api_quotas, cp_hub_routes, cp_web_device, cp_auth_github,
 		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
 	};
 
@@ -334,6 +344,7 @@ static int run(struct cp *cp)
 	cp_cmd_recover(cp);
 	cp_orch_start(cp);
 	cp_ttl_start(cp);
+	cp_idem_sweep(cp);
 	ev_signal_add(cp->ev, SIGINT, on_signal, cp);
 	ev_signal_add(cp->ev, SIGTERM, on_signal, cp);
 	signal(SIGPIPE, SIG_IGN);
@@ -357,6 +368,8 @@ static void cleanup(struct cp *cp)
 	if (cp->db)
 		st_flush(cp->db);
 	cp_orch_free_all(cp);
+	cp_idem_free_all(cp);
+	cp_quota_free_all(cp);
 	cp_token_checks_free_all(cp);
 	if (cp->aclient)
 		http_aclient_free(cp->aclient);

@@ -223,6 +223,21 @@ struct http_server *http_req_server(const struct http_req *req);
 bool http_req_gone(const struct http_req *req);
 /* Call fn once if the client goes away before the request is answered. */
 void http_req_on_gone(struct http_req *req, http_req_fn fn, void *arg);
+/*
+ * A hook on the answer (the control plane's Idempotency-Key): fn is called
+ * once, with the status, content type and body of the first http_respond*
+ * (even when the client is gone), or with status 0 and body NULL when the
+ * request ends otherwise (streamed, detached, freed unanswered). Returning
+ * true from an answer takes it over: nothing is written, the gone callback
+ * is dropped, and fn's owner must answer later with http_respond (the hook
+ * is gone by then). The return is ignored for status 0.
+ */
+typedef bool (*http_resp_hook_fn)(struct http_req *req, int status, const char *ctype, const void *body,
+				  size_t len, void *arg);
+void http_req_on_respond(struct http_req *req, http_resp_hook_fn fn, void *arg);
+/* Never call the on_gone callback of req: its handler goes on and answers
+ * when its work ends (into the response hook; the client is gone). */
+void http_req_quiet_gone(struct http_req *req);
 
 /*
  * Responding. A handler answers before returning, or returns without answering:

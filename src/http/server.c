@@ -174,6 +174,9 @@ struct http_req {
 	int64_t started;
 	http_req_fn on_gone, on_drain;
 	void *gone_arg, *drain_arg;
+	bool gone_quiet;		/* http_req_quiet_gone: on_gone is never called */
+	http_resp_hook_fn on_respond;	/* one-shot: cleared before it is called */
+	void *respond_arg;
 	char peer[64];
 };
 
@@ -214,10 +217,21 @@ static int queue_response(struct http_req *req, int status, const char *ctype, c
 
 /* ---- small helpers ---- */
 
+/* The response hook, if still set, hears that no ordinary answer comes. */
+static void req_hook_none(struct http_req *req)
+{
+	http_resp_hook_fn fn = req->on_respond;
+
+	req->on_respond = NULL;
+	if (fn)
+		fn(req, 0, NULL, NULL, 0, req->respond_arg);
+}
+
 static void req_free(struct http_req *req)
 {
 	if (!req)
 		return;
+	req_hook_none(req);
 	free(req->head);
 	free(req->path_owned);
 	free(req->hnames);
@@ -1263,7 +1277,7 @@ static void conn_destroy(struct conn *c)
 		} else {
 			req->conn = NULL;
 			req->gone = true;
-			if (req->on_gone)
+			if (req->on_gone && !req->gone_quiet)
 				req->on_gone(req, req->gone_arg);	/* may answer (free) req */
 		}
 	}
@@ -1664,6 +1678,17 @@ void http_req_on_gone(struct http_req *req, http_req_fn fn, void *arg)
 	req->gone_arg = arg;
 }
 
+void http_req_quiet_gone(struct http_req *req)
+{
+	req->gone_quiet = true;
+}
+
+void http_req_on_respond(struct http_req *req, http_resp_hook_fn fn, void *arg)
+{
+	req->on_respond = fn;
+	req->respond_arg = arg;
+}
+
 /* ---- responding ---- */
 
 int http_resp_header(struct http_req *req, const char *name, const char *value)
@@ -1779,8 +1804,19 @@ static int respond_check(struct http_req *req, bool stream_ok)
 
 int http_respond(struct http_req *req, int status, const char *content_type, const void *body, size_t len)
 {
-	int r = respond_check(req, false);
+	http_resp_hook_fn fn = req->on_respond;
+	int r;
 
+	/* Before the gone check: an answer to a client that went away is
+	 * still the answer its retry should get. */
+	req->on_respond = NULL;
+	if (fn && req->status) {
+		fn(req, 0, NULL, NULL, 0, req->respond_arg);	/* a misuse (answered twice), reported below */
+	} else if (fn && fn(req, status, content_type, body ? body : "", body ? len : 0, req->respond_arg)) {
+		req->on_gone = NULL;	/* answered, as far as the handler knows */
+		return 0;
+	}
+	r = respond_check(req, false);
 	if (r)
 		return r > 0 ? 0 : -1;
 	if (queue_response(req, status, content_type, body ? body : "", body ? len : 0, false) < 0) {

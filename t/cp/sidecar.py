@@ -5,7 +5,7 @@ heartbeats, acks every command, answers from its own log when a command id
 comes again, and produces canned results. `plan` scripts what happens per
 command kind: a list of actions consumed in order ("ok", "fail:<msg>",
 "drop" = record the result then drop the stream and come back, "stall" =
-never answer, "delay:<sec>").
+never answer, "delay:<sec>", "hold" = answer when the test calls release()).
 
 Chunks (doc/host-stream-chunks.md): an archive travels as chunk frames
 {"type":"chunk","command_id":..,"seq":N,"last":bool,"data":b64 of <= 1 MiB}
@@ -39,6 +39,7 @@ class Sidecar:
         self.files = {}         # (service, path) -> bytes
         self.closed = None      # (code, reason) when the control plane closed us
         self.connects = 0
+        self.held = []          # (ws, frame, chunks) of commands on "hold"
         self.admitted = threading.Event()
         self.stop_flag = False
         self.loop = None
@@ -62,6 +63,12 @@ class Sidecar:
         if self.loop and self.ws:
             asyncio.run_coroutine_threadsafe(self.ws.close(), self.loop)
         self.thread.join(5)
+
+    def release(self):
+        """Answer the commands on "hold" now (as "ok")."""
+        held, self.held = self.held, []
+        for ws, f, chunks in held:
+            asyncio.run_coroutine_threadsafe(self._answer(ws, f, chunks, "ok"), self.loop).result(5)
 
     def commands(self, kind=None):
         return [c for c in self.received if kind is None or c[1] == kind]
@@ -134,6 +141,13 @@ class Sidecar:
         action = self._next_action(kind)
         if action == "stall":
             return None
+        if action == "hold":
+            self.held.append((ws, f, chunks))
+            return None
+        return await self._answer(ws, f, chunks, action)
+
+    async def _answer(self, ws, f, chunks, action):
+        cid, kind, payload = f["command_id"], f["kind"], f.get("payload") or {}
         if action.startswith("delay:"):
             await asyncio.sleep(float(action[6:]))
         await ws.send(json.dumps({"type": "progress", "host_id": self.host_id, "command_id": cid,
