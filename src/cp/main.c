@@ -1,5 +1,6 @@
 /* main.c: denv-cp's flags and environment (config.md, denv-cp(8)), start-up,
  * and graceful shutdown on SIGINT/SIGTERM. */
+#include <ctype.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -7,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/ev.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -19,7 +21,8 @@ static const char usage_text[] =
 	"\n"
 	"flags (each falls back to the environment variable shown):\n"
 	"  -addr ADDR        listen address (DENV_ADDR; default :8080)\n"
-	"  -db DIR           store directory (DENV_DB; default denv.db)\n"
+	"  -db DIR|DSN       store directory, or postgres://user@host/db for PostgreSQL\n"
+	"                    (DENV_DB, or DENV_DB_HOST and the other DENV_DB_*; default denv.db)\n"
 	"  -db-repair        keep the good part of a corrupt store log, move the rest aside;\n"
 	"                    open a log shorter than its mark, saying what is lost\n"
 	"  -public-url URL   URL sidecars and browsers use to reach this server\n"
@@ -37,7 +40,9 @@ static const char usage_text[] =
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
 	"DENV_GITHUB_URL, DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_E2B_API_URL,\n"
 	"DENV_DAYTONA_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC,\n"
-	"DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC.\n"
+	"DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC, DENV_DB_HOST,\n"
+	"DENV_DB_PORT, DENV_DB_NAME, DENV_DB_USER, DENV_DB_PASSWORD, DENV_DB_SSLMODE,\n"
+	"DENV_FILES_DIR.\n"
 	"See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
@@ -168,20 +173,53 @@ static int parse_flags(int argc, char **argv, struct cp_config *c)
 	return 0;
 }
 
-/* The store is ours; a Postgres backend does not exist yet. */
+/* s percent-encoded (all but RFC 3986's unreserved characters) onto b. */
+static void add_uri_part(struct buf *b, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~')
+			buf_addch(b, (char)ch);
+		else
+			buf_addf(b, "%%%02X", ch);
+	}
+}
+
+/* config.md: with DENV_DB unset and DENV_DB_HOST set, the DSN is built
+ * from the DENV_DB_* variables (a host starting with / is a socket
+ * directory). */
+static const char *dsn_from_env(void)
+{
+	const char *pw = env_or("DENV_DB_PASSWORD", NULL);
+	struct buf b = BUF_INIT;
+
+	buf_adds(&b, "postgresql://");
+	add_uri_part(&b, env_or("DENV_DB_USER", "denv"));
+	if (pw) {
+		buf_addch(&b, ':');
+		add_uri_part(&b, pw);
+	}
+	buf_addch(&b, '@');
+	add_uri_part(&b, getenv("DENV_DB_HOST"));
+	buf_addch(&b, ':');
+	add_uri_part(&b, env_or("DENV_DB_PORT", "5432"));
+	buf_addch(&b, '/');
+	add_uri_part(&b, env_or("DENV_DB_NAME", "denv"));
+	buf_adds(&b, "?sslmode=");
+	add_uri_part(&b, env_or("DENV_DB_SSLMODE", "require"));
+	return buf_detach(&b, NULL);
+}
+
 static int check_db(struct cp_config *c)
 {
-	if (!c->db && getenv("DENV_DB_HOST") && *getenv("DENV_DB_HOST")) {
-		fprintf(stderr, "denv-cp: DENV_DB_HOST is set, but Postgres is not supported yet; "
-				"unset it and use -db DIR (the embedded store)\n");
-		return -1;
-	}
+	if (!c->db && getenv("DENV_DB_HOST") && *getenv("DENV_DB_HOST"))
+		c->db = dsn_from_env();
 	if (!c->db)
 		c->db = "denv.db";
-	if (str_has_prefix(c->db, "postgres://") || str_has_prefix(c->db, "postgresql://")) {
-		fprintf(stderr, "denv-cp: -db: Postgres is not supported yet; use -db DIR (the embedded store)\n");
-		return -1;
-	}
+	c->db_shown = st_display_name(c->db);
+	c->files_dir = c->db;
+	if (st_is_remote(c->db))
+		c->files_dir = env_or("DENV_FILES_DIR", "denv.files");
 	if (c->bootstrap_key && !str_has_prefix(c->bootstrap_key, "dak_")) {
 		fprintf(stderr, "denv-cp: DENV_BOOTSTRAP_KEY must start with dak_\n");
 		return -1;
@@ -270,7 +308,7 @@ static void log_listening(const struct cp *cp)
 	int host_len = colon ? (int)(colon - addr) : 0;
 
 	log_info("cp", "listening on %s://%.*s:%d (store %s)", cp->cfg.tls_cert ? "https" : "http",
-		 host_len ? host_len : 7, host_len ? addr : "0.0.0.0", http_server_port(cp->srv), cp->cfg.db);
+		 host_len ? host_len : 7, host_len ? addr : "0.0.0.0", http_server_port(cp->srv), cp->cfg.db_shown);
 }
 
 static int run(struct cp *cp)

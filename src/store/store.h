@@ -117,6 +117,25 @@
  * try), compact or close. done_fn callbacks may commit (the commit lands in
  * the next turn) and may close the store.
  *
+ * PostgreSQL: st_open given a postgres:// or postgresql:// DSN (libpq's URI
+ * form) instead of a directory keeps the durable rows in PostgreSQL
+ * (src/store/pg.h: table denv_rows, schema created and migrated at open, a
+ * newer schema refused, one process per database by an advisory lock).
+ * Everything above about reading holds unchanged, because the rows are
+ * loaded at open into a scratch file store (a fresh directory under
+ * $TMPDIR, removed at close; no fsyncs, no mark) that answers every read
+ * with the same tables and indexes. Writing differs in what "durable"
+ * means: a group of commits (one loop turn's, or all that queued while
+ * the previous group was in flight) is one PostgreSQL transaction, sent
+ * without blocking the loop, and the done_fns run after it has committed;
+ * without a loop st_commit returns after COMMIT. When the server is lost
+ * the group's done_fns (and those queued behind it) hear -1, st_commit
+ * refuses with the reason while the store reconnects (with a loop: after
+ * 100 ms, doubling to 5 s), and the lost group is sent again before any
+ * new commit is accepted, so PostgreSQL converges on what memory holds.
+ * st_failed stays false for that: it is about the local files. opts->repair
+ * is refused; compaction rewrites only the scratch log.
+ *
  * Crashes: a SIGKILL at any point, compaction included, loses nothing that
  * was acknowledged and never leaves a mark that refuses the log
  * (t/unit/store-crash.c). After a power loss, the disk may hold the later
@@ -216,6 +235,11 @@ struct st_db;
  * holds less than its mark says was acknowledged (naming both counts).
  * -1 and e on failure. */
 int st_open(const char *path, const struct st_opts *opts, struct st_db **out, struct err *e);
+
+/* True if path is a PostgreSQL DSN (see "PostgreSQL" above). */
+bool st_is_remote(const char *path);
+/* path for messages: a DSN's password replaced by ***. Caller frees. */
+char *st_display_name(const char *path);
 
 /* Close. Pending commits (with a loop) are fsynced and their done_fn called
  * first. Safe with NULL. With a loop, a flush may still be queued on it: let
