@@ -120,7 +120,8 @@ static void ops_keep_sent(struct stpg *p)
 	if (!s->n)
 		return;
 	s->v = xrealloc(s->v, (s->n + c->n) * sizeof(*s->v));
-	memcpy(s->v + s->n, c->v, c->n * sizeof(*c->v));
+	if (c->n)
+		memcpy(s->v + s->n, c->v, c->n * sizeof(*c->v));
 	s->n += c->n;
 	s->cap = s->n;
 	free(c->v);
@@ -190,6 +191,12 @@ static int migrate(struct stpg *p, struct err *e)
 
 static void on_fd(struct ev *ev, int fd, int revents, void *arg);
 
+/* The server's notices ("already exists, skipping") are for people at psql. */
+static void on_notice(void *arg, const char *msg)
+{
+	log_debug(MOD, "PostgreSQL: %.*s", (int)strcspn(msg, "\n"), msg);
+}
+
 /* Connect (blocking, at most PG_CONNECT_TIMEOUT_S) and take the lock. */
 static int pg_connect(struct stpg *p, struct err *e)
 {
@@ -205,6 +212,7 @@ static int pg_connect(struct stpg *p, struct err *e)
 		pg_err(p, e, "cannot connect", p->conn ? PQerrorMessage(p->conn) : "out of memory");
 		goto fail;
 	}
+	PQsetNoticeProcessor(p->conn, on_notice, NULL);
 	{
 		char sql[96];
 
@@ -422,6 +430,10 @@ static int reconnect(struct stpg *p)
 		return -1;
 	}
 	p->backoff_ms = PG_RETRY_MIN_MS;
+	if (!p->cur.n) {
+		resync_done(0, NULL, p);	/* nothing was lost on the way */
+		return 0;
+	}
 	p->state = PG_RESYNC;
 	start_send(p, resync_done, p);
 	return 0;

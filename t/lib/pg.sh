@@ -4,6 +4,7 @@
 #                              socket in DIR, create database denv; prints
 #                              the DSN (postgresql:///denv?host=DIR&user=...)
 #   sh t/lib/pg.sh stop DIR    stop it (fast), leave DIR for the caller
+#   sh t/lib/pg.sh resume DIR  start a stopped one again
 # DIR must be a fresh directory the caller made (mktemp -d) and removes.
 # As root the server runs as the postgres user (initdb refuses root).
 # Exit 1 with a message on stderr when no server can be started (callers skip).
@@ -32,11 +33,16 @@ start)
 	as "$bin/initdb" -D "$dir/data" -A trust -U "$user" --no-sync >"$dir/initdb.log" 2>&1 ||
 		{ echo "pg.sh: initdb failed: $(tail -n 3 "$dir/initdb.log")" >&2; exit 1; }
 	as "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-		-o "-c listen_addresses='' -k $dir -c fsync=on" start >/dev/null 2>&1 ||
+		-o "-c listen_addresses='' -k $dir" start >/dev/null 2>&1 ||
 		{ echo "pg.sh: the server did not start: $(tail -n 3 "$dir/server.log")" >&2; exit 1; }
 	as "$bin/createdb" -h "$dir" -U "$user" denv ||
 		{ echo "pg.sh: createdb failed" >&2; exit 1; }
 	echo "postgresql:///denv?host=$dir&user=$user"
+	;;
+resume)
+	as "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+		-o "-c listen_addresses='' -k $dir" start >/dev/null 2>&1 ||
+		{ echo "pg.sh: the server did not start again: $(tail -n 3 "$dir/server.log")" >&2; exit 1; }
 	;;
 stop)
 	[ -f "$dir/data/postmaster.pid" ] || exit 0
@@ -44,5 +50,5 @@ stop)
 		as "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1
 	;;
 *)
-	echo "usage: pg.sh start|stop DIR" >&2; exit 1 ;;
+	echo "usage: pg.sh start|stop|resume DIR" >&2; exit 1 ;;
 esac

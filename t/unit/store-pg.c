@@ -1,0 +1,333 @@
+/*
+ * Unit tests: the store on PostgreSQL (src/store/pg.c) against a real
+ * server, a throw-away cluster that t/lib/pg.sh starts in this test's temp
+ * directory (skipped when none can be started). Put, get, scan, delete,
+ * the rows again after a reopen, the schema check, one process per
+ * database, done_fn only after COMMIT, and a lost connection: writes
+ * refused, reconnect, the lost batch sent again.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "base/buf.h"
+#include "base/ev.h"
+#include "base/log.h"
+#include "json/json.h"
+#include "store/store.h"
+#include "tap.h"
+#include "store-util.h"
+
+#define DSN_MAX 512
+#define WAIT_MS 8000		/* longest a test waits for the loop */
+
+static const char *const ix[] = { "TeamID", NULL };
+static char dsn[DSN_MAX];
+
+/* sh t/lib/pg.sh CMD DIR; with out, its first line of stdout. 0 / -1. */
+static int pg_sh(const char *cmd, char *out, size_t n)
+{
+	const char *top = getenv("DENV_TOP");
+	char script[1024];
+	int fds[2], status;
+	pid_t pid;
+	ssize_t got = 0, r;
+	const char *dir;
+
+	snprintf(script, sizeof(script), "%s/t/lib/pg.sh", top && *top ? top : ".");
+	dir = tap_tmpdir();	/* before the fork: the child's would be another */
+	if (pipe(fds) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		execl("/bin/sh", "sh", script, cmd, dir, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	while (out && (size_t)got < n - 1 && (r = read(fds[0], out + got, n - 1 - (size_t)got)) > 0)
+		got += r;
+	close(fds[0]);
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -1;
+	if (out) {
+		out[got] = '\0';
+		out[strcspn(out, "\n")] = '\0';
+	}
+	return 0;
+}
+
+/* Stop the server before tap_done removes its directory. */
+static void __attribute__((noreturn)) bail(void)
+{
+	pg_sh("stop", NULL, 0);
+	exit(tap_done());
+}
+
+/* The test's own connection, to look at and poke the server. */
+static PGconn *admin(void)
+{
+	PGconn *c = PQconnectdb(dsn);
+
+	if (PQstatus(c) != CONNECTION_OK) {
+		fprintf(stderr, "admin connection: %s", PQerrorMessage(c));
+		bail();
+	}
+	return c;
+}
+
+/* The first value of sql's result, as a string ("" on error), malloc'd. */
+static char *q1(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	char *v = xstrdup(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
+
+	PQclear(r);
+	return v;
+}
+
+static bool q1_is(PGconn *c, const char *sql, const char *want)
+{
+	char *v = q1(c, sql);
+	bool same = strcmp(v, want) == 0;
+
+	if (!same)
+		tap_diag("%s: got '%s', want '%s'", sql, v, want);
+	free(v);
+	return same;
+}
+
+static void exec_or_die(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "%s: %s", sql, PQresultErrorMessage(r));
+		bail();
+	}
+	PQclear(r);
+}
+
+static int count_fn(const char *id, const struct json *r, void *arg)
+{
+	(*(int *)arg)++;
+	return 0;
+}
+
+static void test_basic(PGconn *a)
+{
+	struct st_db *db;
+	struct err e;
+	const struct json *r;
+	int n = 0;
+
+	if (!ok(st_open(dsn, NULL, &db, &e) == 0, "open on PostgreSQL"))
+		tap_diag("%s", e.msg);
+	if (!db)
+		bail();
+	ok(st_table(db, "envs", ix, &e) == 0, "declare a table with an index");
+	ok(put1(db, "envs", "e1", "{\"TeamID\":\"t1\",\"Name\":\"one\"}") == 0 &&
+	   put1(db, "envs", "e2", "{\"TeamID\":\"t1\",\"Name\":\"two\"}") == 0 &&
+	   put1(db, "envs", "e3", "{\"TeamID\":\"t2\",\"Name\":\"three\"}") == 0 &&
+	   put1(db, "teams", "t1", "{\"Name\":\"a\"}") == 0, "four puts commit");
+	ok(q1_is(a, "SELECT count(*) FROM denv_rows", "4"), "each put is a row on the server once st_commit returns");
+	r = st_get(db, "envs", "e2");
+	is_str(r ? json_get_str(r, "Name") : NULL, "two", "st_get reads a row back");
+	st_scan(db, "envs", "TeamID", "t1", NULL, count_fn, &n, &e);
+	is_int(n, 2, "the index finds t1's two rows");
+	ok(del1(db, "envs", "e1") == 0, "delete commits");
+	ok(q1_is(a, "SELECT count(*) FROM denv_rows WHERE tbl = 'envs'", "2"), "the delete reached the server");
+	ok(put1(db, "envs", "e2", "{\"TeamID\":\"t2\",\"Name\":\"moved\"}") == 0, "overwrite commits");
+	ok(q1_is(a, "SELECT doc->>'Name' FROM denv_rows WHERE id = 'e2'", "moved"), "the overwrite reached the server");
+	{
+		struct st_db *db2;
+		if (!ok(st_open(dsn, NULL, &db2, &e) < 0 && strstr(e.msg, "another denv-cp"),
+		   "a second open of the same database is refused"))
+			tap_diag("%s", e.msg);
+	}
+	st_close(db);
+
+	if (!ok(st_open(dsn, NULL, &db, &e) == 0, "reopen"))
+		tap_diag("%s", e.msg);
+	if (!db)
+		bail();
+	st_table(db, "envs", ix, &e);
+	ok(!st_get(db, "envs", "e1"), "the deleted row stays deleted after the reopen");
+	r = st_get(db, "envs", "e2");
+	is_str(r ? json_get_str(r, "Name") : NULL, "moved", "the overwritten row is loaded");
+	is_int(st_count(db, "envs", "TeamID", "t2"), 2, "the index is rebuilt from the loaded rows");
+	is_int(st_count(db, "teams", NULL, NULL), 1, "the other table is loaded too");
+	st_close(db);
+}
+
+static void test_schema(PGconn *a)
+{
+	char newer[DSN_MAX + 16];
+	struct st_db *db;
+	struct err e;
+	PGconn *c;
+	char *p = strstr(dsn, "/denv?");
+
+	exec_or_die(a, "CREATE DATABASE newer");
+	snprintf(newer, sizeof(newer), "%.*s/newer%s", (int)(p - dsn), dsn, p + 5);
+	c = PQconnectdb(newer);
+	exec_or_die(c, "CREATE TABLE denv_schema (version integer NOT NULL); INSERT INTO denv_schema VALUES (99)");
+	if (!ok(st_open(newer, NULL, &db, &e) < 0 && strstr(e.msg, "schema version 99, newer than"),
+	   "a newer schema is refused, by name"))
+		tap_diag("%s", e.msg);
+	ok(q1_is(c, "SELECT count(*) FROM pg_tables WHERE tablename = 'denv_rows'", "0"),
+	   "and the database is left untouched");
+	PQfinish(c);
+	ok(q1_is(a, "SELECT max(version) FROM denv_schema", "1"), "the test database is at schema version 1");
+}
+
+struct done {
+	int calls, status;
+	char msg[ERR_MSG_MAX];
+};
+
+static void done_fn(int status, struct err *e, void *arg)
+{
+	struct done *d = arg;
+
+	d->calls++;
+	d->status = status;
+	snprintf(d->msg, sizeof(d->msg), "%s", e ? e->msg : "");
+}
+
+static int commit_async(struct st_db *db, const char *id, struct done *d, struct err *e)
+{
+	struct st_txn *t = st_begin(db);
+
+	st_put(t, "envs", id, row("{\"TeamID\":\"t9\"}"));
+	return st_commit(t, done_fn, d, e);
+}
+
+/* Turn the loop until *flag is set or ms pass. */
+static void run_until(struct ev *ev, const int *flag, int64_t ms)
+{
+	int64_t end = ev_mono_ms() + ms;
+
+	while (!*flag && ev_mono_ms() < end)
+		ev_run_once(ev, 50);
+}
+
+static void run_for(struct ev *ev, int64_t ms)
+{
+	int never = 0;
+
+	run_until(ev, &never, ms);
+}
+
+static const char kill_cp[] =
+	"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'denv-cp'";
+
+static PGconn *test_ack_after_commit(PGconn *a)
+{
+	struct ev *ev = ev_new();
+	struct st_opts o = { .ev = ev };
+	struct st_db *db;
+	struct done d = { 0 };
+	struct err e;
+
+	if (!ok(st_open(dsn, &o, &db, &e) == 0, "open with a loop"))
+		tap_diag("%s", e.msg);
+	if (!db)
+		bail();
+	/* Another session holds the table: our COMMIT cannot happen. */
+	exec_or_die(a, "BEGIN");
+	exec_or_die(a, "LOCK TABLE denv_rows IN ACCESS EXCLUSIVE MODE");
+	ok(commit_async(db, "a1", &d, &e) == 0, "a commit is accepted");
+	ok(st_get(db, "envs", "a1") != NULL, "and visible in memory at once");
+	run_for(ev, 500);
+	is_int(d.calls, 0, "no done_fn while the server has not committed it (500 ms)");
+	exec_or_die(a, "COMMIT");
+	run_until(ev, &d.calls, WAIT_MS);
+	if (!ok(d.calls == 1 && d.status == 0, "done_fn hears 0 once the lock is gone"))
+		tap_diag("%d %s", d.calls, d.msg);
+	ok(q1_is(a, "SELECT count(*) FROM denv_rows WHERE id = 'a1'", "1"), "and by then the row is committed");
+
+	/* The server gone: writes are refused, then accepted again. */
+	PQfinish(a);
+	ok(pg_sh("stop", NULL, 0) == 0, "the server stops");
+	run_for(ev, 300);
+	memset(&d, 0, sizeof(d));
+	if (!ok(commit_async(db, "a2", &d, &e) < 0 && strstr(e.msg, "unreachable"),
+	   "a commit while the connection is lost is refused"))
+		tap_diag("%s", e.msg);
+	ok(pg_sh("resume", NULL, 0) == 0, "the server starts again");
+	a = admin();
+	{
+		int accepted = 0;
+		int64_t end = ev_mono_ms() + WAIT_MS;
+		while (!accepted && ev_mono_ms() < end) {
+			ev_run_once(ev, 100);
+			accepted = commit_async(db, "a3", &d, &e) == 0;
+		}
+		if (!ok(accepted, "after the reconnect commits are accepted again"))
+			tap_diag("%s", e.msg);
+	}
+	run_until(ev, &d.calls, WAIT_MS);
+	if (!ok(d.calls == 1 && d.status == 0, "and acknowledged after COMMIT"))
+		tap_diag("%s", d.msg);
+	ok(q1_is(a, "SELECT count(*) FROM denv_rows WHERE id IN ('a2', 'a3')", "1"),
+	   "the refused write is not on the server, the accepted one is");
+
+	/* Lost with a batch in flight: never acknowledged, sent again later. */
+	memset(&d, 0, sizeof(d));
+	exec_or_die(a, "BEGIN");
+	exec_or_die(a, "LOCK TABLE denv_rows IN ACCESS EXCLUSIVE MODE");
+	ok(commit_async(db, "a4", &d, &e) == 0, "a commit goes out while the table is locked");
+	run_for(ev, 200);
+	ok(q1_is(a, kill_cp, "1"), "the server ends the session with the batch in flight");
+	run_until(ev, &d.calls, WAIT_MS);
+	if (!ok(d.calls == 1 && d.status == -1 && strstr(d.msg, "not known to be committed"),
+	   "done_fn hears -1: not known to be committed"))
+		tap_diag("%d %d %s", d.calls, d.status, d.msg);
+	exec_or_die(a, "COMMIT");
+	{
+		int accepted = 0;
+		int64_t end = ev_mono_ms() + WAIT_MS;
+		struct done d2 = { 0 };
+		while (!accepted && ev_mono_ms() < end) {
+			ev_run_once(ev, 100);
+			accepted = commit_async(db, "a5", &d2, &e) == 0;
+		}
+		run_until(ev, &d2.calls, WAIT_MS);
+		ok(accepted && d2.status == 0, "after the reconnect the store writes again");
+	}
+	ok(q1_is(a, "SELECT count(*) FROM denv_rows WHERE id IN ('a4', 'a5')", "2"),
+	   "the lost batch was sent again: the server holds what memory holds");
+	st_close(db);
+	ev_run_once(ev, 0);
+	ev_free(ev);
+	return a;
+}
+
+int main(void)
+{
+	PGconn *a;
+
+	log_set_level(LOG_ERROR);
+	signal(SIGPIPE, SIG_IGN);
+	if (pg_sh("start", dsn, sizeof(dsn)) < 0) {
+		pg_sh("stop", NULL, 0);
+		return tap_skip_all("no PostgreSQL server could be started (t/lib/pg.sh)");
+	}
+	a = admin();
+	test_basic(a);
+	test_schema(a);
+	a = test_ack_after_commit(a);
+	PQfinish(a);
+	pg_sh("stop", NULL, 0);
+	return tap_done();
+}
