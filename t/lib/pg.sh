@@ -1,7 +1,9 @@
 #!/bin/sh
 # pg.sh: a throw-away PostgreSQL cluster for tests, never the system's.
-#   sh t/lib/pg.sh start DIR   initdb in DIR/data, listen only on a Unix
-#                              socket in DIR, create database denv; prints
+#   sh t/lib/pg.sh start DIR [DB...]
+#                              initdb in DIR/data, listen only on a Unix
+#                              socket in DIR, create database denv (and each
+#                              DB); prints
 #                              the DSN (postgresql:///denv?host=DIR&user=...)
 #   sh t/lib/pg.sh stop DIR    stop it (fast), leave DIR for the caller
 #   sh t/lib/pg.sh resume DIR  start a stopped one again
@@ -35,8 +37,11 @@ start)
 	as "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
 		-o "-c listen_addresses='' -k $dir" start >/dev/null 2>&1 ||
 		{ echo "pg.sh: the server did not start: $(tail -n 3 "$dir/server.log")" >&2; exit 1; }
-	as "$bin/createdb" -h "$dir" -U "$user" denv ||
-		{ echo "pg.sh: createdb failed" >&2; exit 1; }
+	shift 2
+	for db in denv "$@"; do
+		as "$bin/createdb" -h "$dir" -U "$user" "$db" ||
+			{ echo "pg.sh: createdb $db failed" >&2; exit 1; }
+	done
 	echo "postgresql:///denv?host=$dir&user=$user"
 	;;
 resume)
