@@ -287,6 +287,14 @@ def append_records(store, ops_list):
             f.write(payload)
 
 
+def pg_rows(store):
+    """With PostgreSQL: every row now stored, as put ops (no history)."""
+    out = subprocess.run(["psql", "-qAt", "-v", "ON_ERROR_STOP=1", pg_dsn(store), "-c",
+                          "SELECT json_build_object('put', tbl, 'id', id, 'row', doc) FROM denv_rows ORDER BY tbl, id"],
+                         check=True, stdout=subprocess.PIPE).stdout.decode()
+    return [json.loads(line) for line in out.splitlines() if line]
+
+
 def crockford_ulid(ms, n):
     alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
     v = (ms << 80) | n
