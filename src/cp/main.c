@@ -23,6 +23,8 @@ static const char usage_text[] =
 	"  -addr ADDR        listen address (DENV_ADDR; default :8080)\n"
 	"  -db DIR|DSN       store directory, or postgres://user@host/db for PostgreSQL\n"
 	"                    (DENV_DB, or DENV_DB_HOST and the other DENV_DB_*; default denv.db)\n"
+	"  -db-copy FROM TO  copy every row of one store into another, empty one (each a\n"
+	"                    directory or a DSN), check both hold the same, and exit\n"
 	"  -db-repair        keep the good part of a corrupt store log, move the rest aside;\n"
 	"                    open a log shorter than its mark, saying what is lost\n"
 	"  -public-url URL   URL sidecars and browsers use to reach this server\n"
@@ -396,11 +398,56 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.gh_url);
 }
 
+/* denv-cp -db-copy FROM TO: every row of one store into another, empty one
+ * (directory or DSN either way), then both digested, TO after reopening
+ * it, and compared. 0 when they match, 1 otherwise. */
+static int db_copy(const char *from, const char *to)
+{
+	struct st_db *src = NULL, *dst = NULL;
+	struct st_digest a, b;
+	struct err e;
+	char *from_shown = st_display_name(from), *to_shown = st_display_name(to);
+	int rc = 1;
+
+	if (st_open(from, NULL, &src, &e) < 0 || st_open(to, NULL, &dst, &e) < 0 || st_copy(src, dst, &e) < 0 ||
+	    st_digest(src, &a, &e) < 0) {
+		fprintf(stderr, "denv-cp: -db-copy %s %s: %s\n", from_shown, to_shown, e.msg);
+		goto out;
+	}
+	st_close(dst);
+	if (st_open(to, NULL, &dst, &e) < 0 || st_digest(dst, &b, &e) < 0) {
+		fprintf(stderr, "denv-cp: -db-copy: reopening %s to check it: %s\n", to_shown, e.msg);
+		goto out;
+	}
+	if (a.rows != b.rows || a.tables != b.tables || strcmp(a.sha256, b.sha256) != 0) {
+		fprintf(stderr, "denv-cp: -db-copy: %s does not hold what %s holds: %llu rows in %zu tables, sha256 %s "
+			"against %llu rows in %zu tables, sha256 %s\n", to_shown, from_shown,
+			(unsigned long long)b.rows, b.tables, b.sha256, (unsigned long long)a.rows, a.tables, a.sha256);
+		goto out;
+	}
+	printf("copied %llu rows in %zu tables from %s to %s; both hold sha256 %s\n", (unsigned long long)a.rows,
+	       a.tables, from_shown, to_shown, a.sha256);
+	rc = 0;
+out:
+	st_close(src);
+	st_close(dst);
+	free(from_shown);
+	free(to_shown);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct cp cp;
 	int rc;
 
+	if (argc > 1 && str_eq(argv[1], "-db-copy")) {
+		if (argc != 4) {
+			fprintf(stderr, "usage: denv-cp -db-copy FROM TO (each a store directory or a postgres:// DSN)\n");
+			return 2;
+		}
+		return db_copy(argv[2], argv[3]);
+	}
 	memset(&cp, 0, sizeof(cp));
 	config_from_env(&cp.cfg);
 	rc = parse_flags(argc, argv, &cp.cfg);

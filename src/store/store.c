@@ -2168,6 +2168,25 @@ int st_scan(struct st_db *db, const char *table, const char *field, const char *
 	return rc;
 }
 
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int st_tables(struct st_db *db, int (*fn)(const char *table, void *arg), void *arg)
+{
+	const char **names = xcalloc(db->ntables ? db->ntables : 1, sizeof(*names));
+	int rc = 0;
+
+	for (size_t i = 0; i < db->ntables; i++)
+		names[i] = db->tables[i].name;
+	qsort(names, db->ntables, sizeof(*names), name_cmp);
+	for (size_t i = 0; i < db->ntables && rc == 0; i++)
+		rc = fn(names[i], arg);
+	free(names);
+	return rc;
+}
+
 size_t st_count(struct st_db *db, const char *table, const char *field, const char *value)
 {
 	struct st_table *t;

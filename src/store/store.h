@@ -288,6 +288,10 @@ int st_scan(struct st_db *db, const char *table, const char *field, const char *
  * unknown table or unindexed field counts 0. */
 size_t st_count(struct st_db *db, const char *table, const char *field, const char *value);
 
+/* Call fn with the name of every table (declared or with rows), in name
+ * order; fn returns 0 to go on. 0, or what fn returned. */
+int st_tables(struct st_db *db, int (*fn)(const char *table, void *arg), void *arg);
+
 /* ---- writing ---- */
 
 struct st_txn;
@@ -335,6 +339,27 @@ int st_flush(struct st_db *db);
  * st_opts.no_auto_compact). A failure before the rename leaves the store as
  * it was; a failed directory fsync after it makes the store refuse commits. */
 int st_compact(struct st_db *db, struct err *e);
+
+/* ---- moving a store (denv-cp -db-copy; src/store/copy.c) ---- */
+
+/* Rows per transaction when copying (well under ST_TXN_OPS_MAX). */
+#define ST_COPY_TXN_OPS 10000
+
+/* What a store holds, for comparing two: rows, tables with rows, and the
+ * SHA-256 (hex) of every table name, id and row (as json_write writes it)
+ * in name and id order. Two stores with the same rows digest the same
+ * whatever their backends and histories. */
+struct st_digest {
+	uint64_t rows;
+	size_t tables;
+	char sha256[65];
+};
+int st_digest(struct st_db *db, struct st_digest *out, struct err *e);
+
+/* Put every row of from into to (which must hold no rows), in
+ * transactions of at most ST_COPY_TXN_OPS rows. Both opened without a loop.
+ * 0 / -1 (to may then hold part of the rows). */
+int st_copy(struct st_db *from, struct st_db *to, struct err *e);
 
 /* ---- state ---- */
 

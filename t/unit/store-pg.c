@@ -313,6 +313,55 @@ static PGconn *test_ack_after_commit(PGconn *a)
 	return a;
 }
 
+/* file store -> PostgreSQL -> file store: same rows, same digest; more rows
+ * than one copy transaction holds; a target with rows is refused. */
+static void test_copy(PGconn *a)
+{
+	enum { N = ST_COPY_TXN_OPS * 2 + 7 };
+	char *src_dir = dir_named("copy-src"), *back_dir = dir_named("copy-back");
+	char copydsn[DSN_MAX + 16];
+	char *p = strstr(dsn, "/denv?");
+	struct st_db *src, *pg, *back;
+	struct st_digest d1, d2, d3;
+	struct err e;
+	struct st_txn *t;
+
+	exec_or_die(a, "CREATE DATABASE copy");
+	snprintf(copydsn, sizeof(copydsn), "%.*s/copy%s", (int)(p - dsn), dsn, p + 5);
+	if (st_open(src_dir, NULL, &src, &e) < 0)
+		bail();
+	t = st_begin(src);
+	for (int i = 0; i < N; i++) {
+		char id[32], js[96];
+		snprintf(id, sizeof(id), "e%06d", i);
+		snprintf(js, sizeof(js), "{\"TeamID\":\"t%d\",\"N\":%d,\"S\":\"\\u00e9'\\\\\"}", i % 7, i);
+		st_put(t, i % 3 ? "envs" : "events", id, row(js));
+	}
+	ok(st_commit(t, NULL, NULL, &e) == 0, "a file store with %d rows", N);
+	ok(st_open(copydsn, NULL, &pg, &e) == 0, "an empty PostgreSQL database");
+	if (!ok(st_copy(src, pg, &e) == 0, "copy file store -> PostgreSQL"))
+		tap_diag("%s", e.msg);
+	st_close(pg);
+	ok(q1_is(a, "SELECT 1", "1"), "(admin still connected)");
+	st_open(copydsn, NULL, &pg, &e);
+	st_digest(src, &d1, &e);
+	st_digest(pg, &d2, &e);
+	ok(d1.rows == N && d2.rows == N && d1.tables == 2 && d2.tables == 2, "both hold %d rows in 2 tables", N);
+	is_str(d2.sha256, d1.sha256, "and the same digest after reopening the database");
+	ok(st_open(back_dir, NULL, &back, &e) == 0 && st_copy(pg, back, &e) == 0, "copy PostgreSQL -> file store");
+	st_digest(back, &d3, &e);
+	is_str(d3.sha256, d1.sha256, "the round trip keeps the digest");
+	ok(st_copy(src, back, &e) < 0 && strstr(e.msg, "already holds rows"), "a target with rows is refused");
+	put1(back, "envs", "e000001", "{\"changed\":true}");
+	st_digest(back, &d3, &e);
+	ok(strcmp(d3.sha256, d1.sha256) != 0, "one changed row changes the digest");
+	st_close(back);
+	st_close(pg);
+	st_close(src);
+	free(src_dir);
+	free(back_dir);
+}
+
 int main(void)
 {
 	PGconn *a;
@@ -327,6 +376,7 @@ int main(void)
 	test_basic(a);
 	test_schema(a);
 	a = test_ack_after_commit(a);
+	test_copy(a);
 	PQfinish(a);
 	pg_sh("stop", NULL, 0);
 	return tap_done();
