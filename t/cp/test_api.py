@@ -27,7 +27,7 @@ BOOT_KEY = "dak_integration_bootstrap_key_0123456789"
 CONSOLE = "http://console.example"
 BULLETS = "\u2022\u2022\u2022"
 PG_DSN = os.environ.get("DENV_TEST_PG_DSN")
-PG_DBS = {"store": "denv", "gh": "gh", "gen": "gen"}
+PG_DBS = {"store": "denv", "gh": "gh", "gen": "gen", "moved": "moved"}
 PHASES = ["resolve", "place", "provision", "join", "prepare", "start",
           "health", "warm", "snapshot", "ingress", "verdict"]
 
@@ -72,7 +72,8 @@ def db_args(store):
 
 
 class Server:
-    def __init__(self, store, env=None, args=None):
+    def __init__(self, store, env=None, args=None, db=None):
+        """db: this -db instead of the store's own ("": no -db at all)."""
         self.store = store
         self.errpath = store + ".stderr"
         e = dict(os.environ)
@@ -80,7 +81,10 @@ class Server:
             if k.startswith("DENV_"):
                 del e[k]
         e.update(env or {})
-        dbflag, dbenv = db_args(store)
+        if db is not None:
+            dbflag, dbenv = (["-db", db] if db else []), {}
+        else:
+            dbflag, dbenv = db_args(store)
         e.update(dbenv)
         self.err = open(self.errpath, "ab")
         self.start = self.err.tell()  # this run's part of the file
@@ -983,6 +987,43 @@ def test_truncated_store(tmp, store):
     s.stop()
 
 
+def test_pg_copy(tmp, store):
+    """-db-copy moves the suite's store from PostgreSQL to a file store and
+    back into another database; each copy serves the bootstrap key, the last
+    one reached through DENV_DB_HOST and the other DENV_DB_* variables."""
+    import urllib.parse
+    e = {k: v for k, v in os.environ.items() if not k.startswith("DENV_")}
+    moved = os.path.join(tmp, "moved-dir")
+    p = subprocess.run([BIN, "-db-copy", pg_dsn(store), moved], env=e, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    out = p.stdout.decode()
+    m = re.search(r"copied (\d+) rows in (\d+) tables .* both hold sha256 ([0-9a-f]{64})", out)
+    ok(p.returncode == 0 and m and int(m.group(1)) > 200, "-db-copy PostgreSQL -> file store, checked",
+       (p.returncode, out, p.stderr.decode()[-500:]))
+    digest = m.group(3) if m else None
+    s = Server(os.path.join(tmp, "moved-run"), {}, db=moved)
+    st, doc, _ = s.call("GET", "/v1/me", key=BOOT_KEY)
+    ok(st == 200 and doc["team"]["Name"] == "acme", "the file store copy serves the bootstrap key", (st, doc))
+    is_(s.stop(), 0, "and stops")
+    p = subprocess.run([BIN, "-db-copy", moved, pg_dsn("moved")], env=e, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    out = p.stdout.decode()
+    ok(p.returncode == 0 and digest and digest in out, "-db-copy file store -> PostgreSQL: the same digest",
+       (p.returncode, out, p.stderr.decode()[-500:]))
+    p = subprocess.run([BIN, "-db-copy", moved, pg_dsn("moved")], env=e, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    ok(p.returncode == 1 and "already holds rows" in p.stderr.decode(), "-db-copy into a store with rows: exit 1",
+       (p.returncode, p.stderr.decode()[-300:]))
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(PG_DSN).query)
+    env = {"DENV_DB_HOST": q["host"][0], "DENV_DB_USER": q["user"][0], "DENV_DB_NAME": "moved",
+           "DENV_FILES_DIR": os.path.join(tmp, "moved-files")}
+    s = Server(os.path.join(tmp, "moved-env"), env, db="")
+    st, doc, _ = s.call("GET", "/v1/me", key=BOOT_KEY)
+    ok(st == 200 and doc["team"]["Name"] == "acme", "DENV_DB_HOST (a socket directory), DENV_DB_USER, DENV_DB_NAME: "
+       "denv-cp serves the copy", (st, doc))
+    is_(s.stop(), 0, "and stops")
+
+
 def test_flags(tmp):
     def run(args, env=None):
         e = {k: v for k, v in os.environ.items() if not k.startswith("DENV_")}
@@ -1086,6 +1127,7 @@ def main():
         s = None
         if PG_DSN:
             print("# PostgreSQL: the cut-log and -db-repair checks are the file store's; skipped")
+            test_pg_copy(tmp, store)
         else:
             test_truncated_store(tmp, store)
         test_github_configured(tmp)

@@ -12,7 +12,7 @@ fi
 tmp=$(mktemp -d) || exit 1
 trap 'sh "$top/t/lib/pg.sh" stop "$tmp"; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
-if ! dsn=$(sh "$top/t/lib/pg.sh" start "$tmp" gh gen 2>"$tmp/pg.err"); then
+if ! dsn=$(sh "$top/t/lib/pg.sh" start "$tmp" gh gen moved 2>"$tmp/pg.err"); then
 	echo "1..0 # SKIP no PostgreSQL server could be started: $(head -n 1 "$tmp/pg.err")"
 	exit 0
 fi
