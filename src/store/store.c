@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -2645,18 +2646,6 @@ static int pg_load_row(const char *tbl, const char *id, const char *doc, size_t 
 	return 0;
 }
 
-/* The scratch directory: TMPDIR (or /tmp)/denv-cp-pg-XXXXXX. */
-static int scratch_dir(char *out, size_t n, struct err *e)
-{
-	const char *tmp = getenv("TMPDIR");
-
-	if (snprintf(out, n, "%s/denv-cp-pg-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= (int)n)
-		return err_set(e, "store: TMPDIR is too long");
-	if (!mkdtemp(out))
-		return err_errno(e, "store: make a scratch directory %s", out);
-	return 0;
-}
-
 static void scratch_remove(struct st_db *db)
 {
 	const char *const paths[] = { db->log_path, db->tmp_path, db->new_path, db->lock_path,
@@ -2667,6 +2656,58 @@ static void scratch_remove(struct st_db *db)
 			unlink(paths[i]);
 	if (db->dir && rmdir(db->dir) < 0)
 		log_warn(MOD, "remove scratch directory %s: %s", db->dir, strerror(errno));
+}
+
+/* Scratch directories of processes that died without closing (SIGKILL, a
+ * crash): their lock file is no longer flock'ed by anyone. A live one's is,
+ * so it is left alone. Best effort: a failure only leaves files behind. */
+static void scratch_sweep(const char *tmp)
+{
+	DIR *d = opendir(tmp);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		static const char *const names[] = { "log", "log.compact", "log.new", "mark", "mark.new", "lock" };
+		char path[PATH_MAX], lock[PATH_MAX];
+		int fd;
+
+		if (strncmp(de->d_name, "denv-cp-pg-", 11) != 0 || strlen(de->d_name) != 17)
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", tmp, de->d_name) >= (int)sizeof(path) ||
+		    snprintf(lock, sizeof(lock), "%s/lock", path) >= (int)sizeof(lock))
+			continue;
+		fd = open(lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;	/* no lock file yet: maybe being created right now */
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+				char f[PATH_MAX];
+				if (snprintf(f, sizeof(f), "%s/%s", path, names[i]) < (int)sizeof(f))
+					unlink(f);
+			}
+			if (rmdir(path) == 0)
+				log_info(MOD, "removed %s, left by a denv-cp that did not close its store", path);
+		}
+		close(fd);
+	}
+	closedir(d);
+}
+
+/* The scratch directory: TMPDIR (or /tmp)/denv-cp-pg-XXXXXX (after sweeping
+ * away those of dead processes). */
+static int scratch_dir(char *out, size_t n, struct err *e)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	tmp = tmp && *tmp ? tmp : "/tmp";
+	scratch_sweep(tmp);
+	if (snprintf(out, n, "%s/denv-cp-pg-XXXXXX", tmp) >= (int)n)
+		return err_set(e, "store: TMPDIR is too long");
+	if (!mkdtemp(out))
+		return err_errno(e, "store: make a scratch directory %s", out);
+	return 0;
 }
 
 /* A store on PostgreSQL: a scratch file store filled from the server, with

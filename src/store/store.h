@@ -123,7 +123,8 @@
  * newer schema refused, one process per database by an advisory lock).
  * Everything above about reading holds unchanged, because the rows are
  * loaded at open into a scratch file store (a fresh directory under
- * $TMPDIR, removed at close; no fsyncs, no mark) that answers every read
+ * $TMPDIR, removed at close, and swept at the next open when a process
+ * died without closing; no fsyncs, no mark) that answers every read
  * with the same tables and indexes. Writing differs in what "durable"
  * means: a group of commits (one loop turn's, or all that queued while
  * the previous group was in flight) is one PostgreSQL transaction, sent

@@ -6,10 +6,15 @@
  * database, done_fn only after COMMIT, and a lost connection: writes
  * refused, reconnect, the lost batch sent again.
  */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -362,6 +367,50 @@ static void test_copy(PGconn *a)
 	free(back_dir);
 }
 
+static int scratch_dirs(const char *tmp)
+{
+	DIR *d = opendir(tmp);
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d)))
+		n += strncmp(de->d_name, "denv-cp-pg-", 11) == 0;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* One scratch directory under TMPDIR while a store is open, none after; one
+ * that a dead process left (its lock free) is swept at the next open, one
+ * whose lock is held is not. */
+static void test_scratch(const char *tmp)
+{
+	char stale[PATH_MAX], live[PATH_MAX], f[PATH_MAX + 8];
+	struct st_db *db;
+	struct err e;
+	int fd;
+
+	is_int(scratch_dirs(tmp), 0, "no scratch directory after the stores closed");
+	snprintf(stale, sizeof(stale), "%s/denv-cp-pg-STALE1", tmp);
+	snprintf(live, sizeof(live), "%s/denv-cp-pg-LIVE01", tmp);
+	mkdir(stale, 0700);
+	mkdir(live, 0700);
+	snprintf(f, sizeof(f), "%s/log", stale);
+	close(open(f, O_CREAT | O_WRONLY, 0600));
+	snprintf(f, sizeof(f), "%s/lock", stale);
+	close(open(f, O_CREAT | O_WRONLY, 0600));
+	snprintf(f, sizeof(f), "%s/lock", live);
+	fd = open(f, O_CREAT | O_RDWR, 0600);
+	flock(fd, LOCK_EX);
+	ok(st_open(dsn, NULL, &db, &e) == 0, "open");
+	ok(access(stale, F_OK) < 0, "a dead process's scratch directory is swept");
+	ok(access(live, F_OK) == 0, "a live one's (lock held) is left");
+	is_int(scratch_dirs(tmp), 2, "the open store has its own");
+	st_close(db);
+	is_int(scratch_dirs(tmp), 1, "and removes it at close");
+	close(fd);
+}
+
 int main(void)
 {
 	PGconn *a;
@@ -372,11 +421,18 @@ int main(void)
 		pg_sh("stop", NULL, 0);
 		return tap_skip_all("no PostgreSQL server could be started (t/lib/pg.sh)");
 	}
+	{
+		static char tmp[PATH_MAX];
+		snprintf(tmp, sizeof(tmp), "%s/scratch", tap_tmpdir());
+		mkdir(tmp, 0700);
+		setenv("TMPDIR", tmp, 1);
+	}
 	a = admin();
 	test_basic(a);
 	test_schema(a);
 	a = test_ack_after_commit(a);
 	test_copy(a);
+	test_scratch(getenv("TMPDIR"));
 	PQfinish(a);
 	pg_sh("stop", NULL, 0);
 	return tap_done();
