@@ -54,6 +54,7 @@ struct stpg {
 	struct ev_timer retry;
 	int64_t backoff_ms;
 	struct err down_err;	/* why commits are refused */
+	bool connecting;	/* a non-blocking reconnect is under way */
 	int dispatching;	/* inside a callback: stpg_close waits */
 	bool close_pending;
 };
@@ -198,20 +199,14 @@ static void on_notice(void *arg, const char *msg)
 }
 
 /* Connect (blocking, at most PG_CONNECT_TIMEOUT_S) and take the lock. */
-static int pg_connect(struct stpg *p, struct err *e)
+static const char *const conn_kw[] = { "dbname", "connect_timeout", "application_name", NULL };
+
+/* On a fresh connection: take the lock, then watch the socket (with a loop). */
+static int connected(struct stpg *p, struct err *e)
 {
-	static const char *const kw[] = { "dbname", "connect_timeout", "application_name", NULL };
-	char timeout[16];
-	const char *val[] = { p->dsn, timeout, "denv-cp", NULL };
 	PGresult *r;
 	bool locked;
 
-	snprintf(timeout, sizeof(timeout), "%d", PG_CONNECT_TIMEOUT_S);
-	p->conn = PQconnectdbParams(kw, val, 1);
-	if (!p->conn || PQstatus(p->conn) != CONNECTION_OK) {
-		pg_err(p, e, "cannot connect", p->conn ? PQerrorMessage(p->conn) : "out of memory");
-		goto fail;
-	}
 	PQsetNoticeProcessor(p->conn, on_notice, NULL);
 	{
 		char sql[96];
@@ -242,8 +237,26 @@ fail:
 	return -1;
 }
 
+/* Connect, blocking (at most PG_CONNECT_TIMEOUT_S): at open, and for tools. */
+static int pg_connect(struct stpg *p, struct err *e)
+{
+	char timeout[16];
+	const char *val[] = { p->dsn, timeout, "denv-cp", NULL };
+
+	snprintf(timeout, sizeof(timeout), "%d", PG_CONNECT_TIMEOUT_S);
+	p->conn = PQconnectdbParams(conn_kw, val, 1);
+	if (!p->conn || PQstatus(p->conn) != CONNECTION_OK) {
+		pg_err(p, e, "cannot connect", p->conn ? PQerrorMessage(p->conn) : "out of memory");
+		PQfinish(p->conn);
+		p->conn = NULL;
+		return -1;
+	}
+	return connected(p, e);
+}
+
 static void disconnect(struct stpg *p)
 {
+	p->connecting = false;
 	if (p->fd >= 0 && p->ev)
 		ev_fd_del(p->ev, p->fd);
 	p->fd = -1;
@@ -417,11 +430,11 @@ static void resync_done(int status, struct err *e, void *arg)
 static void start_send(struct stpg *p, stpg_done_fn fn, void *arg);
 
 /* Back-off reconnect; once connected, the kept ops go out before anything new. */
-static int reconnect(struct stpg *p)
+static int reconnect_done(struct stpg *p, int rc, struct err *ep)
 {
-	struct err e;
+	struct err e = *ep;
 
-	if (pg_connect(p, &e) < 0) {
+	if (rc < 0) {
 		log_warn(MOD, "%s", e.msg);
 		if (strstr(e.msg, "another denv-cp")) {
 			p->state = PG_DEAD;
@@ -439,16 +452,103 @@ static int reconnect(struct stpg *p)
 	return 0;
 }
 
+static int reconnect(struct stpg *p)
+{
+	struct err e;
+	int rc = pg_connect(p, &e);
+
+	return reconnect_done(p, rc, &e);
+}
+
+static void retry_later(struct stpg *p)
+{
+	if (p->state != PG_DOWN)
+		return;
+	p->backoff_ms = p->backoff_ms * 2 > PG_RETRY_MAX_MS ? PG_RETRY_MAX_MS : p->backoff_ms * 2;
+	ev_timer_start(p->ev, &p->retry, p->backoff_ms, retry_cb, p);
+}
+
+/* With a loop the reconnect never blocks it: PQconnectStartParams, then
+ * PQconnectPoll whenever the socket is ready, the retry timer as deadline
+ * (PQconnectPoll ignores connect_timeout). */
+static void connect_fail(struct stpg *p, const char *msg)
+{
+	struct err e;
+
+	pg_err(p, &e, "cannot connect", msg);
+	if (p->fd >= 0)
+		ev_fd_del(p->ev, p->fd);
+	p->fd = -1;
+	p->connecting = false;
+	ev_timer_stop(p->ev, &p->retry);
+	PQfinish(p->conn);
+	p->conn = NULL;
+	reconnect_done(p, -1, &e);
+	retry_later(p);
+}
+
+static void on_connect(struct ev *ev, int fd, int revents, void *arg)
+{
+	struct stpg *p = arg;
+	PostgresPollingStatusType st = PQconnectPoll(p->conn);
+	struct err e;
+	int rc;
+
+	if (st == PGRES_POLLING_FAILED) {
+		connect_fail(p, PQerrorMessage(p->conn));
+		return;
+	}
+	if (PQsocket(p->conn) != p->fd) {
+		/* libpq may move to another socket (the next address, SSL off). */
+		ev_fd_del(ev, p->fd);
+		p->fd = PQsocket(p->conn);
+		if (ev_fd_add(ev, p->fd, EV_READ, on_connect, p) < 0) {
+			connect_fail(p, "cannot watch the socket");
+			return;
+		}
+	}
+	if (st == PGRES_POLLING_READING || st == PGRES_POLLING_WRITING) {
+		ev_fd_set(ev, p->fd, st == PGRES_POLLING_READING ? EV_READ : EV_WRITE);
+		return;
+	}
+	ev_fd_del(ev, p->fd);
+	p->fd = -1;
+	p->connecting = false;
+	ev_timer_stop(ev, &p->retry);
+	rc = connected(p, &e);
+	if (reconnect_done(p, rc, &e) < 0)
+		retry_later(p);
+}
+
+static void connect_start(struct stpg *p)
+{
+	const char *val[] = { p->dsn, "0", "denv-cp", NULL };
+
+	p->conn = PQconnectStartParams(conn_kw, val, 1);
+	if (!p->conn || PQstatus(p->conn) == CONNECTION_BAD) {
+		connect_fail(p, p->conn ? PQerrorMessage(p->conn) : "out of memory");
+		return;
+	}
+	p->fd = PQsocket(p->conn);
+	if (p->fd < 0 || ev_fd_add(p->ev, p->fd, EV_WRITE, on_connect, p) < 0) {
+		p->fd = -1;
+		connect_fail(p, "cannot watch the socket");
+		return;
+	}
+	p->connecting = true;
+	ev_timer_start(p->ev, &p->retry, PG_CONNECT_TIMEOUT_S * 1000, retry_cb, p);
+}
+
 static void retry_cb(struct ev *ev, void *arg)
 {
 	struct stpg *p = arg;
 
-	if (p->state != PG_DOWN || reconnect(p) == 0)
+	if (p->connecting) {
+		connect_fail(p, "timed out");
 		return;
-	if (p->state != PG_DOWN)
-		return;
-	p->backoff_ms = p->backoff_ms * 2 > PG_RETRY_MAX_MS ? PG_RETRY_MAX_MS : p->backoff_ms * 2;
-	ev_timer_start(ev, &p->retry, p->backoff_ms, retry_cb, p);
+	}
+	if (p->state == PG_DOWN)
+		connect_start(p);
 }
 
 int stpg_ready(struct stpg *p, struct err *e)

@@ -9,7 +9,8 @@
  * PostgreSQL transaction (stpg_put/stpg_del collect it, stpg_send sends
  * it); with a loop it is sent with libpq's non-blocking calls and its
  * result read when the socket is readable, so the loop never waits on the
- * server except to connect.
+ * server; reconnects are non-blocking too (PQconnectStartParams and
+ * PQconnectPoll on the loop). Only the first connection, at open, blocks.
  *
  * A failed batch (server gone, connection lost, an SQL error) is kept:
  * upserts and deletes of whole rows are idempotent, so after the reconnect
@@ -36,7 +37,7 @@ struct stpg;
  * a newer one refused. */
 #define PG_SCHEMA_VERSION 1
 #define PG_LOCK_KEY 0x64656e76L		/* "denv": pg_try_advisory_lock's key */
-#define PG_CONNECT_TIMEOUT_S 5		/* each connection attempt */
+#define PG_CONNECT_TIMEOUT_S 5		/* each connection attempt (and the wait for a batch at close) */
 #define PG_RETRY_MIN_MS 100		/* reconnect back-off: first wait, doubling */
 #define PG_RETRY_MAX_MS 5000		/* ... up to this */
 #define PG_BATCH_MAX ((size_t)1 << 30)	/* SQL text of one batch */
