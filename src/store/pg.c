@@ -199,7 +199,11 @@ static void on_notice(void *arg, const char *msg)
 }
 
 /* Connect (blocking, at most PG_CONNECT_TIMEOUT_S) and take the lock. */
-static const char *const conn_kw[] = { "dbname", "connect_timeout", "application_name", NULL };
+/* Ours first, the DSN last: what the DSN says wins (libpq: later overrides
+ * earlier). TCP keepalives notice a dead server or path on an idle
+ * connection within about 30 s. */
+static const char *const conn_kw[] = { "connect_timeout", "application_name", "keepalives_idle",
+				       "keepalives_interval", "keepalives_count", "dbname", NULL };
 
 /* On a fresh connection: take the lock, then watch the socket (with a loop). */
 static int connected(struct stpg *p, struct err *e)
@@ -241,7 +245,7 @@ fail:
 static int pg_connect(struct stpg *p, struct err *e)
 {
 	char timeout[16];
-	const char *val[] = { p->dsn, timeout, "denv-cp", NULL };
+	const char *val[] = { timeout, "denv-cp", "15", "5", "3", p->dsn, NULL };
 
 	snprintf(timeout, sizeof(timeout), "%d", PG_CONNECT_TIMEOUT_S);
 	p->conn = PQconnectdbParams(conn_kw, val, 1);
@@ -522,7 +526,7 @@ static void on_connect(struct ev *ev, int fd, int revents, void *arg)
 
 static void connect_start(struct stpg *p)
 {
-	const char *val[] = { p->dsn, "0", "denv-cp", NULL };
+	const char *val[] = { "0", "denv-cp", "15", "5", "3", p->dsn, NULL };
 
 	p->conn = PQconnectStartParams(conn_kw, val, 1);
 	if (!p->conn || PQstatus(p->conn) == CONNECTION_BAD) {
