@@ -367,6 +367,111 @@ static void test_copy(PGconn *a)
 	free(back_dir);
 }
 
+static int scratch_dirs(const char *tmp);
+
+/* The child of test_kill: commit rows k0, k1, ... on a loop, one per turn
+ * and several in flight, and write each id to fd once its done_fn says 0. */
+struct killer {
+	struct st_db *db;
+	int fd, next;
+};
+
+static void killer_done(int status, struct err *e, void *arg);
+
+static void killer_commit(struct killer *k)
+{
+	struct st_txn *t = st_begin(k->db);
+	struct err e;
+	char id[32];
+	int *n = xmalloc(sizeof(*n));
+
+	*n = k->next++;
+	snprintf(id, sizeof(id), "k%07d", *n);
+	st_put(t, "kill", id, row("{\"v\":1}"));
+	if (st_commit(t, killer_done, n, &e) < 0)
+		_exit(3);
+}
+
+static void killer_done(int status, struct err *e, void *arg)
+{
+	static struct killer *k;
+	int *n = arg;
+
+	if (!arg) {
+		k = (struct killer *)e;	/* set-up call: remember the state */
+		return;
+	}
+	if (status == 0 && write(k->fd, n, sizeof(*n)) != (ssize_t)sizeof(*n))
+		_exit(4);
+	free(n);
+	killer_commit(k);
+}
+
+static void __attribute__((noreturn)) killer_main(int fd)
+{
+	struct ev *ev = ev_new();
+	struct st_opts o = { .ev = ev };
+	struct killer k = { NULL, fd, 0 };
+	struct err e;
+
+	if (st_open(dsn, &o, &k.db, &e) < 0)
+		_exit(5);
+	killer_done(0, (struct err *)&k, NULL);
+	for (int i = 0; i < 8; i++)
+		killer_commit(&k);
+	for (;;)
+		ev_run_once(ev, 100);
+}
+
+/* SIGKILL a writer at a random moment, KILL_ROUNDS times: every id it was
+ * told is committed is on the server. */
+#define KILL_ROUNDS 10
+static void test_kill(PGconn *a)
+{
+	int lost = 0, acked = 0;
+
+	srand((unsigned)getpid());
+	for (int round = 0; round < KILL_ROUNDS; round++) {
+		int fds[2], n, status;
+		pid_t pid;
+
+		exec_or_die(a, "DELETE FROM denv_rows WHERE tbl = 'kill'");
+		if (pipe(fds) < 0)
+			bail();
+		pid = fork();
+		if (pid == 0) {
+			close(fds[0]);
+			killer_main(fds[1]);
+		}
+		close(fds[1]);
+		usleep(200000 + (useconds_t)(rand() % 300000));
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		while (read(fds[0], &n, sizeof(n)) == (ssize_t)sizeof(n)) {
+			char sql[128];
+			char *v;
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM denv_rows WHERE tbl = 'kill' AND id = 'k%07d'", n);
+			v = q1(a, sql);
+			lost += strcmp(v, "1") != 0;
+			acked++;
+			free(v);
+		}
+		close(fds[0]);
+	}
+	ok(acked > KILL_ROUNDS, "the killed writers were told of %d commits", acked);
+	is_int(lost, 0, "none of them is missing on the server after SIGKILL");
+	{
+		struct st_db *db;
+		struct err e;
+		const char *tmp = getenv("TMPDIR");
+
+		is_int(scratch_dirs(tmp), 1, "the last killed writer's scratch directory is left");
+		ok(st_open(dsn, NULL, &db, &e) == 0, "the next open");
+		st_close(db);
+		is_int(scratch_dirs(tmp), 0, "swept it");
+	}
+}
+
 static int scratch_dirs(const char *tmp)
 {
 	DIR *d = opendir(tmp);
@@ -433,6 +538,7 @@ int main(void)
 	a = test_ack_after_commit(a);
 	test_copy(a);
 	test_scratch(getenv("TMPDIR"));
+	test_kill(a);
 	PQfinish(a);
 	pg_sh("stop", NULL, 0);
 	return tap_done();
