@@ -344,6 +344,7 @@ struct st_db {
 	struct st_pending *inflight;	/* done_fns of the batch on its way to pg */
 	size_t ninflight;
 	bool pg_waiting;		/* a batch is in flight */
+	size_t inflight_cached;		/* rows cached when it was sent: its done_fns may use them */
 };
 
 struct st_op {
@@ -606,6 +607,30 @@ static void cache_drop(struct st_db *db, struct st_row *r)
 }
 
 static void cache_add(struct st_db *db, struct st_row *r, struct json *doc);
+
+/* Free the first n cached rows (those read before a PostgreSQL batch was
+ * sent, once its done_fns have run); the later ones move to the front. */
+static void cache_release_first(struct st_db *db, size_t n)
+{
+	size_t keep;
+
+	if (n > db->ncache)
+		n = db->ncache;
+	for (size_t i = 0; i < n; i++) {
+		struct st_row *r = db->cache[i];
+		if (!r)
+			continue;
+		json_free(r->json);
+		r->json = NULL;
+		r->cidx = 0;
+	}
+	keep = db->ncache - n;
+	memmove(db->cache, db->cache + n, keep * sizeof(*db->cache));
+	for (size_t i = 0; i < keep; i++)
+		if (db->cache[i])
+			db->cache[i]->cidx = (uint32_t)(i + 1);
+	db->ncache = keep;
+}
 
 /* Free every cached parsed row (the end of their lifetime, store.h). */
 static void cache_release(struct st_db *db)
@@ -2554,6 +2579,7 @@ static void pg_flush(struct st_db *db)
 		return;
 	}
 	db->pg_waiting = true;
+	db->inflight_cached = db->ncache;
 	stpg_send(db->pg, pg_sent, db);
 }
 
@@ -2586,9 +2612,15 @@ static void pg_sent(int status, struct err *e, void *arg)
 		call_all(list, n, -1, &why);
 	}
 	if (tok->db && !db->pg_waiting) {
-		if (db->release_after_flush && !tok->queued) {
+		/* The rows read before this batch went out have served its
+		 * done_fns. Later ones wait for their own batch, unless none
+		 * waits (store.h, "Pointers": a turn's rows outlive its commits'
+		 * done_fns, with PostgreSQL as with the file store). */
+		if (db->release_after_flush && !tok->queued && !db->npending) {
 			db->release_after_flush = false;
 			cache_release(db);
+		} else if (db->release_after_flush) {
+			cache_release_first(db, db->inflight_cached);
 		}
 		if (db->ev && !db->closing)
 			pg_flush(db);

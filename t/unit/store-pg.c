@@ -233,6 +233,58 @@ static void run_for(struct ev *ev, int64_t ms)
 	run_until(ev, &never, ms);
 }
 
+/* A done_fn that reads a row pointer taken in its commit's turn. */
+struct keep {
+	const struct json *row;
+	int calls;
+	char name[32];
+};
+
+static void keep_done(int status, struct err *e, void *arg)
+{
+	struct keep *k = arg;
+	const char *n = json_get_str(k->row, "Name");
+
+	snprintf(k->name, sizeof(k->name), "%s", n ? n : "");
+	k->calls++;
+}
+
+/* store.h, "Pointers": rows read in a commit's turn live until its done_fn
+ * has run, also when that takes several turns and a second batch waits
+ * behind the first (under ASan a freed row would be a failure). */
+static void test_pointers(PGconn *a)
+{
+	struct ev *ev = ev_new();
+	struct st_opts o = { .ev = ev };
+	struct st_db *db;
+	struct keep k1 = { 0 }, k2 = { 0 };
+	struct st_txn *t;
+	struct err e;
+
+	if (st_open(dsn, &o, &db, &e) < 0)
+		bail();
+	st_table(db, "envs", ix, &e);
+	exec_or_die(a, "BEGIN");
+	exec_or_die(a, "LOCK TABLE denv_rows IN ACCESS EXCLUSIVE MODE");
+	k1.row = st_get(db, "teams", "t1");
+	t = st_begin(db);
+	st_put(t, "envs", "p1", row("{\"TeamID\":\"t3\"}"));
+	st_commit(t, keep_done, &k1, &e);
+	run_for(ev, 200);	/* the first batch is out, waiting on the lock */
+	k2.row = st_get(db, "envs", "e3");
+	t = st_begin(db);
+	st_put(t, "envs", "p2", row("{\"TeamID\":\"t3\"}"));
+	st_commit(t, keep_done, &k2, &e);
+	run_for(ev, 200);
+	exec_or_die(a, "COMMIT");
+	run_until(ev, &k2.calls, WAIT_MS);
+	ok(k1.calls == 1 && strcmp(k1.name, "a") == 0, "the first done_fn reads the row of its turn");
+	ok(k2.calls == 1 && strcmp(k2.name, "three") == 0, "the second, queued behind it, reads its own");
+	st_close(db);
+	ev_run_once(ev, 0);
+	ev_free(ev);
+}
+
 static const char kill_cp[] =
 	"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'denv-cp'";
 
@@ -536,6 +588,7 @@ int main(void)
 	test_basic(a);
 	test_schema(a);
 	a = test_ack_after_commit(a);
+	test_pointers(a);
 	test_copy(a);
 	test_scratch(getenv("TMPDIR"));
 	test_kill(a);
