@@ -19,6 +19,8 @@ fi
 
 cmd=${1:-}
 dir=${2:-}
+# A stop for a directory already gone (removed with its server's data) is done.
+[ "$cmd" = stop ] && [ -n "$dir" ] && [ ! -d "$dir" ] && exit 0
 [ -n "$dir" ] && [ -d "$dir" ] || { echo "usage: pg.sh start|stop DIR" >&2; exit 1; }
 
 if [ "$(id -u)" = 0 ]; then

@@ -71,6 +71,28 @@ static int pg_sh(const char *cmd, char *out, size_t n)
 	return 0;
 }
 
+/* A child that stops the server when this process ends however it ends
+ * (a sanitizer's abort included): it waits for EOF on a pipe whose write
+ * end only this process holds (close-on-exec: not the server's). */
+static void watchdog(void)
+{
+	int fds[2];
+	char c;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return;
+	pid = fork();
+	if (pid == 0) {
+		close(fds[1]);
+		while (read(fds[0], &c, 1) < 0)
+			;
+		pg_sh("stop", NULL, 0);
+		_exit(0);
+	}
+	close(fds[0]);	/* fds[1] stays open until this process is gone */
+}
+
 /* Stop the server before tap_done removes its directory. */
 static void __attribute__((noreturn)) bail(void)
 {
@@ -578,6 +600,7 @@ int main(void)
 		pg_sh("stop", NULL, 0);
 		return tap_skip_all("no PostgreSQL server could be started (t/lib/pg.sh)");
 	}
+	watchdog();
 	{
 		static char tmp[PATH_MAX];
 		snprintf(tmp, sizeof(tmp), "%s/scratch", tap_tmpdir());
