@@ -4,8 +4,9 @@ Starts bin/denv-cp on a temporary store, drives every route over HTTP with
 the standard library only, restarts it on the same store, and prints TAP.
 Run by t/integ/cp-api.sh, and by t/integ/cp-api-pg.sh with the store on
 PostgreSQL: DENV_TEST_PG_DSN then names a database (denv) of a throw-away
-cluster that also has databases gh and gen; each temporary store below
-becomes the database of its name, and the parts that only make sense for
+cluster that also has the other databases of PG_DBS (t/lib/pg-suite.sh);
+each temporary store of this and the other cp suites becomes the database
+PG_DBS maps its name to, and the parts that only make sense for
 the file store's log (the cut log, -db-repair) are skipped.
 """
 import json
@@ -27,7 +28,7 @@ BOOT_KEY = "dak_integration_bootstrap_key_0123456789"
 CONSOLE = "http://console.example"
 BULLETS = "\u2022\u2022\u2022"
 PG_DSN = os.environ.get("DENV_TEST_PG_DSN")
-PG_DBS = {"store": "denv", "gh": "gh", "gen": "gen", "moved": "moved"}
+PG_DBS = {"store": "denv", "gh": "gh", "gen": "gen", "moved": "moved", "store2": "store2"}
 PHASES = ["resolve", "place", "provision", "join", "prepare", "start",
           "health", "warm", "snapshot", "ingress", "verdict"]
 

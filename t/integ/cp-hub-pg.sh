@@ -1,22 +1,4 @@
 #!/bin/sh
-# cp-hub-pg.sh: the host hub and orchestrator suite (t/cp/test_hub.py) with
-# the store on PostgreSQL: a throw-away cluster (t/lib/pg.sh), stopped at the end.
-set -u
-top=${DENV_TOP:-$PWD}
-py="$top/python/.venv/bin/python"
-if [ ! -x "$top/bin/denv-cp" ]; then
-	echo "1..0 # SKIP bin/denv-cp is not built"
-	exit 0
-fi
-if [ ! -x "$py" ] || ! "$py" -c 'import websockets' 2>/dev/null; then
-	echo "1..0 # SKIP python/.venv with websockets is not set up"
-	exit 0
-fi
-tmp=$(mktemp -d) || exit 1
-trap 'sh "$top/t/lib/pg.sh" stop "$tmp"; rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-if ! dsn=$(sh "$top/t/lib/pg.sh" start "$tmp" 2>"$tmp/pg.err"); then
-	echo "1..0 # SKIP no PostgreSQL server could be started: $(head -n 1 "$tmp/pg.err")"
-	exit 0
-fi
-DENV_TOP="$top" DENV_TEST_PG_DSN="$dsn" "$py" "$top/t/cp/test_hub.py"
+# cp-hub-pg.sh: the host hub and orchestrator suite (t/cp/test_hub.py) with the store on a
+# throw-away PostgreSQL cluster (t/lib/pg-suite.sh).
+exec sh "${DENV_TOP:-$PWD}/t/lib/pg-suite.sh" test_hub.py
