@@ -19,6 +19,9 @@ build-essential:/usr/bin/make
 pkgconf:/usr/bin/pkg-config
 libssl-dev:/usr/include/openssl/ssl.h
 zlib1g-dev:/usr/include/zlib.h
+libpq-dev:/usr/include/postgresql/libpq-fe.h
+postgresql:/usr/lib/postgresql/15/bin/initdb
+postgresql-client:/usr/bin/psql
 libncurses-dev:/usr/include/curses.h
 clang:/usr/bin/clang
 libclang-rt-14-dev:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a

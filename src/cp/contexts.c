@@ -38,7 +38,7 @@ int cp_context_path(const struct cp *cp, const char *team_id, const char *digest
 {
 	if (!is_digest(digest) || !*team_id)
 		return -1;
-	if (snprintf(out, n, "%s/contexts/%s/%s.tar", cp->cfg.db, team_id, digest) >= (int)n)
+	if (snprintf(out, n, "%s/contexts/%s/%s.tar", cp->cfg.files_dir, team_id, digest) >= (int)n)
 		return -1;
 	return 0;
 }
@@ -74,7 +74,7 @@ static void h_context_put(struct cp *cp, struct http_req *req)
 		cp_fail(req, 400, "context: the body's sha256 is %s, not %s", sum, digest);
 		return;
 	}
-	snprintf(dir, sizeof(dir), "%s/contexts/%s", cp->cfg.db, who.team_id);
+	snprintf(dir, sizeof(dir), "%s/contexts/%s", cp->cfg.files_dir, who.team_id);
 	err_clear(&e);
 	if (cp_context_path(cp, who.team_id, digest, path, sizeof(path)) < 0 || fs_mkdir_p(dir, 0700, &e) < 0 ||
 	    fs_write_atomic(path, body, len, 0600, &e) < 0) {

@@ -133,7 +133,9 @@
 
 struct cp_config {
 	const char *addr;
-	const char *db;
+	const char *db;			/* a store directory or a postgres:// DSN */
+	const char *db_shown;		/* db for messages: a DSN's password as *** */
+	const char *files_dir;		/* build contexts: db, or DENV_FILES_DIR with PostgreSQL */
 	bool db_repair;
 	const char *public_url;		/* no trailing slash */
 	bool public_url_given;		/* -public-url or DENV_PUBLIC_URL was set, not the default */

@@ -43,7 +43,7 @@ int cp_db_open(struct cp *cp, struct err *e)
 	opts.ev = cp->ev;
 	opts.repair = cp->cfg.db_repair;
 	if (st_open(cp->cfg.db, &opts, &cp->db, e) < 0)
-		return err_prefix(e, "store %s", cp->cfg.db);
+		return err_prefix(e, "store %s", cp->cfg.db_shown);
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		if (st_table(cp->db, tables[i].name, tables[i].index, e) < 0)
 			return err_prefix(e, "store table %s", tables[i].name);

@@ -1,5 +1,6 @@
 /* main.c: denv-cp's flags and environment (config.md, denv-cp(8)), start-up,
  * and graceful shutdown on SIGINT/SIGTERM. */
+#include <ctype.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/buf.h"
 #include "base/ev.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -20,7 +22,10 @@ static const char usage_text[] =
 	"\n"
 	"flags (each falls back to the environment variable shown):\n"
 	"  -addr ADDR        listen address (DENV_ADDR; default :8080)\n"
-	"  -db DIR           store directory (DENV_DB; default denv.db)\n"
+	"  -db DIR|DSN       store directory, or postgres://user@host/db for PostgreSQL\n"
+	"                    (DENV_DB, or DENV_DB_HOST and the other DENV_DB_*; default denv.db)\n"
+	"  -db-copy FROM TO  copy every row of one store into another, empty one (each a\n"
+	"                    directory or a DSN), check both hold the same, and exit\n"
 	"  -db-repair        keep the good part of a corrupt store log, move the rest aside;\n"
 	"                    open a log shorter than its mark, saying what is lost\n"
 	"  -public-url URL   URL sidecars and browsers use to reach this server\n"
@@ -49,7 +54,8 @@ static const char usage_text[] =
 	"DENV_GITHUB_URL, DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_E2B_API_URL,\n"
 	"DENV_DAYTONA_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC,\n"
 	"DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC,\n"
-	"DENV_SANDBOX_IDLE_TTL, DENV_SANDBOX_MAX_TTL.\n"
+	"DENV_SANDBOX_IDLE_TTL, DENV_SANDBOX_MAX_TTL, DENV_DB_HOST, DENV_DB_PORT,\n"
+	"DENV_DB_NAME, DENV_DB_USER, DENV_DB_PASSWORD, DENV_DB_SSLMODE, DENV_FILES_DIR.\n"
 	"See denv-cp(8).\n";
 
 static const char *env_or(const char *name, const char *fallback)
@@ -207,20 +213,53 @@ static int ttl_flag(const char *name, const char *v, int64_t def, int64_t *out)
 	return -1;
 }
 
-/* The store is ours; a Postgres backend does not exist yet. */
+/* s percent-encoded (all but RFC 3986's unreserved characters) onto b. */
+static void add_uri_part(struct buf *b, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~')
+			buf_addch(b, (char)ch);
+		else
+			buf_addf(b, "%%%02X", ch);
+	}
+}
+
+/* config.md: with DENV_DB unset and DENV_DB_HOST set, the DSN is built
+ * from the DENV_DB_* variables (a host starting with / is a socket
+ * directory). */
+static const char *dsn_from_env(void)
+{
+	const char *pw = env_or("DENV_DB_PASSWORD", NULL);
+	struct buf b = BUF_INIT;
+
+	buf_adds(&b, "postgresql://");
+	add_uri_part(&b, env_or("DENV_DB_USER", "denv"));
+	if (pw) {
+		buf_addch(&b, ':');
+		add_uri_part(&b, pw);
+	}
+	buf_addch(&b, '@');
+	add_uri_part(&b, getenv("DENV_DB_HOST"));
+	buf_addch(&b, ':');
+	add_uri_part(&b, env_or("DENV_DB_PORT", "5432"));
+	buf_addch(&b, '/');
+	add_uri_part(&b, env_or("DENV_DB_NAME", "denv"));
+	buf_adds(&b, "?sslmode=");
+	add_uri_part(&b, env_or("DENV_DB_SSLMODE", "require"));
+	return buf_detach(&b, NULL);
+}
+
 static int check_db(struct cp_config *c)
 {
-	if (!c->db && getenv("DENV_DB_HOST") && *getenv("DENV_DB_HOST")) {
-		fprintf(stderr, "denv-cp: DENV_DB_HOST is set, but Postgres is not supported yet; "
-				"unset it and use -db DIR (the embedded store)\n");
-		return -1;
-	}
+	if (!c->db && getenv("DENV_DB_HOST") && *getenv("DENV_DB_HOST"))
+		c->db = dsn_from_env();
 	if (!c->db)
 		c->db = "denv.db";
-	if (str_has_prefix(c->db, "postgres://") || str_has_prefix(c->db, "postgresql://")) {
-		fprintf(stderr, "denv-cp: -db: Postgres is not supported yet; use -db DIR (the embedded store)\n");
-		return -1;
-	}
+	c->db_shown = st_display_name(c->db);
+	c->files_dir = c->db;
+	if (st_is_remote(c->db))
+		c->files_dir = env_or("DENV_FILES_DIR", "denv.files");
 	if (c->bootstrap_key && !str_has_prefix(c->bootstrap_key, "dak_")) {
 		fprintf(stderr, "denv-cp: DENV_BOOTSTRAP_KEY must start with dak_\n");
 		return -1;
@@ -312,7 +351,7 @@ static void log_listening(const struct cp *cp)
 	int host_len = colon ? (int)(colon - addr) : 0;
 
 	log_info("cp", "listening on %s://%.*s:%d (store %s)", cp->cfg.tls_cert ? "https" : "http",
-		 host_len ? host_len : 7, host_len ? addr : "0.0.0.0", http_server_port(cp->srv), cp->cfg.db);
+		 host_len ? host_len : 7, host_len ? addr : "0.0.0.0", http_server_port(cp->srv), cp->cfg.db_shown);
 }
 
 static int run(struct cp *cp)
@@ -405,11 +444,56 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.gh_url);
 }
 
+/* denv-cp -db-copy FROM TO: every row of one store into another, empty one
+ * (directory or DSN either way), then both digested, TO after reopening
+ * it, and compared. 0 when they match, 1 otherwise. */
+static int db_copy(const char *from, const char *to)
+{
+	struct st_db *src = NULL, *dst = NULL;
+	struct st_digest a, b;
+	struct err e;
+	char *from_shown = st_display_name(from), *to_shown = st_display_name(to);
+	int rc = 1;
+
+	if (st_open(from, NULL, &src, &e) < 0 || st_open(to, NULL, &dst, &e) < 0 || st_copy(src, dst, &e) < 0 ||
+	    st_digest(src, &a, &e) < 0) {
+		fprintf(stderr, "denv-cp: -db-copy %s %s: %s\n", from_shown, to_shown, e.msg);
+		goto out;
+	}
+	st_close(dst);
+	if (st_open(to, NULL, &dst, &e) < 0 || st_digest(dst, &b, &e) < 0) {
+		fprintf(stderr, "denv-cp: -db-copy: reopening %s to check it: %s\n", to_shown, e.msg);
+		goto out;
+	}
+	if (a.rows != b.rows || a.tables != b.tables || strcmp(a.sha256, b.sha256) != 0) {
+		fprintf(stderr, "denv-cp: -db-copy: %s does not hold what %s holds: %llu rows in %zu tables, sha256 %s "
+			"against %llu rows in %zu tables, sha256 %s\n", to_shown, from_shown,
+			(unsigned long long)b.rows, b.tables, b.sha256, (unsigned long long)a.rows, a.tables, a.sha256);
+		goto out;
+	}
+	printf("copied %llu rows in %zu tables from %s to %s; both hold sha256 %s\n", (unsigned long long)a.rows,
+	       a.tables, from_shown, to_shown, a.sha256);
+	rc = 0;
+out:
+	st_close(src);
+	st_close(dst);
+	free(from_shown);
+	free(to_shown);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct cp cp;
 	int rc;
 
+	if (argc > 1 && str_eq(argv[1], "-db-copy")) {
+		if (argc != 4) {
+			fprintf(stderr, "usage: denv-cp -db-copy FROM TO (each a store directory or a postgres:// DSN)\n");
+			return 2;
+		}
+		return db_copy(argv[2], argv[3]);
+	}
 	memset(&cp, 0, sizeof(cp));
 	config_from_env(&cp.cfg);
 	rc = parse_flags(argc, argv, &cp.cfg);

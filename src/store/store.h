@@ -117,6 +117,26 @@
  * try), compact or close. done_fn callbacks may commit (the commit lands in
  * the next turn) and may close the store.
  *
+ * PostgreSQL: st_open given a postgres:// or postgresql:// DSN (libpq's URI
+ * form) instead of a directory keeps the durable rows in PostgreSQL
+ * (src/store/pg.h: table denv_rows, schema created and migrated at open, a
+ * newer schema refused, one process per database by an advisory lock).
+ * Everything above about reading holds unchanged, because the rows are
+ * loaded at open into a scratch file store (a fresh directory under
+ * $TMPDIR, removed at close, and swept at the next open when a process
+ * died without closing; no fsyncs, no mark) that answers every read
+ * with the same tables and indexes. Writing differs in what "durable"
+ * means: a group of commits (one loop turn's, or all that queued while
+ * the previous group was in flight) is one PostgreSQL transaction, sent
+ * without blocking the loop, and the done_fns run after it has committed;
+ * without a loop st_commit returns after COMMIT. When the server is lost
+ * the group's done_fns (and those queued behind it) hear -1, st_commit
+ * refuses with the reason while the store reconnects (with a loop: after
+ * 100 ms, doubling to 5 s), and the lost group is sent again before any
+ * new commit is accepted, so PostgreSQL converges on what memory holds.
+ * st_failed stays false for that: it is about the local files. opts->repair
+ * is refused; compaction rewrites only the scratch log.
+ *
  * Crashes: a SIGKILL at any point, compaction included, loses nothing that
  * was acknowledged and never leaves a mark that refuses the log
  * (t/unit/store-crash.c). After a power loss, the disk may hold the later
@@ -217,6 +237,11 @@ struct st_db;
  * -1 and e on failure. */
 int st_open(const char *path, const struct st_opts *opts, struct st_db **out, struct err *e);
 
+/* True if path is a PostgreSQL DSN (see "PostgreSQL" above). */
+bool st_is_remote(const char *path);
+/* path for messages: a DSN's password replaced by ***. Caller frees. */
+char *st_display_name(const char *path);
+
 /* Close. Pending commits (with a loop) are fsynced and their done_fn called
  * first. Safe with NULL. With a loop, a flush may still be queued on it: let
  * the loop turn once more before ev_free, or that small token leaks. */
@@ -263,6 +288,10 @@ int st_scan(struct st_db *db, const char *table, const char *field, const char *
 /* Rows in table (field NULL) or in the index entry field = value. An
  * unknown table or unindexed field counts 0. */
 size_t st_count(struct st_db *db, const char *table, const char *field, const char *value);
+
+/* Call fn with the name of every table (declared or with rows), in name
+ * order; fn returns 0 to go on. 0, or what fn returned. */
+int st_tables(struct st_db *db, int (*fn)(const char *table, void *arg), void *arg);
 
 /* ---- writing ---- */
 
@@ -311,6 +340,27 @@ int st_flush(struct st_db *db);
  * st_opts.no_auto_compact). A failure before the rename leaves the store as
  * it was; a failed directory fsync after it makes the store refuse commits. */
 int st_compact(struct st_db *db, struct err *e);
+
+/* ---- moving a store (denv-cp -db-copy; src/store/copy.c) ---- */
+
+/* Rows per transaction when copying (well under ST_TXN_OPS_MAX). */
+#define ST_COPY_TXN_OPS 10000
+
+/* What a store holds, for comparing two: rows, tables with rows, and the
+ * SHA-256 (hex) of every table name, id and row (as json_write writes it)
+ * in name and id order. Two stores with the same rows digest the same
+ * whatever their backends and histories. */
+struct st_digest {
+	uint64_t rows;
+	size_t tables;
+	char sha256[65];
+};
+int st_digest(struct st_db *db, struct st_digest *out, struct err *e);
+
+/* Put every row of from into to (which must hold no rows), in
+ * transactions of at most ST_COPY_TXN_OPS rows. Both opened without a loop.
+ * 0 / -1 (to may then hold part of the rows). */
+int st_copy(struct st_db *from, struct st_db *to, struct err *e);
 
 /* ---- state ---- */
 
