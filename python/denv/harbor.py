@@ -2,21 +2,33 @@
 
 A task with ``environment/docker-compose.yaml`` (or ``.yml``) is deployed as the
 environment ``harbor-<session>`` of the project ``sandboxes``; a task with
-``[environment] docker_image`` becomes one sandbox from that image. The agent,
-the oracle and the verifier all run in service ``main``.
+``[environment] docker_image`` becomes one sandbox from that image; a task with
+only ``environment/Dockerfile`` is built on the target host (a one-service
+compose file with ``build:``). The agent, the oracle and a shared verifier all
+run in service ``main``. A separate verifier (``[verifier] environment_mode =
+"separate"``) is a second DenvEnvironment that Harbor itself creates from
+``tests/`` after the agent's environment is stopped: it is its own denv
+environment, built from ``tests/Dockerfile`` with the tests inside the image.
+
+Attempts of one task (``-k N``) fork the version the first attempt prepared,
+keyed on the task's digest, instead of deploying (and building) again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
+import yaml
 from harbor.environments.base import BaseEnvironment, ExecResult
-from harbor.environments.capabilities import EnvironmentCapabilities
+from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
 from harbor.environments.definition import require_agent_environment_definition
+from harbor.models.trial.config import ResourceMode
 
 from denv.client import Client, DenvError, shell_command
 
@@ -27,11 +39,23 @@ START_TIMEOUT = 900
 COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml")
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 TASK_DIRS = ("/tests", "/solution", "/app")
-DOCKERFILE_ONLY = (
-    "denv: this task has only a Dockerfile. Set [environment] docker_image in "
-    "task.toml (or add a compose file) until denv ships host-side builds."
-)
+PERSISTED = ("/app", "/logs")
+# A built image's own command may exit; the agent needs the service to stay up.
+IDLE_CMD = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+STORAGE_POLICIES = ("refuse", "ignore")
 _NAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+
+# task digest -> version id of the environment the first attempt prepared
+# (deployed, healthy, before any agent ran); one lock per digest so that
+# concurrent attempts wait for that version instead of building in parallel.
+_PREPARED: dict[str, str] = {}
+_PREPARED_LOCKS: dict[str, threading.Lock] = {}
+_PREPARED_GUARD = threading.Lock()
+
+
+class DenvRefusal(RuntimeError):
+    """denv cannot run this task as asked; raised from start() so that Harbor
+    records it on the trial (never from the constructor, which ends the job)."""
 
 
 def env_name_for(session_id: str) -> str:
@@ -40,10 +64,16 @@ def env_name_for(session_id: str) -> str:
     return name[:63].rstrip("-._") or "harbor"
 
 
+def _lock_for(key: str) -> threading.Lock:
+    with _PREPARED_GUARD:
+        return _PREPARED_LOCKS.setdefault(key, threading.Lock())
+
+
 class DenvEnvironment(BaseEnvironment):
     """A Harbor environment that runs on denv."""
 
-    def __init__(self, environment_dir: Path, *args: Any, client: Client | None = None, **kwargs: Any) -> None:
+    def __init__(self, environment_dir: Path, *args: Any, client: Client | None = None,
+                 storage: str = "refuse", **kwargs: Any) -> None:
         env_dir = Path(environment_dir)
         # State that capabilities and _validate_definition read must exist
         # before BaseEnvironment.__init__ calls them.
@@ -52,6 +82,11 @@ class DenvEnvironment(BaseEnvironment):
         )
         self._client: Client | None = client
         self._env_id: str | None = None
+        self._gpu_refusal: str | None = None
+        self.forked_from: str | None = None  # the prepared version this attempt forked
+        if storage not in STORAGE_POLICIES:
+            raise ValueError(f"denv: --ek storage={storage!r}: use one of {', '.join(STORAGE_POLICIES)}")
+        self._storage_policy = storage
         super().__init__(env_dir, *args, **kwargs)
 
     # ---- what Harbor asks of a backend ----
@@ -64,9 +99,20 @@ class DenvEnvironment(BaseEnvironment):
     def capabilities(self) -> EnvironmentCapabilities:
         return EnvironmentCapabilities(disable_internet=True, docker_compose=True)
 
+    @classmethod
+    def resource_capabilities(cls) -> EnvironmentResourceCapabilities:
+        # cpus and mem_limit are hard ceilings on the service; denv reserves
+        # nothing, so Harbor refuses --cpus/--memory request or guarantee.
+        return EnvironmentResourceCapabilities(cpu_limit=True, memory_limit=True, fractional_cpus=True)
+
     @property
     def _uses_compose(self) -> bool:
         return self._compose_path is not None
+
+    @property
+    def _dockerfile_only(self) -> bool:
+        return (self._compose_path is None and not self.task_env_config.docker_image
+                and (self.environment_dir / "Dockerfile").is_file())
 
     @classmethod
     def preflight(cls, kwargs: dict[str, Any] | None = None) -> None:
@@ -78,10 +124,43 @@ class DenvEnvironment(BaseEnvironment):
         if self._compose_path is not None or self.task_env_config.docker_image:
             return
         if (self.environment_dir / "Dockerfile").is_file():
-            raise ValueError(DOCKERFILE_ONLY)
+            return
         require_agent_environment_definition(
             self.environment_dir, docker_image=self.task_env_config.docker_image
         )
+
+    def _validate_gpu_support(self) -> None:
+        # Harbor's check raises from the constructor, which ends the whole
+        # job; the refusal is kept and raised from start() (one trial fails).
+        if self._effective_gpus > 0:
+            self._gpu_refusal = (
+                f"denv: this task asks for {self._effective_gpus} GPU(s) and denv has no GPU "
+                "passthrough yet; refused"
+            )
+
+    def refusal(self) -> str | None:
+        """Why denv will not run this task, or None."""
+        if self._gpu_refusal:
+            return self._gpu_refusal
+        if getattr(self.task_env_config, "tpu", None) is not None:
+            return "denv: this task asks for a TPU and denv has none; refused"
+        storage = self._effective_storage_mb
+        if storage and self._storage_policy == "refuse":
+            return (f"denv: this task asks for storage_mb = {storage} and denv has no disk cap to "
+                    "enforce it; refused (--ek storage=ignore runs it without one)")
+        return None
+
+    def caps(self) -> dict[str, Any]:
+        """The compose caps of service ``main``: Harbor's values as hard limits
+        (``--cpus``/``--memory`` ``limit`` or ``auto``; ``ignore`` drops them)."""
+        out: dict[str, Any] = {}
+        cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT)
+        mem = self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
+        if cpus:
+            out["cpus"] = float(cpus)
+        if mem:
+            out["mem_limit"] = f"{int(mem)}m"
+        return out
 
     @property
     def client(self) -> Client:
@@ -106,31 +185,93 @@ class DenvEnvironment(BaseEnvironment):
                 return "allow"
         return "deny"
 
-    def _start_sync(self) -> None:
-        c = self.client
+    def _volumes(self) -> list[str]:
+        volumes = list(PERSISTED)
+        workdir = self.task_env_config.workdir
+        if workdir and workdir not in volumes:
+            volumes.append(workdir)
+        return volumes
+
+    def compose_text(self) -> str:
+        """The compose file this task is deployed as (the image form without
+        caps goes through POST /v1/sandboxes instead and has none)."""
         if self._compose_path is not None:
-            c.ensure_project(PROJECT)
-            dep = c.deploy(
-                PROJECT, self._compose_path.read_text(), env=env_name_for(self.session_id),
-                timeout_sec=START_TIMEOUT,
-            )
-            self._env_id = str(dep.get("EnvID") or "")
-            if not self._env_id:
-                raise RuntimeError(f"denv: deployment {dep.get('ID')} names no environment")
+            doc = yaml.safe_load(self._compose_path.read_text()) or {}
+            main = ((doc.get("services") or {}).get(SERVICE)) if isinstance(doc, dict) else None
+            if isinstance(main, dict):
+                for k, v in self.caps().items():
+                    main.setdefault(k, v)
+            return yaml.safe_dump(doc, sort_keys=False)
+        svc: dict[str, Any] = {}
+        if self.task_env_config.docker_image:
+            svc["image"] = self.task_env_config.docker_image
         else:
+            svc["build"] = {"context": ".", "dockerfile": "Dockerfile"}
+        svc["command"] = IDLE_CMD
+        env = self._startup_env()
+        if env:
+            svc["environment"] = {str(k): str(v) for k, v in env.items()}
+        paths = self._volumes()
+        svc["volumes"] = [f"v{i}:{p}" for i, p in enumerate(paths)]
+        svc.update(self.caps())
+        doc = {"x-denv": {"egress": self.egress()}, "services": {SERVICE: svc},
+               "volumes": {f"v{i}": {} for i in range(len(paths))}}
+        return yaml.safe_dump(doc, sort_keys=False)
+
+    def task_digest(self, compose: str) -> str:
+        """What attempts of one task share: the definition's content (Harbor's
+        environment_id hashes the directory) and the compose file it becomes."""
+        h = hashlib.sha256()
+        for part in (self.client.server, self.environment_id, compose):
+            b = part.encode()
+            h.update(len(b).to_bytes(8, "big") + b)
+        return h.hexdigest()
+
+    def _deploy(self, c: Client, compose: str | None) -> None:
+        name = env_name_for(self.session_id)
+        if compose is None:
             image = self.task_env_config.docker_image
             assert image
-            volumes = ["/app", "/logs"]
-            workdir = self.task_env_config.workdir
-            if workdir and workdir not in volumes:
-                volumes.append(workdir)
             sbx = c.sandbox(
                 image=image, cmd=["sleep", "infinity"], env=self._startup_env() or None,
-                egress=self.egress(), volumes=volumes, timeout_sec=START_TIMEOUT,
+                egress=self.egress(), volumes=self._volumes(), timeout_sec=START_TIMEOUT, name=name,
             )
             self._env_id = sbx.id
+            return
+        c.ensure_project(PROJECT)
+        dep = c.deploy(PROJECT, compose, env=name, timeout_sec=START_TIMEOUT, base_dir=self.environment_dir)
+        self._env_id = str(dep.get("EnvID") or "")
+        if not self._env_id:
+            raise RuntimeError(f"denv: deployment {dep.get('ID')} names no environment")
+
+    def _fork_or_deploy(self, c: Client, compose: str | None) -> None:
+        key = self.task_digest(compose or f"image {self.task_env_config.docker_image} {self._startup_env()}")
+        with _lock_for(key):
+            version = _PREPARED.get(key)
+            if version:
+                try:
+                    sbx = c.sandbox(from_version=version, name=env_name_for(self.session_id),
+                                    timeout_sec=START_TIMEOUT)
+                    self._env_id, self.forked_from = sbx.id, version
+                    self.logger.info(f"denv: forked the prepared version {version} (task {key[:12]})")
+                    return
+                except DenvError as e:
+                    self.logger.warning(f"denv: forking {version} failed ({e}); deploying again")
+                    _PREPARED.pop(key, None)
+            self._deploy(c, compose)
+            version = c.current_version(self.env_id)
+            if version:
+                _PREPARED[key] = version
+
+    def _start_sync(self) -> None:
+        why = self.refusal()
+        if why:
+            raise DenvRefusal(why)
+        c = self.client
+        plain_image = (self._compose_path is None and not self._dockerfile_only and not self.caps())
+        self._fork_or_deploy(c, None if plain_image else self.compose_text())
         dirs = " ".join(LOG_DIRS + TASK_DIRS)
-        r = c.exec(self._env_id, SERVICE, shell_command(
+        r = c.exec(self.env_id, SERVICE, shell_command(
             f"mkdir -p {dirs} && chmod 777 {' '.join(LOG_DIRS)}"), timeout_sec=120)
         if r.exit_code != 0:
             raise RuntimeError(f"denv: creating Harbor's directories failed ({r.exit_code}): {r.stderr.strip()}")
