@@ -82,7 +82,7 @@ class DenvEnvironment(BaseEnvironment):
         )
         self._client: Client | None = client
         self._env_id: str | None = None
-        self._gpu_refusal: str | None = None
+        self._refusals: list[str] = []
         self.forked_from: str | None = None  # the prepared version this attempt forked
         if storage not in STORAGE_POLICIES:
             raise ValueError(f"denv: --ek storage={storage!r}: use one of {', '.join(STORAGE_POLICIES)}")
@@ -129,21 +129,37 @@ class DenvEnvironment(BaseEnvironment):
             self.environment_dir, docker_image=self.task_env_config.docker_image
         )
 
+    # Harbor's capability checks raise from the constructor, and an exception
+    # there ends the whole job (Trial.create is outside the trial's own error
+    # handling); each refusal is kept and raised from start() instead, where
+    # Harbor records it on that trial alone.
+
+    def _defer(self, check: Any) -> None:
+        try:
+            check()
+        except (RuntimeError, ValueError) as e:
+            self._refusals.append(f"denv: {e}")
+
     def _validate_gpu_support(self) -> None:
-        # Harbor's check raises from the constructor, which ends the whole
-        # job; the refusal is kept and raised from start() (one trial fails).
         if self._effective_gpus > 0:
-            self._gpu_refusal = (
+            self._refusals.append(
                 f"denv: this task asks for {self._effective_gpus} GPU(s) and denv has no GPU "
                 "passthrough yet; refused"
             )
 
+    def _validate_tpu_support(self) -> None:
+        self._defer(super()._validate_tpu_support)
+
+    def _validate_network_policy_support(self) -> None:
+        self._defer(super()._validate_network_policy_support)
+
+    def _validate_windows_support(self) -> None:
+        self._defer(super()._validate_windows_support)
+
     def refusal(self) -> str | None:
         """Why denv will not run this task, or None."""
-        if self._gpu_refusal:
-            return self._gpu_refusal
-        if getattr(self.task_env_config, "tpu", None) is not None:
-            return "denv: this task asks for a TPU and denv has none; refused"
+        if self._refusals:
+            return "; ".join(self._refusals)
         storage = self._effective_storage_mb
         if storage and self._storage_policy == "refuse":
             return (f"denv: this task asks for storage_mb = {storage} and denv has no disk cap to "
