@@ -25,10 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from harbor.environments.base import BaseEnvironment, ExecResult
-from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
-from harbor.environments.definition import require_agent_environment_definition
-from harbor.models.trial.config import ResourceMode
+
+try:
+    from harbor.environments.base import BaseEnvironment, ExecResult
+    from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
+    from harbor.environments.definition import require_agent_environment_definition
+    from harbor.models.trial.config import ResourceMode
+except ImportError as _e:  # pragma: no cover - depends on the Python running it
+    raise ImportError(
+        "denv.harbor needs Harbor 0.26 or later, which needs Python 3.12 or later: "
+        "pip install 'denv[harbor]' on such a Python (on 3.11 the extra installs without Harbor)"
+    ) from _e
 
 from denv.client import Client, DenvError, shell_command
 
