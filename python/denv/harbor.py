@@ -37,7 +37,7 @@ except ImportError as _e:  # pragma: no cover - depends on the Python running it
         "pip install 'denv[harbor]' on such a Python (on 3.11 the extra installs without Harbor)"
     ) from _e
 
-from denv.client import Client, DenvError, shell_command
+from denv.client import Client, DenvError, Sandbox, shell_command
 
 SERVICE = "main"
 PROJECT = "sandboxes"
@@ -50,6 +50,7 @@ PERSISTED = ("/app", "/logs")
 # A built image's own command may exit; the agent needs the service to stay up.
 IDLE_CMD = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 STORAGE_POLICIES = ("refuse", "ignore")
+NAME_MAX = 63  # denv's environment names
 _NAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 
 # task digest -> version id of the environment the first attempt prepared
@@ -68,7 +69,7 @@ class DenvRefusal(RuntimeError):
 def env_name_for(session_id: str) -> str:
     """``harbor-<session>`` made a valid denv name (letters, digits, . _ -; 63 at most)."""
     name = "harbor-" + _NAME_BAD.sub("-", session_id).strip("-._")
-    return name[:63].rstrip("-._") or "harbor"
+    return name[:NAME_MAX].rstrip("-._") or "harbor"
 
 
 def _lock_for(key: str) -> threading.Lock:
@@ -250,31 +251,43 @@ class DenvEnvironment(BaseEnvironment):
             h.update(len(b).to_bytes(8, "big") + b)
         return h.hexdigest()
 
-    def _deploy(self, c: Client, compose: str | None) -> None:
+    def _sandbox_named(self, c: Client, **kw: Any) -> Sandbox:
+        """``c.sandbox`` named ``harbor-<session>``; a retried trial (Harbor
+        reuses the session id) whose earlier environment holds the name gets
+        the name with a random suffix."""
         name = env_name_for(self.session_id)
+        try:
+            return c.sandbox(name=name, **kw)
+        except DenvError as e:
+            if e.status != 409:
+                raise
+            return c.sandbox(name=f"{name[:NAME_MAX - 7]}-{os.urandom(3).hex()}", **kw)
+
+    def _deploy(self, c: Client, compose: str | None) -> None:
         if compose is None:
             image = self.task_env_config.docker_image
             assert image
-            sbx = c.sandbox(
-                image=image, cmd=["sleep", "infinity"], env=self._startup_env() or None,
-                egress=self.egress(), volumes=self._volumes(), timeout_sec=START_TIMEOUT, name=name,
+            sbx = self._sandbox_named(
+                c, image=image, cmd=["sleep", "infinity"], env=self._startup_env() or None,
+                egress=self.egress(), volumes=self._volumes(), timeout_sec=START_TIMEOUT,
             )
             self._env_id = sbx.id
             return
         c.ensure_project(PROJECT)
-        dep = c.deploy(PROJECT, compose, env=name, timeout_sec=START_TIMEOUT, base_dir=self.environment_dir)
+        dep = c.deploy(PROJECT, compose, env=env_name_for(self.session_id), timeout_sec=START_TIMEOUT, base_dir=self.environment_dir)
         self._env_id = str(dep.get("EnvID") or "")
         if not self._env_id:
             raise RuntimeError(f"denv: deployment {dep.get('ID')} names no environment")
 
-    def _fork_or_deploy(self, c: Client, compose: str | None) -> None:
+    def _fork_or_deploy(self, c: Client, compose: str | None, force_build: bool) -> None:
         key = self.task_digest(compose or f"image {self.task_env_config.docker_image} {self._startup_env()}")
         with _lock_for(key):
-            version = _PREPARED.get(key)
+            # --force-build: every attempt deploys its own (the host's build
+            # cache, keyed on the context, still decides whether it builds).
+            version = None if force_build else _PREPARED.get(key)
             if version:
                 try:
-                    sbx = c.sandbox(from_version=version, name=env_name_for(self.session_id),
-                                    timeout_sec=START_TIMEOUT)
+                    sbx = self._sandbox_named(c, from_version=version, timeout_sec=START_TIMEOUT)
                     self._env_id, self.forked_from = sbx.id, version
                     self.logger.info(f"denv: forked the prepared version {version} (task {key[:12]})")
                     return
@@ -286,13 +299,13 @@ class DenvEnvironment(BaseEnvironment):
             if version:
                 _PREPARED[key] = version
 
-    def _start_sync(self) -> None:
+    def _start_sync(self, force_build: bool = False) -> None:
         why = self.refusal()
         if why:
             raise DenvRefusal(why)
         c = self.client
         plain_image = (self._compose_path is None and not self._dockerfile_only and not self.caps())
-        self._fork_or_deploy(c, None if plain_image else self.compose_text())
+        self._fork_or_deploy(c, None if plain_image else self.compose_text(), force_build)
         dirs = " ".join(LOG_DIRS + TASK_DIRS)
         r = c.exec(self.env_id, SERVICE, shell_command(
             f"mkdir -p {dirs} && chmod 777 {' '.join(LOG_DIRS)}"), timeout_sec=120)
@@ -300,7 +313,7 @@ class DenvEnvironment(BaseEnvironment):
             raise RuntimeError(f"denv: creating Harbor's directories failed ({r.exit_code}): {r.stderr.strip()}")
 
     async def start(self, force_build: bool) -> None:
-        await asyncio.to_thread(self._start_sync)
+        await asyncio.to_thread(self._start_sync, bool(force_build))
         await self._upload_environment_dir_after_start()
 
     async def stop(self, delete: bool) -> None:

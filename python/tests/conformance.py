@@ -534,7 +534,8 @@ def check_harbor_tasks(b: Backend) -> None:
         shutil.copytree(TOP / "t" / "fixtures" / "harbor", tmp / "tasks")
         r = subprocess.run(
             [str(VENV_BIN / "harbor"), "run", "-p", str(tmp / "tasks"), "-a", "oracle",
-             "-e", "denv.harbor:DenvEnvironment", "-k", str(HARBOR_ATTEMPTS), "-n", "2",
+             "-e", "denv.harbor:DenvEnvironment", "-k", str(HARBOR_ATTEMPTS),
+             "-n", os.environ.get("DENV_E2E_HARBOR_N", "2"),  # 1: attempts run one after the other
              "-y", "-o", str(tmp / "jobs"), "-q"],
             capture_output=True, text=True, timeout=1800, env=harbor_env(), cwd=tmp)
         state["out"] = f"exit {r.returncode}\n{r.stdout[-2500:]}\n{r.stderr[-2500:]}"

@@ -55,12 +55,13 @@ def make_task(root: Path, toml: str, files: dict[str, str] | None = None) -> Pat
     return root
 
 
-def make_env(task: Path, trial: Path, client: Client | None = None, **kw: Any) -> DenvEnvironment:
+def make_env(task: Path, trial: Path, client: Client | None = None, session_id: str = "hello__AbC.1__env",
+             **kw: Any) -> DenvEnvironment:
     cfg = TaskConfig.model_validate_toml((task / "task.toml").read_text())
     tp = TrialPaths(trial)
     tp.mkdir()
     return DenvEnvironment(
-        environment_dir=task / "environment", environment_name="t", session_id="hello__AbC.1__env",
+        environment_dir=task / "environment", environment_name="t", session_id=session_id,
         trial_paths=tp, task_env_config=cfg.environment, client=client, **kw,
     )
 
@@ -235,10 +236,12 @@ class TestAgainstFake(unittest.TestCase):
     def test_attempts_fork_the_prepared_version(self) -> None:
         dh._PREPARED.clear()
         task = make_task(self.tmp / "t", IMAGE_TOML)
-        first = make_env(task, self.tmp / "trial1", client=self.client)
+        first = make_env(task, self.tmp / "trial1", client=self.client,
+                       session_id="s1")
         asyncio.run(first.start(force_build=False))
         self.assertIsNone(first.forked_from)
-        second = make_env(task, self.tmp / "trial2", client=self.client)
+        second = make_env(task, self.tmp / "trial2", client=self.client,
+                       session_id="s2")
         asyncio.run(second.start(force_build=False))
         calls = self.fake.calls("POST", "/v1/sandboxes")
         self.assertEqual([("image" in c.body, "from_version" in c.body) for c in calls], [(True, False), (False, True)])
@@ -247,17 +250,37 @@ class TestAgainstFake(unittest.TestCase):
         self.assertNotEqual(first.env_id, second.env_id)
         # another task (other content) deploys its own
         other = make_env(make_task(self.tmp / "o", IMAGE_TOML + 'env = { X = "1" }\n'), self.tmp / "trial3",
-                         client=self.client)
+                         client=self.client, session_id="s3")
         asyncio.run(other.start(force_build=False))
         self.assertIsNone(other.forked_from)
         # a prepared version that cannot be forked any more is deployed again
         for k in list(dh._PREPARED):
             dh._PREPARED[k] = "ver_gone"
-        third = make_env(task, self.tmp / "trial4", client=self.client)
+        third = make_env(task, self.tmp / "trial4", client=self.client,
+                       session_id="s4")
         asyncio.run(third.start(force_build=False))
         self.assertIsNone(third.forked_from)
         self.assertIn("image", self.fake.calls("POST", "/v1/sandboxes")[-1].body)
         for e in (first, second, other, third):
+            asyncio.run(e.stop(delete=True))
+
+    def test_force_build_and_a_retried_session(self) -> None:
+        dh._PREPARED.clear()
+        task = make_task(self.tmp / "t", IMAGE_TOML)
+        first = make_env(task, self.tmp / "trial1", client=self.client)
+        asyncio.run(first.start(force_build=False))
+        # Harbor retries a trial under the same session id: the name is taken
+        again = make_env(task, self.tmp / "trial2", client=self.client)
+        asyncio.run(again.start(force_build=False))
+        self.assertTrue(again.forked_from)
+        names = [c.body.get("name") for c in self.fake.calls("POST", "/v1/sandboxes")]
+        self.assertEqual(names[:2], ["harbor-hello__AbC.1__env"] * 2)
+        self.assertRegex(names[2], r"^harbor-hello__AbC\.1__env-[0-9a-f]{6}$")
+        forced = make_env(task, self.tmp / "trial3", client=self.client)
+        asyncio.run(forced.start(force_build=True))
+        self.assertIsNone(forced.forked_from)
+        self.assertIn("image", self.fake.calls("POST", "/v1/sandboxes")[-1].body)
+        for e in (first, again, forced):
             asyncio.run(e.stop(delete=True))
 
     def test_caps_deploy_compose(self) -> None:

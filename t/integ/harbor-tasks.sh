@@ -4,7 +4,9 @@
 # verifier, Dockerfile-only, docker_image with caps, a two-service compose task,
 # a build that fails, a GPU task denv refuses) against a real denv-cp and denvd
 # (t/e2e-frameworks.sh starts them). Buildable tasks score 1 on both attempts;
-# the other two fail only their own trials, with the reason.
+# the other two fail only their own trials, with the reason; the second attempt
+# of each buildable task forks the first one's prepared version.
+# DENV_E2E_HARBOR_N=1: one trial at a time (default 2 at once).
 set -u
 top=${DENV_TOP:-$PWD}
 cd "$top" || exit 1
