@@ -225,6 +225,10 @@ class DenvEnvironment(BaseEnvironment):
             if isinstance(main, dict):
                 for k, v in self.caps().items():
                     main.setdefault(k, v)
+            xd = doc.get("x-denv") if isinstance(doc, dict) else None
+            if isinstance(doc, dict) and (xd is None or isinstance(xd, dict)):
+                # the task's network policy, unless the file says itself
+                doc["x-denv"] = {"egress": self.egress(), **(xd or {})}
             return yaml.safe_dump(doc, sort_keys=False)
         svc: dict[str, Any] = {}
         if self.task_env_config.docker_image:

@@ -120,6 +120,14 @@ class TestDefinition(unittest.TestCase):
         doc = yaml.safe_load(make_env(task, self.tmp / "ctrial").compose_text())
         self.assertEqual(doc["services"]["main"], {"image": "x", "cpus": 0.5, "mem_limit": "256m"})
         self.assertEqual(doc["services"]["db"], {"image": "y"})
+        self.assertEqual(doc["x-denv"], {"egress": "deny"})
+        task = make_task(self.tmp / "p", '[environment]\nnetwork_mode = "public"\n', {
+            "environment/docker-compose.yaml": "x-denv: {warm: [x]}\nservices:\n  main: {image: x}\n"})
+        doc = yaml.safe_load(make_env(task, self.tmp / "ptrial").compose_text())
+        self.assertEqual(doc["x-denv"], {"egress": "allow", "warm": ["x"]})
+        task = make_task(self.tmp / "q", '[environment]\nnetwork_mode = "public"\n', {
+            "environment/docker-compose.yaml": "x-denv: {egress: deny}\nservices:\n  main: {image: x}\n"})
+        self.assertEqual(yaml.safe_load(make_env(task, self.tmp / "qtrial").compose_text())["x-denv"], {"egress": "deny"})
 
     def test_refusals_wait_for_start(self) -> None:
         # Raised from the constructor they would end the whole harbor job.
