@@ -127,6 +127,9 @@ class DenvEnvironment(BaseEnvironment):
         super().preflight(kwargs)
         if not os.environ.get("DENV_API_KEY"):
             raise SystemExit("DENV_API_KEY is not set")
+        storage = (kwargs or {}).get("storage", "refuse")
+        if storage not in STORAGE_POLICIES:
+            raise SystemExit(f"denv: --ek storage={storage}: use one of {', '.join(STORAGE_POLICIES)}")
 
     def _validate_definition(self) -> None:
         if self._compose_path is not None or self.task_env_config.docker_image:

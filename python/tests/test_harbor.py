@@ -308,6 +308,9 @@ class TestAgainstFake(unittest.TestCase):
                 DenvEnvironment.preflight({})
             os.environ["DENV_API_KEY"] = "dak_x"
             DenvEnvironment.preflight({})
+            DenvEnvironment.preflight({"storage": "ignore"})
+            with self.assertRaises(SystemExit):
+                DenvEnvironment.preflight({"storage": "sometimes"})
         finally:
             os.environ.pop("DENV_API_KEY", None)
             if old is not None:
