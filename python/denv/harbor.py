@@ -158,6 +158,10 @@ class DenvEnvironment(BaseEnvironment):
                 "passthrough yet; refused"
             )
 
+    def _validate_resource_mode_support(self) -> None:
+        # e.g. --cpus limit on a task that sets no cpus
+        self._defer(super()._validate_resource_mode_support)
+
     def _validate_tpu_support(self) -> None:
         self._defer(super()._validate_tpu_support)
 

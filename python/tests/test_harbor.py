@@ -142,6 +142,9 @@ class TestDefinition(unittest.TestCase):
                 asyncio.run(env.start(force_build=False))
             self.assertIn(words, str(cm.exception))
             self.assertTrue(str(cm.exception).startswith("denv: "), str(cm.exception))
+        env = make_env(make_task(self.tmp / "l", IMAGE_TOML), self.tmp / "ltrial",
+                       cpu_enforcement_policy=ResourceMode.LIMIT)
+        self.assertIn("requires a task value", env.refusal() or "")
         env = make_env(make_task(self.tmp / "s", IMAGE_TOML + "storage_mb = 2048\n"), self.tmp / "strial",
                        storage="ignore")
         self.assertIsNone(env.refusal())
