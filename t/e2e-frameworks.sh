@@ -12,6 +12,10 @@
 set -u
 top=${DENV_TOP:-$PWD}
 py="$top/python/.venv/bin/python"
+# This checkout's package (and harbor run's -e denv.harbor:…), whichever
+# checkout the venv's editable install points at.
+PYTHONPATH="$top/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH
 tap=${DENV_E2E_TAP:-0}
 
 skip_all() {

@@ -33,7 +33,8 @@ BUSYBOX = os.environ.get("DENV_E2E_BUSYBOX", "denv-test/busybox")
 DEBIAN = os.environ.get("DENV_E2E_DEBIAN", "denv-test/debian")
 CHECKS = ["client", "verify", "inspect", "harbor", "openenv", "verifiers"]
 # run only when named: slower, or measurements rather than pass/fail of the default suite
-EXTRA_CHECKS = ["inspect_selfcheck"]
+EXTRA_CHECKS = ["inspect_selfcheck", "harbor_tasks"]
+TOP = HERE.parent.parent
 
 
 class Skip(Exception):
@@ -495,7 +496,7 @@ def check_harbor(b: Backend) -> None:
             shutil.copytree(HERE / "fixtures" / "harbor" / "hello", task)
             toml = (task / "task.toml").read_text().replace('"denv-test/debian"', json.dumps(DEBIAN))
             (task / "task.toml").write_text(toml)
-            env = dict(os.environ, HARBOR_TELEMETRY="0", LITELLM_LOCAL_MODEL_COST_MAP="True", NO_COLOR="1")
+            env = harbor_env()
             r = subprocess.run(
                 [str(VENV_BIN / "harbor"), "run", "-p", str(task), "-a", "oracle", "-e", "denv.harbor:DenvEnvironment",
                  "-y", "-o", str(tmp / "jobs"), "-n", "1", "-q"],
@@ -512,6 +513,87 @@ def check_harbor(b: Backend) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
     T.run("harbor: oracle agent on the fixture task, reward 1, logs downloaded", run)
+
+
+def harbor_env() -> dict[str, str]:
+    """Harbor offline, importing this checkout's denv (the venv's editable
+    install may point at another one)."""
+    return dict(os.environ, HARBOR_TELEMETRY="0", LITELLM_LOCAL_MODEL_COST_MAP="True", NO_COLOR="1",
+                PYTHONPATH=str(HERE.parent))
+
+
+# t/fixtures/harbor: task -> (every trial scores 1, or the words its trials fail with)
+HARBOR_TASKS: dict[str, str | None] = {
+    "shared-dockerfile": None,
+    "separate-dockerfile": None,
+    "docker-image": None,
+    "compose-two": None,
+    "build-fails": "this step fails on purpose",
+    "gpu-refused": "no GPU passthrough",
+}
+HARBOR_ATTEMPTS = 2
+
+
+def harbor_trials(jobs: Path) -> dict[str, list[dict[str, Any]]]:
+    """The job's trial results by task name."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for p in sorted(jobs.glob("*/*/result.json")):
+        doc = json.loads(p.read_text())
+        out.setdefault(str(doc.get("task_name", "")).split("/")[-1], []).append(doc)
+    return out
+
+
+def check_harbor_tasks(b: Backend) -> None:
+    """harbor run -a oracle -k 2 on t/fixtures/harbor: the layouts harbor init writes."""
+    tmp = Path(tempfile.mkdtemp())
+    state: dict[str, Any] = {}
+
+    def run() -> None:
+        b.sandboxes_usable()
+        shutil.copytree(TOP / "t" / "fixtures" / "harbor", tmp / "tasks")
+        r = subprocess.run(
+            [str(VENV_BIN / "harbor"), "run", "-p", str(tmp / "tasks"), "-a", "oracle",
+             "-e", "denv.harbor:DenvEnvironment", "-k", str(HARBOR_ATTEMPTS),
+             "-n", os.environ.get("DENV_E2E_HARBOR_N", "2"),  # 1: attempts run one after the other
+             "-y", "-o", str(tmp / "jobs"), "-q"],
+            capture_output=True, text=True, timeout=1800, env=harbor_env(), cwd=tmp)
+        state["out"] = f"exit {r.returncode}\n{r.stdout[-2500:]}\n{r.stderr[-2500:]}"
+        jobs = [p for p in (tmp / "jobs").glob("*/result.json")]
+        assert jobs, f"no result.json for the job\n{state['out']}"
+        state["trials"] = harbor_trials(tmp / "jobs")
+        keep = os.environ.get("DENV_E2E_KEEP")
+        if keep:  # a place to read the job's files afterwards
+            shutil.copytree(tmp / "jobs", Path(keep) / "jobs", dirs_exist_ok=True)
+
+    T.run("harbor tasks: harbor run -k 2 over t/fixtures/harbor finishes with the job's result.json", run)
+    if "trials" not in state:  # skipped or failed above, with the reason
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    trials: dict[str, list[dict[str, Any]]] = state["trials"]
+    for task, fails_with in HARBOR_TASKS.items():
+        got = trials.get(task, [])
+        if fails_with is None:
+            rewards = [((d.get("verifier_result") or {}).get("rewards") or {}).get("reward") for d in got]
+            errors = [(d.get("exception_info") or {}).get("exception_message") for d in got]
+            T.ok(rewards == [1] * HARBOR_ATTEMPTS,
+                 f"harbor tasks: {task}: both attempts score 1", f"rewards {rewards}, errors {errors}")
+        else:
+            msgs = [str((d.get("exception_info") or {}).get("exception_message") or "") for d in got]
+            T.ok(len(msgs) == HARBOR_ATTEMPTS and all(fails_with in m for m in msgs),
+                 f"harbor tasks: {task}: its {HARBOR_ATTEMPTS} trials fail with the reason ({fails_with!r})",
+                 "\n".join(msgs) or state.get("out", ""))
+    envs = [e for e in b.c._json("GET", "/v1/projects/sandboxes/envs").get("environments") or []
+            if str(e.get("Name", "")).startswith("harbor-")]
+    for task, fails_with in HARBOR_TASKS.items():
+        if fails_with is not None:
+            continue
+        for role in ("__env",) + (("__verifier__trial",) if task.startswith("separate") else ()):
+            mine = [e for e in envs if e["Name"].startswith(f"harbor-{task}__") and e["Name"].endswith(role)]
+            forked = [e for e in mine if e.get("ParentVersionID")]
+            T.ok(len(mine) == HARBOR_ATTEMPTS and len(forked) == HARBOR_ATTEMPTS - 1,
+                 f"harbor tasks: {task}{role}: one attempt deployed, the other forked its prepared version",
+                 json.dumps([{k: e.get(k) for k in ("Name", "ParentVersionID", "Status")} for e in mine]))
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def check_openenv(b: Backend) -> None:

@@ -364,6 +364,8 @@ class FakeDenv:
         if method == "POST" and path == "/v1/sandboxes":
             if not b.get("image") and not b.get("from_version"):
                 raise ApiError(400, "image or from_version is required")
+            if b.get("name") and any(e["Name"] == b["name"] for e in self.envs.values()):
+                raise ApiError(409, f'environment "{b["name"]}" already exists')  # as denv-cp
             if b.get("from_version"):
                 src = next((e for e in self.envs.values()
                             if b["from_version"] in e.get("_versions", [])), None)

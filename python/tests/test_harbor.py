@@ -27,7 +27,11 @@ from harbor.models.trial.paths import TrialPaths
 from harbor.utils.import_path import import_class
 
 from denv import Client
-from denv.harbor import DOCKERFILE_ONLY, DenvEnvironment, env_name_for
+import yaml
+from harbor.models.trial.config import ResourceMode
+
+from denv import harbor as dh
+from denv.harbor import IDLE_CMD, DenvEnvironment, DenvRefusal, env_name_for
 
 HERE = Path(__file__).resolve().parent
 TASK = HERE / "fixtures" / "harbor" / "hello"
@@ -51,12 +55,13 @@ def make_task(root: Path, toml: str, files: dict[str, str] | None = None) -> Pat
     return root
 
 
-def make_env(task: Path, trial: Path, client: Client | None = None, **kw: Any) -> DenvEnvironment:
+def make_env(task: Path, trial: Path, client: Client | None = None, session_id: str = "hello__AbC.1__env",
+             **kw: Any) -> DenvEnvironment:
     cfg = TaskConfig.model_validate_toml((task / "task.toml").read_text())
     tp = TrialPaths(trial)
     tp.mkdir()
     return DenvEnvironment(
-        environment_dir=task / "environment", environment_name="t", session_id="hello__AbC.1__env",
+        environment_dir=task / "environment", environment_name="t", session_id=session_id,
         trial_paths=tp, task_env_config=cfg.environment, client=client, **kw,
     )
 
@@ -84,11 +89,67 @@ class TestDefinition(unittest.TestCase):
         self.assertFalse(env._uses_compose)
         self.assertEqual(env.egress(), "deny")
 
-    def test_dockerfile_only_is_refused(self) -> None:
-        task = make_task(self.tmp / "t", "[environment]\n", {"environment/Dockerfile": "FROM scratch\n"})
-        with self.assertRaises(ValueError) as cm:
-            make_env(task, self.tmp / "trial")
-        self.assertEqual(str(cm.exception), DOCKERFILE_ONLY)
+    def test_dockerfile_only_is_built(self) -> None:
+        task = make_task(self.tmp / "t", '[environment]\nnetwork_mode = "public"\nworkdir = "/w"\n',
+                         {"environment/Dockerfile": "FROM scratch\n"})
+        env = make_env(task, self.tmp / "trial")
+        doc = yaml.safe_load(env.compose_text())
+        main = doc["services"]["main"]
+        self.assertEqual(main["build"], {"context": ".", "dockerfile": "Dockerfile"})
+        self.assertEqual(main["command"], IDLE_CMD)
+        self.assertEqual(main["volumes"], ["v0:/app", "v1:/logs", "v2:/w"])
+        self.assertEqual(set(doc["volumes"]), {"v0", "v1", "v2"})
+        self.assertEqual(doc["x-denv"], {"egress": "allow"})
+        self.assertIsNone(env.refusal())
+
+    def test_caps(self) -> None:
+        toml = IMAGE_TOML + "cpus = 1.5\nmemory_mb = 512\n"
+        env = make_env(make_task(self.tmp / "t", toml), self.tmp / "trial")
+        self.assertEqual(env.caps(), {"cpus": 1.5, "mem_limit": "512m"})
+        main = yaml.safe_load(env.compose_text())["services"]["main"]
+        self.assertEqual((main["image"], main["cpus"], main["mem_limit"]), ("denv-test/busybox", 1.5, "512m"))
+        env = make_env(make_task(self.tmp / "t2", toml), self.tmp / "trial2",
+                       cpu_enforcement_policy=ResourceMode.IGNORE, memory_enforcement_policy=ResourceMode.LIMIT)
+        self.assertEqual(env.caps(), {"mem_limit": "512m"})
+        rc = DenvEnvironment.resource_capabilities()
+        self.assertTrue(rc.cpu_limit and rc.memory_limit and rc.fractional_cpus)
+        self.assertFalse(rc.cpu_request or rc.memory_request)
+        # a compose task's main service gets the caps it does not set itself
+        task = make_task(self.tmp / "c", "[environment]\ncpus = 2\nmemory_mb = 256\n", {
+            "environment/docker-compose.yaml": "services:\n  main: {image: x, cpus: 0.5}\n  db: {image: y}\n"})
+        doc = yaml.safe_load(make_env(task, self.tmp / "ctrial").compose_text())
+        self.assertEqual(doc["services"]["main"], {"image": "x", "cpus": 0.5, "mem_limit": "256m"})
+        self.assertEqual(doc["services"]["db"], {"image": "y"})
+        self.assertEqual(doc["x-denv"], {"egress": "deny"})
+        task = make_task(self.tmp / "p", '[environment]\nnetwork_mode = "public"\n', {
+            "environment/docker-compose.yaml": "x-denv: {warm: [x]}\nservices:\n  main: {image: x}\n"})
+        doc = yaml.safe_load(make_env(task, self.tmp / "ptrial").compose_text())
+        self.assertEqual(doc["x-denv"], {"egress": "allow", "warm": ["x"]})
+        task = make_task(self.tmp / "q", '[environment]\nnetwork_mode = "public"\n', {
+            "environment/docker-compose.yaml": "x-denv: {egress: deny}\nservices:\n  main: {image: x}\n"})
+        self.assertEqual(yaml.safe_load(make_env(task, self.tmp / "qtrial").compose_text())["x-denv"], {"egress": "deny"})
+
+    def test_refusals_wait_for_start(self) -> None:
+        # Raised from the constructor they would end the whole harbor job.
+        for toml, words in [
+            (IMAGE_TOML + "gpus = 1\n", "1 GPU(s)"),
+            (IMAGE_TOML + 'os = "windows"\n', "windows"),
+            (IMAGE_TOML + "storage_mb = 2048\n", "storage_mb = 2048"),
+        ]:
+            d = Path(tempfile.mkdtemp(dir=self.tmp))
+            env = make_env(make_task(d / "t", toml), d / "trial", client=Client("http://127.0.0.1:9", "dak_x"))
+            with self.assertRaises(DenvRefusal) as cm:
+                asyncio.run(env.start(force_build=False))
+            self.assertIn(words, str(cm.exception))
+            self.assertTrue(str(cm.exception).startswith("denv: "), str(cm.exception))
+        env = make_env(make_task(self.tmp / "l", IMAGE_TOML), self.tmp / "ltrial",
+                       cpu_enforcement_policy=ResourceMode.LIMIT)
+        self.assertIn("requires a task value", env.refusal() or "")
+        env = make_env(make_task(self.tmp / "s", IMAGE_TOML + "storage_mb = 2048\n"), self.tmp / "strial",
+                       storage="ignore")
+        self.assertIsNone(env.refusal())
+        with self.assertRaises(ValueError):
+            make_env(make_task(self.tmp / "s2", IMAGE_TOML), self.tmp / "s2trial", storage="maybe")
 
     def test_no_definition(self) -> None:
         with self.assertRaises(FileNotFoundError):
@@ -183,6 +244,66 @@ class TestAgainstFake(unittest.TestCase):
         asyncio.run(env.stop(delete=True))
         asyncio.run(env2.stop(delete=True))
 
+    def test_attempts_fork_the_prepared_version(self) -> None:
+        dh._PREPARED.clear()
+        task = make_task(self.tmp / "t", IMAGE_TOML)
+        first = make_env(task, self.tmp / "trial1", client=self.client,
+                       session_id="s1")
+        asyncio.run(first.start(force_build=False))
+        self.assertIsNone(first.forked_from)
+        second = make_env(task, self.tmp / "trial2", client=self.client,
+                       session_id="s2")
+        asyncio.run(second.start(force_build=False))
+        calls = self.fake.calls("POST", "/v1/sandboxes")
+        self.assertEqual([("image" in c.body, "from_version" in c.body) for c in calls], [(True, False), (False, True)])
+        self.assertEqual(calls[1].body["from_version"], second.forked_from)
+        self.assertTrue(second.forked_from)
+        self.assertNotEqual(first.env_id, second.env_id)
+        # another task (other content) deploys its own
+        other = make_env(make_task(self.tmp / "o", IMAGE_TOML + 'env = { X = "1" }\n'), self.tmp / "trial3",
+                         client=self.client, session_id="s3")
+        asyncio.run(other.start(force_build=False))
+        self.assertIsNone(other.forked_from)
+        # a prepared version that cannot be forked any more is deployed again
+        for k in list(dh._PREPARED):
+            dh._PREPARED[k] = "ver_gone"
+        third = make_env(task, self.tmp / "trial4", client=self.client,
+                       session_id="s4")
+        asyncio.run(third.start(force_build=False))
+        self.assertIsNone(third.forked_from)
+        self.assertIn("image", self.fake.calls("POST", "/v1/sandboxes")[-1].body)
+        for e in (first, second, other, third):
+            asyncio.run(e.stop(delete=True))
+
+    def test_force_build_and_a_retried_session(self) -> None:
+        dh._PREPARED.clear()
+        task = make_task(self.tmp / "t", IMAGE_TOML)
+        first = make_env(task, self.tmp / "trial1", client=self.client)
+        asyncio.run(first.start(force_build=False))
+        # Harbor retries a trial under the same session id: the name is taken
+        again = make_env(task, self.tmp / "trial2", client=self.client)
+        asyncio.run(again.start(force_build=False))
+        self.assertTrue(again.forked_from)
+        names = [c.body.get("name") for c in self.fake.calls("POST", "/v1/sandboxes")]
+        self.assertEqual(names[:2], ["harbor-hello__AbC.1__env"] * 2)
+        self.assertRegex(names[2], r"^harbor-hello__AbC\.1__env-[0-9a-f]{6}$")
+        forced = make_env(task, self.tmp / "trial3", client=self.client)
+        asyncio.run(forced.start(force_build=True))
+        self.assertIsNone(forced.forked_from)
+        self.assertIn("image", self.fake.calls("POST", "/v1/sandboxes")[-1].body)
+        for e in (first, again, forced):
+            asyncio.run(e.stop(delete=True))
+
+    def test_caps_deploy_compose(self) -> None:
+        dh._PREPARED.clear()
+        env = make_env(make_task(self.tmp / "t", IMAGE_TOML + "memory_mb = 300\n"), self.tmp / "trial",
+                       client=self.client)
+        asyncio.run(env.start(force_build=False))
+        self.assertEqual(self.fake.calls("POST", "/v1/sandboxes"), [])
+        dep = self.fake.calls("POST", "/v1/projects/sandboxes/deploy")[0].body
+        self.assertEqual(yaml.safe_load(dep["compose"])["services"]["main"]["mem_limit"], "300m")
+        asyncio.run(env.stop(delete=True))
+
     def test_preflight(self) -> None:
         old = os.environ.pop("DENV_API_KEY", None)
         try:
@@ -190,6 +311,9 @@ class TestAgainstFake(unittest.TestCase):
                 DenvEnvironment.preflight({})
             os.environ["DENV_API_KEY"] = "dak_x"
             DenvEnvironment.preflight({})
+            DenvEnvironment.preflight({"storage": "ignore"})
+            with self.assertRaises(SystemExit):
+                DenvEnvironment.preflight({"storage": "sometimes"})
         finally:
             os.environ.pop("DENV_API_KEY", None)
             if old is not None:
