@@ -62,7 +62,9 @@ class TestExtras(unittest.TestCase):
 
     def test_all_is_every_extra(self) -> None:
         extras = project()["optional-dependencies"]
-        union = {r for k, v in extras.items() if k != "all" for r in v}
+        # verifiers pins mcp==2.0.0 where harbor needs mcp>=2.3: no install holds
+        # both, so denv[verifiers] stands alone (pyproject.toml says so).
+        union = {r for k, v in extras.items() if k not in ("all", "verifiers") for r in v}
         self.assertEqual(set(extras["all"]), union)
 
 

@@ -88,10 +88,12 @@ class TestAgainstFake(unittest.TestCase):
 
     def test_egress_defaults_to_deny(self) -> None:
         allowing = DenvSandboxClient(self.sc.client, egress="allow")
-        for allow, deny in ((None, None), ([], None), (["pypi.org"], None), (None, ["evil.example"])):
-            for c, want in ((self.sc, "deny"), (allowing, "allow" if allow is None and deny is None else "deny")):
-                c.create(ps.CreateSandboxRequest(name="e", docker_image="busybox", network_allowlist=allow,
-                                                 network_denylist=deny))
+        for i, (allow, deny) in enumerate(((None, None), ([], None), (["pypi.org"], None), (None, ["evil.example"]))):
+            for j, (c, want) in enumerate(((self.sc, "deny"),
+                                           (allowing, "allow" if allow is None and deny is None else "deny"))):
+                # Names differ: the fake, like denv-cp, refuses a name that is taken.
+                c.create(ps.CreateSandboxRequest(name=f"e{i}{j}", docker_image="busybox",
+                                                 network_allowlist=allow, network_denylist=deny))
                 self.assertEqual(self.fake.calls("POST", "/v1/sandboxes")[-1].body["egress"], want)
         with self.assertRaises(ps.APIError):
             self.sc.set_network("env_x", allow=["pypi.org"])
