@@ -420,6 +420,7 @@ int cp_api_ops(struct cp *cp)
 	    cp_route(cp, "POST", "/v1/envs/{env}/verify", CP_BODY_JSON, h_verify) < 0 ||
 	    cp_route(cp, "DELETE", "/v1/envs/{env}", 0, h_destroy) < 0 ||
 	    cp_route(cp, "POST", "/v1/envs/{env}/exec", CP_BODY_JSON, h_exec) < 0 ||
+	    cp_exec_stream_route(cp) < 0 ||
 	    cp_route(cp, "PUT", "/v1/envs/{env}/files", CP_BODY_FILES, h_files_put) < 0 ||
 	    cp_route(cp, "GET", "/v1/envs/{env}/files", 0, h_files_get) < 0)
 		return -1;
