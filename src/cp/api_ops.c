@@ -242,9 +242,11 @@ static void park_done(struct cp *cp, const struct cp_result *res, void *arg)
 	if (!res->ok) {
 		http_respond_error(p->req, 502, res->error);
 	} else if (p->kind == PARK_EXEC) {
-		const char *out = json_get_str(pl, "stdout"), *err = json_get_str(pl, "stderr");
+		const struct json *out = json_get(pl, "stdout"), *err = json_get(pl, "stderr");
+		/* Copied whole: the output may hold NUL bytes. */
 		struct json *r = cp_obj("exit_code", json_new_int(json_get_int(pl, "exit_code", -1)), "stdout",
-					json_new_str(out ? out : ""), "stderr", json_new_str(err ? err : ""), NULL);
+					out && out->type == JSON_STRING ? json_dup(out) : json_new_str(""), "stderr",
+					err && err->type == JSON_STRING ? json_dup(err) : json_new_str(""), NULL);
 
 		/* The host cut stdout or stderr at its cap: say so, or a client
 		 * cannot tell cut output from whole. */

@@ -57,7 +57,9 @@ struct http_client;
 #define SC_STREAM_QUEUED_MAX ((size_t)4 << 20)
 #define SC_ORPHAN_POLL_MS 500		/* checking on a worker left by a previous agent */
 #define SC_ORPHAN_WAIT_MS (20 * 60 * 1000)
-#define SC_RESULT_FILE_MAX ((size_t)8 << 20)
+/* A stored result is at most a frame: the largest, an exec's 1 MiB of
+ * stdout and of stderr all control bytes, is 12 MiB as JSON (\u0000). */
+#define SC_RESULT_FILE_MAX SC_FRAME_MAX
 #define SC_CMDLOG_TAR_KEEP_S (24 * 3600)
 #define SC_CMDLOG_RESULT_KEEP_S (7 * 24 * 3600)
 

@@ -138,6 +138,15 @@ rc=$?
 [ "$rc" -eq 5 ] && [ "$(cat "$tmp/out")" = old ]
 ok $? "DENV_NO_STREAM=1: the one-shot exec, same output and code"
 
+DENV_NO_STREAM=1 denv exec --service box xs/s1 -- printf 'a\000b' >"$tmp/got" 2>"$tmp/err"
+printf 'a\000b' | cmp -s - "$tmp/got"
+ok $? "the one-shot exec keeps a NUL byte too"
+DENV_NO_STREAM=1 denv exec --service box xs/s1 -- sh -c 'head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2' \
+	>"$tmp/out" 2>"$tmp/got"
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(wc -c <"$tmp/out")" -eq 1048576 ] && [ "$(wc -c <"$tmp/got")" -eq 1048576 ]
+ok $? "and 1 MiB of NULs on stdout and on stderr (exit $rc)"
+
 # ---- a client that goes away mid-stream ----
 rm -f "$tmp/out"
 denv exec --service box xs/s1 -- sh -c \
