@@ -115,6 +115,7 @@ static void xs_done(struct cp *cp, const struct cp_result *res, void *arg)
 	struct cp_xs *x = arg;
 	const struct json *pl = res->payload;
 	int64_t code = json_get_int(pl, "exit_code", -1);
+	char msg[256];
 
 	x->cmd = NULL;
 	if (!res->ok) {
@@ -124,6 +125,13 @@ static void xs_done(struct cp *cp, const struct cp_result *res, void *arg)
 	if (!json_get_bool(pl, "streamed", false)) {
 		relay_whole(x, pl, "stdout", XF_STDOUT);
 		relay_whole(x, pl, "stderr", XF_STDERR);
+	} else if (json_get_int(pl, "frames", x->next_seq) != x->next_seq) {
+		/* Sent while the host's stream was down, or answered from its log. */
+		snprintf(msg, sizeof(msg), "exec stream: %" PRId64 " of %" PRId64 " output frames lost (the host "
+			 "reconnected while the command ran); it exited with %" PRId64, json_get_int(pl, "frames", 0) -
+			 x->next_seq, json_get_int(pl, "frames", 0), code);
+		xs_end(x, msg);
+		return;
 	}
 	xs_send(x, xf_exit_json(NULL, code < -1 || code > 255 ? -1 : (int)code, json_get_bool(pl, "timed_out", false)));
 	xs_end(x, NULL);

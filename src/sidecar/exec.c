@@ -6,7 +6,7 @@
  * With payload.stream true the output is not kept: each piece goes to the
  * agent as it arrives, as worker pipe lines (ws/xframe.h) that the agent
  * sends as exec.out frames; the result is then {exit_code, timed_out,
- * streamed}, and a timeout is such a result rather than a failure. */
+ * streamed, frames (how many exec.out there were)}, and a timeout is such a result rather than a failure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,19 +102,22 @@ static int exec_cli(const char *cname, const char *const *cmd, int64_t timeout, 
 	return 0;
 }
 
-/* A piece of output to the agent; if it is gone the command runs on. */
+/* A piece of output to the agent; if it is gone the command runs on.
+ * arg counts the lines, so the result can say how many frames there were. */
 static void to_agent(void *arg, int which, const char *p, size_t n)
 {
-	(void)arg;
+	int64_t *lines = arg;
+
+	*lines += (int64_t)xf_pipe_lines(n);
 	(void)xf_pipe_write(1, which == 1 ? XF_STDERR : XF_STDOUT, p, n);
 }
 
-static void to_agent_member(const struct json *res, const char *key, int which)
+static void to_agent_member(const struct json *res, const char *key, int which, int64_t *lines)
 {
 	const struct json *v = json_get(res, key);
 
 	if (v && v->type == JSON_STRING && v->u.str.len)
-		to_agent(NULL, which, v->u.str.s, v->u.str.len);
+		to_agent(lines, which, v->u.str.s, v->u.str.len);
 }
 
 static int exec_stream(const char *cname, const char *const *argv, int64_t timeout, struct json **result,
@@ -122,7 +125,8 @@ static int exec_stream(const char *cname, const char *const *argv, int64_t timeo
 {
 	struct engine_exec x;
 	struct json *cli = NULL;
-	int rc = engine_exec_stream(cname, argv, timeout * 1000, to_agent, NULL, &x, e);
+	int64_t lines = 0;
+	int rc = engine_exec_stream(cname, argv, timeout * 1000, to_agent, &lines, &x, e);
 
 	if (rc == 0) {
 		/* The CLI's way keeps the output until the end: sent then, whole. */
@@ -130,8 +134,8 @@ static int exec_stream(const char *cname, const char *const *argv, int64_t timeo
 			engine_exec_release(&x);
 			return -1;
 		}
-		to_agent_member(cli, "stdout", 0);
-		to_agent_member(cli, "stderr", 1);
+		to_agent_member(cli, "stdout", 0, &lines);
+		to_agent_member(cli, "stderr", 1, &lines);
 		x.exit_code = (int)json_get_int(cli, "exit_code", -1);
 		json_free(cli);
 	} else if (rc < 0) {
@@ -142,6 +146,7 @@ static int exec_stream(const char *cname, const char *const *argv, int64_t timeo
 	json_object_set_int(*result, "exit_code", x.timed_out ? -1 : x.exit_code);
 	json_object_set_bool(*result, "timed_out", x.timed_out);
 	json_object_set_bool(*result, "streamed", true);
+	json_object_set_int(*result, "frames", lines);
 	if (x.timed_out)
 		json_object_set_int(*result, "timeout_sec", timeout);
 	engine_exec_release(&x);

@@ -175,3 +175,8 @@ int xf_pipe_write(int fd, enum xf_stream s, const void *data, size_t n)
 	buf_release(&line);
 	return rc < 0 ? -1 : 0;
 }
+
+size_t xf_pipe_lines(size_t n)
+{
+	return (n + XF_CHUNK_MAX - 1) / XF_CHUNK_MAX;
+}

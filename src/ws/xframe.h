@@ -78,5 +78,7 @@ struct json *xf_pipe_frame(const char *id, int64_t seq, const char *line, size_t
 /* Write n bytes of stream s to fd as pipe lines of at most XF_CHUNK_MAX
  * bytes each. 0, or -1 (errno) when the write fails. */
 int xf_pipe_write(int fd, enum xf_stream s, const void *data, size_t n);
+/* How many lines xf_pipe_write would write for n bytes. */
+size_t xf_pipe_lines(size_t n);
 
 #endif

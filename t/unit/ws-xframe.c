@@ -143,6 +143,9 @@ static void pipe_lines(void)
 		lines++;
 	}
 	is_int(lines, 2, "a chunk and a bit make two lines");
+	is_int(xf_pipe_lines(n), 2, "xf_pipe_lines counts them");
+	is_int(xf_pipe_lines(0), 0, "no bytes, no lines");
+	is_int(xf_pipe_lines(XF_CHUNK_MAX), 1, "a whole chunk is one line");
 	is_int(bad, 0, "every line is a valid frame");
 	ok(got.len == n && memcmp(got.data, data, n) == 0, "bytes intact through the pipe");
 	ok(!xf_pipe_frame("c", 0, "\0363YQ==", 6), "stream digit 3 refused");
