@@ -211,6 +211,29 @@ rss=$(awk '/VmRSS/ {print $2}' "/proc/$stack_cp_pid/status")
 [ "${rss:-999999}" -lt "${XS_RSS_MAX_KB:-200000}" ]
 ok $? "denv-cp's memory stays bounded (${rss:-?} kB resident)"
 
+# ---- the Python client (denv.stream) ----
+rm -f "$tmp/py.marker"
+PYTHONPATH=$top/python "$PY" - "$env_id" "$ctr" >"$tmp/py" 2>&1 <<'PYEOF'
+import subprocess, sys
+from denv.client import Client
+from denv.stream import exec_stream
+env, ctr = sys.argv[1], sys.argv[2]
+c = Client()
+script = ("echo a; i=0; while [ ! -e /tmp/pyseen ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+          "[ -e /tmp/pyseen ] || exit 9; cat /tmp/all256 >&2; exit 7")
+s = exec_stream(c, env, "box", ["sh", "-c", script], timeout_sec=60)
+got = {"stdout": b"", "stderr": b""}
+for stream, data in s:
+    if got["stdout"] == b"" and data == b"a\n":
+        subprocess.run(["docker", "exec", ctr, "touch", "/tmp/pyseen"], check=True)
+    got[stream] += data
+print("order", got["stdout"] == b"a\n")
+print("bytes", got["stderr"] == bytes(range(256)))
+print("code", s.exit_code)
+PYEOF
+grep -q "order True" "$tmp/py" && grep -q "bytes True" "$tmp/py" && grep -q "code 7" "$tmp/py"
+ok $? "Python denv.stream: output as it arrives (code 7 only if the marker came in time), 256 byte values ($(tr '\n' ' ' <"$tmp/py" | head -c 200))"
+
 if [ -n "${XS_DEBUG:-}" ]; then
 	grep -v heartbeat "$tmp/cp.log" | tail -n 30 | sed 's/^/# cp: /'
 	tail -n 30 "$tmp/denvd.log" | sed 's/^/# sc: /'
