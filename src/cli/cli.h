@@ -38,6 +38,7 @@ struct http_client;
 #define CLI_POLL_MS 700				/* deployment polling interval */
 #define CLI_STREAM_REFRESH_MS 2000		/* re-read a deployment this often even when streaming */
 #define CLI_STREAM_DIAL_MS 5000			/* give up on the live stream after this */
+#define CLI_EXEC_DEFAULT_TIMEOUT_S 120		/* the server's timeout when exec has no --timeout */
 #define CLI_NAME_MAX 64				/* project / environment names */
 #define CLI_ID_MAX 128				/* ids we accept or build */
 #define CLI_CONFIG_MAX ((size_t)64 << 10)	/* config.json */
@@ -62,6 +63,7 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 /* What a command's run returns for a usage error when its other returns
  * are exit codes (cli_cmd.own_fail). */
 #define CLI_RUN_USAGE (-2)
+#define CLI_EXEC_NO_STREAM (-3)	/* exec_stream.c: no stream; use the one-shot exec */
 
 /* ---- flags (args.c) ---- */
 
@@ -244,6 +246,11 @@ bool cli_exec_timed_out(int status, const char *msg);
 /* The command's exit code (0-255) from a {exit_code, ...} answer; -1 with e
  * when the host reported none. */
 int cli_exec_code(const struct json *resp, struct err *e);
+/* exec_stream.c: run body ({service, cmd, timeout_sec}) in env_id through the
+ * streamed exec, writing its output as it arrives. The command's code (or
+ * CLI_EXEC_TIMEOUT with e), -1 with e, or CLI_EXEC_NO_STREAM when the stream
+ * could not be opened and nothing ran. */
+int cli_exec_stream(struct cli *c, const char *env_id, const struct json *body, int64_t timeout_s, struct err *e);
 
 /* ---- files (cmd_files.c) ---- */
 

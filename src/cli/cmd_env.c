@@ -377,6 +377,16 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 	buf_adds(&path, "/v1/envs/");
 	cli_escape(&path, id);
 	buf_adds(&path, "/exec");
+	/* Streamed unless --json (whose answer is the one-shot's). */
+	if (!as_json) {
+		rc = cli_exec_stream(c, id, body, t, e);
+		if (rc != CLI_EXEC_NO_STREAM) {
+			if (rc < 0)
+				name_as_given(e, id, a->pos[0]);
+			goto out;
+		}
+		rc = -1;
+	}
 	/* The server answers when the command ends: wait at least that long. */
 	if (t * 1000 + CLI_EXEC_SLACK_MS > CLI_HTTP_TIMEOUT_MS)
 		c->timeout_ms = t * 1000 + CLI_EXEC_SLACK_MS;
@@ -405,8 +415,9 @@ static const struct cli_flag exec_flags[] = {
 const struct cli_cmd cli_cmd_exec = {
 	.name = "exec", .args = "<env> [--] <cmd> [args...]",
 	.summary = "run a command in a service: its stdout, stderr and exit code",
-	.notes = "The command's stdout goes to stdout and its stderr to stderr, as bytes, once it\n"
-		 "has ended (stdout first, then stderr). Exit status: the command's own code;\n"
+	.notes = "The command's stdout goes to stdout and its stderr to stderr, as bytes, while it\n"
+		 "runs (streamed over a WebSocket; from a server without the stream, once it has\n"
+		 "ended, stdout first, then stderr). Exit status: the command's own code;\n"
 		 "124 it ran past --timeout and was killed; 125 denv could not run it (usage,\n"
 		 "credential, environment, host; a \"denv: \" line on stderr says why).\n"
 		 "With --json: the answer as JSON and 0, whatever the command's code.\n",

@@ -273,9 +273,11 @@ static void park_done(struct cp *cp, const struct cp_result *res, void *arg)
 	if (!res->ok) {
 		http_respond_error(p->req, 502, res->error);
 	} else if (p->kind == PARK_EXEC) {
-		const char *out = json_get_str(pl, "stdout"), *err = json_get_str(pl, "stderr");
+		const struct json *out = json_get(pl, "stdout"), *err = json_get(pl, "stderr");
+		/* Copied whole: the output may hold NUL bytes. */
 		struct json *r = cp_obj("exit_code", json_new_int(json_get_int(pl, "exit_code", -1)), "stdout",
-					json_new_str(out ? out : ""), "stderr", json_new_str(err ? err : ""), NULL);
+					out && out->type == JSON_STRING ? json_dup(out) : json_new_str(""), "stderr",
+					err && err->type == JSON_STRING ? json_dup(err) : json_new_str(""), NULL);
 
 		/* The host cut stdout or stderr at its cap: say so, or a client
 		 * cannot tell cut output from whole. */
@@ -453,6 +455,7 @@ int cp_api_ops(struct cp *cp)
 	    cp_route(cp, "POST", "/v1/envs/{env}/verify", CP_BODY_JSON, h_verify) < 0 ||
 	    cp_route(cp, "DELETE", "/v1/envs/{env}", 0, h_destroy) < 0 ||
 	    cp_route(cp, "POST", "/v1/envs/{env}/exec", CP_BODY_JSON, h_exec) < 0 ||
+	    cp_exec_stream_route(cp) < 0 ||
 	    cp_route(cp, "PUT", "/v1/envs/{env}/files", CP_BODY_FILES, h_files_put) < 0 ||
 	    cp_route(cp, "GET", "/v1/envs/{env}/files", 0, h_files_get) < 0)
 		return -1;

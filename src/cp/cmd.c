@@ -44,6 +44,7 @@ struct cp_cmd {
 	int64_t timeout_ms;
 	struct ev_timer timer;
 	cp_cmd_fn fn;
+	cp_cmd_out_fn out_fn;	/* a streamed exec's output (NULL none) */
 	void *arg;
 	char also[ID_MAX + 8];	/* progress goes to this subject too ("" none) */
 	struct cp_cmd *next;
@@ -292,10 +293,16 @@ struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_i
 	return cmd;
 }
 
+void cp_cmd_on_output(struct cp_cmd *cmd, cp_cmd_out_fn fn)
+{
+	cmd->out_fn = fn;
+}
+
 void cp_cmd_cancel(struct cp_cmd *cmd)
 {
 	if (cmd) {
 		cmd->fn = NULL;
+		cmd->out_fn = NULL;
 		cmd->arg = NULL;
 	}
 }
@@ -391,6 +398,9 @@ void cp_cmd_frame(struct cp *cp, const char *host_id, const char *type, const st
 				 cp_obj("message", json_new_str(msg ? msg : ""), "command", json_new_str(cmd->id), NULL));
 	} else if (str_eq(type, "chunk")) {
 		on_chunk(cmd, frame);
+	} else if (str_eq(type, "exec.out")) {
+		if (cmd->out_fn)
+			cmd->out_fn(cp, frame, cmd->arg);
 	} else if (str_eq(type, "result")) {
 		on_result(cmd, frame);
 	}

@@ -80,6 +80,9 @@
 #define CP_SANDBOX_TIMEOUT_MAX_S 86400
 #define CP_EVENT_SUBS_MAX 1024			/* live event streams at once */
 #define CP_EVENT_SUB_QUEUED ((size_t)8 << 20)	/* a stream that falls this far behind is closed */
+#define CP_XS_MAX 256				/* streamed execs at once (api_exec_stream.c) */
+#define CP_XS_QUEUED ((size_t)4 << 20)		/* output waiting for a slow exec stream client: over it, the stream is dropped */
+#define CP_XS_MAX_MESSAGE ((size_t)1 << 20)	/* the client's one message: the command */
 #define CP_SHORT_ID 6				/* characters of a ULID used in generated names */
 
 /* TTLs (ttl.c, denv-cp(8) "TTLs"). */
@@ -231,6 +234,8 @@ struct cp {
 	struct cp_watch *watches;	/* callers waiting for a deployment to finish */
 	struct cp_sub *subs;		/* live event streams (events.c) */
 	size_t nsubs;
+	struct cp_xs *xstreams;		/* streamed execs (api_exec_stream.c) */
+	size_t nxstreams;
 	struct http_aclient *aclient;	/* calls to cloud providers, made on first use */
 	struct cp_sweep *sweeps;	/* start-up deletes of servers that never joined (orch_place.c) */
 	struct cp_check *checks;	/* token checks in flight (token_check.c) */
@@ -475,6 +480,9 @@ bool cp_event_subject_valid(const char *s);
  * as for a missing one: another team's ids are not confirmed to exist. */
 bool cp_event_subject_visible(struct cp *cp, struct http_req *req, const char *team_id, const char *subject);
 void cp_events_close_all(struct cp *cp);
+/* api_exec_stream.c: GET /v1/envs/{env}/exec/stream, and dropping them all at exit. */
+int cp_exec_stream_route(struct cp *cp);
+void cp_exec_streams_close_all(struct cp *cp);
 int cp_events_stream_route(struct cp *cp);
 
 /* ---- host hub (hub.c) ---- */
@@ -514,10 +522,14 @@ struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_i
 /* The command's progress lines also become progress events of subject
  * (a deployment's dep:<id>, so the CLI following it sees a build's output). */
 void cp_cmd_progress_also(struct cp_cmd *cmd, const char *subject);
+/* A streamed exec's exec.out frames (ws/xframe.h) go to fn with the
+ * command's arg as they arrive, until the result or a cancel. */
+typedef void (*cp_cmd_out_fn)(struct cp *cp, const struct json *frame, void *arg);
+void cp_cmd_on_output(struct cp_cmd *cmd, cp_cmd_out_fn fn);
 /* Forget the caller: the command still runs and its row gets the result. */
 void cp_cmd_cancel(struct cp_cmd *cmd);
 const char *cp_cmd_id(const struct cp_cmd *cmd);
-/* Frames from an admitted host: ack, progress, chunk, result. */
+/* Frames from an admitted host: ack, progress, chunk, exec.out, result. */
 void cp_cmd_frame(struct cp *cp, const char *host_id, const char *type, const struct json *frame);
 /* The host is back: send its unanswered commands again. */
 void cp_cmd_host_up(struct cp *cp, const char *host_id);

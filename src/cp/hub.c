@@ -332,7 +332,7 @@ static void admitted_frame(struct cp_conn *c, const struct json *frame)
 	if (str_eq(type, "heartbeat")) {
 		set_status(c->cp, c->host_id, "connected", true);
 	} else if (str_eq(type, "ack") || str_eq(type, "progress") || str_eq(type, "result") ||
-		   str_eq(type, "chunk")) {
+		   str_eq(type, "chunk") || str_eq(type, "exec.out")) {
 		cp_cmd_frame(c->cp, c->host_id, type, frame);
 	} else if (str_eq(type, "event")) {
 		kind = json_get_str(frame, "kind");

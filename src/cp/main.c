@@ -323,6 +323,7 @@ static void on_signal(struct ev *ev, int signo, void *arg)
 	cp->stopping = true;
 	cp_hub_shutdown(cp);
 	cp_events_close_all(cp);
+	cp_exec_streams_close_all(cp);
 	log_info("cp", "signal %d: shutting down (waiting up to %d s for requests)", signo,
 		 CP_SHUTDOWN_GRACE_MS / 1000);
 	http_server_shutdown(cp->srv, CP_SHUTDOWN_GRACE_MS, shutdown_done, cp);
@@ -412,6 +413,7 @@ static void cleanup(struct cp *cp)
 	cp_token_checks_free_all(cp);
 	if (cp->aclient)
 		http_aclient_free(cp->aclient);
+	cp_exec_streams_close_all(cp);	/* before the commands they point at */
 	cp_cmd_free_all(cp);
 	cp_hub_free_all(cp);
 	cp_events_close_all(cp);

@@ -256,11 +256,13 @@ void dispatch_chunk(struct dispatch *d, const struct json *frame)
 void dispatch_offline(struct dispatch *d)
 {
 	tx_drop_all(d);
+	runner_resume_all(d);	/* nothing is queued now; output sent meanwhile is lost */
 }
 
 void dispatch_drain(struct dispatch *d)
 {
 	tx_pump(d);
+	runner_resume_all(d);
 }
 
 void dispatch_sweep(struct dispatch *d)

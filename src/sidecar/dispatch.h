@@ -22,6 +22,8 @@ struct job {
 	bool exited, eof;
 	int status;
 	struct buf line;		/* progress bytes not yet ending in '\n' */
+	int64_t out_seq;		/* next exec.out frame's seq */
+	bool paused;			/* its pipe is not read until the queue drains */
 	struct ev_timer poll;		/* JOB_ORPHAN: checking on the old worker */
 	int64_t deadline;
 	struct job *next;
@@ -49,6 +51,8 @@ void dispatch_interrupted(struct dispatch *d, struct job *j);
 int runner_start(struct job *j, struct err *e);
 void runner_watch_orphan(struct job *j);
 void runner_forget(struct job *j);
+/* Read the pipes of workers paused by a full queue again. */
+void runner_resume_all(struct dispatch *d);
 /* 1 if a live process holds the lock on <id>.cmd, 0 if none, -1 if no such file. */
 int runner_lock_busy(const char *data, const char *id);
 

@@ -204,14 +204,12 @@ static int finish(const char *id, struct engine_exec *r, struct err *e)
 	return 0;
 }
 
-int engine_exec(const char *container, const char *const *argv, int64_t timeout_ms, size_t max,
-		struct engine_exec *r, struct err *e)
+static int run(const char *container, const char *const *argv, int64_t timeout_ms, struct engine_exec *r,
+	       struct err *e)
 {
 	int64_t deadline = ev_mono_ms() + timeout_ms;
 	char id[128];
 
-	memset(r, 0, sizeof(*r));
-	mux_init(&r->mux, max);
 	if (!engine_socket() || create(container, argv, id, sizeof(id), e) == 0) {
 		log_debug("worker", "exec through the API not possible (%s); using the docker CLI", e->msg);
 		err_clear(e);
@@ -220,6 +218,25 @@ int engine_exec(const char *container, const char *const *argv, int64_t timeout_
 	if (attach(id, deadline, r, e) < 0 || finish(id, r, e) < 0)
 		return -1;
 	return 1;
+}
+
+int engine_exec(const char *container, const char *const *argv, int64_t timeout_ms, size_t max,
+		struct engine_exec *r, struct err *e)
+{
+	memset(r, 0, sizeof(*r));
+	mux_init(&r->mux, max);
+	return run(container, argv, timeout_ms, r, e);
+}
+
+int engine_exec_stream(const char *container, const char *const *argv, int64_t timeout_ms,
+		       void (*sink)(void *arg, int which, const char *p, size_t n), void *arg,
+		       struct engine_exec *r, struct err *e)
+{
+	memset(r, 0, sizeof(*r));
+	mux_init(&r->mux, 0);
+	r->mux.sink = sink;
+	r->mux.sink_arg = arg;
+	return run(container, argv, timeout_ms, r, e);
 }
 
 void engine_exec_release(struct engine_exec *r)

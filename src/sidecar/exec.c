@@ -2,7 +2,11 @@
  * own user, with a timeout (the process is killed when it passes) and
  * stdout and stderr capped at SC_EXEC_OUTPUT_MAX each. Through dockerd's
  * Engine API (engine_exec.c), or `docker exec` when the API cannot take it.
- * A non-zero exit is a successful command whose result carries the code. */
+ * A non-zero exit is a successful command whose result carries the code.
+ * With payload.stream true the output is not kept: each piece goes to the
+ * agent as it arrives, as worker pipe lines (ws/xframe.h) that the agent
+ * sends as exec.out frames; the result is then {exit_code, timed_out,
+ * streamed, frames (how many exec.out there were)}, and a timeout is such a result rather than a failure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +14,7 @@
 #include "base/proc.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
+#include "ws/xframe.h"
 
 static int container_of(struct wk *w, const char *kind, const char *svc, bool paused_ok, char *out, size_t n,
 			struct err *e)
@@ -97,6 +102,57 @@ static int exec_cli(const char *cname, const char *const *cmd, int64_t timeout, 
 	return 0;
 }
 
+/* A piece of output to the agent; if it is gone the command runs on.
+ * arg counts the lines, so the result can say how many frames there were. */
+static void to_agent(void *arg, int which, const char *p, size_t n)
+{
+	int64_t *lines = arg;
+
+	*lines += (int64_t)xf_pipe_lines(n);
+	(void)xf_pipe_write(1, which == 1 ? XF_STDERR : XF_STDOUT, p, n);
+}
+
+static void to_agent_member(const struct json *res, const char *key, int which, int64_t *lines)
+{
+	const struct json *v = json_get(res, key);
+
+	if (v && v->type == JSON_STRING && v->u.str.len)
+		to_agent(lines, which, v->u.str.s, v->u.str.len);
+}
+
+static int exec_stream(const char *cname, const char *const *argv, int64_t timeout, struct json **result,
+		       struct err *e)
+{
+	struct engine_exec x;
+	struct json *cli = NULL;
+	int64_t lines = 0;
+	int rc = engine_exec_stream(cname, argv, timeout * 1000, to_agent, &lines, &x, e);
+
+	if (rc == 0) {
+		/* The CLI's way keeps the output until the end: sent then, whole. */
+		if (exec_cli(cname, argv, timeout, &cli, e) < 0) {
+			engine_exec_release(&x);
+			return -1;
+		}
+		to_agent_member(cli, "stdout", 0, &lines);
+		to_agent_member(cli, "stderr", 1, &lines);
+		x.exit_code = (int)json_get_int(cli, "exit_code", -1);
+		json_free(cli);
+	} else if (rc < 0) {
+		engine_exec_release(&x);
+		return err_prefix(e, "env.exec");
+	}
+	*result = json_new_object();
+	json_object_set_int(*result, "exit_code", x.timed_out ? -1 : x.exit_code);
+	json_object_set_bool(*result, "timed_out", x.timed_out);
+	json_object_set_bool(*result, "streamed", true);
+	json_object_set_int(*result, "frames", lines);
+	if (x.timed_out)
+		json_object_set_int(*result, "timeout_sec", timeout);
+	engine_exec_release(&x);
+	return 0;
+}
+
 int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result, struct err *e)
 {
 	const struct json *cmd = json_get(payload, "cmd");
@@ -121,6 +177,11 @@ int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result,
 			return err_set(e, "env.exec: payload.cmd must be a list of strings");
 		}
 		argv[i] = json_at(cmd, i)->u.str.s;
+	}
+	if (json_get_bool(payload, "stream", false)) {
+		rc = exec_stream(cname, argv, timeout, result, e);
+		free(argv);
+		return rc;
 	}
 	rc = engine_exec(cname, argv, timeout * 1000, SC_EXEC_OUTPUT_MAX, &x, e);
 	if (rc == 0)

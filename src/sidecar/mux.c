@@ -29,6 +29,11 @@ static void keep(struct mux *m, int which, const char *p, size_t n)
 	struct buf *b = &m->out[which];
 	size_t room = b->len < m->cap ? m->cap - b->len : 0;
 
+	if (m->sink) {
+		if (n)
+			m->sink(m->sink_arg, which, p, n);
+		return;
+	}
 	if (n > room) {
 		m->truncated[which] = true;
 		n = room;

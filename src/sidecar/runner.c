@@ -20,6 +20,7 @@
 #include "base/str.h"
 #include "base/sys.h"
 #include "sidecar/dispatch.h"
+#include "ws/xframe.h"
 
 #define RUNNER_READ 4096
 
@@ -90,6 +91,22 @@ static void finish(struct job *j)
 	dispatch_schedule(d);
 }
 
+/* An output line of a streamed exec (ws/xframe.h) as an exec.out frame. */
+static void send_output(struct job *j, const char *line, size_t n)
+{
+	struct json *f = xf_pipe_frame(j->id, j->out_seq, line, n);
+
+	if (!f) {
+		log_warn("denvd", "command %s: a malformed output line from its worker dropped", j->id);
+		return;
+	}
+	j->out_seq++;
+	json_object_set_str(f, "kind", j->kind);
+	if (*j->env)
+		json_object_set_str(f, "env_id", j->env);
+	agent_send(j->d->a, f);
+}
+
 static void flush_lines(struct job *j)
 {
 	char *nl;
@@ -97,9 +114,18 @@ static void flush_lines(struct job *j)
 	while ((nl = memchr(j->line.data, '\n', j->line.len))) {
 		size_t n = (size_t)(nl - j->line.data);
 
-		if (n)
+		if (n && j->line.data[0] == XF_PIPE_MARK)
+			send_output(j, j->line.data, n);
+		else if (n)
 			send_progress(j, j->line.data, n > SC_PROGRESS_LINE_MAX ? SC_PROGRESS_LINE_MAX : n);
 		buf_consume(&j->line, n + 1);
+	}
+	if (j->line.len && j->line.data[0] == XF_PIPE_MARK) {
+		if (j->line.len > XF_PIPE_LINE_MAX) {
+			log_warn("denvd", "command %s: an output line over %zu bytes dropped", j->id, XF_PIPE_LINE_MAX);
+			buf_reset(&j->line);
+		}
+		return;
 	}
 	if (j->line.len >= SC_PROGRESS_LINE_MAX) {	/* a line without end: send what we have */
 		send_progress(j, j->line.data, j->line.len);
@@ -119,13 +145,17 @@ static void on_progress(struct ev *ev, int fd, int revents, void *arg)
 		if (buf_add(&j->line, tmp, (size_t)n) < 0)
 			buf_reset(&j->line);
 		flush_lines(j);
+		/* Backpressure: a streamed exec's output waits in the pipe (and
+		 * the process in its write) while the control plane reads slowly. */
+		if (agent_queued(j->d->a) > SC_STREAM_QUEUED_MAX && ev_fd_set(ev, fd, 0) == 0)
+			j->paused = true;
 		return;
 	}
 	ev_fd_del(ev, fd);
 	sys_close(fd);
 	j->out_fd = -1;
 	j->eof = true;
-	if (j->line.len)
+	if (j->line.len && j->line.data[0] != XF_PIPE_MARK)
 		send_progress(j, j->line.data, j->line.len);
 	if (j->exited)
 		finish(j);
@@ -280,4 +310,11 @@ void runner_forget(struct job *j)
 		ev_child_del(ev, j->pid);
 		j->pid = 0;
 	}
+}
+
+void runner_resume_all(struct dispatch *d)
+{
+	for (struct job *j = d->jobs; j; j = j->next)
+		if (j->paused && j->out_fd >= 0 && ev_fd_set(agent_ev(d->a), j->out_fd, EV_READ) == 0)
+			j->paused = false;
 }

@@ -51,9 +51,15 @@ struct http_client;
 #define SC_MAX_WORKERS 16		/* workers at once (different environments) */
 #define SC_MAX_QUEUED 1024		/* commands waiting for their environment */
 #define SC_PROGRESS_LINE_MAX 2048
+/* Bytes queued towards the control plane above which the agent stops
+ * reading workers' pipes (a streamed exec then waits, rather than the agent
+ * buffering its output without bound); reading resumes when the queue drains. */
+#define SC_STREAM_QUEUED_MAX ((size_t)4 << 20)
 #define SC_ORPHAN_POLL_MS 500		/* checking on a worker left by a previous agent */
 #define SC_ORPHAN_WAIT_MS (20 * 60 * 1000)
-#define SC_RESULT_FILE_MAX ((size_t)8 << 20)
+/* A stored result is at most a frame: the largest, an exec's 1 MiB of
+ * stdout and of stderr all control bytes, is 12 MiB as JSON (\u0000). */
+#define SC_RESULT_FILE_MAX SC_FRAME_MAX
 #define SC_CMDLOG_TAR_KEEP_S (24 * 3600)
 #define SC_CMDLOG_RESULT_KEEP_S (7 * 24 * 3600)
 
@@ -322,6 +328,10 @@ struct mux {
 	size_t hlen;
 	uint8_t stream;
 	uint32_t left;		/* bytes of the current frame still to come */
+	/* Set: every piece goes here as it arrives (which: 0 stdout, 1 stderr)
+	 * instead of into out[] (a streamed exec). */
+	void (*sink)(void *arg, int which, const char *p, size_t n);
+	void *sink_arg;
 };
 void mux_init(struct mux *m, size_t cap);
 void mux_release(struct mux *m);
@@ -341,6 +351,10 @@ struct engine_exec {
 };
 int engine_exec(const char *container, const char *const *argv, int64_t timeout_ms, size_t max,
 		struct engine_exec *r, struct err *e);
+/* The same with the output handed to sink as it arrives (struct mux). */
+int engine_exec_stream(const char *container, const char *const *argv, int64_t timeout_ms,
+		       void (*sink)(void *arg, int which, const char *p, size_t n), void *arg,
+		       struct engine_exec *r, struct err *e);
 void engine_exec_release(struct engine_exec *r);
 
 /* render.c */
