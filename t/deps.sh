@@ -44,6 +44,7 @@ debootstrap:/usr/sbin/debootstrap
 iproute2:/sbin/ip
 groff-base:/usr/bin/groff
 tmux:/usr/bin/tmux
+jq:/usr/bin/jq
 chromium:/usr/bin/chromium
 "
 bench_pkgs="wrk:/usr/bin/wrk nginx:/usr/sbin/nginx"

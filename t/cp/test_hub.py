@@ -456,7 +456,8 @@ def test_exec_files(s, st8):
 def test_sandboxes(s, st8):
     sc = st8["sc"]
     st, doc, _ = call(s, "POST", "/v1/sandboxes", {"image": "python:3.12-slim", "cmd": ["sleep", "infinity"]})
-    ok(st == 201 and set(doc) == {"environment", "deployment"} and doc["deployment"]["Status"] == "succeeded"
+    ok(st == 201 and set(doc) == {"environment", "deployment", "expires_at", "idle_expires_at"}
+       and doc["deployment"]["Status"] == "succeeded"
        and doc["environment"]["Status"] == "running" and doc["environment"]["Name"].startswith("sbx-"),
        "POST /v1/sandboxes (image): 201 when healthy", (st, doc))
     create = sc.commands("env.create")[-1][3]
