@@ -28,6 +28,7 @@
 #include "base/enc.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "base/utf8.h"
 #include "cp/cp.h"
 #include "tar/tar.h"
 
@@ -40,7 +41,7 @@
 #define E2B_FILES_MAX 256			/* files in one env.put archive */
 #define E2B_EXTRA_MS 10000			/* a command's own timeout plus this, per call */
 
-enum step { S_CREATE, S_EXEC, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
+enum step { S_CREATE, S_COMMAND, S_EXEC, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
 
 struct e2b_file {
 	char *path;
@@ -66,6 +67,7 @@ struct cp_drv_op {
 	bool ok;
 	char error[ERR_MSG_MAX];
 	struct json *result;
+	struct json *created;	/* env.create's result while the service's command starts */
 	struct buf out;		/* env.get's archive */
 	cp_drv_fn fn;
 	void *arg;
@@ -94,6 +96,7 @@ static void op_free(struct cp_drv_op *op)
 	}
 	json_free(op->payload);
 	json_free(op->result);
+	json_free(op->created);
 	buf_release(&op->out);
 	memset(op->token, 0, sizeof(op->token));
 	memset(op->access, 0, sizeof(op->access));
@@ -194,7 +197,7 @@ static int call(struct cp_drv_op *op, const char *method, bool api, const char *
 		headers[nh] = h[nh];
 		nh++;
 	}
-	if (op->step == S_EXEC) {
+	if (op->step == S_EXEC || op->step == S_COMMAND) {
 		snprintf(h[nh], sizeof(h[nh]), "Connect-Protocol-Version: 1");
 		headers[nh] = h[nh];
 		nh++;
@@ -284,6 +287,39 @@ static void start_create(struct cp_drv_op *op)
 	json_free(body);
 }
 
+static void start_exec(struct cp_drv_op *op, const struct json *cmd);
+
+/* The service's command runs in the background, as a container's would: a
+ * shell starts it detached and exits, so the stream ends at once. */
+static void start_command(struct cp_drv_op *op, struct json *res)
+{
+	const struct json *c = json_get(json_at(json_get(op->payload, "services"), 0), "command");
+	struct json *argv;
+
+	if (!c || (c->type == JSON_ARRAY && !json_len(c)) || (c->type == JSON_STRING && !*c->u.str.s) ||
+	    (c->type != JSON_ARRAY && c->type != JSON_STRING)) {
+		done(op, true, res);
+		return;
+	}
+	argv = json_new_array();
+	json_array_push(argv, json_new_str("/bin/sh"));
+	json_array_push(argv, json_new_str("-c"));
+	if (c->type == JSON_STRING) {
+		json_array_push(argv, json_new_str("sh -c \"$1\" >/dev/null 2>&1 </dev/null &"));
+		json_array_push(argv, json_new_str("sh"));
+		json_array_push(argv, json_dup(c));
+	} else {
+		json_array_push(argv, json_new_str("\"$@\" >/dev/null 2>&1 </dev/null &"));
+		json_array_push(argv, json_new_str("sh"));
+		for (size_t i = 0; i < json_len(c); i++)
+			json_array_push(argv, json_dup(json_at(c, i)));
+	}
+	op->created = res;
+	op->step = S_COMMAND;
+	start_exec(op, argv);
+	json_free(argv);
+}
+
 static void created(struct cp_drv_op *op, const struct http_client_resp *resp)
 {
 	struct json *doc = NULL, *res;
@@ -309,15 +345,17 @@ static void created(struct cp_drv_op *op, const struct http_client_resp *resp)
 	res = cp_obj("endpoints", json_new_object(), "started_in", json_new_str(started), "digests", json_new_object(),
 		     "storage", json_new_str("e2b"), "egress", json_new_str("provider network config"), "sandbox_id",
 		     json_new_str(id), NULL);
-	json_free(doc);
-	done(op, true, res);
+	str_copy(op->sandbox, sizeof(op->sandbox), id);
+	str_copy(op->access, sizeof(op->access), tok ? tok : "");
+	str_copy(op->domain, sizeof(op->domain), dom ? dom : "");
+	json_free(doc);	/* id, tok and dom point into it */
+	start_command(op, res);
 }
 
 /* ---- env.exec: a Connect server stream in the JSON codec ---- */
 
-static void start_exec(struct cp_drv_op *op)
+static void start_exec(struct cp_drv_op *op, const struct json *cmd)
 {
-	const struct json *cmd = json_get(op->payload, "cmd");
 	struct json *args = json_new_array(), *msg;
 	struct buf b = BUF_INIT;
 	char *text;
@@ -347,6 +385,33 @@ static void start_exec(struct cp_drv_op *op)
 	free(text);
 	call(op, "POST", false, "/process.Process/Start", "application/connect+json", b.data, b.len, E2B_STREAM_MAX);
 	buf_release(&b);
+}
+
+/* Output as a JSON string: the store and the API carry UTF-8 only, so a
+ * byte that is not part of a valid sequence becomes U+FFFD. */
+static struct json *text_of(const struct buf *b)
+{
+	const unsigned char *p = (const unsigned char *)b->data;
+	struct buf t = BUF_INIT;
+	struct json *j;
+	size_t i = 0, k;
+
+	if (utf8_valid(b->data, b->len))
+		return json_new_strn(b->data, b->len);
+	buf_init(&t, 0);
+	while (i < b->len) {
+		k = utf8_seq_len(p + i, b->len - i);
+		if (k) {
+			buf_add(&t, p + i, k);
+			i += k;
+		} else {
+			buf_add(&t, "\xEF\xBF\xBD", 3);
+			i++;
+		}
+	}
+	j = json_new_strn(t.data, t.len);
+	buf_release(&t);
+	return j;
 }
 
 /* One StartResponse event into the result; -1 with msg on a malformed one. */
@@ -413,9 +478,22 @@ static void exec_answered(struct cp_drv_op *op, const struct http_client_resp *r
 		fail(op, "%s", emsg);
 		return;
 	}
+	if (op->step == S_COMMAND) {
+		struct json *res = op->created;
+
+		op->created = NULL;
+		buf_release(&out);
+		buf_release(&errb);
+		if (code != 0) {
+			json_free(res);
+			fail(op, "the service's command did not start (exit %" PRId64 ")", code);
+		} else {
+			done(op, true, res);
+		}
+		return;
+	}
 	done(op, true,
-	     cp_obj("exit_code", json_new_int(code), "stdout", json_new_strn(out.data, out.len), "stderr",
-		    json_new_strn(errb.data, errb.len), NULL));
+	     cp_obj("exit_code", json_new_int(code), "stdout", text_of(&out), "stderr", text_of(&errb), NULL));
 	buf_release(&out);
 	buf_release(&errb);
 }
@@ -540,6 +618,7 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 		created(op, resp);
 		break;
 	case S_EXEC:
+	case S_COMMAND:
 		exec_answered(op, resp);
 		break;
 	case S_PUT:
@@ -592,7 +671,7 @@ static void begin(struct cp_drv_op *op, const struct buf *data)
 	}
 	switch (op->step) {
 	case S_EXEC:
-		start_exec(op);
+		start_exec(op, json_get(op->payload, "cmd"));
 		break;
 	case S_PUT:
 		if (!json_get_str(op->payload, "path") || !data) {
