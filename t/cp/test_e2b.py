@@ -20,10 +20,16 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fakes"))
 import test_api as T  # noqa: E402
 from test_api import BOOT_KEY, ok, is_, err_of  # noqa: E402
-from fake_e2b import FakeE2B  # noqa: E402
+from fake_e2b import FakeE2B, envelope, STREAM  # noqa: E402
 
 KEY = "e2b_driver_test_0123456789"
 IMAGE = "denv-test/debian:latest"
+TWO = """services:
+  a:
+    image: denv-test/debian:latest
+  b:
+    image: denv-test/debian:latest
+"""
 FORK = ("E2B has no fork: pause/resume continues the same sandbox and cannot branch it; use your machines or "
         "Daytona for forks")
 
@@ -64,6 +70,15 @@ def run(s, f):
         "exec through envd's process Start: exit code, stdout and stderr")
     st, doc, _ = s.call("POST", "/v1/envs/%s/exec" % env, key=BOOT_KEY, body={"service": "main", "cmd": ["true"]})
     is_((st, doc.get("exit_code") if isinstance(doc, dict) else doc), (200, 0), "exit 0 (left out by proto3 JSON)")
+    f.plan.append((200, envelope({"error": {"code": "deadline_exceeded", "message": "the command timed out"}}, 2),
+                   STREAM))
+    st, doc, _ = s.call("POST", "/v1/envs/%s/exec" % env, key=BOOT_KEY, body={"service": "main", "cmd": ["true"]})
+    is_((st, err_of(doc)), (502, "e2b: env.exec: envd: deadline_exceeded: the command timed out"),
+        "envd ending the stream with an error: 502 with its code and message")
+    f.plan.append((200, envelope({"event": {"start": {"pid": 7}}}), STREAM))
+    st, doc, _ = s.call("POST", "/v1/envs/%s/exec" % env, key=BOOT_KEY, body={"service": "main", "cmd": ["true"]})
+    is_((st, err_of(doc)), (502, "e2b: env.exec: the process stream ended before the process did"),
+        "a stream cut before the end event: 502 saying so")
     data = b"round trip \x00\xff\n" * 100
     st, doc, _ = s.call("PUT", "/v1/envs/%s/files?service=main&path=/work/in" % env, key=BOOT_KEY,
                         headers={"Content-Type": "application/x-tar"}, raw=tar_of("a.bin", data))
@@ -107,6 +122,11 @@ def run(s, f):
     st, doc, _ = s.call("POST", "/v1/sandboxes", key=BOOT_KEY, body={"image": "nosuch/image:1", "timeout_sec": 60})
     ok(st == 502 and "e2b: env.create: E2B answered 404 Not Found: template 'nosuch/image:1' not found"
        in (err_of(doc) or ""), "an image E2B has no template for: 502 with E2B's answer", (st, doc))
+    s.call("POST", "/v1/projects", key=BOOT_KEY, body={"name": "two"})
+    st, doc, _ = s.call("POST", "/v1/projects/two/deploy", key=BOOT_KEY, body={"compose": TWO})
+    d = T.wait_deployment(s, doc["deployment"]["ID"], timeout=30) if st == 202 else doc
+    ok("prepare" in str(d) and "e2b runs one container per environment; use your machines for multi-service "
+       "stacks (2 services declared)" in str(d), "two services on e2b: refused at prepare", (st, d))
     st, doc, _ = s.call("DELETE", "/v1/envs/%s" % env, key=BOOT_KEY)
     ok(st == 202, "destroy: 202", (st, doc))
     d = T.wait_deployment(s, doc["deployment"]["ID"] if isinstance(doc["deployment"], dict) else doc["deployment"],
