@@ -411,9 +411,10 @@ static void cleanup(struct cp *cp)
 	cp_idem_free_all(cp);
 	cp_quota_free_all(cp);
 	cp_token_checks_free_all(cp);
+	/* Commands before the client: a driver's command cancels its call in flight. */
+	cp_cmd_free_all(cp);
 	if (cp->aclient)
 		http_aclient_free(cp->aclient);
-	cp_cmd_free_all(cp);
 	cp_hub_free_all(cp);
 	cp_events_close_all(cp);
 	st_close(cp->db);
