@@ -174,6 +174,16 @@ out:
 	json_free(body);
 }
 
+/* The hosted provider an environment lives on, or NULL (a sidecar, or none yet). */
+static const char *env_provider(struct cp *cp, const struct json *env)
+{
+	const struct json *host = st_get(cp->db, "hosts", json_get_str(env, "HostID"));
+	const struct json *cloud = st_get(cp->db, "clouds", json_get_str(host, "CloudID"));
+	const char *p = json_get_str(cloud, "Provider");
+
+	return cp_provider_is_driver(p) ? p : NULL;
+}
+
 static void h_verify(struct cp *cp, struct http_req *req)
 {
 	int resume = -1;
@@ -187,6 +197,16 @@ static void h_verify(struct cp *cp, struct http_req *req)
 		return;
 	if (cp_opt_bool(req, body, "resume", &resume) < 0)
 		goto out;
+	/* Verify needs the sidecar's collect and a grader fork: a hosted
+	 * provider has neither (targets.md, the capability table's Verify). */
+	if (env_provider(cp, env)) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "%s: verify.collect: not supported on %s yet", env_provider(cp, env),
+			 env_provider(cp, env));
+		http_respond_error(req, 400, msg);
+		goto out;
+	}
 	cur = st_get(cp->db, "versions", json_get_str(env, "CurrentVersionID"));
 	spec = json_get(cur, "Spec");
 	if (!json_get_str(json_get(spec, "agent"), "service") || !json_get(spec, "verifier")) {

@@ -47,6 +47,8 @@ struct cp_cmd {
 	cp_cmd_out_fn out_fn;	/* a streamed exec's output (NULL none) */
 	void *arg;
 	char also[ID_MAX + 8];	/* progress goes to this subject too ("" none) */
+	char driver[16];	/* a hosted provider runs it in-process ("" a sidecar) */
+	struct cp_drv_op *op;	/* that run, in flight */
 	struct cp_cmd *next;
 };
 
@@ -81,6 +83,7 @@ static void unlink_cmd(struct cp *cp, struct cp_cmd *cmd)
 static void cmd_free(struct cp_cmd *cmd)
 {
 	ev_timer_stop(cmd->cp->ev, &cmd->timer);
+	cp_drv_cancel(cmd->op);
 	json_free(cmd->payload);
 	buf_release(&cmd->out);
 	buf_release(&cmd->in);
@@ -202,6 +205,35 @@ static void fail_soon(struct cp_cmd *cmd, const char *msg)
 	ev_timer_start(cmd->cp->ev, &cmd->timer, 0, on_timer, cmd);
 }
 
+static void driver_done(struct cp *cp, bool ok, const char *error, const struct json *payload,
+			const struct buf *data, void *arg)
+{
+	struct cp_cmd *cmd = arg;
+
+	(void)cp;
+	cmd->op = NULL;	/* the driver frees it once this returns */
+	finish(cmd, ok, error, payload, data);
+}
+
+/* A driver host's command runs here, against the provider's API. */
+static void drive(struct cp_cmd *cmd)
+{
+	struct cp *cp = cmd->cp;
+	const struct json *host = st_get(cp->db, "hosts", cmd->host_id);
+	const struct json *cloud = st_get(cp->db, "clouds", json_get_str(host, "CloudID"));
+	char msg[ERR_MSG_MAX];
+
+	if (!str_eq(cmd->driver, "e2b")) {
+		snprintf(msg, sizeof(msg), "%s: %s: not supported on %s yet", cmd->driver, cmd->kind, cmd->driver);
+		fail_soon(cmd, msg);
+		return;
+	}
+	cmd->op = cp_e2b_start(cp, cloud, cmd->env_id, cmd->kind, cmd->payload, cmd->chunked ? &cmd->out : NULL,
+			       cmd->timeout_ms, driver_done, cmd, msg, sizeof(msg));
+	if (!cmd->op)
+		fail_soon(cmd, msg);
+}
+
 static void recorded(int status, struct err *e, void *arg)
 {
 	struct cp_cmd *cmd = arg;
@@ -215,6 +247,8 @@ static void recorded(int status, struct err *e, void *arg)
 	 * now: freeing it earlier would leave this callback a dangling cmd. */
 	if (cmd->fail[0])
 		ev_timer_start(cmd->cp->ev, &cmd->timer, 0, on_timer, cmd);
+	else if (cmd->driver[0])
+		drive(cmd);
 	else if (cp_host_connected(cmd->cp, cmd->host_id))
 		transmit(cmd);
 }
@@ -237,7 +271,6 @@ struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_i
 	const char *provider = driver_of(cp, host);
 	struct json *row;
 	struct st_txn *txn;
-	char msg[ERR_MSG_MAX];
 	struct err e;
 
 	cmd->cp = cp;
@@ -275,9 +308,8 @@ struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_i
 	if (!host) {
 		str_copy(cmd->fail, sizeof(cmd->fail), "host not found");
 	} else if (provider) {
-		/* Hosted providers are driven in-process; no driver is built in yet. */
-		snprintf(msg, sizeof(msg), "%s: %s: not supported on %s yet", provider, kind, provider);
-		str_copy(cmd->fail, sizeof(cmd->fail), msg);
+		/* Hosted providers are driven in-process once the row is on disk. */
+		str_copy(cmd->driver, sizeof(cmd->driver), provider);
 	}
 	txn = st_begin(cp->db);
 	st_put(txn, "commands", cmd->id, row);
@@ -409,7 +441,7 @@ void cp_cmd_frame(struct cp *cp, const char *host_id, const char *type, const st
 void cp_cmd_host_up(struct cp *cp, const char *host_id)
 {
 	for (struct cp_cmd *c = cp->cmds; c; c = c->next)
-		if (c->durable && !c->fail[0] && str_eq(c->host_id, host_id)) {
+		if (c->durable && !c->fail[0] && !c->driver[0] && str_eq(c->host_id, host_id)) {
 			log_info("cmd", "host %s is back: sending %s %s again", host_id, c->kind, c->id);
 			transmit(c);
 		}

@@ -167,6 +167,7 @@ struct cp_config {
 	const char *conns_per_addr;	/* -max-conns-per-addr, DENV_MAX_CONNS_PER_ADDR; NULL: default */
 	int max_conns_per_addr;		/* parsed: 0 HTTP_MAX_CONNS_PER_ADDR, -1 no cap */
 	const char *e2b_api_url;	/* DENV_E2B_API_URL; likewise */
+	const char *e2b_sandbox_url;	/* DENV_E2B_SANDBOX_URL: every sandbox's envd here (tests); NULL: its own host */
 	const char *daytona_api_url;	/* DENV_DAYTONA_API_URL; likewise */
 	const char *sandbox_idle_ttl;	/* -sandbox-idle-ttl, DENV_SANDBOX_IDLE_TTL; NULL: default */
 	const char *sandbox_max_ttl;	/* -sandbox-max-ttl, DENV_SANDBOX_MAX_TTL; likewise */
@@ -645,6 +646,23 @@ struct cp_machine_call *cp_hetzner_find(struct cp *cp, const struct json *config
 void cp_machine_cancel(struct cp_machine_call *call);
 /* The client for calls to providers, made on first use. */
 struct http_aclient *cp_aclient(struct cp *cp);
+
+/* ---- hosted provider drivers (driver_e2b.c) ---- */
+
+/* A command run by the control plane against a provider. fn gets the
+ * outcome once, never from inside the start call: ok with the result payload
+ * (and an archive in data for env.get), or the error. */
+struct cp_drv_op;
+typedef void (*cp_drv_fn)(struct cp *cp, bool ok, const char *error, const struct json *payload,
+			  const struct buf *data, void *arg);
+/* Start kind for env_id on the E2B target of cloud. NULL with refused filled
+ * when E2B cannot do it (fork, verify: the words of targets.md); fn is then
+ * never called. data is env.put's archive (read during the call only). */
+struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
+			       const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
+			       void *arg, char *refused, size_t n);
+/* Drop an operation in flight: fn is not called. NULL is fine. */
+void cp_drv_cancel(struct cp_drv_op *op);
 
 /* ---- token checks at connect (token_check.c) ---- */
 

@@ -52,7 +52,7 @@ static const char usage_text[] =
 	"DENV_RELEASES_DIR, DENV_GITHUB_CLIENT_ID, DENV_GITHUB_CLIENT_SECRET,\n"
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
 	"DENV_GITHUB_URL, DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_E2B_API_URL,\n"
-	"DENV_DAYTONA_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC,\n"
+	"DENV_E2B_SANDBOX_URL, DENV_DAYTONA_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC,\n"
 	"DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC,\n"
 	"DENV_SANDBOX_IDLE_TTL, DENV_SANDBOX_MAX_TTL, DENV_DB_HOST, DENV_DB_PORT,\n"
 	"DENV_DB_NAME, DENV_DB_USER, DENV_DB_PASSWORD, DENV_DB_SSLMODE, DENV_FILES_DIR.\n"
@@ -118,6 +118,7 @@ static void config_from_env(struct cp_config *c)
 	c->hetzner_api_url = env_or("DENV_HETZNER_API_URL", CP_HETZNER_API_URL);
 	c->conns_per_addr = env_or("DENV_MAX_CONNS_PER_ADDR", NULL);
 	c->e2b_api_url = env_or("DENV_E2B_API_URL", CP_E2B_API_URL);
+	c->e2b_sandbox_url = env_or("DENV_E2B_SANDBOX_URL", NULL);
 	c->daytona_api_url = env_or("DENV_DAYTONA_API_URL", CP_DAYTONA_API_URL);
 	c->sandbox_idle_ttl = env_or("DENV_SANDBOX_IDLE_TTL", NULL);
 	c->sandbox_max_ttl = env_or("DENV_SANDBOX_MAX_TTL", NULL);
@@ -411,10 +412,11 @@ static void cleanup(struct cp *cp)
 	cp_idem_free_all(cp);
 	cp_quota_free_all(cp);
 	cp_token_checks_free_all(cp);
+	cp_exec_streams_close_all(cp);	/* before the commands they point at */
+	/* Commands before the client: a driver's command cancels its call in flight. */
+	cp_cmd_free_all(cp);
 	if (cp->aclient)
 		http_aclient_free(cp->aclient);
-	cp_exec_streams_close_all(cp);	/* before the commands they point at */
-	cp_cmd_free_all(cp);
 	cp_hub_free_all(cp);
 	cp_events_close_all(cp);
 	st_close(cp->db);
@@ -441,6 +443,7 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.console_url);
 	free((char *)cp->cfg.hetzner_api_url);
 	free((char *)cp->cfg.e2b_api_url);
+	free((char *)cp->cfg.e2b_sandbox_url);
 	free((char *)cp->cfg.daytona_api_url);
 	free((char *)cp->cfg.gh_api_url);
 	free((char *)cp->cfg.gh_url);
@@ -510,6 +513,7 @@ int main(int argc, char **argv)
 	cp.cfg.console_url = no_trailing_slash(cp.cfg.console_url);
 	cp.cfg.hetzner_api_url = no_trailing_slash(cp.cfg.hetzner_api_url);
 	cp.cfg.e2b_api_url = no_trailing_slash(cp.cfg.e2b_api_url);
+	cp.cfg.e2b_sandbox_url = no_trailing_slash(cp.cfg.e2b_sandbox_url);
 	cp.cfg.daytona_api_url = no_trailing_slash(cp.cfg.daytona_api_url);
 	cp.cfg.gh_api_url = no_trailing_slash(cp.cfg.gh_api_url);
 	cp.cfg.gh_url = no_trailing_slash(cp.cfg.gh_url);

@@ -22,6 +22,7 @@ class FakeAPI:
         self.plan = []
         self.delay = 0.0
         self.requests = []
+        self.raw = b""          # the body of the request being answered, as sent
         self.lock = threading.Lock()
         fake = self
 
@@ -51,8 +52,7 @@ class FakeAPI:
         self.httpd.server_close()
 
     def _handle(self, h):
-        n = int(h.headers.get("Content-Length") or 0)
-        raw = h.rfile.read(n) if n else b""
+        raw = self._read_body(h)
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -61,6 +61,7 @@ class FakeAPI:
         split = urllib.parse.urlsplit(h.path)
         with self.lock:
             self.requests.append({"method": h.command, "path": h.path, "headers": headers, "body": body})
+            self.raw = raw
             if self.plan:
                 answer = self.plan.pop(0)
             elif not split.path.startswith(self.base + "/"):
@@ -72,14 +73,32 @@ class FakeAPI:
             time.sleep(self.delay)
         status, doc = answer[0], answer[1]
         extra = answer[2] if len(answer) > 2 else {}
-        data = json.dumps(doc).encode()
+        # bytes go out as they are (a file, a Connect stream): extra names the type
+        data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
         h.send_response(status)
-        h.send_header("Content-Type", "application/json")
+        if "Content-Type" not in extra:
+            h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(data)))
         for k, v in extra.items():
             h.send_header(k, v)
         h.end_headers()
         h.wfile.write(data)
+
+    @staticmethod
+    def _read_body(h):
+        """The request body, by Content-Length or chunked (an SDK may stream)."""
+        if "chunked" in (h.headers.get("Transfer-Encoding") or "").lower():
+            out = b""
+            while True:
+                n = int(h.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if n == 0:
+                    while h.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return out
+                out += h.rfile.read(n)
+                h.rfile.readline()
+        n = int(h.headers.get("Content-Length") or 0)
+        return h.rfile.read(n) if n else b""
 
     def not_found(self, path):
         return 404, {"message": "Cannot GET %s" % path}

@@ -67,6 +67,57 @@ def test_e2b():
         f.stop()
 
 
+def docker_ok():
+    import subprocess
+    try:
+        return subprocess.run(["docker", "image", "inspect", "denv-test/debian:latest"],
+                              capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def test_e2b_sandbox():
+    """The calls denv-cp's E2B driver makes (src/cp/driver_e2b.c), by the SDK:
+    create from a template, run a command, write and read a file, pause and
+    resume, kill. The envd calls go to the fake through E2B_SANDBOX_URL."""
+    names = ("e2b: Sandbox.create", "e2b: commands.run", "e2b: a failing command", "e2b: files.write",
+             "e2b: files.read", "e2b: pause", "e2b: resume", "e2b: kill")
+    try:
+        import e2b
+    except ImportError:
+        for t in names:
+            skip(t, "the e2b SDK is not installed (t/requirements.txt)")
+        return
+    if not docker_ok():
+        for t in names:
+            skip(t, "the fake's sandboxes need Docker and denv-test/debian:latest")
+        return
+    f = FakeE2B()
+    os.environ["E2B_SANDBOX_URL"] = f.url
+    try:
+        sbx = e2b.Sandbox.create("base", api_key=f.key, api_url=f.url, sandbox_url=f.url)
+        ok(sbx.sandbox_id in f.live, "e2b: Sandbox.create('base') accepts the fake's sandbox", sbx.sandbox_id)
+        r = sbx.commands.run("echo hi; echo err >&2")
+        ok((r.exit_code, r.stdout, r.stderr) == (0, "hi\n", "err\n"),
+           "e2b: commands.run reads the Connect stream (stdout, stderr, exit 0)", r)
+        ex = raised(lambda: sbx.commands.run("exit 3"))
+        ok(isinstance(ex, e2b.CommandExitException) and ex.exit_code == 3,
+           "e2b: a failing command raises CommandExitException with its exit code", repr(ex))
+        w = sbx.files.write("/tmp/denv/x.txt", b"round trip\n", use_octet_stream=True)
+        ok(w.path == "/tmp/denv/x.txt", "e2b: files.write (octet-stream, as denv-cp sends) is accepted", w)
+        ok(sbx.files.read("/tmp/denv/x.txt") == "round trip\n", "e2b: files.read gives the bytes back")
+        sbx.pause()
+        ok(f.live[sbx.sandbox_id]["state"] == "paused", "e2b: pause")
+        sbx2 = e2b.Sandbox.connect(sbx.sandbox_id, api_key=f.key, api_url=f.url, sandbox_url=f.url)
+        ok(sbx2.commands.run("cat /tmp/denv/x.txt").stdout == "round trip\n",
+           "e2b: Sandbox.connect resumes it with its files")
+        sbx2.kill()
+        ok(sbx.sandbox_id not in f.live, "e2b: kill removes it")
+    finally:
+        os.environ.pop("E2B_SANDBOX_URL", None)
+        f.stop()
+
+
 def e2b_version():
     from importlib.metadata import version
     return version("e2b")
@@ -106,7 +157,7 @@ def test_daytona():
 
 
 def main():
-    for t in (test_e2b, test_daytona):
+    for t in (test_e2b, test_e2b_sandbox, test_daytona):
         try:
             t()
         except Exception:
