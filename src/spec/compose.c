@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/str.h"
 #include "spec/spec.h"
 #include "yaml/yaml.h"
@@ -224,6 +225,18 @@ static int read_verifier(const struct json *x, struct json *spec, struct err *e)
 	return 0;
 }
 
+/* The deploy's instant is now: the Spec is made when the deploy arrives. */
+static int read_clock(const struct json *v, struct json *spec, struct err *e)
+{
+	struct json *clock;
+
+	if (spec_clock(v, clock_now_ns(), &clock, e) < 0)
+		return -1;
+	if (clock)
+		json_object_set(spec, "clock", clock);
+	return 0;
+}
+
 static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 {
 	const struct json *egress = json_get(x, "egress"), *warm = json_get(x, "warm");
@@ -248,7 +261,7 @@ static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 	if (!(argv = spec_warm(warm, "compose: x-denv.warm", e)))
 		return -1;
 	json_object_set(spec, "warm", argv);
-	if (read_agent(x, spec, e) < 0)
+	if (read_clock(json_get(x, "clock"), spec, e) < 0 || read_agent(x, spec, e) < 0)
 		return -1;
 	return read_verifier(x, spec, e);
 }
