@@ -111,9 +111,29 @@ static void test_compose(void)
 	       "with the reason");
 }
 
+/* The sidecar's LD_PRELOAD and FAKETIME would override a service's own. */
+static void test_preload(void)
+{
+	static const char preload[] = "x-denv: {clock: frozen}\nservices:\n  a: {image: x, environment: {LD_PRELOAD: /x.so}}\n";
+	static const char fake[] = "x-denv: {clock: {mode: offset, offset: 1h}}\n"
+				   "services:\n  a: {image: x, environment: [FAKETIME_NO_CACHE=1]}\n";
+	static const char real[] = "services:\n  a: {image: x, environment: {LD_PRELOAD: /x.so}}\n";
+	struct json *spec = NULL;
+	struct err e;
+
+	ok(spec_parse_compose(preload, strlen(preload), &spec, &e) < 0, "LD_PRELOAD with a frozen clock is refused");
+	is_str(e.msg, "compose: service \"a\" sets LD_PRELOAD, which x-denv.clock sets itself (libfaketime); "
+	       "remove it or use clock: real", "naming the service and the variable");
+	ok(spec_parse_compose(fake, strlen(fake), &spec, &e) < 0 && strstr(e.msg, "sets FAKETIME_NO_CACHE") != NULL,
+	   "a FAKETIME variable with an offset clock is refused");
+	ok(spec_parse_compose(real, strlen(real), &spec, &e) == 0, "LD_PRELOAD on the real clock is the service's own");
+	json_free(spec);
+}
+
 int main(void)
 {
 	test_cases();
 	test_compose();
+	test_preload();
 	return tap_done();
 }
