@@ -16,6 +16,11 @@
  *   and execs start there again, FAKETIME_DONT_RESET unset) and its own time
  *   runs on from there. The monotonic clock stays real
  *   (FAKETIME_DONT_FAKE_MONOTONIC), so timeouts keep working.
+ * - PostgreSQL 15 runs under it (backends fork from the postmaster without
+ *   exec, so now() is the instant plus the postmaster's uptime); Debian's
+ *   redis-server and redis-cli (jemalloc) hang at start with libfaketime
+ *   0.9.10 in every mode tried (MT build, monotonic faked or not), so such
+ *   a service fails its health wait: denv-compose(5) says so.
  * - The date form is read as UTC whatever TZ the service sets; the
  *   FAKETIME_FMT=%s form is not (it shifts by TZ), so it is not used.
  *
