@@ -3,6 +3,7 @@
 # Docker (libfaketime preloaded from the host, fakeclock.c):
 #   - frozen at a declared instant: exec'd date, python3's time.time() and a
 #     grandchild shell all read the instant, in the service and in a fork;
+#     PostgreSQL's now() runs on from it;
 #   - a bare `frozen` is the deploy's instant, recorded once: a fork of it
 #     reads the same instant;
 #   - offset: real time shifted by the offset;
@@ -93,11 +94,19 @@ services:
   app:
     image: denv-test/debian:latest
     command: ["sleep", "infinity"]
+  db:
+    image: denv-test/debian:latest
+    command: ["postgres"]
+    healthcheck: { test: ["CMD-SHELL", "pg_isready -U postgres"], interval: 1s, retries: 60 }
 EOF
 run deploy --project clk --env frozen -f "$tmp/frozen.yaml" -v
 ok $rc "a frozen clock deploys on the bookworm image (exit $rc)"
 reads clk/frozen 1767225600
 ok $? "exec'd date, python3 and a grandchild shell read the declared instant"
+pg=$(exec_out clk/frozen db psql -U postgres -tAc 'select extract(epoch from now())::bigint')
+echo "# PostgreSQL now(): $pg"
+[ "$pg" -ge 1767225600 ] && [ "$pg" -le $((1767225600 + 300)) ]
+ok $? "PostgreSQL's now() is the instant plus the postmaster's uptime"
 ev_of "$(dep_of_out)" prepare
 [ "$(py 'd["clock"]["mode"], d["clock"]["at"], "libfaketime" in d["clock"]["mechanism"]')" = "('frozen', '2026-01-01T00:00:00Z', True)" ]
 ok $? "the prepare evidence records the clock: mode, at, mechanism"
