@@ -46,6 +46,7 @@ groff-base:/usr/bin/groff
 tmux:/usr/bin/tmux
 jq:/usr/bin/jq
 chromium:/usr/bin/chromium
+libfaketime:/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 "
 bench_pkgs="wrk:/usr/bin/wrk nginx:/usr/sbin/nginx"
 # What the programs themselves run (denvd: docker, iptables for the host

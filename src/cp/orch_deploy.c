@@ -148,6 +148,8 @@ static void prepared(struct cp_run *r, const struct cp_result *res)
 		json_object_set_int(ev, "prepared_in_ms", step_ms(p, "prepare_ms"));
 	if (json_len(json_get(p, "builds")))
 		json_object_set(ev, "builds", json_dup(json_get(p, "builds")));
+	if (json_get(p, "clock"))
+		json_object_set(ev, "clock", json_dup(json_get(p, "clock")));
 	run_ok(r, ev);
 }
 
@@ -169,6 +171,8 @@ static void create(struct cp_run *r)
 			 "volumes", json_dup(json_get(spec, "volumes")), "from_snapshot", json_new_str(""), "warm",
 			 json_len(warm) ? json_dup(warm) : json_new_array(), "egress",
 			 json_new_str(egress && *egress ? egress : "deny"), NULL);
+	if (json_get(spec, "clock"))
+		json_object_set(payload, "clock", json_dup(json_get(spec, "clock")));
 	if (run_cmd(r, r->env_id, "env.create", payload, 0, prepared) == 0 && builds_any(spec)) {
 		char subject[ID_MAX + 8];
 

@@ -36,11 +36,15 @@ static struct json *fork_payload(const char *from_env, const struct json *versio
 {
 	const struct json *spec = json_get(version, "Spec");
 	const char *egress = json_get_str(spec, "egress");
+	struct json *p;
 
-	return cp_obj("from_env", json_new_str(from_env), "from_snapshot",
-		      json_new_str(json_get_str(version, "Snapshot")), "services",
-		      json_dup(json_get(spec, "services")), "volumes", json_dup(json_get(spec, "volumes")), "egress",
-		      json_new_str(egress && *egress ? egress : "deny"), NULL);
+	p = cp_obj("from_env", json_new_str(from_env), "from_snapshot", json_new_str(json_get_str(version, "Snapshot")),
+		   "services", json_dup(json_get(spec, "services")), "volumes", json_dup(json_get(spec, "volumes")),
+		   "egress", json_new_str(egress && *egress ? egress : "deny"), NULL);
+	/* The version's clock: a fork starts from the same instant as its source. */
+	if (json_get(spec, "clock"))
+		json_object_set(p, "clock", json_dup(json_get(spec, "clock")));
+	return p;
 }
 
 /* ---- fork: Params {from_env, version, name}; EnvID is the new environment ---- */
@@ -67,13 +71,18 @@ static void fork_place(struct cp_run *r)
 
 static void fork_cloned(struct cp_run *r, const struct cp_result *res)
 {
+	struct json *ev;
+
 	if (!res->ok) {
 		run_fail(r, NULL, "%s", res->error);
 		return;
 	}
 	keep_endpoints(r, r->env_id, res->payload);
-	run_ok(r, cp_obj("forked_in_ms", json_new_int(run_duration_ms(json_get(res->payload, "forked_in"), true)),
-			 "from", json_new_str(r->version_id), NULL));
+	ev = cp_obj("forked_in_ms", json_new_int(run_duration_ms(json_get(res->payload, "forked_in"), true)), "from",
+		    json_new_str(r->version_id), NULL);
+	if (json_get(res->payload, "clock"))
+		json_object_set(ev, "clock", json_dup(json_get(res->payload, "clock")));
+	run_ok(r, ev);
 }
 
 static void fork_clone(struct cp_run *r)

@@ -361,7 +361,8 @@ static int run(struct create *c, struct json *res, struct err *e)
 		return -1;
 	c->t_started = ev_mono_ms();
 	wk_progress("waiting for health");
-	if (health_wait(c->project, c->order, NULL, e) < 0)
+	if (health_wait(c->project, c->order, NULL, e) < 0 ||
+	    fc_check(c->project, json_get(c->spec, "clock"), c->order, res, e) < 0)
 		return -1;
 	if (!(digests = read_digests(c, e)))
 		return -1;
@@ -471,8 +472,10 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 	/* Builds first (build.c): they set each built service's image to the
 	 * built id, which everything after (images, spec.json) then uses. */
 	if (builds_ensure(w, json_get(c.spec, "services"), &builds, e) < 0 ||
-	    !(c.order = render_order(json_get(c.spec, "services"), e))) {
+	    !(c.order = render_order(json_get(c.spec, "services"), e)) ||
+	    fc_prepare(json_get(c.spec, "clock"), c.order, e) < 0) {
 		json_free(c.spec);
+		json_free(c.order);
 		json_free(builds);
 		return err_prefix(e, "%s", kind);
 	}

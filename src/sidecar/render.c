@@ -235,6 +235,7 @@ int render_run_argv(const char *project, const char *env, const struct json *svc
 		av_add(a, "-e");
 		av_addf(a, "%s=%s", envs->u.obj.m[i].key, v->type == JSON_STRING ? v->u.str.s : "");
 	}
+	fc_run_args(svc, a);	/* after env: its LD_PRELOAD is the one that holds */
 	if (volume_args(svc, voldir, a, e) < 0)
 		return -1;
 	for (size_t i = 0; publish && i < json_len(ports); i++) {

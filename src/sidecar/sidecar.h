@@ -371,6 +371,23 @@ int render_run_argv(const char *project, const char *env, const struct json *svc
  * numbers only; a bare uid gets gid 0. 0 and the ids, -1 for a name or empty. */
 int render_user(const char *user, long *uid, long *gid);
 
+/* fakeclock.c: x-denv.clock (frozen, offset) through Debian's libfaketime,
+ * bind-mounted read-only into every container and preloaded (why, and what
+ * it cannot reach, at the top of fakeclock.c). fc_prepare stamps each
+ * service of order with what fc_run_args adds to its docker run (nothing
+ * for real time); -1 with e when the host has no libfaketime. fc_check,
+ * after health, refuses a service whose main process did not load it and
+ * sets res.clock, the evidence {mode, at | offset, mechanism}. */
+#define FC_LIB_IN_CONTAINER "/.denv/libfaketime.so.1"
+#define FC_AT_LEN 20			/* "2026-01-01T00:00:00Z" */
+#define FC_VALUE_MAX 64			/* a FAKETIME value */
+#define FC_MAPS_LINE_MAX 4352		/* one /proc/<pid>/maps line: a PATH_MAX path and the fields */
+bool fc_active(const struct json *clock);
+int fc_prepare(const struct json *clock, struct json *order, struct err *e);
+void fc_run_args(const struct json *svc, struct argv *a);
+int fc_check(const char *project, const struct json *clock, const struct json *order, struct json *res,
+	     struct err *e);
+
 /* passwd.c: a service's `user` to uid and gid by Docker's rules, from the
  * image's /etc/passwd and /etc/group (the rules and the parser's strictness
  * are at the top of passwd.c). Parsing allocates nothing. */

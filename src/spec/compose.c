@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/str.h"
 #include "spec/spec.h"
 #include "yaml/yaml.h"
@@ -224,6 +225,34 @@ static int read_verifier(const struct json *x, struct json *spec, struct err *e)
 	return 0;
 }
 
+/* The deploy's instant is now: the Spec is made when the deploy arrives.
+ * The sidecar sets LD_PRELOAD and FAKETIME* itself (fakeclock.c), so a
+ * service's own would be overridden: refused rather than dropped. */
+static int read_clock(const struct json *v, struct json *spec, struct err *e)
+{
+	const struct json *services = json_get(spec, "services");
+	struct json *clock;
+
+	if (spec_clock(v, clock_now_ns(), &clock, e) < 0)
+		return -1;
+	if (!clock)
+		return 0;
+	json_object_set(spec, "clock", clock);
+	for (size_t i = 0; i < json_len(services); i++) {
+		const struct json *env = json_get(json_at(services, i), "env");
+
+		for (size_t k = 0; env && env->type == JSON_OBJECT && k < env->u.obj.n; k++) {
+			const char *key = env->u.obj.m[k].key;
+
+			if (str_eq(key, "LD_PRELOAD") || !strncmp(key, "FAKETIME", strlen("FAKETIME")))
+				return err_set(e, "compose: service \"%s\" sets %s, which x-denv.clock sets itself "
+					       "(libfaketime); remove it or use clock: real",
+					       json_get_str(json_at(services, i), "name"), key);
+		}
+	}
+	return 0;
+}
+
 static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 {
 	const struct json *egress = json_get(x, "egress"), *warm = json_get(x, "warm");
@@ -248,7 +277,7 @@ static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 	if (!(argv = spec_warm(warm, "compose: x-denv.warm", e)))
 		return -1;
 	json_object_set(spec, "warm", argv);
-	if (read_agent(x, spec, e) < 0)
+	if (read_clock(json_get(x, "clock"), spec, e) < 0 || read_agent(x, spec, e) < 0)
 		return -1;
 	return read_verifier(x, spec, e);
 }

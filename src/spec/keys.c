@@ -105,7 +105,11 @@ static const struct spec_key volume_keys[] = {
 
 static const struct spec_key xdenv_keys[] = {
 	{ "kind", R, NULL }, { "egress", R, NULL }, { "warm", R, NULL }, { "agent", R, NULL },
-	{ "verifier", R, NULL }, { "clock", U, NULL }, { NULL, R, NULL },
+	{ "verifier", R, NULL }, { "clock", R, NULL }, { NULL, R, NULL },
+};
+
+static const struct spec_key clock_keys[] = {
+	{ "mode", R, NULL }, { "at", R, NULL }, { "offset", R, NULL }, { NULL, R, NULL },
 };
 
 static const struct spec_key agent_keys[] = { { "service", R, NULL }, { NULL, R, NULL } };
@@ -303,6 +307,7 @@ void spec_check_keys(const struct json *compose, const struct json *spec, struct
 	/* x-denv is denv's own namespace: no extension fields inside it. */
 	check_level(&w, x, "x-denv", xdenv_keys, false);
 	check_level(&w, json_get(x, "agent"), "x-denv.agent", agent_keys, false);
+	check_level(&w, json_get(x, "clock"), "x-denv.clock", clock_keys, false);
 	check_level(&w, json_get(x, "verifier"), "x-denv.verifier", verifier_keys, false);
 	if (w.dropped) {
 		char line[SPEC_WARNING_MAX];

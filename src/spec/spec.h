@@ -22,6 +22,8 @@
  *    "agent": {"service": "box"},
  *    "verifier": {"image": "...", "service": "", "command": [...],
  *                 "collect": ["/home/agent/answer.txt"], "timeout_sec": 600},
+ *    "clock": {"mode": "frozen", "at": "2026-01-01T00:00:00Z"}   (absent: real time;
+ *             or {"mode": "offset", "offset": "-24h0m0s", "offset_sec": -86400}: spec_clock)
  *    "warnings": ["services.box.comand: unknown key (did you mean command?)",
  *                 "services.db.restart: ignored by denv"]}
  *
@@ -37,6 +39,7 @@
 #define DENV_SPEC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 #include "json/json.h"
@@ -56,6 +59,7 @@
 #define SPEC_WARNING_KEY_SHOWN 64	/* bytes of a key a warning quotes */
 #define SPEC_SUGGEST_DISTANCE 2		/* edits between a typo and the key suggested */
 #define SPEC_KEY_COMPARE_MAX 64		/* longer keys are never "near" anything */
+#define SPEC_CLOCK_OFFSET_MAX_SEC (3650LL * 86400)	/* x-denv.clock.offset: ten years either way */
 
 /* Resolve a parsed compose document (from yaml_parse) into a Spec.
  * On refusal returns -1 with e->msg the contract's message ("compose: ..."). */
@@ -70,6 +74,12 @@ int spec_parse_compose(const char *text, size_t len, struct json **spec, struct 
  * string is [] (none). NULL with e ("<what> must be ...") when it is neither
  * a string nor a list of scalars. */
 struct json *spec_warm(const struct json *v, const char *what, struct err *e);
+
+/* x-denv.clock (clock.c) into the Spec's "clock": NULL for real time (absent,
+ * null or "real"), {mode: frozen, at} with at defaulting to now_ns (whole
+ * seconds, UTC), or {mode: offset, offset, offset_sec}. -1 with e
+ * ("compose: x-denv.clock...") for anything else. */
+int spec_clock(const struct json *v, int64_t now_ns, struct json **out, struct err *e);
 
 /* A service's build: (a context string, or a map of context, dockerfile,
  * args, target) into {context, dockerfile, args, target} (build.c); the

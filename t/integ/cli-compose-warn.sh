@@ -25,14 +25,14 @@ services:
     comand: ["sleep", "infinity"]
     restart: always
 x-denv:
-  clock: frozen
+  egres: deny
 EOF
 cat >want <<'EOF'
 warning: services.a.comand: unknown key (did you mean command?)
 warning: services.a.restart: ignored by denv
-warning: x-denv.clock: not supported by this version of denv
+warning: x-denv.egres: unknown key (did you mean egress?)
 EOF
-want_json='["services.a.comand: unknown key (did you mean command?)", "services.a.restart: ignored by denv", "x-denv.clock: not supported by this version of denv"]'
+want_json='["services.a.comand: unknown key (did you mean command?)", "services.a.restart: ignored by denv", "x-denv.egres: unknown key (did you mean egress?)"]'
 cat >clean.yaml <<'EOF'
 services:
   a:
