@@ -23,6 +23,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+import httpx
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the package, when not installed
 
@@ -612,10 +614,12 @@ def check_openenv(b: Backend) -> None:
     def fork() -> None:
         if "p" not in state:
             raise Skip("no provider")
-        child = b.feature("POST /v1/envs/{id}/snapshot", "[F7]", state["p"].fork)
+        child = b.feature("POST /v1/envs/{id}/snapshot", "[F7]", lambda: state["p"].fork(timeout_s=60))
         state["child"] = child
         assert child.base_url, "the fork published no endpoint"
-        child.wait_for_ready(child.base_url, timeout_s=60)
+        # fork() returned only once the child's server answered: it answers now
+        r = httpx.get(f"{child.base_url}/health", timeout=5, trust_env=False)
+        assert r.status_code < 500, f"the fork answered {r.status_code} right after fork()"
 
     def stop() -> None:
         if "p" not in state:
@@ -630,7 +634,7 @@ def check_openenv(b: Backend) -> None:
                     assert e.status == 404, e
 
     T.run("openenv: http.server image started through DenvProvider (egress deny), ready", start)
-    T.run("openenv: fork", fork)
+    T.run("openenv: fork returns once the child answers /health", fork)
     T.run("openenv: stopped", stop)
 
 
