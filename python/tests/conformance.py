@@ -452,6 +452,23 @@ def check_inspect_sandbox(b: Backend) -> None:
             assert r.stdout == "a" * 1000000, len(r.stdout)
         asyncio.run(go())
 
+    def cancel() -> None:
+        sb = sandbox()
+
+        async def go() -> None:
+            import anyio
+            mark = f"cancel_{os.getpid()}_{int(time.time())}"
+            t0 = time.monotonic()
+            with anyio.move_on_after(1.5):
+                await sb.exec(["sh", "-c", f"echo {mark} >/dev/null; sleep 120; :"], timeout=300)
+            after = time.monotonic() - t0 - 1.5
+            assert after < 2.0, f"the cancelled exec returned {after:.1f} s after the cancel"
+            ps = await sb.exec(["sh", "-c", f"ps | grep {mark} | grep -v grep"])
+            assert ps.stdout.strip() == "", f"the cancelled command still runs: {ps.stdout}"
+            print(f"# a cancelled exec returned {after:.2f} s after the cancel, its command killed", flush=True)
+
+        asyncio.run(go())
+
     try:
         T.run("inspect sandbox: a compose service running as nobody", deploy)
         T.run("inspect sandbox: two concurrent execs with input= each get their own, no files left", stdin)
@@ -459,6 +476,7 @@ def check_inspect_sandbox(b: Backend) -> None:
               "missing FileNotFoundError, directory IsADirectoryError", permissions)
         T.run("inspect sandbox: output cut by denvd raises OutputLimitExceededError with what came back",
               output_limit)
+        T.run("inspect sandbox: a cancelled exec is killed in the container, the caller free within 2 s", cancel)
     finally:
         if "env" in state:
             c.destroy(state["env"])
