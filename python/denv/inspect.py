@@ -9,8 +9,10 @@ Limits (python/README.md has the whole story): denvd keeps 1 MiB of each of a
 command's stdout and stderr, less than the 10 MiB Inspect allows, so a cut
 output raises ``OutputLimitExceededError`` (limit "1 MiB") carrying what was
 received, rather than passing for the whole output. Files move as tar archives
-of at most 32 MiB. Docker moves them as root, so for a service whose user is
-not root ``read_file``/``write_file`` first ask, as that user, whether it may.
+of at most 32 MiB, a larger file in parts (``Client.put_bytes``/``get_parts``);
+a command over 64 KiB goes up as a script file. Docker moves files as root, so
+for an exec user that is not root ``read_file``/``write_file`` first ask, as
+that user, whether it may. A cancelled exec is killed in the container.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ from denv.client import Client, DenvError, Sandbox, shell_body, shell_command
 logger = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "python:3.12-slim"
+# Image sandboxes are made in this project, so that ``inspect sandbox cleanup
+# denv`` knows which environments are Inspect's.
+PROJECT = "inspect"
 DEFAULT_EXEC_TIMEOUT = 300
 # exec's input: one file per call, this prefix and 32 random hex digits.
 STDIN_PREFIX = "/tmp/.denv_stdin."
@@ -118,6 +123,22 @@ def resolve_config(config: SandboxEnvironmentConfigType | None) -> DenvSandboxCo
             "or pass DenvSandboxConfig(image=...)."
         )
     raise ValueError(f"denv: unsupported sandbox config {config!r}")
+
+
+def _record(sbx: Sandbox, cfg: DenvSandboxConfig) -> None:
+    """Put the environment's id and version in the sample's transcript (an info event
+    from source ``denv``), so the eval log says which environment ran the sample."""
+    from inspect_ai.log import transcript
+
+    env = sbx.raw or {}
+    transcript().info({
+        "denv_env_id": sbx.id,
+        "denv_env_name": sbx.name,
+        "denv_version": str(env.get("CurrentVersionID") or "") or None,
+        "from_version": cfg.from_version,
+        "image": cfg.image,
+        "service": cfg.service,
+    }, source="denv")
 
 
 def _is_timeout(e: BaseException) -> bool:
@@ -227,12 +248,13 @@ class DenvSandbox(SandboxEnvironment):
         client = Client()
         if cfg.image:
             def make() -> Sandbox:
-                return client.sandbox(image=cfg.image, cmd=["sleep", "infinity"],
+                return client.sandbox(image=cfg.image, cmd=["sleep", "infinity"], project=PROJECT,
                                       egress=cfg.egress, volumes=list(cfg.volumes))
         else:
             def make() -> Sandbox:
                 return client.sandbox(from_version=cfg.from_version, egress=cfg.egress)
         sbx = await anyio.to_thread.run_sync(make)
+        _record(sbx, cfg)
         return {"default": cls(client, sbx.id, cfg.service, sbx, user=cfg.user, workdir=cfg.workdir)}
 
     @classmethod
@@ -256,7 +278,27 @@ class DenvSandbox(SandboxEnvironment):
 
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:
-        return None
+        """``inspect sandbox cleanup denv [ID]``: destroy environment ID, or without
+        one every live environment of project ``inspect`` (the image sandboxes;
+        a sandbox forked from a version lives in that version's project)."""
+        client = Client()
+        if id:
+            ids = [id]
+        else:
+            try:
+                doc = await anyio.to_thread.run_sync(client._json, "GET", f"/v1/projects/{PROJECT}/envs")
+            except DenvError as e:
+                if e.status == 404:
+                    print("denv: no Inspect sandboxes (no project inspect)")
+                    return
+                raise
+            ids = [str(e.get("ID")) for e in doc.get("environments") or []
+                   if e.get("Status") not in ("destroyed", "destroying")]
+        for env_id in ids:
+            await anyio.to_thread.run_sync(client.destroy, env_id)
+            print(f"denv: destroyed {env_id}")
+        if not ids:
+            print("denv: no live Inspect sandboxes")
 
     # ---- inside the sample ----
 
@@ -269,7 +311,7 @@ class DenvSandbox(SandboxEnvironment):
             return argv
         return ["su", "-s", "/bin/sh", self._user, "-c", shlex.join(argv)]
 
-    async def _run_cancellable(self, argv: list[str], timeout: int) -> Any:
+    async def _run_cancellable(self, argv: list[str], timeout: int, user: str | None = None) -> Any:
         """``_run`` of a user's command; cancelled, it kills that command in the container.
 
         The request's thread is abandoned at once (its answer comes when the
@@ -281,23 +323,31 @@ class DenvSandbox(SandboxEnvironment):
             return await anyio.to_thread.run_sync(
                 self._client.exec, self._env_id, self._service, marked, timeout, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
-            await self._kill_marked(mark)
+            await self._kill_marked(mark, user)
             raise
         except DenvError as e:
             if _is_timeout(e):
                 # denvd killed the process it started; under su the command's own
                 # processes are that process's grandchildren and may live on
-                await self._kill_marked(mark)
+                await self._kill_marked(mark, user)
             raise
 
-    async def _kill_marked(self, mark: str) -> None:
+    async def _kill_marked(self, mark: str, user: str | None) -> None:
+        """Kill the processes of one call. Root in a container lacks CAP_SYS_PTRACE
+        and may not read another user's /proc/PID/environ, so the search also runs
+        as the user the command ran as."""
+        kill = ["sh", "-c", KILL_MARKED, "sh", mark]
+        argvs = [kill]
+        if user is not None and str(user) not in ("root", "0"):
+            argvs.insert(0, shell_command(shlex.join(kill), user=user))
         with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_KILL_TIMEOUT):
-            try:
-                await anyio.to_thread.run_sync(
-                    self._client.exec, self._env_id, self._service,
-                    ["sh", "-c", KILL_MARKED, "sh", mark], CANCEL_KILL_TIMEOUT, abandon_on_cancel=True)
-            except DenvError as e:
-                logger.warning("denv: killing a command in %s failed: %s", self._env_id, e)
+            for argv in argvs:
+                try:
+                    await anyio.to_thread.run_sync(
+                        self._client.exec, self._env_id, self._service, argv, CANCEL_KILL_TIMEOUT,
+                        abandon_on_cancel=True)
+                except DenvError as e:
+                    logger.warning("denv: killing a command in %s failed: %s", self._env_id, e)
 
     async def _who(self) -> _Who:
         """The service's user and working directory, learnt once (``id``, ``pwd``)."""
@@ -364,7 +414,7 @@ class DenvSandbox(SandboxEnvironment):
             left.append(stdin_path)
         t = int(timeout) if timeout else DEFAULT_EXEC_TIMEOUT
         try:
-            r = await self._run_cancellable(argv, t)
+            r = await self._run_cancellable(argv, t, user)
         except DenvError as e:
             for path in left:
                 await self._remove(path)
@@ -443,8 +493,8 @@ class DenvSandbox(SandboxEnvironment):
     async def read_file(self, file: str, text: bool = True) -> Union[str, bytes]:
         """Read ``file`` as the service's user would (see ``SandboxEnvironment.read_file``).
 
-        Files over Inspect's read limit raise ``OutputLimitExceededError``, and so do
-        files whose archive is over denv's 32 MiB transfer limit.
+        Files over Inspect's read limit raise ``OutputLimitExceededError``; a file
+        over denv's 32 MiB transfer limit is read in parts.
         """
         if _is_dir_alias(file):
             raise IsADirectoryError(errno.EISDIR, "Is a directory", file)

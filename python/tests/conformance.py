@@ -345,7 +345,8 @@ def check_inspect(b: Backend) -> None:
             (tmp / "denv.yaml").write_text(f"image: {BUSYBOX}\nvolumes: [/work]\n")
             env = dict(os.environ, NO_COLOR="1", INSPECT_DISPLAY="plain")
             env.pop("INSPECT_EVAL_MODEL", None)
-            r = subprocess.run([str(VENV_BIN / "inspect"), "eval", "marker_task.py", "--log-dir", str(tmp / "logs")],
+            r = subprocess.run([str(VENV_BIN / "inspect"), "eval", "marker_task.py", "--log-dir", str(tmp / "logs"),
+                                "--max-sandboxes", "1"],
                                capture_output=True, text=True, timeout=900, env=env, cwd=tmp)
             logs = sorted((tmp / "logs").glob("*.eval"))
             assert logs, f"no eval log\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
@@ -359,10 +360,48 @@ def check_inspect(b: Backend) -> None:
             new = {k: v for k, v in after.items() if k not in before}
             assert len(new) == 2, f"one environment per sample expected: {new}"
             assert all(v == "destroyed" for v in new.values()), f"not destroyed: {new}"
+            # each sample's events name its environment and version
+            seen = []
+            for smp in log.samples or []:
+                infos = [e for e in smp.events if getattr(e, "event", "") == "info" and e.source == "denv"]
+                assert len(infos) == 1, f"sample {smp.id}: {len(infos)} denv info events"
+                data = infos[0].data
+                assert data["denv_env_id"] in new and str(data["denv_version"]).startswith("ver_"), data
+                seen.append(data["denv_env_id"])
+            assert sorted(seen) == sorted(new), (seen, new)
+            # --max-sandboxes 1: the second sample's sandbox came after the first's was gone
+            spans = sorted((smp.started_at, smp.completed_at) for smp in log.samples or [])
+            assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), f"samples overlapped: {spans}"
+            assert log.eval.config.max_sandboxes == 1, log.eval.config
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    T.run("inspect: eval with mockllm/model through the entry point, accuracy 1.0, environments destroyed", run)
+    def status(env_id: str) -> str:
+        try:
+            return str(b.c.environment(env_id).get("Status"))
+        except DenvError as e:
+            if e.status == 404:
+                return "destroyed"
+            raise
+
+    def cleanup() -> None:
+        b.sandboxes_usable()
+        inspect = str(VENV_BIN / "inspect")
+        one = b.c.sandbox(image=BUSYBOX, cmd=["sleep", "infinity"], project="inspect")
+        two = b.c.sandbox(image=BUSYBOX, cmd=["sleep", "infinity"], project="inspect")
+        r = subprocess.run([inspect, "sandbox", "cleanup", "denv", one.id], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-1500:]
+        assert status(one.id) == "destroyed", r.stdout
+        assert status(two.id) != "destroyed", "cleanup of one id destroyed another"
+        r = subprocess.run([inspect, "sandbox", "cleanup", "denv"], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-1500:]
+        assert status(two.id) == "destroyed", r.stdout[-1500:]
+
+    T.run("inspect: eval (--max-sandboxes 1) with mockllm/model through the entry point, accuracy 1.0, "
+          "environments destroyed, each sample's env id and version in its events, samples one after the other", run)
+    T.run("inspect: `inspect sandbox cleanup denv ID` destroys that one, without ID every Inspect sandbox", cleanup)
     check_inspect_sandbox(b)
 
 

@@ -166,7 +166,7 @@ class TestSandboxAgainstFake(unittest.TestCase):
             sb = envs["default"]
             assert isinstance(sb, DenvSandbox)
             body = self.fake.calls("POST", "/v1/sandboxes")[0].body
-            self.assertEqual(body, {"image": "img", "cmd": ["sleep", "infinity"], "egress": "allow",
+            self.assertEqual(body, {"image": "img", "cmd": ["sleep", "infinity"], "egress": "allow", "project": "inspect",
                                     "volumes": ["/work", "/data"], "timeout_sec": 600})
             sh = FakeShell(self.fake.backend)
             sh.other = lambda cmd, stdin: (2, cmd[-1] + "|" + (stdin or b"").decode(), "err")
