@@ -1,6 +1,6 @@
 """Framework conformance against a REAL control plane and sidecar.
 
-    DENV_SERVER=... DENV_API_KEY=... python conformance.py [client verify inspect harbor openenv]
+    DENV_SERVER=... DENV_API_KEY=... python conformance.py [client verify inspect inspect_selfcheck harbor openenv verifiers]
 
 Run by t/e2e-frameworks.sh, which starts bin/denv-cp and bin/denvd on this
 machine. Prints TAP. A check the backend cannot do yet (a route it does not
@@ -33,9 +33,9 @@ from denv import Client, DenvError  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
 BUSYBOX = os.environ.get("DENV_E2E_BUSYBOX", "denv-test/busybox")
 DEBIAN = os.environ.get("DENV_E2E_DEBIAN", "denv-test/debian")
-CHECKS = ["client", "verify", "inspect", "harbor", "openenv", "verifiers"]
+CHECKS = ["client", "verify", "inspect", "inspect_selfcheck", "harbor", "openenv", "verifiers"]
 # run only when named: slower, or measurements rather than pass/fail of the default suite
-EXTRA_CHECKS = ["inspect_selfcheck", "harbor_tasks"]
+EXTRA_CHECKS = ["harbor_tasks"]
 TOP = HERE.parent.parent
 
 

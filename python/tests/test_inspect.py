@@ -385,6 +385,25 @@ class TestSandboxAgainstFake(unittest.TestCase):
 
         asyncio.run(go())
 
+    def test_cli_cleanup_and_info_event(self) -> None:
+        from inspect_ai.log import transcript
+        from denv.inspect import DenvSandbox, DenvSandboxConfig
+
+        async def go() -> None:
+            cfg = DenvSandboxConfig(image="img")
+            a = (await DenvSandbox.sample_init("t", cfg, {}))["default"]
+            b = (await DenvSandbox.sample_init("t", cfg, {}))["default"]
+            info = [e for e in transcript().events if getattr(e, "event", "") == "info" and e.source == "denv"]
+            self.assertEqual([e.data["denv_env_id"] for e in info][-2:], [a._env_id, b._env_id])
+            self.assertEqual(info[-1].data["image"], "img")
+            await DenvSandbox.cli_cleanup(a._env_id)
+            self.assertEqual([r.path for r in self.fake.calls("DELETE")], [f"/v1/envs/{a._env_id}"])
+            await DenvSandbox.cli_cleanup(None)  # the live one only
+            self.assertEqual([r.path for r in self.fake.calls("DELETE")][1:], [f"/v1/envs/{b._env_id}"])
+            self.assertEqual(self.fake.calls("GET", "/v1/projects/inspect/envs")[0].method, "GET")
+
+        asyncio.run(go())
+
     def test_version_sample(self) -> None:
         from denv.inspect import DenvSandbox
         from denv import Client
