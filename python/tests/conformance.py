@@ -325,9 +325,10 @@ def check_verify(b: Backend) -> None:
     T.run("verify: a FIFO scores 0 and is refused", special("fifo"))
 
 
-def sandbox_env_ids(b: Backend) -> dict[str, str]:
+def sandbox_env_ids(b: Backend, project: str = "inspect") -> dict[str, str]:
+    """The environments of ``project`` (Inspect's image sandboxes are made in project inspect)."""
     try:
-        doc = b.c._json("GET", "/v1/projects/sandboxes/envs")
+        doc = b.c._json("GET", f"/v1/projects/{project}/envs")
     except DenvError as e:
         if e.status == 404:
             return {}
