@@ -533,7 +533,7 @@ class DenvSandbox(SandboxEnvironment):
                 raise
             msg = e.message.lower()
             if "larger than" in msg:
-                return await self._get_large(file, path), None
+                return await self._get_large(file, path, seen), None
             if "permission denied" in msg:
                 raise PermissionError(errno.EACCES, "Permission denied", file) from e
             probe = await self._probe(READ_PROBE, path)
@@ -563,12 +563,14 @@ class DenvSandbox(SandboxEnvironment):
             f = tf.extractfile(m)
             return (f.read() if f is not None else b""), None
 
-    async def _get_large(self, file: str, path: str) -> bytes:
+    async def _get_large(self, file: str, path: str, seen: str) -> bytes:
         """A file whose one archive is over the API's 32 MiB: read in parts (``Client.get_parts``)."""
         r = await self._run(["sh", "-c", LARGE_PROBE, "sh", path], 30)
         kind, _, rest = r.stdout.strip().partition(" ")
         if kind == "dir":
             raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
+        if seen == "missing":
+            raise PermissionError(errno.EACCES, "Permission denied", file)  # as in _get_file
         try:
             size, mode = (int(x, b) for x, b in zip(rest.split(), (10, 8)))
         except ValueError:
