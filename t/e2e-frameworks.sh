@@ -1,5 +1,5 @@
 #!/bin/sh
-# e2e-frameworks.sh [client verify inspect harbor openenv verifiers]: the framework
+# e2e-frameworks.sh [client verify inspect inspect_selfcheck harbor openenv verifiers]: the framework
 # conformance suite (python/tests/conformance.py) against a real control plane
 # and sidecar started here: bin/denv-cp on a temporary store and, when built,
 # bin/denvd joined to it with a data directory in the same temporary place.

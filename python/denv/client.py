@@ -28,6 +28,13 @@ from denv import context
 
 DEFAULT_SERVER = "http://localhost:8080"
 MAX_ARCHIVE = 32 * 1024 * 1024  # the API refuses larger uploads with 413
+# A file larger than this moves in parts of this size, each its own archive
+# under MAX_ARCHIVE with room for the tar headers, joined (or cut) by a
+# command in the container.
+PART_MAX = 24 * 1024 * 1024
+# Where those parts wait in the container: /tmp/.denv_part.<random hex>.<n>.
+PART_DIR = "/tmp"
+PART_NAME = ".denv_part."
 # denvd keeps at most this much of each of stdout and stderr (man denvd, env.exec).
 EXEC_OUTPUT_MAX = 1024 * 1024
 # Links get_bytes follows before ELOOP (Linux's path walk allows 40).
@@ -88,19 +95,13 @@ class Verdict:
     evidence: dict[str, Any]
 
 
-def shell_command(
+def shell_body(
     script: str,
     *,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
-    user: str | int | None = None,
-) -> list[str]:
-    """One argv that runs ``script`` with bash if the image has it, else sh.
-
-    ``env`` is exported first, then ``cwd`` is entered (a failed ``cd`` fails
-    the command). A ``user`` other than root wraps it all in
-    ``su -s /bin/sh <user> -c``; a numeric uid is looked up in /etc/passwd.
-    """
+) -> str:
+    """``script`` after the exports of ``env`` and the ``cd`` to ``cwd`` (a failed ``cd`` fails it)."""
     lines: list[str] = []
     for key, value in (env or {}).items():
         if not _ENV_NAME.match(key):
@@ -109,9 +110,32 @@ def shell_command(
     if cwd:
         lines.append(f"cd -- {shlex.quote(cwd)} || exit $?")
     lines.append(script)
-    body = "\n".join(lines)
-    pick = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi'
-    argv = ["sh", "-c", pick, "sh", body]
+    return "\n".join(lines)
+
+
+def shell_command(
+    script: str,
+    *,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    user: str | int | None = None,
+    script_file: str | None = None,
+) -> list[str]:
+    """One argv that runs ``script`` with bash if the image has it, else sh.
+
+    ``env`` is exported first, then ``cwd`` is entered (a failed ``cd`` fails
+    the command). A ``user`` other than root wraps it all in
+    ``su -s /bin/sh <user> -c``; a numeric uid is looked up in /etc/passwd.
+    With ``script_file`` the shell reads the script from that file instead
+    (the caller put ``shell_body(...)`` there): one argv string is capped by
+    the kernel at 128 KiB and a request body by the API at 1 MiB.
+    """
+    if script_file is not None:
+        pick = 'if command -v bash >/dev/null 2>&1; then exec bash "$1"; else exec sh "$1"; fi'
+        argv = ["sh", "-c", pick, "sh", script_file]
+    else:
+        pick = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi'
+        argv = ["sh", "-c", pick, "sh", shell_body(script, cwd=cwd, env=env)]
     if user is None or str(user) in ("root", "0"):
         return argv
     inner = shlex.join(argv)
@@ -171,6 +195,37 @@ def _os_error(e: DenvError, path: str) -> OSError | None:
     if "permission denied" in msg:
         return PermissionError(errno.EACCES, "Permission denied", path)
     return None
+
+
+def _one_file_tar(name: str, data: bytes, mode: int, uid: int, gid: int) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = mode
+        info.uid = int(uid)
+        info.gid = int(gid)
+        info.mtime = int(time.time())
+        tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+# sh -c JOIN_PARTS sh TARGET MODE UID:GID PART...: the parts joined into a new
+# file beside TARGET, then renamed onto it (a reader never sees half a file).
+# A directory at TARGET is refused in the words Docker uses.
+JOIN_PARTS = (
+    'set -e; t=$1; m=$2; o=$3; shift 3\n'
+    'if [ -d "$t" ]; then echo "cannot overwrite directory $t" >&2; exit 1; fi\n'
+    'd=$(dirname -- "$t"); mkdir -p -- "$d"\n'
+    'n="$d/.denv_join.$$"\n'
+    'trap \'rm -f -- "$n"\' EXIT\n'
+    'cat -- "$@" >"$n"; rm -f -- "$@"\n'
+    'chmod "$m" "$n"\n'
+    'if [ "$(id -u)" = 0 ]; then chown "$o" "$n"; fi\n'
+    'mv -f -- "$n" "$t"\n'
+)
+# sh -c CUT_PART sh SOURCE PART SKIP COUNT: COUNT MiB of SOURCE from SKIP MiB on.
+CUT_PART = 'dd if="$1" of="$2" bs=1048576 skip="$3" count="$4" 2>/dev/null && chmod 600 "$2"'
 
 
 def _ttl_fields(idle: int | None, max_: int | None, action: str | None) -> dict[str, Any]:
@@ -662,18 +717,38 @@ class Client:
         uid: int = 0,
         gid: int = 0,
     ) -> None:
-        """Write one file; it is owned by ``uid``:``gid`` (Docker keeps the archive's owner)."""
+        """Write one file; it is owned by ``uid``:``gid`` (Docker keeps the archive's owner).
+
+        Data over ``PART_MAX`` goes up in parts (one archive each, as the API
+        caps one upload at 32 MiB), which a command then joins in the file's
+        directory and renames onto it."""
         parent, base = self._split(target_path)
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
-            info = tarfile.TarInfo(base)
-            info.size = len(data)
-            info.mode = mode
-            info.uid = int(uid)
-            info.gid = int(gid)
-            info.mtime = int(time.time())
-            tf.addfile(info, io.BytesIO(data))
-        self.put_tar(env_id, service, parent, buf.getvalue())
+        if len(data) > PART_MAX:
+            self._put_parts(env_id, service, target_path, data, mode, uid, gid)
+            return
+        self.put_tar(env_id, service, parent, _one_file_tar(base, data, mode, uid, gid))
+
+    def _put_parts(self, env_id: str, service: str, target_path: str, data: bytes,
+                   mode: int, uid: int, gid: int) -> None:
+        tag = os.urandom(16).hex()
+        parts = []
+        try:
+            for i in range(0, len(data), PART_MAX):
+                name = f"{PART_NAME}{tag}.{i // PART_MAX}"
+                self.put_tar(env_id, service, PART_DIR,
+                             _one_file_tar(name, data[i:i + PART_MAX], 0o600, uid, gid))
+                parts.append(f"{PART_DIR}/{name}")
+            r = self.exec(env_id, service, ["sh", "-c", JOIN_PARTS, "sh", target_path,
+                                            f"{mode & 0o7777:o}", f"{uid}:{gid}", *parts], timeout_sec=600)
+        finally:
+            if parts:
+                try:
+                    self.exec(env_id, service, ["rm", "-f", "--", *parts], timeout_sec=60)
+                except DenvError:
+                    pass  # the join removed them, or the environment is gone
+        if r.exit_code != 0:
+            raise DenvError("PUT", f"/v1/envs/{env_id}/files", 502,
+                            f"env.put: joining {len(parts)} parts into {target_path}: {r.stderr.strip()[:500]}")
 
     def put_file(self, env_id: str, service: str, source: str | os.PathLike[str], target_path: str,
                  owner: str | None = None) -> None:
@@ -716,6 +791,8 @@ class Client:
             try:
                 data = self.get_tar(env_id, service, path)
             except DenvError as e:
+                if e.status == 413 or "larger than" in e.message.lower():
+                    return self.get_parts(env_id, service, path, self.file_size(env_id, service, path))
                 oserr = _os_error(e, source_path)
                 if oserr is None:
                     raise
@@ -734,6 +811,37 @@ class Client:
                 f = tf.extractfile(m)
                 return f.read() if f is not None else b""
         raise OSError(errno.ELOOP, "Too many levels of symbolic links", source_path)
+
+    def get_parts(self, env_id: str, service: str, path: str, size: int) -> bytes:
+        """The ``size`` bytes of the regular file at ``path``, read in parts of
+        ``PART_MAX`` (each cut by ``dd`` into /tmp and fetched as its own archive),
+        for a file whose one archive would be over the API's 32 MiB."""
+        tag = os.urandom(16).hex()
+        step = PART_MAX >> 20
+        out = bytearray()
+        for i in range(0, max(size, 1), PART_MAX):
+            part = f"{PART_DIR}/{PART_NAME}{tag}.{i // PART_MAX}"
+            try:
+                r = self.exec(env_id, service, ["sh", "-c", CUT_PART, "sh", path, part,
+                                                str(i // PART_MAX * step), str(step)], timeout_sec=600)
+                if r.exit_code != 0:
+                    raise DenvError("GET", f"/v1/envs/{env_id}/files", 502,
+                                    f"env.get: cutting {path} at {i}: {r.stderr.strip()[:500]}")
+                with tarfile.open(fileobj=io.BytesIO(self.get_tar(env_id, service, part)), mode="r:*") as tf:
+                    m = tf.next()
+                    f = tf.extractfile(m) if m is not None else None
+                    out += f.read() if f is not None else b""
+            finally:
+                self.exec(env_id, service, ["rm", "-f", "--", part], timeout_sec=60)
+        return bytes(out)
+
+    def file_size(self, env_id: str, service: str, path: str) -> int:
+        r = self.exec(env_id, service, ["sh", "-c", 'wc -c <"$1"', "sh", path], timeout_sec=60)
+        try:
+            return int(r.stdout.strip())
+        except ValueError:
+            raise DenvError("GET", f"/v1/envs/{env_id}/files", 502,
+                            f"env.get: size of {path}: {r.stderr.strip()[:500]}") from None
 
     def get_file(self, env_id: str, service: str, source_path: str, target: str | os.PathLike[str]) -> None:
         data = self.get_bytes(env_id, service, source_path)

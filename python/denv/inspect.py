@@ -9,8 +9,10 @@ Limits (python/README.md has the whole story): denvd keeps 1 MiB of each of a
 command's stdout and stderr, less than the 10 MiB Inspect allows, so a cut
 output raises ``OutputLimitExceededError`` (limit "1 MiB") carrying what was
 received, rather than passing for the whole output. Files move as tar archives
-of at most 32 MiB. Docker moves them as root, so for a service whose user is
-not root ``read_file``/``write_file`` first ask, as that user, whether it may.
+of at most 32 MiB, a larger file in parts (``Client.put_bytes``/``get_parts``);
+a command over 64 KiB goes up as a script file. Docker moves files as root, so
+for an exec user that is not root ``read_file``/``write_file`` first ask, as
+that user, whether it may. A cancelled exec is killed in the container.
 """
 
 from __future__ import annotations
@@ -41,14 +43,34 @@ from inspect_ai.util import (
     sandboxenv,
 )
 
-from denv.client import Client, DenvError, Sandbox, shell_command
+from denv.client import Client, DenvError, Sandbox, shell_body, shell_command
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "python:3.12-slim"
+# Image sandboxes are made in this project, so that ``inspect sandbox cleanup
+# denv`` knows which environments are Inspect's.
+PROJECT = "inspect"
 DEFAULT_EXEC_TIMEOUT = 300
 # exec's input: one file per call, this prefix and 32 random hex digits.
 STDIN_PREFIX = "/tmp/.denv_stdin."
+# A command whose script is longer than this goes up as a file the shell reads
+# (the API takes a JSON body of at most 1 MiB; the kernel one argv string of
+# at most 128 KiB).
+SCRIPT_INLINE_MAX = 64 * 1024
+SCRIPT_PREFIX = "/tmp/.denv_cmd."
+# Every command runs with DENV_INSPECT_EXEC=<random> in its environment, which
+# its children inherit: a cancelled exec is killed by that mark (KILL_MARKED),
+# as the API has no route to cancel a running command.
+EXEC_MARK = "DENV_INSPECT_EXEC"
+MARK_EXEC = 'export DENV_INSPECT_EXEC="$1"; shift; exec "$@"'
+KILL_MARKED = (
+    'for d in /proc/[0-9]*; do '
+    'if grep -q "DENV_INSPECT_EXEC=$1" "$d/environ" 2>/dev/null; then kill -9 "${d#/proc/}" 2>/dev/null; fi; '
+    'done; exit 0'
+)
+# How long the kill of a cancelled command may take before we stop waiting.
+CANCEL_KILL_TIMEOUT = 5
 # denvd keeps 1 MiB of each of stdout and stderr (EXEC_OUTPUT_MAX); a file
 # moves as a tar archive of at most 32 MiB (MAX_ARCHIVE).
 DENV_EXEC_LIMIT_STR = "1 MiB"
@@ -66,6 +88,10 @@ class DenvSandboxConfig(BaseModel):
     egress: Literal["deny", "allow"] = "deny"
     service: str = "main"
     volumes: list[str] = ["/work"]
+    # exec's user and directory when a call names none, as compose's user: and
+    # working_dir: are for Inspect's Docker sandbox; None: the image's own.
+    user: str | None = None
+    workdir: str | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "DenvSandboxConfig":
@@ -97,6 +123,22 @@ def resolve_config(config: SandboxEnvironmentConfigType | None) -> DenvSandboxCo
             "or pass DenvSandboxConfig(image=...)."
         )
     raise ValueError(f"denv: unsupported sandbox config {config!r}")
+
+
+def _record(sbx: Sandbox, cfg: DenvSandboxConfig) -> None:
+    """Put the environment's id and version in the sample's transcript (an info event
+    from source ``denv``), so the eval log says which environment ran the sample."""
+    from inspect_ai.log import transcript
+
+    env = sbx.raw or {}
+    transcript().info({
+        "denv_env_id": sbx.id,
+        "denv_env_name": sbx.name,
+        "denv_version": str(env.get("CurrentVersionID") or "") or None,
+        "from_version": cfg.from_version,
+        "image": cfg.image,
+        "service": cfg.service,
+    }, source="denv")
 
 
 def _is_timeout(e: BaseException) -> bool:
@@ -157,16 +199,23 @@ WRITE_PROBE = (
 )
 
 
+# What _get_large asks: "dir", or "file SIZE MODE" (octal permission bits).
+LARGE_PROBE = 'if [ -d "$1" ]; then echo dir; else echo "file $(wc -c <"$1") $(stat -c %a "$1")"; fi'
+
+
 @sandboxenv(name="denv")
 class DenvSandbox(SandboxEnvironment):
     """One denv environment; ``exec`` runs in its ``service``."""
 
-    def __init__(self, client: Client, env_id: str, service: str, sandbox: Sandbox | None = None) -> None:
+    def __init__(self, client: Client, env_id: str, service: str, sandbox: Sandbox | None = None,
+                 user: str | None = None, workdir: str | None = None) -> None:
         super().__init__()
         self._client = client
         self._env_id = env_id
         self._service = service
         self._sandbox = sandbox
+        self._user = None if user in (None, "", "root", "0") else user
+        self._workdir = workdir
         self._whoami: _Who | None = None
 
     # ---- lifecycle ----
@@ -199,13 +248,14 @@ class DenvSandbox(SandboxEnvironment):
         client = Client()
         if cfg.image:
             def make() -> Sandbox:
-                return client.sandbox(image=cfg.image, cmd=["sleep", "infinity"],
+                return client.sandbox(image=cfg.image, cmd=["sleep", "infinity"], project=PROJECT,
                                       egress=cfg.egress, volumes=list(cfg.volumes))
         else:
             def make() -> Sandbox:
                 return client.sandbox(from_version=cfg.from_version, egress=cfg.egress)
         sbx = await anyio.to_thread.run_sync(make)
-        return {"default": cls(client, sbx.id, cfg.service, sbx)}
+        _record(sbx, cfg)
+        return {"default": cls(client, sbx.id, cfg.service, sbx, user=cfg.user, workdir=cfg.workdir)}
 
     @classmethod
     async def sample_cleanup(
@@ -228,17 +278,81 @@ class DenvSandbox(SandboxEnvironment):
 
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:
-        return None
+        """``inspect sandbox cleanup denv [ID]``: destroy environment ID, or without
+        one every live environment of project ``inspect`` (the image sandboxes;
+        a sandbox forked from a version lives in that version's project)."""
+        client = Client()
+        if id:
+            ids = [id]
+        else:
+            try:
+                doc = await anyio.to_thread.run_sync(client._json, "GET", f"/v1/projects/{PROJECT}/envs")
+            except DenvError as e:
+                if e.status == 404:
+                    print("denv: no Inspect sandboxes (no project inspect)")
+                    return
+                raise
+            ids = [str(e.get("ID")) for e in doc.get("environments") or []
+                   if e.get("Status") not in ("destroyed", "destroying")]
+        for env_id in ids:
+            await anyio.to_thread.run_sync(client.destroy, env_id)
+            print(f"denv: destroyed {env_id}")
+        if not ids:
+            print("denv: no live Inspect sandboxes")
 
     # ---- inside the sample ----
 
     async def _run(self, argv: list[str], timeout: int) -> Any:
         return await anyio.to_thread.run_sync(self._client.exec, self._env_id, self._service, argv, timeout)
 
+    def _as_user(self, argv: list[str]) -> list[str]:
+        """``argv`` run as the configured exec user (``su``), if one is set."""
+        if self._user is None:
+            return argv
+        return ["su", "-s", "/bin/sh", self._user, "-c", shlex.join(argv)]
+
+    async def _run_cancellable(self, argv: list[str], timeout: int, user: str | None = None) -> Any:
+        """``_run`` of a user's command; cancelled, it kills that command in the container.
+
+        The request's thread is abandoned at once (its answer comes when the
+        command dies), and a second exec kills every process carrying this
+        call's mark, so the sample stops now rather than when the command ends."""
+        mark = uuid.uuid4().hex
+        marked = ["sh", "-c", MARK_EXEC, "sh", mark, *argv]
+        try:
+            return await anyio.to_thread.run_sync(
+                self._client.exec, self._env_id, self._service, marked, timeout, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            await self._kill_marked(mark, user)
+            raise
+        except DenvError as e:
+            if _is_timeout(e):
+                # denvd killed the process it started; under su the command's own
+                # processes are that process's grandchildren and may live on
+                await self._kill_marked(mark, user)
+            raise
+
+    async def _kill_marked(self, mark: str, user: str | None) -> None:
+        """Kill the processes of one call. Root in a container lacks CAP_SYS_PTRACE
+        and may not read another user's /proc/PID/environ, so the search also runs
+        as the user the command ran as."""
+        kill = ["sh", "-c", KILL_MARKED, "sh", mark]
+        argvs = [kill]
+        if user is not None and str(user) not in ("root", "0"):
+            argvs.insert(0, shell_command(shlex.join(kill), user=user))
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_KILL_TIMEOUT):
+            for argv in argvs:
+                try:
+                    await anyio.to_thread.run_sync(
+                        self._client.exec, self._env_id, self._service, argv, CANCEL_KILL_TIMEOUT,
+                        abandon_on_cancel=True)
+                except DenvError as e:
+                    logger.warning("denv: killing a command in %s failed: %s", self._env_id, e)
+
     async def _who(self) -> _Who:
         """The service's user and working directory, learnt once (``id``, ``pwd``)."""
         if self._whoami is None:
-            r = await self._run(["sh", "-c", "id -u; id -g; pwd"], 30)
+            r = await self._run(self._as_user(["sh", "-c", "id -u; id -g; pwd"]), 30)
             lines = r.stdout.splitlines()
             try:
                 uid, gid = int(lines[0]), int(lines[1])
@@ -248,6 +362,8 @@ class DenvSandbox(SandboxEnvironment):
                     f"(id -u; id -g; pwd exited {r.exit_code}: {r.stderr.strip()[:300]!r})"
                 ) from None
             workdir = lines[2].strip() if len(lines) > 2 and lines[2].startswith("/") else "/"
+            if self._workdir:
+                workdir = posixpath.normpath(posixpath.join(workdir, self._workdir))
             self._whoami = _Who(uid, gid, workdir)
         return self._whoami
 
@@ -268,8 +384,25 @@ class DenvSandbox(SandboxEnvironment):
         mode 0600, owned by the service's user), which the command gets as stdin
         and which is removed before the command starts.
         """
-        argv = shell_command(shlex.join(cmd), cwd=cwd, env=env, user=user)
-        stdin_path: str | None = None
+        if user is None:
+            user = self._user
+        if cwd is None:
+            cwd = self._workdir
+        elif self._workdir and not cwd.startswith("/"):
+            cwd = posixpath.join(self._workdir, cwd)
+        left: list[str] = []  # files this call leaves in the container if the command does not start
+        script = shlex.join(cmd)
+        if len(script) > SCRIPT_INLINE_MAX:
+            path = f"{SCRIPT_PREFIX}{uuid.uuid4().hex}"
+            # the shell removes the file it reads first thing (bash reads on from the open file)
+            body = 'rm -f -- "$0" 2>/dev/null\n' + shell_body(script, cwd=cwd, env=env)
+            await anyio.to_thread.run_sync(
+                functools.partial(self._client.put_bytes, self._env_id, self._service, path,
+                                  body.encode("utf-8"), mode=0o644))
+            left.append(path)
+            argv = shell_command("", user=user, script_file=path)
+        else:
+            argv = shell_command(script, cwd=cwd, env=env, user=user)
         if input is not None:
             data = input.encode("utf-8") if isinstance(input, str) else bytes(input)
             who = await self._who()
@@ -278,15 +411,18 @@ class DenvSandbox(SandboxEnvironment):
                 functools.partial(self._client.put_bytes, self._env_id, self._service, stdin_path, data,
                                   mode=0o600, uid=who.uid, gid=who.gid))
             argv = with_stdin(stdin_path, argv)
+            left.append(stdin_path)
         t = int(timeout) if timeout else DEFAULT_EXEC_TIMEOUT
         try:
-            r = await self._run(argv, t)
+            r = await self._run_cancellable(argv, t, user)
         except DenvError as e:
-            if stdin_path is not None:
-                await self._remove(stdin_path)
+            for path in left:
+                await self._remove(path)
             if _is_timeout(e):
                 raise TimeoutError(f"denv: command timed out after {t} s: {e}") from e
             raise
+        if user is not None and str(user) not in ("root", "0") and left and left[0].startswith(SCRIPT_PREFIX):
+            await self._remove(left[0])  # another user may not remove root's file in /tmp
         limit = SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE
         out, err = _utf8_cut(r.stdout, limit), _utf8_cut(r.stderr, limit)
         if out is not r.stdout or err is not r.stderr:
@@ -314,7 +450,7 @@ class DenvSandbox(SandboxEnvironment):
         return posixpath.normpath(posixpath.join(who.workdir, file))
 
     async def _probe(self, script: str, path: str) -> str:
-        r = await self._run(["sh", "-c", script, "sh", path], 30)
+        r = await self._run(self._as_user(["sh", "-c", script, "sh", path]), 30)
         return r.stdout.strip()
 
     async def write_file(self, file: str, contents: str | bytes) -> None:
@@ -357,8 +493,8 @@ class DenvSandbox(SandboxEnvironment):
     async def read_file(self, file: str, text: bool = True) -> Union[str, bytes]:
         """Read ``file`` as the service's user would (see ``SandboxEnvironment.read_file``).
 
-        Files over Inspect's read limit raise ``OutputLimitExceededError``, and so do
-        files whose archive is over denv's 32 MiB transfer limit.
+        Files over Inspect's read limit raise ``OutputLimitExceededError``; a file
+        over denv's 32 MiB transfer limit is read in parts.
         """
         if _is_dir_alias(file):
             raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
@@ -397,10 +533,7 @@ class DenvSandbox(SandboxEnvironment):
                 raise
             msg = e.message.lower()
             if "larger than" in msg:
-                probe = await self._probe(READ_PROBE, path)
-                if probe == "dir":
-                    raise IsADirectoryError(errno.EISDIR, "Is a directory", file) from e
-                raise OutputLimitExceededError(DENV_ARCHIVE_LIMIT_STR, None) from e
+                return await self._get_large(file, path, seen), None
             if "permission denied" in msg:
                 raise PermissionError(errno.EACCES, "Permission denied", file) from e
             probe = await self._probe(READ_PROBE, path)
@@ -429,6 +562,24 @@ class DenvSandbox(SandboxEnvironment):
                 raise PermissionError(errno.EACCES, "Permission denied", file)
             f = tf.extractfile(m)
             return (f.read() if f is not None else b""), None
+
+    async def _get_large(self, file: str, path: str, seen: str) -> bytes:
+        """A file whose one archive is over the API's 32 MiB: read in parts (``Client.get_parts``)."""
+        r = await self._run(["sh", "-c", LARGE_PROBE, "sh", path], 30)
+        kind, _, rest = r.stdout.strip().partition(" ")
+        if kind == "dir":
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
+        if seen == "missing":
+            raise PermissionError(errno.EACCES, "Permission denied", file)  # as in _get_file
+        try:
+            size, mode = (int(x, b) for x, b in zip(rest.split(), (10, 8)))
+        except ValueError:
+            raise OSError(errno.EIO, f"cannot tell the size of {path}: {r.stderr.strip()[:300]}", file) from None
+        if size > SandboxEnvironmentLimits.MAX_READ_FILE_SIZE:
+            raise OutputLimitExceededError(SandboxEnvironmentLimits.MAX_READ_FILE_SIZE_STR, None)
+        if not mode & stat.S_IRUSR:
+            raise PermissionError(errno.EACCES, "Permission denied", file)  # as for a small file, below
+        return await anyio.to_thread.run_sync(self._client.get_parts, self._env_id, self._service, path, size)
 
     async def connection(self, *, user: str | None = None) -> SandboxConnection:
         return SandboxConnection(

@@ -5,10 +5,12 @@ that runs it. With ``egress="deny"`` (the default) the environment has no
 route out and denvd publishes the port through its own ingress proxy,
 which carries connections from the host into the environment and never the
 other way; ``egress="allow"`` gives it a normal network and Docker's
-published port.
-``fork()`` snapshots the live environment and returns a provider bound to a new
-environment made from that version; ``from_denv_version`` starts an OpenEnv
-client on a fork of a version.
+published port. Neither choice raises: deny is the default and is reachable
+from the host.
+``fork()`` snapshots the live environment, makes a new environment from that
+version and returns a provider bound to it once the child's server answers
+``/health``; ``from_denv_version`` (also ``DenvVersionMixin.from_denv_version``
+on a client class) starts an OpenEnv client on a fork of a version.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from openenv.core.containers.runtime.providers import ContainerProvider
 from denv.client import Client, Sandbox
 
 DEFAULT_PORT = 8000
+# How long fork() waits for the child's server to answer /health: the server
+# restarts in the fork and rebuilds its state from disk first.
+FORK_READY_TIMEOUT = 60.0
 T = TypeVar("T")
 
 
@@ -91,6 +96,7 @@ class DenvProvider(ContainerProvider):
         return url
 
     def wait_for_ready(self, base_url: str, timeout_s: float = 30.0) -> None:
+        """Poll ``base_url``/health until it answers below 500; ``TimeoutError`` after ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         last = "no answer"
         with httpx.Client(trust_env=False, timeout=2.0) as h:
@@ -106,13 +112,27 @@ class DenvProvider(ContainerProvider):
                     raise TimeoutError(f"denv: {base_url} not ready within {timeout_s:g} s ({last})")
                 time.sleep(0.5)
 
-    def fork(self, name: str | None = None) -> "DenvProvider":
-        """Snapshot the live environment and return a provider bound to a new one from it."""
+    def fork(self, name: str | None = None, timeout_s: float | None = FORK_READY_TIMEOUT) -> "DenvProvider":
+        """Snapshot the live environment; a provider bound to a new one made from it.
+
+        Returns once the child's server answers ``/health`` (``wait_for_ready``),
+        or raises ``TimeoutError`` after ``timeout_s`` seconds, the child
+        destroyed. ``timeout_s=None`` returns as soon as the child is created.
+        """
         if not self.env_id:
             raise RuntimeError("denv: nothing to fork; the provider has no environment")
         child = DenvProvider(client=self.client, egress=self.egress)
         version = self.client.snapshot(self.env_id)
-        child._bind(self.client.sandbox(from_version=version, name=name, egress=self.egress))
+        url = child._bind(self.client.sandbox(from_version=version, name=name, egress=self.egress))
+        if timeout_s is None:
+            return child
+        try:
+            if not url:
+                raise RuntimeError(f"denv: fork {child.env_id} (from {version}) published no endpoint")
+            child.wait_for_ready(url, timeout_s)
+        except BaseException:
+            child.stop_container()
+            raise
         return child
 
     def stop_container(self) -> None:

@@ -1,6 +1,6 @@
 """Framework conformance against a REAL control plane and sidecar.
 
-    DENV_SERVER=... DENV_API_KEY=... python conformance.py [client verify inspect harbor openenv]
+    DENV_SERVER=... DENV_API_KEY=... python conformance.py [client verify inspect inspect_selfcheck harbor openenv verifiers]
 
 Run by t/e2e-frameworks.sh, which starts bin/denv-cp and bin/denvd on this
 machine. Prints TAP. A check the backend cannot do yet (a route it does not
@@ -23,6 +23,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+import httpx
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the package, when not installed
 
@@ -31,9 +33,9 @@ from denv import Client, DenvError  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
 BUSYBOX = os.environ.get("DENV_E2E_BUSYBOX", "denv-test/busybox")
 DEBIAN = os.environ.get("DENV_E2E_DEBIAN", "denv-test/debian")
-CHECKS = ["client", "verify", "inspect", "harbor", "openenv", "verifiers"]
+CHECKS = ["client", "verify", "inspect", "inspect_selfcheck", "harbor", "openenv", "verifiers"]
 # run only when named: slower, or measurements rather than pass/fail of the default suite
-EXTRA_CHECKS = ["inspect_selfcheck", "harbor_tasks"]
+EXTRA_CHECKS = ["harbor_tasks"]
 TOP = HERE.parent.parent
 
 
@@ -323,9 +325,10 @@ def check_verify(b: Backend) -> None:
     T.run("verify: a FIFO scores 0 and is refused", special("fifo"))
 
 
-def sandbox_env_ids(b: Backend) -> dict[str, str]:
+def sandbox_env_ids(b: Backend, project: str = "inspect") -> dict[str, str]:
+    """The environments of ``project`` (Inspect's image sandboxes are made in project inspect)."""
     try:
-        doc = b.c._json("GET", "/v1/projects/sandboxes/envs")
+        doc = b.c._json("GET", f"/v1/projects/{project}/envs")
     except DenvError as e:
         if e.status == 404:
             return {}
@@ -343,7 +346,8 @@ def check_inspect(b: Backend) -> None:
             (tmp / "denv.yaml").write_text(f"image: {BUSYBOX}\nvolumes: [/work]\n")
             env = dict(os.environ, NO_COLOR="1", INSPECT_DISPLAY="plain")
             env.pop("INSPECT_EVAL_MODEL", None)
-            r = subprocess.run([str(VENV_BIN / "inspect"), "eval", "marker_task.py", "--log-dir", str(tmp / "logs")],
+            r = subprocess.run([str(VENV_BIN / "inspect"), "eval", "marker_task.py", "--log-dir", str(tmp / "logs"),
+                                "--max-sandboxes", "1"],
                                capture_output=True, text=True, timeout=900, env=env, cwd=tmp)
             logs = sorted((tmp / "logs").glob("*.eval"))
             assert logs, f"no eval log\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
@@ -357,10 +361,48 @@ def check_inspect(b: Backend) -> None:
             new = {k: v for k, v in after.items() if k not in before}
             assert len(new) == 2, f"one environment per sample expected: {new}"
             assert all(v == "destroyed" for v in new.values()), f"not destroyed: {new}"
+            # each sample's events name its environment and version
+            seen = []
+            for smp in log.samples or []:
+                infos = [e for e in smp.events if getattr(e, "event", "") == "info" and e.source == "denv"]
+                assert len(infos) == 1, f"sample {smp.id}: {len(infos)} denv info events"
+                data = infos[0].data
+                assert data["denv_env_id"] in new and str(data["denv_version"]).startswith("ver_"), data
+                seen.append(data["denv_env_id"])
+            assert sorted(seen) == sorted(new), (seen, new)
+            # --max-sandboxes 1: the second sample's sandbox came after the first's was gone
+            spans = sorted((smp.started_at, smp.completed_at) for smp in log.samples or [])
+            assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), f"samples overlapped: {spans}"
+            assert log.eval.config.max_sandboxes == 1, log.eval.config
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    T.run("inspect: eval with mockllm/model through the entry point, accuracy 1.0, environments destroyed", run)
+    def status(env_id: str) -> str:
+        try:
+            return str(b.c.environment(env_id).get("Status"))
+        except DenvError as e:
+            if e.status == 404:
+                return "destroyed"
+            raise
+
+    def cleanup() -> None:
+        b.sandboxes_usable()
+        inspect = str(VENV_BIN / "inspect")
+        one = b.c.sandbox(image=BUSYBOX, cmd=["sleep", "infinity"], project="inspect")
+        two = b.c.sandbox(image=BUSYBOX, cmd=["sleep", "infinity"], project="inspect")
+        r = subprocess.run([inspect, "sandbox", "cleanup", "denv", one.id], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-1500:]
+        assert status(one.id) == "destroyed", r.stdout
+        assert status(two.id) != "destroyed", "cleanup of one id destroyed another"
+        r = subprocess.run([inspect, "sandbox", "cleanup", "denv"], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-1500:]
+        assert status(two.id) == "destroyed", r.stdout[-1500:]
+
+    T.run("inspect: eval (--max-sandboxes 1) with mockllm/model through the entry point, accuracy 1.0, "
+          "environments destroyed, each sample's env id and version in its events, samples one after the other", run)
+    T.run("inspect: `inspect sandbox cleanup denv ID` destroys that one, without ID every Inspect sandbox", cleanup)
     check_inspect_sandbox(b)
 
 
@@ -450,6 +492,23 @@ def check_inspect_sandbox(b: Backend) -> None:
             assert r.stdout == "a" * 1000000, len(r.stdout)
         asyncio.run(go())
 
+    def cancel() -> None:
+        sb = sandbox()
+
+        async def go() -> None:
+            import anyio
+            mark = f"cancel_{os.getpid()}_{int(time.time())}"
+            t0 = time.monotonic()
+            with anyio.move_on_after(1.5):
+                await sb.exec(["sh", "-c", f"echo {mark} >/dev/null; sleep 120; :"], timeout=300)
+            after = time.monotonic() - t0 - 1.5
+            assert after < 2.0, f"the cancelled exec returned {after:.1f} s after the cancel"
+            ps = await sb.exec(["sh", "-c", f"ps | grep {mark} | grep -v grep"])
+            assert ps.stdout.strip() == "", f"the cancelled command still runs: {ps.stdout}"
+            print(f"# a cancelled exec returned {after:.2f} s after the cancel, its command killed", flush=True)
+
+        asyncio.run(go())
+
     try:
         T.run("inspect sandbox: a compose service running as nobody", deploy)
         T.run("inspect sandbox: two concurrent execs with input= each get their own, no files left", stdin)
@@ -457,6 +516,7 @@ def check_inspect_sandbox(b: Backend) -> None:
               "missing FileNotFoundError, directory IsADirectoryError", permissions)
         T.run("inspect sandbox: output cut by denvd raises OutputLimitExceededError with what came back",
               output_limit)
+        T.run("inspect sandbox: a cancelled exec is killed in the container, the caller free within 2 s", cancel)
     finally:
         if "env" in state:
             c.destroy(state["env"])
@@ -470,21 +530,26 @@ def posix_base(path: str) -> str:
     return path.rsplit("/", 1)[1]
 
 
-def check_inspect_selfcheck(b: Backend) -> None:
-    """Inspect's own sandbox checks (self_check) on a denv sandbox, through pytest."""
-    def run() -> None:
-        b.sandboxes_usable()
-        r = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEx", "--tb=line",
-             str(HERE / "fixtures" / "inspect" / "selfcheck_denv.py")],
-            capture_output=True, text=True, timeout=900, cwd=HERE / "fixtures" / "inspect",
-            env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
-        for line in r.stdout.splitlines():
-            if line.startswith(("FAILED", "ERROR", "XFAIL", "XPASS", "/", "E ")) or " passed" in line or " failed" in line:
-                print(f"# {line}", flush=True)
-        assert r.returncode == 0, r.stderr[-2000:]
+# Inspect's self-check runs on these: root on both fixture images, and a user
+# of the Debian image that is not root (Inspect's runner has a root and a
+# non-root Docker sandbox too).
+SELFCHECK_SANDBOXES = [DEBIAN, BUSYBOX, f"{DEBIAN},user=nobody,workdir=/tmp"]
 
-    T.run("inspect: Inspect's self_check on a denv sandbox (failures are listed; xfails name the reason)", run)
+
+def check_inspect_selfcheck(b: Backend) -> None:
+    """Inspect's own sandbox checks (its self_check module, imported) on denv sandboxes."""
+    for spec in SELFCHECK_SANDBOXES:
+        def run(spec: str = spec) -> None:
+            b.sandboxes_usable()
+            r = subprocess.run([sys.executable, str(HERE / "inspect_selfcheck.py"), spec],
+                               capture_output=True, text=True, timeout=1800,
+                               env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+            for line in r.stdout.splitlines():
+                if not line.startswith("ok "):
+                    print(f"# {line}", flush=True)
+            assert r.returncode == 0, (r.stdout.splitlines() or [""])[-1] + r.stderr[-1500:]
+
+        T.run(f"inspect: Inspect's own self-check on a denv sandbox of {spec}", run)
 
 
 def check_harbor(b: Backend) -> None:
@@ -612,10 +677,12 @@ def check_openenv(b: Backend) -> None:
     def fork() -> None:
         if "p" not in state:
             raise Skip("no provider")
-        child = b.feature("POST /v1/envs/{id}/snapshot", "[F7]", state["p"].fork)
+        child = b.feature("POST /v1/envs/{id}/snapshot", "[F7]", lambda: state["p"].fork(timeout_s=60))
         state["child"] = child
         assert child.base_url, "the fork published no endpoint"
-        child.wait_for_ready(child.base_url, timeout_s=60)
+        # fork() returned only once the child's server answered: it answers now
+        r = httpx.get(f"{child.base_url}/health", timeout=5, trust_env=False)
+        assert r.status_code < 500, f"the fork answered {r.status_code} right after fork()"
 
     def stop() -> None:
         if "p" not in state:
@@ -630,7 +697,7 @@ def check_openenv(b: Backend) -> None:
                     assert e.status == 404, e
 
     T.run("openenv: http.server image started through DenvProvider (egress deny), ready", start)
-    T.run("openenv: fork", fork)
+    T.run("openenv: fork returns once the child answers /health", fork)
     T.run("openenv: stopped", stop)
 
 

@@ -474,5 +474,53 @@ class TestShellCommand(unittest.TestCase):
             shell_command("true", env={"BAD-NAME": "1"})
 
 
+class TestFileParts(FakeCase):
+    """Files over PART_MAX move in parts: joined by JOIN_PARTS, cut by CUT_PART."""
+
+    def test_put_and_get_in_parts(self) -> None:
+        from unittest import mock
+        from denv import client as dc
+        env = self.c.sandbox(image="x").id
+        fs = self.fake.backend.files[env]
+        joined: list[list[str]] = []
+
+        def shell(e: str, svc: str, cmd: list[str], t: int) -> tuple[Any, ...]:
+            if cmd[:3] == ["sh", "-c", dc.JOIN_PARTS]:
+                target, parts = cmd[4], cmd[7:]
+                joined.append(parts)
+                fs[target] = b"".join(fs.pop(p) for p in parts)
+                return 0, "", ""
+            if cmd[:3] == ["sh", "-c", dc.CUT_PART]:
+                src, part, skip, count = cmd[4], cmd[5], int(cmd[6]), int(cmd[7])
+                fs[part] = fs[src][skip << 20:(skip + count) << 20]
+                return 0, "", ""
+            if cmd[:3] == ["sh", "-c", 'wc -c <"$1"']:
+                return 0, f"{len(fs[cmd[4]])}\n", ""
+            if cmd[:3] == ["rm", "-f", "--"]:
+                for p in cmd[3:]:
+                    fs.pop(p, None)
+                return 0, "", ""
+            return 1, "", "unexpected"
+        self.fake.backend.exec_fn = shell
+        data = os.urandom((2 << 20) + 1234)
+        with mock.patch.object(dc, "PART_MAX", 1 << 20):
+            self.c.put_bytes(env, "main", "/work/big", data, mode=0o640, uid=7, gid=8)
+            self.assertEqual(fs["/work/big"], data)
+            self.assertEqual(len(joined[0]), 3)
+            self.assertTrue(all(p.startswith(dc.PART_DIR + "/" + dc.PART_NAME) for p in joined[0]))
+            self.assertFalse([p for p in fs if p.startswith("/tmp/")], "parts left behind")
+            self.assertEqual(self.c.get_parts(env, "main", "/work/big", len(data)), data)
+            self.assertFalse([p for p in fs if p.startswith("/tmp/")], "read parts left behind")
+            # the API's refusal of the whole file sends get_bytes to the parts
+            plain = self.c.get_tar
+
+            def capped(e: str, svc: str, path: str) -> bytes:
+                if path == "/work/big":
+                    raise DenvError("GET", "/files", 413, "archive larger than 32 MiB")
+                return plain(e, svc, path)
+            self.c.get_tar = capped  # type: ignore[method-assign]
+            self.assertEqual(self.c.get_bytes(env, "main", "/work/big"), data)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -24,6 +24,8 @@ from fakeapi import KEY, DockerBackend, FakeDenv
 from test_client import tar_of
 from test_harbor import docker_image_present
 
+from denv.client import DenvError
+
 HERE = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
 IMAGE = "denv-test/busybox"
@@ -50,12 +52,26 @@ class FakeShell:
         self.b = backend
         self.uid, self.gid, self.workdir = uid, gid, workdir
         self.probe: dict[str, str] = {}
+        self.marks: list[str] = []
+        self.cuts: list[tuple[str, int, int]] = []
         self.stdin_seen: list[tuple[str, bytes, tuple[int, int, int]]] = []
         self.other: Callable[[list[str], bytes | None], tuple[Any, ...]] = lambda cmd, stdin: (0, cmd[-1], "")
 
     def __call__(self, env: str, svc: str, cmd: list[str], t: int) -> tuple[Any, ...]:
-        from denv.inspect import READ_PROBE, WRITE_PROBE
+        from denv.client import CUT_PART
+        from denv.inspect import LARGE_PROBE, MARK_EXEC, READ_PROBE, WRITE_PROBE
         fs = self.b.files[env]
+        if cmd[:3] == ["sh", "-c", MARK_EXEC]:
+            self.marks.append(cmd[4])
+            cmd = cmd[5:]
+        if cmd[:3] == ["sh", "-c", LARGE_PROBE]:
+            mode = self.b.meta[env].get(cmd[4], (0o644, 0, 0))[0]
+            return 0, f"file {len(fs[cmd[4]])} {mode:o}\n", ""
+        if cmd[:3] == ["sh", "-c", CUT_PART]:
+            src, part, skip, count = cmd[4], cmd[5], int(cmd[6]) << 20, int(cmd[7]) << 20
+            fs[part] = fs[src][skip:skip + count]
+            self.cuts.append((src, skip, count))
+            return 0, "", ""
         if cmd == WHO:
             return 0, f"{self.uid}\n{self.gid}\n{self.workdir}\n", ""
         if cmd[:2] == ["sh", "-c"] and cmd[2] in (READ_PROBE, WRITE_PROBE):
@@ -150,7 +166,7 @@ class TestSandboxAgainstFake(unittest.TestCase):
             sb = envs["default"]
             assert isinstance(sb, DenvSandbox)
             body = self.fake.calls("POST", "/v1/sandboxes")[0].body
-            self.assertEqual(body, {"image": "img", "cmd": ["sleep", "infinity"], "egress": "allow",
+            self.assertEqual(body, {"image": "img", "cmd": ["sleep", "infinity"], "egress": "allow", "project": "inspect",
                                     "volumes": ["/work", "/data"], "timeout_sec": 600})
             sh = FakeShell(self.fake.backend)
             sh.other = lambda cmd, stdin: (2, cmd[-1] + "|" + (stdin or b"").decode(), "err")
@@ -298,12 +314,25 @@ class TestSandboxAgainstFake(unittest.TestCase):
                 with self.assertRaises(OutputLimitExceededError):
                     await sb.read_file("/work/big")
             self.assertEqual(await sb.read_file("/work/big"), "12345")
-            # over denv's archive limit
-            self.fake.fail[("GET", ".*/files")] = (502, "files: env.get: archive larger than 32 MiB")
-            with self.assertRaises(OutputLimitExceededError) as cm2:
-                await sb.read_file("/work/huge")
-            self.assertEqual(cm2.exception.limit_str, "32 MiB")
-            self.fake.fail.clear()
+            # over denv's archive limit: read in parts of PART_MAX, each cut by dd
+            from denv import client as dc
+            huge = bytes(range(256)) * ((2 * dc.PART_MAX + 1000) // 256)
+            self.fake.backend.files[sb._env_id]["/work/huge"] = huge
+            plain_get = sb._client.get_tar
+
+            def capped(env: str, svc: str, path: str) -> bytes:
+                if path == "/work/huge":
+                    raise DenvError("GET", "/files", 502, "files: env.get: archive larger than 32 MiB")
+                return plain_get(env, svc, path)
+            sb._client.get_tar = capped  # type: ignore[method-assign]
+            self.assertEqual(await sb.read_file("/work/huge", text=False), huge)
+            self.assertEqual([(c[1], c[2]) for c in sh.cuts],
+                             [(0, dc.PART_MAX), (dc.PART_MAX, dc.PART_MAX), (2 * dc.PART_MAX, dc.PART_MAX)])
+            self.assertFalse([p for p in self.fake.backend.files[sb._env_id] if p.startswith("/tmp/.denv_part.")])
+            with override_max_read_file_size(1000):
+                with self.assertRaises(OutputLimitExceededError):
+                    await sb.read_file("/work/huge")
+            sb._client.get_tar = plain_get  # type: ignore[method-assign]
             # the host's refusals mapped to the errors Inspect names
             self.fake.fail[("PUT", ".*/files")] = (502, "env.put: docker cp: Error processing tar file(exit status 1): "
                                                         'cannot overwrite directory "/work/d" with non-directory "/work"')
@@ -353,6 +382,25 @@ class TestSandboxAgainstFake(unittest.TestCase):
             await sb.write_file("mine.txt", "m")
             self.assertEqual(self.fake.backend.meta[sb._env_id]["/work/mine.txt"], (0o644, 1000, 1000))
             self.assertEqual(await sb.read_file("mine.txt"), "m")
+
+        asyncio.run(go())
+
+    def test_cli_cleanup_and_info_event(self) -> None:
+        from inspect_ai.log import transcript
+        from denv.inspect import DenvSandbox, DenvSandboxConfig
+
+        async def go() -> None:
+            cfg = DenvSandboxConfig(image="img")
+            a = (await DenvSandbox.sample_init("t", cfg, {}))["default"]
+            b = (await DenvSandbox.sample_init("t", cfg, {}))["default"]
+            info = [e for e in transcript().events if getattr(e, "event", "") == "info" and e.source == "denv"]
+            self.assertEqual([e.data["denv_env_id"] for e in info][-2:], [a._env_id, b._env_id])
+            self.assertEqual(info[-1].data["image"], "img")
+            await DenvSandbox.cli_cleanup(a._env_id)
+            self.assertEqual([r.path for r in self.fake.calls("DELETE")], [f"/v1/envs/{a._env_id}"])
+            await DenvSandbox.cli_cleanup(None)  # the live one only
+            self.assertEqual([r.path for r in self.fake.calls("DELETE")][1:], [f"/v1/envs/{b._env_id}"])
+            self.assertEqual(self.fake.calls("GET", "/v1/projects/inspect/envs")[0].method, "GET")
 
         asyncio.run(go())
 

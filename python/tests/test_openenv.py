@@ -56,7 +56,7 @@ class TestProvider(unittest.TestCase):
         self.assertEqual(self.fake.calls("POST", "/v1/sandboxes")[0].body,
                          {"image": "org/env:v1", "cmd": ["serve"], "env": {"A": "1"}, "ports": ["8080"],
                           "egress": "allow", "timeout_sec": 600})
-        child = p.fork()
+        child = p.fork(timeout_s=None)  # nothing listens on the fake's endpoints
         self.assertIsInstance(child, DenvProvider)
         self.assertNotEqual(child.env_id, p.env_id)
         self.assertEqual(child.base_url, "http://127.0.0.1:18001")
@@ -67,6 +67,29 @@ class TestProvider(unittest.TestCase):
         self.assertEqual(p.env_id, None)
         self.assertEqual([r.path for r in self.fake.calls("DELETE")], [f"/v1/envs/{child.sandbox.id}", f"/v1/envs/{env_id}"])
         p.stop_container()  # a second stop is a no-op
+
+    def test_fork_waits_for_health(self) -> None:
+        p = DenvProvider(client=self.client, egress="allow")
+        p.start_container("org/env:v1")
+        waited: list[tuple[str, float]] = []
+        orig = DenvProvider.wait_for_ready
+        try:
+            DenvProvider.wait_for_ready = lambda self, url, timeout_s=30.0: waited.append((url, timeout_s))  # type: ignore[method-assign]
+            child = p.fork(timeout_s=7)
+            self.assertEqual(waited, [(child.base_url, 7)])
+            self.assertEqual(p.fork().env_id is not None, True)
+            self.assertEqual(waited[-1][1], 60.0)  # the default
+
+            def never(self: DenvProvider, url: str, timeout_s: float = 30.0) -> None:
+                raise TimeoutError(f"denv: {url} not ready within {timeout_s:g} s")
+            DenvProvider.wait_for_ready = never  # type: ignore[method-assign]
+            before = len(self.fake.calls("DELETE"))
+            with self.assertRaises(TimeoutError):
+                p.fork(timeout_s=1)
+            # the child that never answered is destroyed, not leaked
+            self.assertEqual(len(self.fake.calls("DELETE")), before + 1)
+        finally:
+            DenvProvider.wait_for_ready = orig  # type: ignore[method-assign]
 
     def test_default_port_and_deny(self) -> None:
         # egress deny is the default: the port is published through denvd's ingress proxy

@@ -107,10 +107,22 @@ void dispatch_remove(struct dispatch *d, struct job *j)
 	free(j);
 }
 
-static bool env_busy(struct dispatch *d, const char *env)
+/*
+ * Commands on one environment run one at a time, except that env.exec runs
+ * beside other env.exec: commands in a container do not change the
+ * environment's lifecycle, and a client that cancels a long command kills it
+ * with a second exec, which must not wait behind the first.
+ */
+bool dispatch_may_overlap(const char *running_kind, const char *queued_kind)
+{
+	return str_eq(running_kind, "env.exec") && str_eq(queued_kind, "env.exec");
+}
+
+static bool env_busy(struct dispatch *d, const struct job *q)
 {
 	for (struct job *j = d->jobs; j; j = j->next)
-		if (j->state != JOB_QUEUED && *env && str_eq(j->env, env))
+		if (j->state != JOB_QUEUED && *q->env && str_eq(j->env, q->env) &&
+		    !dispatch_may_overlap(j->kind, q->kind))
 			return true;
 	return false;
 }
@@ -122,7 +134,7 @@ void dispatch_schedule(struct dispatch *d)
 
 	for (j = d->jobs; j && d->running < SC_MAX_WORKERS; j = next) {
 		next = j->next;
-		if (j->state != JOB_QUEUED || env_busy(d, j->env))
+		if (j->state != JOB_QUEUED || env_busy(d, j))
 			continue;
 		if (runner_start(j, &e) < 0) {
 			char msg[ERR_MSG_MAX + 160];

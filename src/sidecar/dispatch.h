@@ -1,6 +1,6 @@
 /*
  * dispatch.h: the agent's command machinery, shared by dispatch.c (intake,
- * the command log, one command at a time per environment), runner.c (the
+ * the command log, one command at a time per environment but for execs), runner.c (the
  * worker processes) and tx.c (env.get archives streamed as chunk frames).
  */
 #ifndef DENV_SIDECAR_DISPATCH_H
@@ -62,5 +62,9 @@ int runner_lock_busy(const char *data, const char *id);
 int tx_start(struct dispatch *d, const char *id, struct json *result);
 void tx_pump(struct dispatch *d);
 void tx_drop_all(struct dispatch *d);
+
+/* Whether a queued command of kind queued_kind may start while one of
+ * running_kind runs on the same environment (only env.exec beside env.exec). */
+bool dispatch_may_overlap(const char *running_kind, const char *queued_kind);
 
 #endif

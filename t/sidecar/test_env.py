@@ -124,18 +124,29 @@ try:
     pv = os.path.join(envdir, "vol", "pg")
     t.ok(os.path.exists(pv + "/PG_VERSION"), "postgres data lives in the volume dir on the host")
 
-    # One command at a time per environment: the second waits for the first.
+    # One command at a time per environment, but execs side by side (a client
+    # kills a command it cancelled with a second exec).
+    def order_of(cmds):
+        for c, kind, payload in cmds:
+            cp.send({"type": "command", "command_id": c, "kind": kind, "env_id": env, "payload": payload})
+        ids = [c for c, _, _ in cmds]
+        order = []
+        end = time.time() + 30
+        while len(order) < len(ids) and time.time() < end:
+            f = cp.next(lambda x: x.get("type") == "result" and x.get("command_id") in ids, end - time.time())
+            if f:
+                order.append(f["command_id"])
+        return order
+
     ca, cb = "cmd_sa" + secrets.token_hex(4), "cmd_sb" + secrets.token_hex(4)
-    for c, cmd in ((ca, ["sh", "-c", "sleep 1.5; echo a"]), (cb, ["echo", "b"])):
-        cp.send({"type": "command", "command_id": c, "kind": "env.exec", "env_id": env,
-                 "payload": {"service": "box", "cmd": cmd}})
-    order = []
-    end = time.time() + 30
-    while len(order) < 2 and time.time() < end:
-        f = cp.next(lambda x: x.get("type") == "result" and x.get("command_id") in (ca, cb), end - time.time())
-        if f:
-            order.append(f["command_id"])
-    t.ok(order == [ca, cb], "commands for one environment run one at a time, in order", order)
+    order = order_of([(ca, "env.exec", {"service": "box", "cmd": ["sh", "-c", "sleep 1.5; echo a"]}),
+                      (cb, "env.exec", {"service": "box", "cmd": ["echo", "b"]})])
+    t.ok(order == [cb, ca], "a second exec on one environment runs beside the first", order)
+    ca, cp_ = "cmd_sa" + secrets.token_hex(4), "cmd_sp" + secrets.token_hex(4)
+    order = order_of([(ca, "env.exec", {"service": "box", "cmd": ["sh", "-c", "sleep 1.5; echo a"]}),
+                      (cp_, "env.put", {"service": "box", "path": "/tmp/x", "tar_bytes": 5000,
+                                        "tar_sha256": "0" * 64, "tar_chunks": 1})])
+    t.ok(order == [ca, cp_], "any other command waits for the exec running on its environment", order)
 
     # A repeated exec id: answered from the log, the side effect happens once.
     cid = "cmd_once" + secrets.token_hex(4)

@@ -1,0 +1,24 @@
+/* Unit tests: which commands on one environment may run side by side. */
+#include "sidecar/dispatch.h"
+#include "tap.h"
+
+int main(void)
+{
+	static const struct {
+		const char *running, *queued;
+		bool ok;
+	} cases[] = {
+		{ "env.exec", "env.exec", true },    /* a kill beside the command it kills */
+		{ "env.exec", "env.put", false },    /* file moves wait their turn */
+		{ "env.put", "env.exec", false },
+		{ "env.exec", "env.snapshot", false }, /* lifecycle waits for the exec */
+		{ "env.destroy", "env.exec", false },
+		{ "env.fork", "env.exec", false },
+		{ "env.create", "env.create", false },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		ok(dispatch_may_overlap(cases[i].running, cases[i].queued) == cases[i].ok, "%s running, %s queued: %s",
+		   cases[i].running, cases[i].queued, cases[i].ok ? "may start" : "waits");
+	return tap_done();
+}
