@@ -28,6 +28,17 @@ int cli_need_key(struct cli *c, struct err *e)
 	return c->cfg.api_key ? 0 : err_set(e, "%s", CLI_NOT_SIGNED_IN);
 }
 
+void cli_ws_url(struct buf *out, const char *server, const char *path)
+{
+	if (str_has_prefix(server, "https://"))
+		buf_addf(out, "wss://%s", server + 8);
+	else if (str_has_prefix(server, "http://"))
+		buf_addf(out, "ws://%s", server + 7);
+	else
+		buf_adds(out, server);
+	buf_adds(out, path);
+}
+
 int cli_escape(struct buf *out, const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";

@@ -85,13 +85,7 @@ static void on_close(struct ws_conn *c, int code, const char *reason, void *arg)
 
 static void stream_url(const char *server, const char *env_id, struct buf *out)
 {
-	if (str_has_prefix(server, "https://"))
-		buf_addf(out, "wss://%s", server + 8);
-	else if (str_has_prefix(server, "http://"))
-		buf_addf(out, "ws://%s", server + 7);
-	else
-		buf_adds(out, server);
-	buf_adds(out, "/v1/envs/");
+	cli_ws_url(out, server, "/v1/envs/");
 	cli_escape(out, env_id);
 	buf_adds(out, "/exec/stream");
 }

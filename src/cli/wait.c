@@ -220,13 +220,7 @@ static void on_ws_close(struct ws_conn *conn, int code, const char *reason, void
 /* ws(s)://<server>/v1/events/stream */
 static void stream_url(const char *server, struct buf *out)
 {
-	if (str_has_prefix(server, "https://"))
-		buf_addf(out, "wss://%s", server + 8);
-	else if (str_has_prefix(server, "http://"))
-		buf_addf(out, "ws://%s", server + 7);
-	else
-		buf_adds(out, server);
-	buf_adds(out, "/v1/events/stream");
+	cli_ws_url(out, server, "/v1/events/stream");
 }
 
 /* Try the live stream; on any failure we simply poll. */
