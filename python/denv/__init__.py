@@ -14,7 +14,7 @@ from denv.client import (
     shell_command,
 )
 
-__version__ = "0.1.0"
+from denv._version import VERSION as __version__
 
 __all__ = [
     "Client",

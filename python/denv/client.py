@@ -25,6 +25,7 @@ import httpx
 import yaml
 
 from denv import context
+from denv._version import VERSION
 
 DEFAULT_SERVER = "http://localhost:8080"
 MAX_ARCHIVE = 32 * 1024 * 1024  # the API refuses larger uploads with 413
@@ -258,7 +259,7 @@ class Client:
         self.poll_interval = 0.5
         self._http = httpx.Client(
             base_url=self.server,
-            headers={"Authorization": f"Bearer {key}", "User-Agent": "denv-python/0.1.0"},
+            headers={"Authorization": f"Bearer {key}", "User-Agent": f"denv-python/{VERSION}"},
             timeout=timeout,
             trust_env=False,
         )

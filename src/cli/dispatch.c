@@ -10,7 +10,9 @@
 
 #include "base/str.h"
 
-#define CLI_VERSION "0.1.0"
+#ifndef CLI_VERSION
+#error "CLI_VERSION comes from the VERSION file (the Makefile passes it)"
+#endif
 
 static void print_flags(FILE *f, const struct cli_flag *flags)
 {
