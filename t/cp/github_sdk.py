@@ -6,25 +6,17 @@ same calls denv-cp makes for a sign-in (authorize, the code exchange, GET
 import importlib.metadata
 import sys
 import urllib.parse
+import os
 import urllib.request
 
 import github
 from github import Auth, Github
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tap  # noqa: E402
+from tap import ok  # noqa: E402
+
 base, client_id, secret, login, email = sys.argv[1:6]
-n = 0
-failed = 0
-
-
-def ok(cond, name, why=""):
-    global n, failed
-    n += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n, name))
-    if not cond:
-        failed += 1
-        print("#   " + str(why))
-
-
 class NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *a, **k):
         return None
@@ -89,4 +81,4 @@ try:
 except github.BadCredentialsException:
     ok(True, "a wrong token: BadCredentialsException (401 Bad credentials)")
 print("# PyGithub %s" % importlib.metadata.version("PyGithub"))
-sys.exit(1 if failed else 0)
+sys.exit(1 if tap.failed else 0)

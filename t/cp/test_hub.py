@@ -5,7 +5,6 @@ import asyncio
 import hashlib
 import json
 import os
-import shutil
 import socket
 import sys
 import tempfile
@@ -13,9 +12,12 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_api as T  # noqa: E402  (Server, TAP helpers, store seeding)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import cp_harness as T  # noqa: E402  (Server, store seeding)
+import tap  # noqa: E402
 from sidecar import Sidecar  # noqa: E402
-from test_api import BOOT_KEY, QUICKSTART, ok, is_, err_of  # noqa: E402
+from cp_harness import BOOT_KEY, QUICKSTART, err_of  # noqa: E402
+from tap import ok, is_  # noqa: E402
 
 from websockets.asyncio.client import connect  # noqa: E402
 
@@ -705,13 +707,7 @@ def main():
             for line in s.stderr().splitlines()[-25:]:
                 print("#   " + line)
             s.proc.kill()
-    finally:
-        if T._failed == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print("# kept %s for inspection" % tmp)
-    print("1..%d" % T._n)
-    return 1 if T._failed else 0
+    return tap.finish(tmp)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@
 import http.client
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,9 +14,12 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_api as T  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import cp_harness as T  # noqa: E402  (Server, store seeding)
+import tap  # noqa: E402
 from sidecar import Sidecar  # noqa: E402
-from test_api import BOOT_KEY, ok, is_, err_of  # noqa: E402
+from cp_harness import BOOT_KEY, err_of  # noqa: E402
+from tap import ok, is_  # noqa: E402
 
 FLAGS = ["-max-envs", "4", "-max-sandboxes", "2", "-max-exec", "2"]
 ENV = {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_TEAM": "acme", "DENV_DEV_LOGIN": "1"}
@@ -381,12 +383,7 @@ def main():
     finally:
         if sc is not None:
             sc.stop()
-        if T._failed == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print("# kept %s for inspection" % tmp)
-    print("1..%d" % T._n)
-    return 1 if T._failed else 0
+    return tap.finish(tmp)
 
 
 if __name__ == "__main__":

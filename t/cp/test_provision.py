@@ -7,7 +7,6 @@ Prints TAP; run by t/integ/cp-provision.sh. Everything stays on loopback.
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -15,9 +14,12 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fakes"))
-import test_api as T  # noqa: E402
-from test_api import BOOT_KEY, ok, is_  # noqa: E402
+import cp_harness as T  # noqa: E402  (Server, store seeding)
+import tap  # noqa: E402
+from cp_harness import BOOT_KEY  # noqa: E402
+from tap import ok, is_  # noqa: E402
 from test_hub import SIMPLE, call, wait_until, wait_dep, phase_map, events, host_row  # noqa: E402
 from sidecar import Sidecar  # noqa: E402
 from hetzner import FakeHetzner  # noqa: E402
@@ -380,12 +382,7 @@ def main():
     finally:
         fake.stop()
         e2b.stop()
-        if T._failed == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print("# kept %s for inspection" % tmp)
-    print("1..%d" % T._n)
-    return 1 if T._failed else 0
+    return tap.finish(tmp)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ Loopback only.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,9 +16,12 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fakes"))
-import test_api as T  # noqa: E402
-from test_api import BOOT_KEY, ok, is_, err_of  # noqa: E402
+import cp_harness as T  # noqa: E402  (Server, store seeding)
+import tap  # noqa: E402
+from cp_harness import BOOT_KEY, err_of  # noqa: E402
+from tap import ok, is_  # noqa: E402
 from hetzner import FakeHetzner  # noqa: E402
 from fake_e2b import FakeE2B  # noqa: E402
 from fake_daytona import FakeDaytona  # noqa: E402
@@ -190,12 +192,7 @@ def main():
     finally:
         for x in f.values():
             x.stop()
-        if T._failed == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print("# kept %s for inspection" % tmp)
-    print("1..%d" % T._n)
-    return 1 if T._failed else 0
+    return tap.finish(tmp)
 
 
 if __name__ == "__main__":

@@ -11,30 +11,11 @@ import traceback
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tap  # noqa: E402
+from tap import ok, skip  # noqa: E402
 from fake_e2b import FakeE2B  # noqa: E402
 from fake_daytona import FakeDaytona  # noqa: E402
-
-_n = 0
-_failed = 0
-
-
-def ok(cond, name, diag=None):
-    global _n, _failed
-    _n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", _n, name))
-    if not cond:
-        _failed += 1
-        if diag is not None:
-            for line in str(diag).splitlines()[:20]:
-                print("#   " + line)
-    return cond
-
-
-def skip(name, why):
-    global _n
-    _n += 1
-    print("ok %d - %s # SKIP %s" % (_n, name, why))
-
 
 def raised(fn):
     try:
@@ -162,8 +143,7 @@ def main():
             t()
         except Exception:
             ok(False, "%s raised" % t.__name__, traceback.format_exc())
-    print("1..%d" % _n)
-    return 1 if _failed else 0
+    return tap.finish()
 
 
 if __name__ == "__main__":

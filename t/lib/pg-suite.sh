@@ -1,8 +1,8 @@
 #!/bin/sh
 # pg-suite.sh SUITE: run t/cp/SUITE (a TAP-printing Python suite that takes
-# its stores from test_api.py's Server) with the store on PostgreSQL: a
+# its stores from cp_harness.py's Server) with the store on PostgreSQL: a
 # throw-away cluster (t/lib/pg.sh) in a temp dir with every database of
-# test_api.PG_DBS, stopped and removed at the end. Skips (TAP) when the
+# cp_harness.PG_DBS, stopped and removed at the end. Skips (TAP) when the
 # program, python/.venv with websockets, or a server is missing.
 set -u
 top=${DENV_TOP:-$PWD}

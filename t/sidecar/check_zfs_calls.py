@@ -1,19 +1,15 @@
 """Check the zfs/zpool command sequence the fake (t/fakes/zfs) recorded while
 test_snap.py ran on the zfs backend. argv: calls.log. Prints TAP."""
+import os
 import re
 import sys
 
-t_n, failed = 0, 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tap  # noqa: E402
 
 
 def ok(cond, name, diag=None):
-    global t_n, failed
-    t_n += 1
-    failed += 0 if cond else 1
-    print(("ok" if cond else "not ok") + " %d - zfs sequence: %s" % (t_n, name))
-    if not cond and diag is not None:
-        for line in str(diag).splitlines()[:30]:
-            print("#   " + line)
+    return tap.ok(cond, "zfs sequence: " + name, diag)
 
 
 calls = []
@@ -48,5 +44,4 @@ dP = [i for i, c in enumerate(cmds) if c == "zfs destroy -R tank/envs/%s" % P]
 dF = [i for i, c in enumerate(cmds) if re.match(r"zfs destroy -R tank/envs/(%s)$" % "|".join(forks), c)]
 ok(len(dP) == 1 and dF and dP[0] > max(dF), "the parent's datasets go only after its last fork",
    [c for c in cmds if "destroy" in c])
-print("1..%d" % t_n)
-sys.exit(1 if failed else 0)
+sys.exit(tap.finish())
