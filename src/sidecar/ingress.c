@@ -442,70 +442,84 @@ static void loop(struct ing *g, const char *pidfile)
 	ev_free(g->ev);
 }
 
-int ingress_main(int argc, char **argv)
+/* The verb's own arguments: --data DIR --env ENV --service SVC [-v]. */
+static int parse_args(int argc, char **argv, const char **data, const char **env, const char **svc)
 {
-	const char *data = NULL, *env = NULL, *svc = NULL;
-	char dir[4096], cfgpath[4400], pidfile[4400], logpath[4400], pidtext[32];
-	struct buf b = BUF_INIT;
-	struct ing g;
-	struct err e;
-	pid_t child;
-	int logfd, nullfd;
-
-	signal(SIGPIPE, SIG_IGN);
-	memset(&g, 0, sizeof(g));
-	err_clear(&e);
 	for (int i = 2; i < argc; i++) {
 		if (str_eq(argv[i], "-v")) {
 			log_set_level(LOG_DEBUG);
 			continue;
 		}
 		if (i + 1 >= argc)
-			goto usage;
+			return -1;
 		if (str_eq(argv[i], "--data"))
-			data = argv[++i];
+			*data = argv[++i];
 		else if (str_eq(argv[i], "--env"))
-			env = argv[++i];
+			*env = argv[++i];
 		else if (str_eq(argv[i], "--service"))
-			svc = argv[++i];
+			*svc = argv[++i];
 		else
-			goto usage;
+			return -1;
 	}
-	if (!data || !sc_safe_id(env) || !sc_safe_id(svc))
-		goto usage;
-	ig_files_dir(data, env, dir, sizeof(dir));
-	snprintf(cfgpath, sizeof(cfgpath), "%s/%s.json", dir, svc);
-	snprintf(pidfile, sizeof(pidfile), "%s/%s.pid", dir, svc);
-	snprintf(logpath, sizeof(logpath), "%s/%s.log", dir, svc);
+	return *data && sc_safe_id(*env) && sc_safe_id(*svc) ? 0 : -1;
+}
+
+/* Reads the proxy's config written by denvd, and checks it is this proxy's. */
+static int load_config(struct ing *g, const char *cfgpath, const char *env, const char *svc)
+{
+	struct buf b = BUF_INIT;
+	struct err e;
+
+	err_clear(&e);
 	if (fs_read_file(cfgpath, &b, IG_CONFIG_MAX, &e) < 0 ||
-	    ig_config_parse(b.data ? b.data : "", b.len, &g.cfg, &e) < 0) {
+	    ig_config_parse(b.data ? b.data : "", b.len, &g->cfg, &e) < 0) {
 		buf_release(&b);
 		fprintf(stderr, "denvd __ingress: %s\n", e.msg);
-		return 1;
+		return -1;
 	}
 	buf_release(&b);
-	if (!str_eq(g.cfg.env, env) || !str_eq(g.cfg.service, svc)) {
-		fprintf(stderr, "denvd __ingress: %s is for %s/%s\n", cfgpath, g.cfg.env, g.cfg.service);
-		return 1;
+	if (!str_eq(g->cfg.env, env) || !str_eq(g->cfg.service, svc)) {
+		fprintf(stderr, "denvd __ingress: %s is for %s/%s\n", cfgpath, g->cfg.env, g->cfg.service);
+		return -1;
 	}
-	for (size_t i = 0; i < g.cfg.nports; i++)
-		if (bind_listener(g.cfg.ports[i].host, &g.lfd[i], &e) < 0) {
+	return 0;
+}
+
+/* Binds every listener in the host's namespace, then moves this process into
+ * the container's; everything after runs there. Returns the verb's exit code. */
+static int bind_and_enter(struct ing *g)
+{
+	struct err e;
+	bool gone;
+	int rc;
+
+	err_clear(&e);
+	for (size_t i = 0; i < g->cfg.nports; i++)
+		if (bind_listener(g->cfg.ports[i].host, &g->lfd[i], &e) < 0) {
 			int taken = strstr(e.msg, "in use") != NULL;
 
 			fprintf(stderr, "denvd __ingress: %s\n", e.msg);
 			return taken ? IG_EXIT_BIND : 1;
 		}
-	/* The listeners exist in the host's namespace; everything after is the container's. */
-	{
-		bool gone;
-		int rc = enter_container(&g, &gone, &e);
-
-		if (rc != 0) {
-			fprintf(stderr, "denvd __ingress: %s\n",
-				rc > 0 ? "the container is not running" : e.msg);
-			return 1;
-		}
+	rc = enter_container(g, &gone, &e);
+	if (rc != 0) {
+		fprintf(stderr, "denvd __ingress: %s\n", rc > 0 ? "the container is not running" : e.msg);
+		return 1;
 	}
+	return 0;
+}
+
+/* Forks the daemon. The launcher writes its pid to pidfile, prints it and
+ * returns 1 (*exit_code set); the daemon returns 0 in its own session with
+ * stdio off the launcher's pipes and stderr to logpath. */
+static int daemonize(const char *pidfile, const char *logpath, int *exit_code)
+{
+	char pidtext[32];
+	struct err e;
+	pid_t child;
+	int logfd, nullfd;
+
+	*exit_code = 1;
 	if ((logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0 ||
 	    (nullfd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
 		fprintf(stderr, "denvd __ingress: open %s: %s\n", logpath, strerror(errno));
@@ -524,9 +538,9 @@ int ingress_main(int argc, char **argv)
 			return 1;
 		}
 		printf("%d\n", (int)child);
-		return 0;
+		*exit_code = 0;
+		return 1;
 	}
-	/* The daemon: its own session, stdio off the launcher's pipes. */
 	setsid();
 	if (chdir("/") < 0)
 		log_warn("ingress", "chdir /: %s", strerror(errno));
@@ -535,12 +549,35 @@ int ingress_main(int argc, char **argv)
 	dup2(logfd, 2);
 	sys_close(nullfd);
 	sys_close(logfd);
+	return 0;
+}
+
+int ingress_main(int argc, char **argv)
+{
+	const char *data = NULL, *env = NULL, *svc = NULL;
+	char dir[4096], cfgpath[4400], pidfile[4400], logpath[4400];
+	struct ing g;
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	memset(&g, 0, sizeof(g));
+	if (parse_args(argc, argv, &data, &env, &svc) < 0) {
+		fprintf(stderr, "denvd __ingress: bad arguments (this verb is for denvd itself)\n");
+		return 2;
+	}
+	ig_files_dir(data, env, dir, sizeof(dir));
+	snprintf(cfgpath, sizeof(cfgpath), "%s/%s.json", dir, svc);
+	snprintf(pidfile, sizeof(pidfile), "%s/%s.pid", dir, svc);
+	snprintf(logpath, sizeof(logpath), "%s/%s.log", dir, svc);
+	if (load_config(&g, cfgpath, env, svc) < 0)
+		return 1;
+	if ((rc = bind_and_enter(&g)) != 0)
+		return rc;
+	if (daemonize(pidfile, logpath, &rc) != 0)
+		return rc;
 	for (size_t i = 0; i < g.cfg.nports; i++)
 		log_info("ingress", "%s: 127.0.0.1:%d (host) -> 127.0.0.1:%d in container %s (pid %d)", svc,
 			 g.cfg.ports[i].host, g.cfg.ports[i].container, g.cfg.container, g.ctr_pid);
 	loop(&g, pidfile);
 	return 0;
-usage:
-	fprintf(stderr, "denvd __ingress: bad arguments (this verb is for denvd itself)\n");
-	return 2;
 }
