@@ -5,37 +5,12 @@
 # the object), a service frozen by verify is refused with how to resume it;
 # bare environment names; files put by docker cp's rules, owned by the
 # directory the upload lands in unless --owner.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-cli-denvd.XXXXXX")
-. "$top/t/lib/stack.sh"
-PATH=$top/bin:$PATH
-t=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		echo "not ok $t - $2"
-		for f in out err; do [ -s "$tmp/$f" ] && sed -n "1,12s/^/#   $f: /p" "$tmp/$f"; done
-	fi
-}
-# run ARGS...: bin/denv, stdout and stderr in $tmp/out and $tmp/err, $rc.
-run() { denv "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
-is_rc() { [ "$rc" -eq "$1" ]; ok $? "$2 (exit $rc, want $1)"; }
+suite=cli-denvd
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 # in_box CMD: a shell command's stdout in the box (for checks, not under test).
 in_box() { denv exec --service box w1/box1 -- sh -c "$1" 2>/dev/null; }
-cleanup() {
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
 
-if [ "$(id -u)" != 0 ] || ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs root and Docker with the fixture images"
-	exit 0
-fi
+suite_need_stack all
 stack_start >"$tmp/start.log" 2>&1
 ok $? "control plane up, sidecar joined"
 
@@ -180,4 +155,4 @@ ok $? "snapshot (unpauses what verify left paused)"
 run exec --service box w1/box1 -- true
 is_rc 0 "after it, exec runs again"
 
-echo "1..$t"
+suite_done

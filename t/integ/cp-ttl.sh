@@ -12,27 +12,8 @@
 #     denv-cp restart and the reaper acts on them afterwards.
 # Every wait polls with a deadline; nothing asserts on wall time.
 # Prints TAP; removes its containers, networks and data even on failure.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-cp-ttl.XXXXXX")
-. "$top/t/lib/stack.sh"
-t=0
-failed=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		failed=$((failed + 1))
-		echo "not ok $t - $2"
-		[ -s "$tmp/out" ] && sed -n '1,20s/^/#   out: /p' "$tmp/out"
-	fi
-}
-cleanup() {
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+suite=cp-ttl
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 
 # api METHOD PATH [BODY]: the answer in $tmp/out, the status in $code.
 api() {
@@ -269,5 +250,4 @@ ok $? "and the one at its max TTL"
 reaped "$d" "ttl: max 25 s reached"
 ok $? "  saying why"
 
-echo "1..$t"
-[ $failed -eq 0 ]
+suite_done

@@ -4,20 +4,10 @@
 # network) or allowed; one service with egress denied has no network at all
 # (loopback only); destroy removes the firewall rule.
 # Real denv-cp, denvd and Docker.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-hostwall.XXXXXX")
-. "$top/t/lib/stack.sh"
+suite=hostwall
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 listener=
-t=0
-ok() { t=$((t + 1)); if [ "$1" = 0 ]; then echo "ok $t - $2"; else echo "not ok $t - $2"; fi; }
-
-cleanup() {
-	[ -n "$listener" ] && kill "$listener" 2>/dev/null
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+suite_cleanup() { [ -z "$listener" ] || kill "$listener" 2>/dev/null; }
 
 echo "1..11"
 if ! sh "$top/t/docker-up.sh" busybox >/dev/null 2>&1 || ! command -v iptables >/dev/null; then

@@ -2,15 +2,9 @@
 # More environments on one host than Docker's default address pools hold
 # (about 31 networks): denvd gives each network a /25 of its own pool.
 # Real denv-cp, denvd and Docker.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-networks.XXXXXX")
-. "$top/t/lib/stack.sh"
+suite=networks
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 count=33
-t=0
-ok() { t=$((t + 1)); if [ "$1" = 0 ]; then echo "ok $t - $2"; else echo "not ok $t - $2"; fi; }
-cleanup() { stack_stop; rm -rf "$tmp"; }
-trap cleanup EXIT INT TERM
 
 echo "1..5"
 if ! sh "$top/t/docker-up.sh" busybox >/dev/null 2>&1; then

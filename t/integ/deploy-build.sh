@@ -13,50 +13,11 @@
 #   - a context over the 256 MiB limit is refused by the CLI, naming the
 #     service and the size.
 # Prints TAP; removes its containers, networks, images and data even on failure.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-deploy-build.XXXXXX")
-. "$top/t/lib/stack.sh"
-t=0
-failed=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		failed=$((failed + 1))
-		echo "not ok $t - $2"
-		[ -s "$tmp/out" ] && sed -n '1,40s/^/#   out: /p' "$tmp/out"
-		[ -s "$tmp/err" ] && sed -n '1,10s/^/#   err: /p' "$tmp/err"
-	fi
-}
-cleanup() {
-	stack_stop
-	# Only the images this run built: their tags carry this run's digests.
+suite=deploy-build
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
+# Only the images this run built: their tags carry this run's digests.
+suite_cleanup() {
 	for i in $(cat "$tmp/images" 2>/dev/null); do docker rmi -f "$i" >/dev/null 2>&1; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-denv() { "$top/bin/denv" "$@"; }
-run() {
-	"$top/bin/denv" "$@" >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-}
-py() { "$top/python/.venv/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$tmp/doc" "$1"; }
-doc_of() { denv deployment get "$1" >"$tmp/doc" 2>/dev/null; }
-dep_of_out() { sed -n 's/^deployment \(dep_[A-Za-z0-9]*\) (environment.*/\1/p' "$tmp/out" | head -n 1; }
-exec_out() {
-	e=$1 s=$2
-	shift 2
-	denv exec --service "$s" "$e" -- "$@" >"$tmp/exec" 2>/dev/null
-	"$top/python/.venv/bin/python" -c '
-import json, sys
-text = open(sys.argv[1]).read()
-try:
-    print(json.loads(text)["stdout"].strip())
-except Exception:
-    print(text.strip())' "$tmp/exec"
 }
 # builds: prepare's builds evidence of the deployment in $tmp/doc.
 builds='[p for p in d["phases"] if p["Name"] == "prepare"][0]["Evidence"]["builds"]'
@@ -243,5 +204,4 @@ rm -f "$tmp/big/ctx/blob"
 
 for e in one two py sbx-build one-fork bad large; do denv env destroy "w2/$e" >/dev/null 2>&1; done
 for e in one two py sbx-build one-fork bad large; do stack_wait_destroyed "w2/$e"; done
-echo "1..$t"
-[ "$failed" = 0 ]
+suite_done

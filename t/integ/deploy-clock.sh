@@ -11,56 +11,8 @@
 #   - a statically linked service (busybox) under a frozen clock fails the
 #     deploy with the reason, never runs on the real clock silently.
 # Prints TAP; removes its containers, networks and data even on failure.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-deploy-clock.XXXXXX")
-. "$top/t/lib/stack.sh"
-t=0
-failed=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		failed=$((failed + 1))
-		echo "not ok $t - $2"
-		[ -s "$tmp/out" ] && sed -n '1,40s/^/#   out: /p' "$tmp/out"
-		[ -s "$tmp/err" ] && sed -n '1,10s/^/#   err: /p' "$tmp/err"
-	fi
-}
-cleanup() {
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-denv() { "$top/bin/denv" "$@"; }
-run() {
-	"$top/bin/denv" "$@" >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-}
-py() { "$top/python/.venv/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$tmp/doc" "$1"; }
-dep_of_out() { sed -n 's/^deployment \(dep_[A-Za-z0-9]*\) (environment.*/\1/p' "$tmp/out" | head -n 1; }
-# ev_of DEP PHASE: that phase's evidence as JSON into $tmp/doc.
-ev_of() {
-	denv deployment get "$1" 2>/dev/null | "$top/python/.venv/bin/python" -c '
-import json, sys
-d = json.load(sys.stdin)
-print(json.dumps([p for p in d["phases"] if p["Name"] == sys.argv[1]][0]["Evidence"]))' "$2" >"$tmp/doc"
-}
-# exec_out ENV SVC CMD...: the command's stdout.
-exec_out() {
-	e=$1 s=$2
-	shift 2
-	denv exec --service "$s" "$e" -- "$@" >"$tmp/exec" 2>/dev/null
-	"$top/python/.venv/bin/python" -c '
-import json, sys
-text = open(sys.argv[1]).read()
-try:
-    print(json.loads(text)["stdout"].strip())
-except Exception:
-    print(text.strip())' "$tmp/exec"
-}
+suite=deploy-clock
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 # reads ENV INSTANT: date, python3 and a grandchild shell in ENV's app all read INSTANT.
 reads() {
 	d=$(exec_out "$1" app date -u +%s)
@@ -184,5 +136,4 @@ ok $? "a frozen clock on the static busybox fails the deploy (exit $rc)"
 grep -qF 'service "box": x-denv.clock frozen cannot reach its program: it did not load libfaketime (a statically linked binary' "$tmp/out"
 ok $? "the prepare line says the program ignores LD_PRELOAD"
 
-echo "1..$t"
-[ "$failed" = 0 ]
+suite_done

@@ -11,56 +11,8 @@
 #   - a service whose image is not here fails at prepare, naming service,
 #     image and host, and leaves no container, network or volume behind.
 # Prints TAP; removes its containers, networks and data even on failure.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-deploy-phases.XXXXXX")
-. "$top/t/lib/stack.sh"
-t=0
-failed=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		failed=$((failed + 1))
-		echo "not ok $t - $2"
-		[ -s "$tmp/out" ] && sed -n '1,40s/^/#   out: /p' "$tmp/out"
-		[ -s "$tmp/err" ] && sed -n '1,10s/^/#   err: /p' "$tmp/err"
-	fi
-}
-cleanup() {
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-denv() { "$top/bin/denv" "$@"; }
-# run ARGS...: denv with stdout and stderr in $tmp/out and $tmp/err; $rc.
-run() {
-	"$top/bin/denv" "$@" >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-}
-has() { grep -qF -- "$1" "$tmp/out"; }
-# py EXPR: evaluate a Python expression over d = the JSON document in $tmp/doc.
-py() { "$top/python/.venv/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$tmp/doc" "$1"; }
-# doc_of DEP: the deployment document into $tmp/doc.
-doc_of() { denv deployment get "$1" >"$tmp/doc" 2>/dev/null; }
-dep_of_out() { sed -n 's/^deployment \(dep_[A-Za-z0-9]*\) (environment.*/\1/p' "$tmp/out" | head -n 1; }
-# exec_out ENV SVC CMD...: the command's stdout (denv exec prints a JSON
-# object, or with streamed exec the output itself).
-exec_out() {
-	e=$1 s=$2
-	shift 2
-	denv exec --service "$s" "$e" -- "$@" >"$tmp/exec" 2>/dev/null
-	"$top/python/.venv/bin/python" -c '
-import json, sys
-text = open(sys.argv[1]).read()
-try:
-    print(json.loads(text)["stdout"].strip())
-except Exception:
-    print(text.strip())' "$tmp/exec"
-}
-
+suite=deploy-phases
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 if ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
 	echo "1..0 # SKIP Docker or the fixture images are not usable here"
 	exit 0
@@ -203,5 +155,4 @@ ok $? "no volume of that environment"
 
 for e in blog string fail noprog noimg; do denv env destroy "w1/$e" >/dev/null 2>&1; done
 for e in blog string fail noprog noimg; do stack_wait_destroyed "w1/$e"; done
-echo "1..$t"
-[ "$failed" = 0 ]
+suite_done

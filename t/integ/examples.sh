@@ -5,39 +5,8 @@
 # deploy --wait, the environment running on a healthy version, what warm
 # seeded, the verifier's reward before and after the agent's work, destroy.
 # Real denv-cp, denvd and Docker.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-examples.XXXXXX")
-. "$top/t/lib/stack.sh"
-t=0
-ok() { # ok STATUS NAME [LOG]: a failure shows the log's tail
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		echo "not ok $t - $2"
-		[ -n "${3:-}" ] && [ -s "$3" ] && tail -n 25 "$3" | sed 's/^/#   /'
-	fi
-}
-cleanup() {
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-denv() { "$top/bin/denv" "$@"; }
-
-# exec_out ARGS...: the command's stdout, trimmed, whether denv exec prints
-# its JSON object or streams the command's own output.
-exec_out() {
-	denv exec "$@" 2>/dev/null | "$top/python/.venv/bin/python" -c '
-import json, sys
-t = sys.stdin.read()
-try:
-    t = json.loads(t)["stdout"]
-except (ValueError, KeyError, TypeError):
-    pass
-print(t.strip())'
-}
+suite=examples
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 
 # healthy REF: the environment runs on its current version, marked healthy.
 healthy() {
@@ -68,10 +37,10 @@ denv deploy --project quickstart -f "$qs" --wait >"$tmp/qs-deploy.log" 2>&1
 ok $? "quickstart: deploy --wait succeeds" "$tmp/qs-deploy.log"
 healthy quickstart/alpha
 ok $? "quickstart: alpha runs on a healthy version" "$tmp/versions.json"
-uid=$(exec_out --service box quickstart/alpha -- sh -c 'id -u; echo 42 > /home/agent/answer.txt')
+uid=$(exec_out quickstart/alpha box sh -c 'id -u; echo 42 > /home/agent/answer.txt')
 [ "$uid" = 1000 ]
 ok $? "quickstart: the agent is uid 1000 and writes its answer (got '$uid')"
-rows=$(exec_out --service box quickstart/alpha -- psql -tAc "select 1 + 1")
+rows=$(exec_out quickstart/alpha box psql -tAc "select 1 + 1")
 [ "$rows" = 2 ]
 ok $? "quickstart: the box reaches PostgreSQL as db (got '$rows')"
 denv verify quickstart/alpha >"$tmp/qs-verify.log" 2>&1
@@ -87,13 +56,13 @@ grep -Eq '^ *warm +ok' "$tmp/ow-deploy.log"
 ok $? "ops-world: the warm phase ran" "$tmp/ow-deploy.log"
 healthy ops-world/alpha
 ok $? "ops-world: alpha runs on a healthy version" "$tmp/versions.json"
-n=$(exec_out --service opsbox ops-world/alpha -- psql -tAc "select count(*) from orders where status = 'paid'")
+n=$(exec_out ops-world/alpha opsbox psql -tAc "select count(*) from orders where status = 'paid'")
 [ "$n" = 100 ]
 ok $? "ops-world: warm loaded 100 paid orders (got '$n')"
-n=$(exec_out --service opsbox ops-world/alpha -- redis-cli -h queue LLEN refunds)
+n=$(exec_out ops-world/alpha opsbox redis-cli -h queue LLEN refunds)
 [ "$n" = 13 ]
 ok $? "ops-world: warm queued 13 refunds (got '$n')"
-uid=$(exec_out --service opsbox ops-world/alpha -- id -u)
+uid=$(exec_out ops-world/alpha opsbox id -u)
 [ "$uid" = 1000 ]
 ok $? "ops-world: the agent is uid 1000 (got '$uid')"
 
@@ -102,12 +71,12 @@ denv verify --resume ops-world/alpha >"$tmp/ow-verify0.log" 2>&1
 grep -q '^reward: 0 ' "$tmp/ow-verify0.log"
 ok $? "ops-world: verify before the work gives reward 0" "$tmp/ow-verify0.log"
 # Half the work: some refunds left on the queue is still 0.
-exec_out --service opsbox ops-world/alpha -- sh -c \
+exec_out ops-world/alpha opsbox sh -c \
 	'for i in 1 2 3; do id=$(redis-cli -h queue --raw LPOP refunds); psql -qc "update orders set status = '\''refunded'\'' where id = $id"; done; echo 3 > $HOME/answer.txt' >/dev/null
 denv verify --resume ops-world/alpha >"$tmp/ow-verify1.log" 2>&1
 grep -q '^reward: 0 ' "$tmp/ow-verify1.log"
 ok $? "ops-world: three of thirteen refunds done gives reward 0" "$tmp/ow-verify1.log"
-out=$(exec_out --service opsbox ops-world/alpha -- sh -c "$(cat "$ow/solution.sh")")
+out=$(exec_out ops-world/alpha opsbox sh -c "$(cat "$ow/solution.sh")")
 case $out in *"refunded 10 orders, 13 in all"*) r=0 ;; *) r=1 ;; esac
 ok $r "ops-world: the reference solution refunds the other ten (got '$out')"
 denv verify ops-world/alpha >"$tmp/ow-verify2.log" 2>&1

@@ -8,37 +8,12 @@
 # --json still answers the one-shot object, and a client killed mid-stream
 # leaves denv-cp answering and the command finishing. XS_RSS_MAX_KB raises
 # the bound on denv-cp's memory for sanitizer builds (default 200000).
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-exec-stream.XXXXXX")
-. "$top/t/lib/stack.sh"
-PATH=$top/bin:$PATH
-PY=$top/python/.venv/bin/python
-t=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		echo "not ok $t - $2"
-		for f in out err; do [ -s "$tmp/$f" ] && sed -n "1,12s/^/#   $f: /p" "$tmp/$f"; done
-	fi
-}
-run() { denv "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
-is_rc() { [ "$rc" -eq "$1" ]; ok $? "$2 (exit $rc, want $1)"; }
+suite=exec-stream
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 pids=
-cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null; done
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+suite_cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; }
 
-if [ "$(id -u)" != 0 ] || ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs root and Docker with the fixture images"
-	exit 0
-fi
+suite_need_stack all
 stack_start >"$tmp/start.log" 2>&1
 ok $? "control plane up, sidecar joined"
 
@@ -238,4 +213,4 @@ if [ -n "${XS_DEBUG:-}" ]; then
 	grep -v heartbeat "$tmp/cp.log" | tail -n 30 | sed 's/^/# cp: /'
 	tail -n 30 "$tmp/denvd.log" | sed 's/^/# sc: /'
 fi
-echo "1..$t"
+suite_done

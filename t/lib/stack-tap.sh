@@ -1,0 +1,93 @@
+# stack-tap.sh: the frame of a TAP script that drives the CLI against a real
+# control plane and a joined sidecar (t/lib/stack.sh) on real Docker.
+# Source it with $suite set; it makes $tmp, sources stack.sh and sets the trap.
+#   needs: $suite (names the temp dir: denv-$suite.XXXXXX)
+#   sets:  top, tmp, t (tests so far), failed (failures so far)
+#   hooks: suite_cleanup, if the script defines it, runs after stack_stop and
+#          before $tmp is removed (kill a listener, remove built images).
+# The helpers below write a command's output to $tmp/out and $tmp/err, so a
+# failing ok shows what the command said without each test echoing it.
+set -u
+top=${DENV_TOP:-$(pwd)}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-$suite.XXXXXX")
+. "$top/t/lib/stack.sh"
+PATH=$top/bin:$PATH
+PY=$top/python/.venv/bin/python
+t=0
+failed=0
+
+# ok STATUS NAME [LOG]: one TAP line; a failure shows LOG's tail when given,
+# else the head of $tmp/out and $tmp/err.
+ok() {
+	t=$((t + 1))
+	if [ "$1" = 0 ]; then
+		echo "ok $t - $2"
+		return
+	fi
+	failed=$((failed + 1))
+	echo "not ok $t - $2"
+	if [ -n "${3:-}" ]; then
+		[ -s "$3" ] && tail -n 25 "$3" | sed 's/^/#   /'
+		return
+	fi
+	[ -s "$tmp/out" ] && sed -n '1,40s/^/#   out: /p' "$tmp/out"
+	[ -s "$tmp/err" ] && sed -n '1,12s/^/#   err: /p' "$tmp/err"
+}
+
+suite_stop() {
+	stack_stop
+	if command -v suite_cleanup >/dev/null 2>&1; then suite_cleanup; fi
+	rm -rf "$tmp"
+}
+trap suite_stop EXIT
+trap 'exit 1' INT TERM
+
+# suite_need_stack [busybox|all]: skip unless root and Docker with the fixture images.
+suite_need_stack() {
+	if [ "$(id -u)" != 0 ] || ! sh "$top/t/docker-up.sh" "${1:-all}" >/dev/null 2>&1; then
+		echo "1..0 # SKIP needs root and Docker with the fixture images"
+		exit 0
+	fi
+}
+
+# suite_done: the plan line; the exit status says whether every test passed.
+suite_done() {
+	echo "1..$t"
+	[ "$failed" = 0 ]
+	exit $?
+}
+
+denv() { "$top/bin/denv" "$@"; }
+# run ARGS...: denv with stdout and stderr in $tmp/out and $tmp/err; $rc.
+run() {
+	"$top/bin/denv" "$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+}
+is_rc() { [ "$rc" -eq "$1" ]; ok $? "$2 (exit $rc, want $1)"; }
+has() { grep -qF -- "$1" "$tmp/out"; }
+# py EXPR: evaluate a Python expression over d = the JSON document in $tmp/doc.
+py() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$tmp/doc" "$1"; }
+# doc_of DEP: that deployment as JSON into $tmp/doc.
+doc_of() { denv deployment get "$1" >"$tmp/doc" 2>/dev/null; }
+# dep_of_out: the deployment id `denv deploy` printed into $tmp/out.
+dep_of_out() { sed -n 's/^deployment \(dep_[A-Za-z0-9]*\) (environment.*/\1/p' "$tmp/out" | head -n 1; }
+# ev_of DEP PHASE: that phase's evidence as JSON into $tmp/doc.
+ev_of() {
+	denv deployment get "$1" 2>/dev/null | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+print(json.dumps([p for p in d["phases"] if p["Name"] == sys.argv[1]][0]["Evidence"]))' "$2" >"$tmp/doc"
+}
+# exec_out ENV SERVICE ARGV...: the command's stdout, trimmed (plain or --json output).
+exec_out() {
+	e=$1 s=$2
+	shift 2
+	denv exec --service "$s" "$e" -- "$@" >"$tmp/exec" 2>/dev/null
+	"$PY" -c '
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    print(json.loads(text)["stdout"].strip())
+except Exception:
+    print(text.strip())' "$tmp/exec"
+}
