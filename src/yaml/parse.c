@@ -12,7 +12,7 @@
  * against max_nodes, alias copies by their full size, so that a document that
  * expands aliases exponentially fails as soon as it passes the limit.
  */
-#include "yaml/yaml.h"
+#include "yaml/parser.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -26,46 +26,6 @@
 
 #include "base/buf.h"
 #include "base/utf8.h"
-
-enum style { ST_PLAIN, ST_QUOTED, ST_BLOCK };
-enum tag { TAG_NONE, TAG_BANG, TAG_STR, TAG_INT, TAG_FLOAT, TAG_BOOL, TAG_NULL, TAG_MAP, TAG_SEQ };
-
-/* Anchor and tag written before a node. */
-struct props {
-	const char *anchor;
-	size_t anchor_len, anchor_pos;
-	enum tag tag;
-	const char *tag_text;
-	size_t tag_len, tag_pos;
-};
-
-struct anchor {
-	const char *name;	/* points into the text */
-	size_t len;
-	size_t prev;		/* index + 1 of the previous anchor in the same hash chain, 0 = none */
-	struct json *node;	/* in the result, or in p->keep */
-	char *text;		/* a scalar's text, so that an alias can serve as a key; else NULL */
-	size_t text_len;
-	size_t size;		/* nodes in node */
-	unsigned height;	/* collection levels in node (a scalar: 0) */
-};
-
-struct parser {
-	const char *s;		/* normalised text, NUL-terminated */
-	size_t len, pos;
-	size_t max_nodes, max_scalar;
-	unsigned max_depth;
-	size_t nodes;		/* nodes created so far, alias copies included */
-	unsigned depth;		/* collections open around pos */
-	int flow_n;		/* indentation of the block node around the current flow collection */
-	struct anchor *anchors;
-	size_t nanchors, anchors_cap;
-	size_t *anchor_tab;	/* hash of names: index + 1 of the latest anchor in each chain */
-	struct json *keep;	/* anchored nodes that are not part of the result (keys, merge values) */
-	struct buf sb;		/* the scalar being read */
-	locale_t cloc;		/* "C" numeric locale for strtod, made on first use */
-	struct err *e;
-};
 
 /* ---- errors and positions ---- */
 
@@ -87,8 +47,8 @@ static void linecol(const char *s, size_t start, size_t pos, size_t *line, size_
 	}
 }
 
-static int fail(struct parser *p, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct parser *p, size_t pos, const char *fmt, ...)
+int yp_fail(struct parser *p, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int yp_fail(struct parser *p, size_t pos, const char *fmt, ...)
 {
 	char msg[ERR_MSG_MAX];
 	size_t line, col;
@@ -104,7 +64,7 @@ static int fail(struct parser *p, size_t pos, const char *fmt, ...)
 }
 
 /* A short, printable rendering of a key or name for messages. */
-static const char *shown(const char *s, size_t n, char *out, size_t outsz)
+const char *yp_shown(const char *s, size_t n, char *out, size_t outsz)
 {
 	size_t o = 0, i;
 
@@ -129,15 +89,6 @@ static const char *shown(const char *s, size_t n, char *out, size_t outsz)
 
 /* ---- characters ---- */
 
-static char at(const struct parser *p, size_t i) { return i < p->len ? p->s[i] : '\0'; }
-static char cur(const struct parser *p) { return at(p, p->pos); }
-static bool is_blank(char c) { return c == ' ' || c == '\t'; }
-/* White space, line break or the end of the text. */
-static bool is_ws0(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\0'; }
-static bool is_flow_ind(char c) { return c == ',' || c == '[' || c == ']' || c == '{' || c == '}'; }
-/* Anchor names: YAML allows more, but ':' is left out so that "*a: x" reads
- * as an alias key, as libyaml-based parsers read it. */
-static bool is_anchor_char(char c) { return !is_ws0(c) && !is_flow_ind(c) && c != ':'; }
 
 static size_t line_start(const struct parser *p, size_t pos)
 {
@@ -157,7 +108,7 @@ static int col_of(const struct parser *p, size_t pos)
 }
 
 /* "---" or "..." at the start of a line, followed by white space. */
-static bool doc_marker(const struct parser *p, size_t pos)
+bool yp_doc_marker(const struct parser *p, size_t pos)
 {
 	if (pos != line_start(p, pos) || pos + 3 > p->len)
 		return false;
@@ -166,14 +117,14 @@ static bool doc_marker(const struct parser *p, size_t pos)
 	return is_ws0(at(p, pos + 3));
 }
 
-static void skip_blanks(struct parser *p)
+void yp_skip_blanks(struct parser *p)
 {
 	while (is_blank(cur(p)))
 		p->pos++;
 }
 
 /* A comment starts at '#' after white space or at the start of a line. */
-static bool comment_here(const struct parser *p)
+bool yp_comment_here(const struct parser *p)
 {
 	return cur(p) == '#' && (p->pos == 0 || is_ws0(p->s[p->pos - 1]));
 }
@@ -181,7 +132,7 @@ static bool comment_here(const struct parser *p)
 static bool at_line_end(const struct parser *p)
 {
 	char c = cur(p);
-	return c == '\n' || c == '\0' || comment_here(p);
+	return c == '\n' || c == '\0' || yp_comment_here(p);
 }
 
 /*
@@ -199,7 +150,7 @@ static int skip_block(struct parser *p, bool *fresh)
 		char c = cur(p);
 		if (is_blank(c)) {
 			p->pos++;
-		} else if (comment_here(p)) {
+		} else if (yp_comment_here(p)) {
 			while (cur(p) != '\n' && cur(p) != '\0')
 				p->pos++;
 		} else if (c == '\n') {
@@ -220,7 +171,7 @@ static int skip_block(struct parser *p, bool *fresh)
 	if (only_blanks)
 		for (size_t i = ls; i < p->pos; i++)
 			if (p->s[i] == '\t')
-				return fail(p, i, "tab characters must not be used for indentation");
+				return yp_fail(p, i, "tab characters must not be used for indentation");
 	return 0;
 }
 
@@ -235,12 +186,12 @@ static int next_line(struct parser *p, int *indent)
 
 	if (skip_block(p, &fresh) < 0)
 		return -1;
-	if (p->pos >= p->len || doc_marker(p, p->pos)) {
+	if (p->pos >= p->len || yp_doc_marker(p, p->pos)) {
 		*indent = -1;
 		return 0;
 	}
 	if (!fresh)
-		return fail(p, p->pos, "unexpected text after a value");
+		return yp_fail(p, p->pos, "unexpected text after a value");
 	*indent = (int)(p->pos - line_start(p, p->pos));
 	return 0;
 }
@@ -248,11 +199,11 @@ static int next_line(struct parser *p, int *indent)
 /* Does the line starting at ls end a flow collection that was left open?
  * Its lines must be indented more than the block node around it; a closing
  * bracket at that indentation is tolerated, as other parsers do. */
-static bool flow_line_outside(const struct parser *p, size_t ls)
+bool yp_flow_line_outside(const struct parser *p, size_t ls)
 {
 	size_t q = ls;
 
-	if (doc_marker(p, ls))
+	if (yp_doc_marker(p, ls))
 		return true;
 	while (is_blank(at(p, q)))
 		q++;
@@ -270,13 +221,13 @@ static int skip_flow(struct parser *p, size_t open, const char *what)
 			p->pos++;
 		} else if (c == '\n') {
 			p->pos++;
-			if (flow_line_outside(p, p->pos))
-				return fail(p, open, "unclosed %s", what);
-		} else if (comment_here(p)) {
+			if (yp_flow_line_outside(p, p->pos))
+				return yp_fail(p, open, "unclosed %s", what);
+		} else if (yp_comment_here(p)) {
 			while (cur(p) != '\n' && cur(p) != '\0')
 				p->pos++;
 		} else if (c == '\0') {
-			return fail(p, open, "unclosed %s", what);
+			return yp_fail(p, open, "unclosed %s", what);
 		} else {
 			return 0;
 		}
@@ -288,7 +239,7 @@ static int skip_flow(struct parser *p, size_t open, const char *what)
 static int count_nodes(struct parser *p, size_t n, size_t pos)
 {
 	if (n > p->max_nodes - p->nodes)
-		return fail(p, pos, "document has more than %zu nodes (alias expansions included)", p->max_nodes);
+		return yp_fail(p, pos, "document has more than %zu nodes (alias expansions included)", p->max_nodes);
 	p->nodes += n;
 	return 0;
 }
@@ -296,631 +247,8 @@ static int count_nodes(struct parser *p, size_t n, size_t pos)
 static int enter(struct parser *p, size_t pos)
 {
 	if (p->depth >= p->max_depth)
-		return fail(p, pos, "nesting deeper than %u levels", p->max_depth);
+		return yp_fail(p, pos, "nesting deeper than %u levels", p->max_depth);
 	p->depth++;
-	return 0;
-}
-
-/* ---- scalar text ---- */
-
-static int put(struct parser *p, const char *d, size_t n)
-{
-	if (buf_add(&p->sb, d, n) < 0)
-		return fail(p, p->pos, "scalar longer than %zu bytes", p->max_scalar);
-	return 0;
-}
-
-static int put_n(struct parser *p, char c, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (put(p, &c, 1) < 0)
-			return -1;
-	return 0;
-}
-
-static int put_cp(struct parser *p, uint32_t cp, size_t pos)
-{
-	char u[4];
-	size_t n = utf8_encode(cp, u);
-
-	if (!n)
-		return fail(p, pos, "invalid Unicode escape (U+%04X)", (unsigned)cp);
-	return put(p, u, n);
-}
-
-static int hex_digits(struct parser *p, size_t at_pos, int n, uint32_t *out)
-{
-	uint32_t v = 0;
-
-	for (int i = 0; i < n; i++) {
-		char c = at(p, at_pos + (size_t)i);
-		int d;
-		if (c >= '0' && c <= '9')
-			d = c - '0';
-		else if (c >= 'a' && c <= 'f')
-			d = c - 'a' + 10;
-		else if (c >= 'A' && c <= 'F')
-			d = c - 'A' + 10;
-		else
-			return -1;
-		v = v * 16 + (uint32_t)d;
-	}
-	*out = v;
-	return 0;
-}
-
-/* A backslash escape in a double-quoted scalar; p->pos is at the backslash. */
-static int escape(struct parser *p)
-{
-	size_t bs = p->pos;
-	char c = at(p, bs + 1);
-	const char *simple = NULL;
-	int digits = 0;
-	uint32_t cp;
-
-	switch (c) {
-	case '0': simple = "\0"; break;
-	case 'a': simple = "\a"; break;
-	case 'b': simple = "\b"; break;
-	case 't': case '\t': simple = "\t"; break;
-	case 'n': simple = "\n"; break;
-	case 'v': simple = "\v"; break;
-	case 'f': simple = "\f"; break;
-	case 'r': simple = "\r"; break;
-	case 'e': simple = "\x1b"; break;
-	case ' ': simple = " "; break;
-	case '"': simple = "\""; break;
-	case '/': simple = "/"; break;
-	case '\\': simple = "\\"; break;
-	case 'N': simple = "\xc2\x85"; break;
-	case '_': simple = "\xc2\xa0"; break;
-	case 'L': simple = "\xe2\x80\xa8"; break;
-	case 'P': simple = "\xe2\x80\xa9"; break;
-	case 'x': digits = 2; break;
-	case 'u': digits = 4; break;
-	case 'U': digits = 8; break;
-	default:
-		if (c == '\0' || c == '\n')
-			return fail(p, bs, "invalid escape sequence");
-		return fail(p, bs, "invalid escape sequence \"\\%c\"", c);
-	}
-	if (simple) {
-		p->pos = bs + 2;
-		return put(p, simple, c == '0' ? 1 : strlen(simple));
-	}
-	if (hex_digits(p, bs + 2, digits, &cp) < 0)
-		return fail(p, bs, "escape \"\\%c\" needs %d hexadecimal digits", c, digits);
-	p->pos = bs + 2 + (size_t)digits;
-	/* JSON text escapes astral characters as surrogate pairs, and YAML is
-	 * meant to read JSON, so a \u pair is combined. */
-	if (digits == 4 && cp >= 0xD800 && cp <= 0xDBFF) {
-		uint32_t lo;
-		if (at(p, p->pos) == '\\' && at(p, p->pos + 1) == 'u' &&
-		    hex_digits(p, p->pos + 2, 4, &lo) == 0 && lo >= 0xDC00 && lo <= 0xDFFF) {
-			cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-			p->pos += 6;
-		}
-	}
-	return put_cp(p, cp, bs);
-}
-
-/*
- * Line folding inside a quoted scalar; p->pos is at a line break. One break
- * becomes a space, n > 1 breaks become n-1 newlines; leading white space of
- * the continuation lines is dropped. After an escaped line break (escaped),
- * the first break produces nothing.
- */
-static int fold_quoted(struct parser *p, size_t open, bool escaped, const char *what)
-{
-	size_t breaks = 0;
-
-	while (cur(p) == '\n') {
-		breaks++;
-		p->pos++;
-		if (doc_marker(p, p->pos))
-			return fail(p, open, "unterminated %s string", what);
-		skip_blanks(p);
-	}
-	if (escaped)
-		return put_n(p, '\n', breaks - 1);
-	if (breaks == 1)
-		return put(p, " ", 1);
-	return put_n(p, '\n', breaks - 1);
-}
-
-/* A single- or double-quoted scalar at p->pos, into p->sb. */
-static int quoted(struct parser *p)
-{
-	size_t open = p->pos;
-	char q = cur(p);
-	const char *what = q == '"' ? "double-quoted" : "single-quoted";
-
-	buf_reset(&p->sb);
-	p->pos++;
-	for (;;) {
-		char c = cur(p);
-		size_t run;
-
-		if (c == '\0')
-			return fail(p, open, "unterminated %s string", what);
-		if (c == q) {
-			if (q == '\'' && at(p, p->pos + 1) == '\'') {
-				if (put(p, "'", 1) < 0)
-					return -1;
-				p->pos += 2;
-				continue;
-			}
-			p->pos++;
-			return 0;
-		}
-		if (q == '"' && c == '\\') {
-			if (at(p, p->pos + 1) == '\n') {
-				p->pos++;
-				if (fold_quoted(p, open, true, what) < 0)
-					return -1;
-				continue;
-			}
-			if (escape(p) < 0)
-				return -1;
-			continue;
-		}
-		if (is_blank(c)) {
-			/* White space before a line break is not content. */
-			run = p->pos;
-			while (is_blank(at(p, run)))
-				run++;
-			if (at(p, run) == '\n') {
-				p->pos = run;
-				continue;
-			}
-			if (put(p, p->s + p->pos, run - p->pos) < 0)
-				return -1;
-			p->pos = run;
-			continue;
-		}
-		if (c == '\n') {
-			if (fold_quoted(p, open, false, what) < 0)
-				return -1;
-			continue;
-		}
-		/* A run of ordinary characters; c itself is one (a backslash only
-		 * escapes in double quotes), so the run is never empty. */
-		run = p->pos + 1;
-		while (at(p, run) != '\0' && at(p, run) != q && !(q == '"' && at(p, run) == '\\') &&
-		       !is_ws0(at(p, run)))
-			run++;
-		if (put(p, p->s + p->pos, run - p->pos) < 0)
-			return -1;
-		p->pos = run;
-	}
-}
-
-enum stop { STOP_EOL, STOP_COLON, STOP_COMMENT, STOP_FLOW };
-
-/* ':' that ends a plain scalar (a mapping value indicator). */
-static bool value_colon(const struct parser *p, size_t i, bool flow)
-{
-	char n = at(p, i + 1);
-	return at(p, i) == ':' && (is_ws0(n) || (flow && is_flow_ind(n)));
-}
-
-/*
- * One line of a plain scalar from p->pos; appends it without trailing blanks
- * and leaves p->pos after its last non-blank character. *stop_pos is where
- * the scan stopped (the ':' or '#', or the line end).
- */
-static int plain_line(struct parser *p, bool flow, enum stop *why, size_t *stop_pos)
-{
-	size_t st = p->pos, i = p->pos, end = p->pos;
-
-	for (;;) {
-		char c = at(p, i);
-		if (c == '\n' || c == '\0') {
-			*why = STOP_EOL;
-			break;
-		}
-		if (c == ':' && value_colon(p, i, flow)) {
-			*why = STOP_COLON;
-			break;
-		}
-		if (c == '#' && i > st && is_blank(p->s[i - 1])) {
-			*why = STOP_COMMENT;
-			break;
-		}
-		if (flow && is_flow_ind(c)) {
-			*why = STOP_FLOW;
-			break;
-		}
-		i++;
-		if (!is_blank(c))
-			end = i;
-	}
-	*stop_pos = i;
-	p->pos = end;
-	return put(p, p->s + st, end - st);
-}
-
-/* Whether a plain scalar may start at p->pos; if not, says why. */
-static int plain_start(struct parser *p, bool flow)
-{
-	char c = cur(p), n = at(p, p->pos + 1);
-
-	if (c == ',' || c == ']' || c == '}' || c == '[' || c == '{')
-		return fail(p, p->pos, "unexpected '%c'", c);
-	if (c == '#')
-		return fail(p, p->pos, "a comment must be separated from what precedes it by a space");
-	if (c == '@' || c == '`')
-		return fail(p, p->pos, "'%c' is reserved and cannot start a plain scalar; quote the value", c);
-	if (c == '%')
-		return fail(p, p->pos, "'%%' cannot start a plain scalar; quote the value");
-	if ((c == '-' || c == '?' || c == ':') && (is_ws0(n) || (flow && is_flow_ind(n))))
-		return fail(p, p->pos, "'%c' followed by a space cannot start a value here; quote the value", c);
-	if (c == '\0' || c == '\n')
-		return fail(p, p->pos, "expected a value");
-	return 0;
-}
-
-/*
- * A plain scalar, possibly over several lines, into p->sb. In block context
- * continuation lines must be indented more than n; a line break folds to a
- * space, n > 1 breaks to n-1 newlines.
- */
-static int plain(struct parser *p, int n, bool flow)
-{
-	enum stop why;
-	size_t stop;
-
-	buf_reset(&p->sb);
-	if (plain_line(p, flow, &why, &stop) < 0)
-		return -1;
-	if (!flow && why == STOP_COLON)
-		return fail(p, stop, "mapping values are not allowed here");
-	while (why == STOP_EOL) {
-		size_t q = p->pos, ls, content, breaks = 0;
-		bool tab = false;
-
-		while (is_blank(at(p, q)))
-			q++;
-		if (at(p, q) != '\n')
-			break;
-		/* Find the next non-blank line, counting breaks. */
-		for (;;) {
-			breaks++;
-			q++;
-			ls = q;
-			while (at(p, q) == ' ')
-				q++;
-			content = q;
-			while (is_blank(at(p, content))) {
-				tab = true;
-				content++;
-			}
-			if (at(p, content) != '\n')
-				break;
-			tab = false;
-			q = content;
-		}
-		if (at(p, content) == '\0' || at(p, content) == '#' || doc_marker(p, ls))
-			break;
-		if (flow && flow_line_outside(p, ls))
-			break;
-		if (!flow && (tab || (int)(content - ls) <= n))
-			break;	/* not ours: the caller reports a tab or reads the next entry */
-		if (flow && (is_flow_ind(at(p, content)) || value_colon(p, content, true)))
-			break;
-		if (breaks == 1 ? put(p, " ", 1) < 0 : put_n(p, '\n', breaks - 1) < 0)
-			return -1;
-		p->pos = content;
-		if (plain_line(p, flow, &why, &stop) < 0)
-			return -1;
-		if (!flow && why == STOP_COLON)
-			return fail(p, stop, "mapping values are not allowed here");
-	}
-	return 0;
-}
-
-/* A literal (|) or folded (>) block scalar; p->pos at the indicator. n is
- * the indentation of the parent collection (-1 at the top). */
-static int block_scalar(struct parser *p, int n)
-{
-	char style = cur(p);
-	int chomp = 0, ind = 0, k;
-	size_t breaks = 0;
-	bool chomp_set = false, seen = false, prev_spaced = false;
-
-	p->pos++;
-	for (int i = 0; i < 2; i++) {
-		char c = cur(p);
-		if ((c == '-' || c == '+') && !chomp_set) {
-			chomp = c == '-' ? -1 : 1;
-			chomp_set = true;
-			p->pos++;
-		} else if (c >= '1' && c <= '9' && !ind) {
-			ind = c - '0';
-			p->pos++;
-		} else if (c == '0') {
-			return fail(p, p->pos, "block scalar indentation indicator must be 1 to 9");
-		} else {
-			break;
-		}
-	}
-	skip_blanks(p);
-	if (comment_here(p))
-		while (cur(p) != '\n' && cur(p) != '\0')
-			p->pos++;
-	if (cur(p) != '\n' && cur(p) != '\0')
-		return fail(p, p->pos, "unexpected text after a block scalar indicator");
-	if (cur(p) == '\n')
-		p->pos++;
-
-	if (ind) {
-		k = (n < 0 ? 0 : n) + ind;
-	} else {
-		/* The first non-blank line sets the indentation; leading
-		 * space-only lines count too (as in libyaml), so that they are
-		 * empty lines rather than content. */
-		size_t q = p->pos;
-		k = n + 1;
-		for (;;) {
-			size_t ls = q;
-			while (at(p, q) == ' ')
-				q++;
-			if ((int)(q - ls) > k && (at(p, q) == '\n' || (int)(q - ls) > n))
-				k = (int)(q - ls);
-			if (at(p, q) != '\n')
-				break;
-			q++;
-		}
-		if (k < 0)
-			k = 0;
-	}
-
-	buf_reset(&p->sb);
-	for (;;) {
-		size_t ls = p->pos, q = ls, eol;
-		bool spaced;
-
-		if (ls >= p->len || doc_marker(p, ls))
-			break;
-		while ((int)(q - ls) < k && at(p, q) == ' ')
-			q++;
-		if ((int)(q - ls) < k) {
-			size_t r = q;
-			while (is_blank(at(p, r)))
-				r++;
-			if (at(p, r) == '\n') {	/* an empty line */
-				breaks++;
-				p->pos = r + 1;
-				continue;
-			}
-			if (at(p, r) == '\0')
-				p->pos = r;
-			break;	/* less indented: the scalar ends before this line */
-		}
-		if (at(p, q) == '\n') {
-			breaks++;
-			p->pos = q + 1;
-			continue;
-		}
-		if (at(p, q) == '\0') {
-			p->pos = q;
-			break;
-		}
-		eol = q;
-		while (at(p, eol) != '\n' && at(p, eol) != '\0')
-			eol++;
-		spaced = is_blank(at(p, q));
-		if (seen && style == '>' && !prev_spaced && !spaced) {
-			if (breaks == 1 ? put(p, " ", 1) < 0 : put_n(p, '\n', breaks - 1) < 0)
-				return -1;
-		} else if (put_n(p, '\n', breaks) < 0) {
-			return -1;
-		}
-		p->pos = q;
-		if (put(p, p->s + q, eol - q) < 0)
-			return -1;
-		seen = true;
-		prev_spaced = spaced;
-		breaks = 0;
-		if (at(p, eol) == '\n') {
-			breaks = 1;
-			p->pos = eol + 1;
-		} else {
-			p->pos = eol;
-			break;
-		}
-	}
-	if (chomp > 0)
-		return put_n(p, '\n', breaks);
-	if (chomp == 0 && seen && breaks > 0)
-		return put(p, "\n", 1);
-	return 0;
-}
-
-/* ---- typing ---- */
-
-static bool text_is(const char *t, size_t n, const char *w)
-{
-	return strlen(w) == n && memcmp(t, w, n) == 0;
-}
-
-static bool is_null_text(const char *t, size_t n)
-{
-	return n == 0 || text_is(t, n, "~") || text_is(t, n, "null") || text_is(t, n, "Null") ||
-	       text_is(t, n, "NULL");
-}
-
-static int bool_text(const char *t, size_t n)
-{
-	if (text_is(t, n, "true") || text_is(t, n, "True") || text_is(t, n, "TRUE"))
-		return 1;
-	if (text_is(t, n, "false") || text_is(t, n, "False") || text_is(t, n, "FALSE"))
-		return 0;
-	return -1;
-}
-
-/* strtod in the "C" locale whatever the program's locale is. t is NUL-terminated. */
-static double c_strtod(struct parser *p, const char *t)
-{
-	locale_t old = (locale_t)0;
-	double d;
-
-	if (!p->cloc)
-		p->cloc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-	if (p->cloc)
-		old = uselocale(p->cloc);
-	d = strtod(t, NULL);
-	if (p->cloc)
-		uselocale(old);
-	return d;
-}
-
-/* Core-schema integer. Returns a node, or NULL if t is not an integer (or is
- * one too large even for a double). t is NUL-terminated. */
-static struct json *int_node(struct parser *p, const char *t, size_t n)
-{
-	size_t i = 0;
-	unsigned base = 10;
-	bool neg = false, over = false;
-	uint64_t u = 0;
-	double d = 0;
-
-	if (n > 2 && t[0] == '0' && (t[1] == 'o' || t[1] == 'x')) {
-		base = t[1] == 'o' ? 8 : 16;
-		i = 2;
-	} else if (n > 0 && (t[0] == '-' || t[0] == '+')) {
-		neg = t[0] == '-';
-		i = 1;
-	}
-	if (i == n)
-		return NULL;
-	for (; i < n; i++) {
-		char c = t[i];
-		unsigned v;
-		if (c >= '0' && c <= '9')
-			v = (unsigned)(c - '0');
-		else if (base == 16 && c >= 'a' && c <= 'f')
-			v = (unsigned)(c - 'a' + 10);
-		else if (base == 16 && c >= 'A' && c <= 'F')
-			v = (unsigned)(c - 'A' + 10);
-		else
-			return NULL;
-		if (v >= base)
-			return NULL;
-		if (!over && u > (UINT64_MAX - v) / base)
-			over = true;
-		if (!over)
-			u = u * base + v;
-		d = d * base + v;
-	}
-	if (!over && !neg && u <= INT64_MAX)
-		return json_new_int((int64_t)u);
-	if (!over && neg && u <= (uint64_t)INT64_MAX + 1)
-		return json_new_int(u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u);
-	/* Past int64: a double; decimal text goes through strtod for the nearest value. */
-	if (base == 10)
-		d = c_strtod(p, t);
-	else if (neg)
-		d = -d;
-	if (!isfinite(d))
-		return NULL;
-	return json_new_double(d);
-}
-
-static struct json *float_node(struct parser *p, const char *t, size_t n)
-{
-	size_t i = 0, d1 = 0, d2 = 0;
-	double d;
-
-	if (i < n && (t[i] == '-' || t[i] == '+'))
-		i++;
-	while (i < n && t[i] >= '0' && t[i] <= '9')
-		i++, d1++;
-	if (i < n && t[i] == '.') {
-		i++;
-		while (i < n && t[i] >= '0' && t[i] <= '9')
-			i++, d2++;
-	}
-	if (d1 == 0 && d2 == 0)
-		return NULL;
-	if (i < n && (t[i] == 'e' || t[i] == 'E')) {
-		size_t de = 0;
-		i++;
-		if (i < n && (t[i] == '-' || t[i] == '+'))
-			i++;
-		while (i < n && t[i] >= '0' && t[i] <= '9')
-			i++, de++;
-		if (de == 0)
-			return NULL;
-	}
-	if (i != n)
-		return NULL;
-	d = c_strtod(p, t);
-	if (!isfinite(d))
-		return NULL;
-	return json_new_double(d);
-}
-
-static const char *tag_name(const struct props *pr, char *out, size_t outsz)
-{
-	return shown(pr->tag_text, pr->tag_len, out, outsz);
-}
-
-/* The node for a scalar's text (in p->sb, NUL-terminated) under the core
- * schema and the scalar's tag. pos is the scalar's position for messages. */
-static int scalar_value(struct parser *p, enum style st, const struct props *pr, size_t pos, struct json **out)
-{
-	const char *t = p->sb.data;
-	size_t n = p->sb.len;
-	struct json *v = NULL;
-	char tn[64], sv[80];
-	int b;
-
-	switch (pr->tag) {
-	case TAG_MAP:
-	case TAG_SEQ:
-		return fail(p, pr->tag_pos, "tag %s needs a %s, not a scalar", tag_name(pr, tn, sizeof(tn)),
-			    pr->tag == TAG_MAP ? "mapping" : "sequence");
-	case TAG_STR:
-	case TAG_BANG:
-		v = json_new_strn(t, n);
-		break;
-	case TAG_NULL:
-		if (is_null_text(t, n))
-			v = json_new_null();
-		break;
-	case TAG_BOOL:
-		if ((b = bool_text(t, n)) >= 0)
-			v = json_new_bool(b);
-		break;
-	case TAG_INT:
-		v = int_node(p, t, n);
-		break;
-	case TAG_FLOAT:
-		v = int_node(p, t, n);
-		if (v && v->type == JSON_INT) {
-			double d = (double)v->u.i;
-			json_free(v);
-			v = json_new_double(d);
-		}
-		if (!v)
-			v = float_node(p, t, n);
-		break;
-	case TAG_NONE:
-		if (st != ST_PLAIN)
-			v = json_new_strn(t, n);
-		else if (is_null_text(t, n))
-			v = json_new_null();
-		else if ((b = bool_text(t, n)) >= 0)
-			v = json_new_bool(b);
-		else if (!(v = int_node(p, t, n)) && !(v = float_node(p, t, n)))
-			v = json_new_strn(t, n);
-		break;
-	}
-	if (!v)
-		return fail(p, pos, "\"%s\" is not a valid %s value", shown(t, n, sv, 40),
-			    tag_name(pr, tn, sizeof(tn)));
-	*out = v;
 	return 0;
 }
 
@@ -1006,7 +334,7 @@ static int alias_ref(struct parser *p, const struct anchor **out)
 	while (is_anchor_char(at(p, i)))
 		i++;
 	if (i == st)
-		return fail(p, p->pos, "alias name is missing after '*'");
+		return yp_fail(p, p->pos, "alias name is missing after '*'");
 	for (size_t k = p->anchor_tab ? p->anchor_tab[name_hash(p->s + st, i - st)] : 0; k; k = p->anchors[k - 1].prev) {
 		const struct anchor *a = &p->anchors[k - 1];
 		if (a->len == i - st && memcmp(a->name, p->s + st, a->len) == 0) {
@@ -1015,7 +343,7 @@ static int alias_ref(struct parser *p, const struct anchor **out)
 			return 0;
 		}
 	}
-	return fail(p, p->pos, "undefined alias \"%s\"", shown(p->s + st, i - st, nm, 64));
+	return yp_fail(p, p->pos, "undefined alias \"%s\"", yp_shown(p->s + st, i - st, nm, 64));
 }
 
 /* A copy of an alias's node, within the node and depth limits. */
@@ -1025,11 +353,11 @@ static int alias_value(struct parser *p, const struct props *pr, struct json **o
 	const struct anchor *a;
 
 	if (pr->anchor || pr->tag != TAG_NONE)
-		return fail(p, pos, "an alias cannot have an anchor or a tag");
+		return yp_fail(p, pos, "an alias cannot have an anchor or a tag");
 	if (alias_ref(p, &a) < 0)
 		return -1;
 	if (a->height > p->max_depth - p->depth)
-		return fail(p, pos, "nesting deeper than %u levels (through an alias)", p->max_depth);
+		return yp_fail(p, pos, "nesting deeper than %u levels (through an alias)", p->max_depth);
 	if (count_nodes(p, a->size, pos) < 0)
 		return -1;
 	*out = json_dup(a->node);
@@ -1063,7 +391,7 @@ static enum tag lookup_tag(const char *t, size_t n)
 		sn = n - sizeof(verbatim);
 	}
 	for (size_t i = 0; suffix && i < sizeof(names) / sizeof(names[0]); i++)
-		if (text_is(suffix, sn, names[i].name))
+		if (yp_text_is(suffix, sn, names[i].name))
 			return names[i].tag;
 	return TAG_NONE;
 }
@@ -1078,17 +406,17 @@ static int properties(struct parser *p, bool flow, struct props *pr)
 
 		if (c == '&') {
 			if (pr->anchor)
-				return fail(p, st, "a node can have only one anchor");
+				return yp_fail(p, st, "a node can have only one anchor");
 			while (is_anchor_char(at(p, i)))
 				i++;
 			if (i == st + 1)
-				return fail(p, st, "anchor name is missing after '&'");
+				return yp_fail(p, st, "anchor name is missing after '&'");
 			pr->anchor = p->s + st + 1;
 			pr->anchor_len = i - st - 1;
 			pr->anchor_pos = st;
 		} else if (c == '!') {
 			if (pr->tag != TAG_NONE)
-				return fail(p, st, "a node can have only one tag");
+				return yp_fail(p, st, "a node can have only one tag");
 			if (at(p, i) == '<') {
 				while (at(p, i) != '>' && !is_ws0(at(p, i)))
 					i++;
@@ -1103,15 +431,15 @@ static int properties(struct parser *p, bool flow, struct props *pr)
 			pr->tag_len = i - st;
 			pr->tag_pos = st;
 			if (pr->tag == TAG_NONE)
-				return fail(p, st, "unsupported tag \"%s\" (supported: !!str !!int !!float !!bool !!null !!map !!seq)",
-					    shown(p->s + st, i - st, tn, 48));
+				return yp_fail(p, st, "unsupported tag \"%s\" (supported: !!str !!int !!float !!bool !!null !!map !!seq)",
+					    yp_shown(p->s + st, i - st, tn, 48));
 		} else {
 			return 0;
 		}
 		p->pos = i;
 		if (!is_ws0(cur(p)) && !(flow && is_flow_ind(cur(p))))
-			return fail(p, p->pos, "expected white space after an anchor or tag");
-		skip_blanks(p);
+			return yp_fail(p, p->pos, "expected white space after an anchor or tag");
+		yp_skip_blanks(p);
 	}
 }
 
@@ -1229,11 +557,11 @@ static int mapb_add(struct parser *p, struct mapb *mb, char *key, size_t n, bool
 					okv = false;
 		}
 		if (mb->merge) {
-			fail(p, kpos, "duplicate key \"<<\"");
+			yp_fail(p, kpos, "duplicate key \"<<\"");
 			goto bad;
 		}
 		if (!okv) {
-			fail(p, vpos, "the value of a merge key \"<<\" must be a mapping or a list of mappings");
+			yp_fail(p, vpos, "the value of a merge key \"<<\" must be a mapping or a list of mappings");
 			goto bad;
 		}
 		free(key);
@@ -1244,7 +572,7 @@ static int mapb_add(struct parser *p, struct mapb *mb, char *key, size_t n, bool
 		return 0;
 	}
 	if (mapb_has(mb, key, n)) {
-		fail(p, kpos, "duplicate key \"%s\"", shown(key, n, ks, 64));
+		yp_fail(p, kpos, "duplicate key \"%s\"", yp_shown(key, n, ks, 64));
 		goto bad;
 	}
 	mapb_append(mb, key, n, v);
@@ -1298,7 +626,7 @@ static int finish_scalar(struct parser *p, enum style st, const struct props *pr
 {
 	struct json *v;
 
-	if (scalar_value(p, st, pr, pos, &v) < 0)
+	if (yp_scalar_value(p, st, pr, pos, &v) < 0)
 		return -1;
 	if (count_nodes(p, 1, pos) < 0) {
 		json_free(v);
@@ -1332,7 +660,7 @@ static int coll_props(struct parser *p, const struct props *pr, struct json *v, 
 	char tn[64];
 
 	if (pr->tag != TAG_NONE && pr->tag != TAG_BANG && pr->tag != (is_map ? TAG_MAP : TAG_SEQ))
-		return fail(p, pr->tag_pos, "tag %s cannot be applied to a %s", tag_name(pr, tn, sizeof(tn)),
+		return yp_fail(p, pr->tag_pos, "tag %s cannot be applied to a %s", yp_tag_name(pr, tn, sizeof(tn)),
 			    is_map ? "mapping" : "sequence");
 	add_anchor(p, pr, v, NULL, 0);
 	return 0;
@@ -1360,7 +688,7 @@ static int key_text(struct parser *p, enum style st, const struct props *pr, siz
 {
 	if (pr->tag != TAG_NONE || pr->anchor) {
 		struct json *v;
-		if (scalar_value(p, st, pr, pos, &v) < 0)
+		if (yp_scalar_value(p, st, pr, pos, &v) < 0)
 			return -1;
 		if (pr->anchor) {
 			json_array_push(p->keep, v);
@@ -1382,11 +710,11 @@ static int alias_key(struct parser *p, const struct props *pr, char **key, size_
 	const struct anchor *a;
 
 	if (pr->anchor || pr->tag != TAG_NONE)
-		return fail(p, pos, "an alias cannot have an anchor or a tag");
+		return yp_fail(p, pos, "an alias cannot have an anchor or a tag");
 	if (alias_ref(p, &a) < 0)
 		return -1;
 	if (!a->text)
-		return fail(p, pos, "complex mapping keys are not supported (this alias names a collection)");
+		return yp_fail(p, pos, "complex mapping keys are not supported (this alias names a collection)");
 	*n = a->text_len;
 	*key = xmalloc(*n + 1);
 	memcpy(*key, a->text, *n + 1);
@@ -1448,7 +776,7 @@ static int key_ahead(const struct parser *p, size_t q, size_t *colon)
 			char d = at(p, q);
 			if (d == '\0' || d == '\n')
 				return KEY_NO;
-			if (value_colon(p, q, false)) {
+			if (yp_value_colon(p, q, false)) {
 				*colon = q;
 				return KEY_YES;
 			}
@@ -1459,7 +787,7 @@ static int key_ahead(const struct parser *p, size_t q, size_t *colon)
 	}
 	while (is_blank(at(p, q)))
 		q++;
-	if (value_colon(p, q, false)) {
+	if (yp_value_colon(p, q, false)) {
 		*colon = q;
 		return KEY_YES;
 	}
@@ -1486,21 +814,21 @@ static int block_map(struct parser *p, int m, const struct props *node_pr, struc
 		int k = key_ahead(p, p->pos, &colon);
 
 		if (k == KEY_COMPLEX) {
-			fail(p, colon, "complex mapping keys (\"? \") are not supported");
+			yp_fail(p, colon, "complex mapping keys (\"? \") are not supported");
 			goto bad;
 		}
 		if (k == KEY_NO) {
 			if (cur(p) == '-' && is_ws0(at(p, p->pos + 1)))
-				fail(p, p->pos, "block sequence entries are not allowed here");
+				yp_fail(p, p->pos, "block sequence entries are not allowed here");
 			else
-				fail(p, p->pos, "could not find expected ':'");
+				yp_fail(p, p->pos, "could not find expected ':'");
 			goto bad;
 		}
 		if (properties(p, false, &kp) < 0)
 			goto bad;
 		kpos = p->pos;
 		if (cur(p) == '"' || cur(p) == '\'') {
-			if (quoted(p) < 0 || key_text(p, ST_QUOTED, &kp, kpos, &key, &klen) < 0)
+			if (yp_quoted(p) < 0 || key_text(p, ST_QUOTED, &kp, kpos, &key, &klen) < 0)
 				goto bad;
 		} else if (cur(p) == '*') {
 			if (alias_key(p, &kp, &key, &klen) < 0)
@@ -1509,26 +837,26 @@ static int block_map(struct parser *p, int m, const struct props *node_pr, struc
 			enum stop why;
 			size_t stop;
 			if (colon == kpos) {
-				fail(p, kpos, "empty mapping keys are not supported");
+				yp_fail(p, kpos, "empty mapping keys are not supported");
 				goto bad;
 			}
-			if (plain_start(p, false) < 0)
+			if (yp_plain_start(p, false) < 0)
 				goto bad;
 			buf_reset(&p->sb);
-			if (plain_line(p, false, &why, &stop) < 0)
+			if (yp_plain_line(p, false, &why, &stop) < 0)
 				goto bad;
-			merge = kp.tag == TAG_NONE && !kp.anchor && text_is(p->sb.data, p->sb.len, "<<");
+			merge = kp.tag == TAG_NONE && !kp.anchor && yp_text_is(p->sb.data, p->sb.len, "<<");
 			if (key_text(p, ST_PLAIN, &kp, kpos, &key, &klen) < 0)
 				goto bad;
 		}
-		skip_blanks(p);
-		if (!value_colon(p, p->pos, false)) {
-			fail(p, p->pos, "could not find expected ':'");
+		yp_skip_blanks(p);
+		if (!yp_value_colon(p, p->pos, false)) {
+			yp_fail(p, p->pos, "could not find expected ':'");
 			free(key);
 			goto bad;
 		}
 		p->pos++;
-		skip_blanks(p);
+		yp_skip_blanks(p);
 		vpos = p->pos;
 		if (block_node(p, m, true, false, &v) < 0) {
 			free(key);
@@ -1542,7 +870,7 @@ static int block_map(struct parser *p, int m, const struct props *node_pr, struc
 			continue;
 		if (ind < m)
 			break;
-		fail(p, p->pos, "bad indentation of a mapping entry");
+		yp_fail(p, p->pos, "bad indentation of a mapping entry");
 		goto bad;
 	}
 	return mapb_done(p, &mb, node_pr, out);
@@ -1572,7 +900,7 @@ static int block_seq(struct parser *p, int m, const struct props *pr, struct jso
 			continue;
 		if (ind <= m)
 			break;
-		fail(p, p->pos, "bad indentation of a sequence entry");
+		yp_fail(p, p->pos, "bad indentation of a sequence entry");
 		goto bad;
 	}
 	if (coll_props(p, pr, arr, false) < 0)
@@ -1592,7 +920,7 @@ static int inline_node(struct parser *p, int n, const struct props *pr, struct j
 	char c = cur(p);
 
 	if (c == '|' || c == '>') {
-		if (block_scalar(p, n) < 0)
+		if (yp_block_scalar(p, n) < 0)
 			return -1;
 		return finish_scalar(p, ST_BLOCK, pr, pos, out);
 	}
@@ -1602,22 +930,22 @@ static int inline_node(struct parser *p, int n, const struct props *pr, struct j
 		if (flow_coll(p, pr, out) < 0)
 			return -1;
 		p->flow_n = saved;
-		skip_blanks(p);
-		if (value_colon(p, p->pos, false)) {
+		yp_skip_blanks(p);
+		if (yp_value_colon(p, p->pos, false)) {
 			json_free(*out);
 			*out = NULL;
-			return fail(p, pos, "complex mapping keys are not supported (a collection cannot be a key)");
+			return yp_fail(p, pos, "complex mapping keys are not supported (a collection cannot be a key)");
 		}
 		return 0;
 	}
 	if (c == '"' || c == '\'') {
-		if (quoted(p) < 0)
+		if (yp_quoted(p) < 0)
 			return -1;
 		return finish_scalar(p, ST_QUOTED, pr, pos, out);
 	}
 	if (c == '*')
 		return alias_value(p, pr, out);
-	if (plain_start(p, false) < 0 || plain(p, n, false) < 0)
+	if (yp_plain_start(p, false) < 0 || yp_plain(p, n, false) < 0)
 		return -1;
 	return finish_scalar(p, ST_PLAIN, pr, pos, out);
 }
@@ -1637,15 +965,15 @@ static int block_node(struct parser *p, int n, bool map_value, bool inline_ok, s
 	int ind, k;
 
 	*out = NULL;
-	skip_blanks(p);
+	yp_skip_blanks(p);
 	if (!at_line_end(p)) {
 		start = p->pos;
 		k = key_ahead(p, start, &colon);
 		if (k == KEY_COMPLEX)
-			return fail(p, colon, "complex mapping keys (\"? \") are not supported");
+			return yp_fail(p, colon, "complex mapping keys (\"? \") are not supported");
 		if (k == KEY_YES) {
 			if (!inline_ok)
-				return fail(p, colon, "mapping values are not allowed here");
+				return yp_fail(p, colon, "mapping values are not allowed here");
 			return block_map(p, col_of(p, start), &pr, out);
 		}
 		if (properties(p, false, &pr) < 0)
@@ -1653,7 +981,7 @@ static int block_node(struct parser *p, int n, bool map_value, bool inline_ok, s
 		if (!at_line_end(p)) {
 			if (cur(p) == '-' && is_ws0(at(p, p->pos + 1))) {
 				if (!inline_ok || pr.anchor || pr.tag != TAG_NONE)
-					return fail(p, p->pos, "block sequence entries are not allowed here");
+					return yp_fail(p, p->pos, "block sequence entries are not allowed here");
 				return block_seq(p, col_of(p, p->pos), &pr, out);
 			}
 			return inline_node(p, n, &pr, out);
@@ -1664,7 +992,7 @@ static int block_node(struct parser *p, int n, bool map_value, bool inline_ok, s
 		if (skip_block(p, &fresh) < 0)
 			return -1;
 		start = p->pos;
-		if (start >= p->len || doc_marker(p, start))
+		if (start >= p->len || yp_doc_marker(p, start))
 			return empty_node(p, &pr, start, out);
 		ind = (int)(start - line_start(p, start));
 		if (cur(p) == '-' && is_ws0(at(p, start + 1))) {
@@ -1676,7 +1004,7 @@ static int block_node(struct parser *p, int n, bool map_value, bool inline_ok, s
 			return empty_node(p, &pr, start, out);
 		k = key_ahead(p, start, &colon);
 		if (k == KEY_COMPLEX)
-			return fail(p, colon, "complex mapping keys (\"? \") are not supported");
+			return yp_fail(p, colon, "complex mapping keys (\"? \") are not supported");
 		if (k == KEY_YES)
 			return block_map(p, ind, &pr, out);
 		if (properties(p, false, &pr) < 0)
@@ -1684,7 +1012,7 @@ static int block_node(struct parser *p, int n, bool map_value, bool inline_ok, s
 		if (at_line_end(p))
 			continue;	/* an anchor or tag alone on its line: the node follows */
 		if (cur(p) == '-' && is_ws0(at(p, p->pos + 1)))
-			return fail(p, p->pos, "block sequence entries are not allowed here");
+			return yp_fail(p, p->pos, "block sequence entries are not allowed here");
 		return inline_node(p, n, &pr, out);
 	}
 }
@@ -1708,7 +1036,7 @@ static int flow_node(struct parser *p, size_t open, const char *what, struct jso
 	}
 	if (c == '"' || c == '\'') {
 		*jsonlike = true;
-		if (quoted(p) < 0)
+		if (yp_quoted(p) < 0)
 			return -1;
 		return finish_scalar(p, ST_QUOTED, &pr, pos, out);
 	}
@@ -1716,7 +1044,7 @@ static int flow_node(struct parser *p, size_t open, const char *what, struct jso
 		return alias_value(p, &pr, out);
 	if (c == ',' || c == ']' || c == '}')
 		return empty_node(p, &pr, pos, out);
-	if (plain_start(p, true) < 0 || plain(p, -1, true) < 0)
+	if (yp_plain_start(p, true) < 0 || yp_plain(p, -1, true) < 0)
 		return -1;
 	return finish_scalar(p, ST_PLAIN, &pr, pos, out);
 }
@@ -1736,28 +1064,28 @@ static int flow_entry(struct parser *p, size_t open, const char *what, struct ma
 	kpos = p->pos;
 	c = cur(p);
 	if (c == '[' || c == '{')
-		return fail(p, kpos, "complex mapping keys are not supported (a collection cannot be a key)");
+		return yp_fail(p, kpos, "complex mapping keys are not supported (a collection cannot be a key)");
 	if (c == '?' && (is_ws0(at(p, kpos + 1)) || is_flow_ind(at(p, kpos + 1))))
-		return fail(p, kpos, "complex mapping keys (\"? \") are not supported");
+		return yp_fail(p, kpos, "complex mapping keys (\"? \") are not supported");
 	if (c == '"' || c == '\'') {
 		jsonlike = true;
-		if (quoted(p) < 0 || key_text(p, ST_QUOTED, &kp, kpos, &key, &klen) < 0)
+		if (yp_quoted(p) < 0 || key_text(p, ST_QUOTED, &kp, kpos, &key, &klen) < 0)
 			return -1;
 	} else if (c == '*') {
 		if (alias_key(p, &kp, &key, &klen) < 0)
 			return -1;
 	} else {
-		if (value_colon(p, kpos, true) || c == ',' || c == '}' || c == ']')
-			return fail(p, kpos, "empty mapping keys are not supported");
-		if (plain_start(p, true) < 0 || plain(p, -1, true) < 0)
+		if (yp_value_colon(p, kpos, true) || c == ',' || c == '}' || c == ']')
+			return yp_fail(p, kpos, "empty mapping keys are not supported");
+		if (yp_plain_start(p, true) < 0 || yp_plain(p, -1, true) < 0)
 			return -1;
-		merge = kp.tag == TAG_NONE && !kp.anchor && text_is(p->sb.data, p->sb.len, "<<");
+		merge = kp.tag == TAG_NONE && !kp.anchor && yp_text_is(p->sb.data, p->sb.len, "<<");
 		if (key_text(p, ST_PLAIN, &kp, kpos, &key, &klen) < 0)
 			return -1;
 	}
 	if (skip_flow(p, open, what) < 0)
 		goto bad;
-	if (cur(p) == ':' && (jsonlike || value_colon(p, p->pos, true))) {
+	if (cur(p) == ':' && (jsonlike || yp_value_colon(p, p->pos, true))) {
 		p->pos++;
 		if (skip_flow(p, open, what) < 0)
 			goto bad;
@@ -1795,7 +1123,7 @@ static int flow_map(struct parser *p, const struct props *pr, struct json **out)
 			break;
 		}
 		if (cur(p) == ',') {
-			fail(p, p->pos, "unexpected ',' in a flow mapping");
+			yp_fail(p, p->pos, "unexpected ',' in a flow mapping");
 			goto bad;
 		}
 		if (flow_entry(p, open, what, &mb) < 0 || skip_flow(p, open, what) < 0)
@@ -1803,7 +1131,7 @@ static int flow_map(struct parser *p, const struct props *pr, struct json **out)
 		if (cur(p) == ',') {
 			p->pos++;
 		} else if (cur(p) != '}') {
-			fail(p, p->pos, "expected ',' or '}' in a flow mapping");
+			yp_fail(p, p->pos, "expected ',' or '}' in a flow mapping");
 			goto bad;
 		}
 	}
@@ -1854,11 +1182,11 @@ static int flow_seq(struct parser *p, const struct props *pr, struct json **out)
 			break;
 		}
 		if (cur(p) == ',') {
-			fail(p, p->pos, "unexpected ',' in a flow sequence");
+			yp_fail(p, p->pos, "unexpected ',' in a flow sequence");
 			goto bad;
 		}
 		if (cur(p) == '?' && (is_ws0(at(p, p->pos + 1)) || is_flow_ind(at(p, p->pos + 1)))) {
-			fail(p, p->pos, "complex mapping keys (\"? \") are not supported");
+			yp_fail(p, p->pos, "complex mapping keys (\"? \") are not supported");
 			goto bad;
 		}
 		estart = p->pos;
@@ -1869,7 +1197,7 @@ static int flow_seq(struct parser *p, const struct props *pr, struct json **out)
 			json_free(v);
 			goto bad;
 		}
-		if (cur(p) == ':' && (jl || value_colon(p, p->pos, true))) {
+		if (cur(p) == ':' && (jl || yp_value_colon(p, p->pos, true))) {
 			/* The entry was a key: read it again as one. The nodes of the
 			 * first reading stay counted, so that re-reading cannot be
 			 * used to copy aliases without limit. */
@@ -1885,7 +1213,7 @@ static int flow_seq(struct parser *p, const struct props *pr, struct json **out)
 		if (cur(p) == ',') {
 			p->pos++;
 		} else if (cur(p) != ']') {
-			fail(p, p->pos, "expected ',' or ']' in a flow sequence");
+			yp_fail(p, p->pos, "expected ',' or ']' in a flow sequence");
 			goto bad;
 		}
 	}
@@ -1919,18 +1247,18 @@ static int document(struct parser *p, struct json **out)
 			break;
 		if (directive || p->pos + 5 > p->len || memcmp(p->s + p->pos, "%YAML", 5) != 0 ||
 		    !is_blank(at(p, p->pos + 5)))
-			return fail(p, p->pos, "directives other than one %%YAML are not supported");
+			return yp_fail(p, p->pos, "directives other than one %%YAML are not supported");
 		directive = true;
 		while (cur(p) != '\n' && cur(p) != '\0')
 			p->pos++;
 	}
-	if (doc_marker(p, p->pos) && cur(p) == '-') {
+	if (yp_doc_marker(p, p->pos) && cur(p) == '-') {
 		p->pos += 3;
 		if (block_node(p, -1, false, false, &root) < 0)
 			return -1;
 	} else if (directive) {
-		return fail(p, p->pos, "expected \"---\" after the %%YAML directive");
-	} else if (p->pos >= p->len || doc_marker(p, p->pos)) {
+		return yp_fail(p, p->pos, "expected \"---\" after the %%YAML directive");
+	} else if (p->pos >= p->len || yp_doc_marker(p, p->pos)) {
 		if (count_nodes(p, 1, p->pos) < 0)
 			return -1;
 		root = json_new_null();
@@ -1939,20 +1267,20 @@ static int document(struct parser *p, struct json **out)
 	}
 	if (next_line(p, &ind) < 0)
 		goto bad;
-	if (p->pos < p->len && cur(p) == '.' && doc_marker(p, p->pos)) {
+	if (p->pos < p->len && cur(p) == '.' && yp_doc_marker(p, p->pos)) {
 		p->pos += 3;
 		if (skip_block(p, &fresh) < 0)
 			goto bad;
 		if (p->pos < p->len) {
-			fail(p, p->pos, "multiple documents are not supported");
+			yp_fail(p, p->pos, "multiple documents are not supported");
 			goto bad;
 		}
 	}
 	if (p->pos < p->len) {
-		if (doc_marker(p, p->pos))
-			fail(p, p->pos, "multiple documents are not supported");
+		if (yp_doc_marker(p, p->pos))
+			yp_fail(p, p->pos, "multiple documents are not supported");
 		else
-			fail(p, p->pos, "unexpected content after the document's top-level node (check the indentation)");
+			yp_fail(p, p->pos, "unexpected content after the document's top-level node (check the indentation)");
 		goto bad;
 	}
 	*out = root;
