@@ -73,18 +73,123 @@ static bool resp_value_is(const struct http_response_head *h, const char *name, 
 	return f && f->value_len == strlen(want) && memcmp(f->value, want, f->value_len) == 0;
 }
 
+/* Sends the upgrade request, all of it, before the deadline. */
+static int send_request(struct stream *s, const struct ws_url *u, const char *key, const char *extra,
+			int64_t deadline, const char *url, struct err *e)
+{
+	struct buf req = BUF_INIT;
+	size_t off = 0;
+	int rc = 0;
+
+	buf_addf(&req, "GET %s HTTP/1.1\r\nHost: %s%s%s", u->path,
+		 strchr(u->host, ':') ? "[" : "", u->host, strchr(u->host, ':') ? "]" : "");
+	if (u->port != (u->tls ? 443 : 80))
+		buf_addf(&req, ":%u", (unsigned)u->port);
+	buf_addf(&req, "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+		 "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s\r\n",
+		 key, extra ? extra : "");
+	while (rc == 0 && off < req.len) {
+		ssize_t n = stream_write(s, req.data + off, req.len - off);
+		if (n > 0)
+			off += (size_t)n;
+		else if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			rc = wait_stream(s, deadline, "sending the handshake", url, e);
+		else
+			rc = err_errno(e, "websocket %s: sending the handshake", url);
+	}
+	buf_release(&req);
+	return rc;
+}
+
+/* Reads until the response head is complete: its length (what follows in
+ * `in` is the server's first frames or a refusal's body), or -1 with e. */
+static int read_head(struct stream *s, struct buf *in, struct http_response_head *head,
+		     int64_t deadline, const char *url, struct err *e)
+{
+	for (;;) {
+		ssize_t n;
+		if (in->len) {
+			int hl = http_parse_response_head(in->data, in->len, head);
+			if (hl < 0)
+				return err_set(e, "websocket %s: the server's answer is not an HTTP response", url);
+			if (hl > 0)
+				return hl;
+			if (in->len >= WS_MAX_HANDSHAKE)
+				return err_set(e, "websocket %s: handshake response head over %d bytes", url,
+					       WS_MAX_HANDSHAKE);
+		}
+		if (buf_grow(in, WS_READ_CHUNK) < 0)
+			return err_set(e, "websocket %s: handshake response too big", url);
+		n = stream_read(s, in->data + in->len, WS_READ_CHUNK);
+		if (n > 0)
+			buf_setlen(in, in->len + (size_t)n);
+		else if (n == 0)
+			return err_set(e, "websocket %s: the server closed the connection during the handshake", url);
+		else if (errno != EAGAIN && errno != EINTR)
+			return err_errno(e, "websocket %s: reading the handshake response", url);
+		else if (wait_stream(s, deadline, "waiting for the handshake response", url, e) < 0)
+			return -1;
+	}
+}
+
+/* A refused upgrade: the error quotes the start of the body, since that is
+ * where the server says why (a 401 "invalid token", a 404 for a wrong path).
+ * Always -1, with e->code the HTTP status. */
+static int refused(struct stream *s, struct buf *in, int hl, const struct http_response_head *head,
+		   int64_t deadline, const char *url, struct err *e)
+{
+	const struct http_header *cl = http_header_find(head->headers, head->nheaders, "Content-Length");
+	size_t want_body = WS_ERROR_BODY_SNIPPET;
+	char body[WS_ERROR_BODY_SNIPPET + 1];
+
+	if (cl) {
+		size_t v = 0, i;
+		for (i = 0; i < cl->value_len && cl->value[i] >= '0' && cl->value[i] <= '9' && v < 1000000; i++)
+			v = v * 10 + (size_t)(cl->value[i] - '0');
+		if (v < want_body)
+			want_body = v;
+	}
+	while (in->len - (size_t)hl < want_body && buf_grow(in, WS_READ_CHUNK) == 0) {
+		ssize_t n = stream_read(s, in->data + in->len, WS_READ_CHUNK);
+		if (n > 0)
+			buf_setlen(in, in->len + (size_t)n);
+		else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			break;
+		else if (wait_stream(s, deadline, "", url, e) < 0 || ev_mono_ms() >= deadline)
+			break;
+	}
+	snippet(in->data + hl, in->len - (size_t)hl, body, sizeof(body));
+	err_set(e, "websocket %s: the server answered HTTP %d %.*s%s%s", url, head->status,
+		(int)head->reason_len, head->reason, body[0] ? ": " : "", body);
+	e->code = head->status;
+	return -1;
+}
+
+/* A 101 must upgrade to websocket with our key's accept value and take no
+ * extension or subprotocol we did not offer. */
+static int check_upgrade(const struct http_response_head *head, const char *want, const char *url, struct err *e)
+{
+	if (!resp_has(head, "Upgrade", "websocket") || !resp_has(head, "Connection", "upgrade"))
+		return err_set(e, "websocket %s: 101 response without Upgrade: websocket / Connection: Upgrade", url);
+	if (!resp_value_is(head, "Sec-WebSocket-Accept", want))
+		return err_set(e, "websocket %s: wrong Sec-WebSocket-Accept in the server's answer", url);
+	if (http_header_find(head->headers, head->nheaders, "Sec-WebSocket-Extensions") ||
+	    http_header_find(head->headers, head->nheaders, "Sec-WebSocket-Protocol"))
+		return err_set(e, "websocket %s: the server chose an extension or subprotocol we did not offer", url);
+	return 0;
+}
+
 int ws_dial(struct ev *ev, const char *url, const char *extra_headers,
 	    const struct ws_opts *o, struct ws_conn **out, struct err *e)
 {
 	struct ws_url u;
 	struct stream *s = NULL;
-	struct buf req = BUF_INIT, in;
+	struct buf in;
 	char key[WS_KEY_LEN + 1], want[WS_ACCEPT_LEN + 1];
 	struct http_response_head *head = NULL;
 	int64_t timeout = o->dial_timeout_ms > 0 ? o->dial_timeout_ms : WS_DIAL_TIMEOUT_MS_DEFAULT;
 	int64_t deadline = ev_mono_ms() + timeout;
-	size_t off = 0;
-	int hl = 0, rc = -1;
+	int hl, rc = -1;
 
 	*out = NULL;
 	buf_init(&in, WS_MAX_HANDSHAKE + WS_READ_CHUNK);
@@ -98,112 +203,23 @@ int ws_dial(struct ev *ev, const char *url, const char *extra_headers,
 		err_prefix(e, "websocket %s", url);
 		goto out;
 	}
-
-	buf_addf(&req, "GET %s HTTP/1.1\r\nHost: %s%s%s", u.path,
-		 strchr(u.host, ':') ? "[" : "", u.host, strchr(u.host, ':') ? "]" : "");
-	if (u.port != (u.tls ? 443 : 80))
-		buf_addf(&req, ":%u", (unsigned)u.port);
-	buf_addf(&req, "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-		 "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s\r\n",
-		 key, extra_headers ? extra_headers : "");
-
-	while (off < req.len) {
-		ssize_t n = stream_write(s, req.data + off, req.len - off);
-		if (n > 0) {
-			off += (size_t)n;
-		} else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			if (wait_stream(s, deadline, "sending the handshake", url, e) < 0)
-				goto out;
-		} else {
-			err_errno(e, "websocket %s: sending the handshake", url);
-			goto out;
-		}
-	}
-
+	if (send_request(s, &u, key, extra_headers, deadline, url, e) < 0)
+		goto out;
 	head = xmalloc(sizeof(*head));
-	for (;;) {
-		ssize_t n;
-		if (in.len) {
-			hl = http_parse_response_head(in.data, in.len, head);
-			if (hl < 0) {
-				err_set(e, "websocket %s: the server's answer is not an HTTP response", url);
-				goto out;
-			}
-			if (hl > 0)
-				break;
-			if (in.len >= WS_MAX_HANDSHAKE) {
-				err_set(e, "websocket %s: handshake response head over %d bytes", url, WS_MAX_HANDSHAKE);
-				goto out;
-			}
-		}
-		if (buf_grow(&in, WS_READ_CHUNK) < 0) {
-			err_set(e, "websocket %s: handshake response too big", url);
-			goto out;
-		}
-		n = stream_read(s, in.data + in.len, WS_READ_CHUNK);
-		if (n > 0) {
-			buf_setlen(&in, in.len + (size_t)n);
-		} else if (n == 0) {
-			err_set(e, "websocket %s: the server closed the connection during the handshake", url);
-			goto out;
-		} else if (errno == EAGAIN || errno == EINTR) {
-			if (wait_stream(s, deadline, "waiting for the handshake response", url, e) < 0)
-				goto out;
-		} else {
-			err_errno(e, "websocket %s: reading the handshake response", url);
-			goto out;
-		}
-	}
-
+	if ((hl = read_head(s, &in, head, deadline, url, e)) < 0)
+		goto out;
 	if (head->status != 101) {
-		/* Quote the start of the body: that is where the server says why
-		 * (a 401 "invalid token", a 404 for a wrong path). */
-		const struct http_header *cl = http_header_find(head->headers, head->nheaders, "Content-Length");
-		size_t want_body = WS_ERROR_BODY_SNIPPET;
-		char body[WS_ERROR_BODY_SNIPPET + 1];
-		int status = head->status;
-		if (cl) {
-			size_t v = 0, i;
-			for (i = 0; i < cl->value_len && cl->value[i] >= '0' && cl->value[i] <= '9' && v < 1000000; i++)
-				v = v * 10 + (size_t)(cl->value[i] - '0');
-			if (v < want_body)
-				want_body = v;
-		}
-		while (in.len - (size_t)hl < want_body && buf_grow(&in, WS_READ_CHUNK) == 0) {
-			ssize_t n = stream_read(s, in.data + in.len, WS_READ_CHUNK);
-			if (n > 0)
-				buf_setlen(&in, in.len + (size_t)n);
-			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
-				break;
-			else if (wait_stream(s, deadline, "", url, e) < 0 || ev_mono_ms() >= deadline)
-				break;
-		}
-		snippet(in.data + hl, in.len - (size_t)hl, body, sizeof(body));
-		err_set(e, "websocket %s: the server answered HTTP %d %.*s%s%s", url, status,
-			(int)head->reason_len, head->reason, body[0] ? ": " : "", body);
-		e->code = status;
+		refused(s, &in, hl, head, deadline, url, e);
 		goto out;
 	}
-	if (!resp_has(head, "Upgrade", "websocket") || !resp_has(head, "Connection", "upgrade")) {
-		err_set(e, "websocket %s: 101 response without Upgrade: websocket / Connection: Upgrade", url);
+	if (check_upgrade(head, want, url, e) < 0)
 		goto out;
-	}
-	if (!resp_value_is(head, "Sec-WebSocket-Accept", want)) {
-		err_set(e, "websocket %s: wrong Sec-WebSocket-Accept in the server's answer", url);
-		goto out;
-	}
-	if (http_header_find(head->headers, head->nheaders, "Sec-WebSocket-Extensions") ||
-	    http_header_find(head->headers, head->nheaders, "Sec-WebSocket-Protocol")) {
-		err_set(e, "websocket %s: the server chose an extension or subprotocol we did not offer", url);
-		goto out;
-	}
 	rc = ws_conn_open(ev, &ws_stream_transport, s, WS_CLIENT, o, NULL, 0,
 			  in.data + hl, in.len - (size_t)hl, out, e);
 	s = NULL;	/* the connection owns it now, even on failure */
 out:
 	stream_free(s);
 	free(head);
-	buf_release(&req);
 	buf_release(&in);
 	return rc;
 }
