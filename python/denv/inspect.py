@@ -451,7 +451,7 @@ class DenvSandbox(SandboxEnvironment):
 
     async def _probe(self, script: str, path: str) -> str:
         r = await self._run(self._as_user(["sh", "-c", script, "sh", path]), 30)
-        return r.stdout.strip()
+        return str(r.stdout).strip()
 
     async def write_file(self, file: str, contents: str | bytes) -> None:
         """Write ``file`` as the service's user would: its parents are created, and a

@@ -33,7 +33,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Literal, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Dict, List, Literal, Optional
 
 from prime_sandboxes import (
     APIError,
@@ -340,10 +340,10 @@ class DenvSandboxClient:
     # ---- commands ----
 
     def _argv(self, command: str, working_dir: Optional[str], env: Optional[Dict[str, str]],
-              user: Optional[str]) -> list[str]:
+              user: Optional[str]) -> List[str]:
         return shell_command(command, cwd=working_dir, env=env, user=user)
 
-    def _exec(self, sandbox_id: str, argv: list[str], timeout: int, command: str) -> CommandResponse:
+    def _exec(self, sandbox_id: str, argv: List[str], timeout: int, command: str) -> CommandResponse:
         try:
             r = self.client.exec(sandbox_id, self.service, argv, timeout_sec=timeout)
         except DenvTimeout:
@@ -526,6 +526,11 @@ class AsyncDenvSandboxClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    if TYPE_CHECKING:
+        # The methods of _ASYNC_METHODS are set on the class below, one
+        # wrapper each; this tells a type checker they are there.
+        def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]: ...
+
 
 for _name in _ASYNC_METHODS:
     setattr(AsyncDenvSandboxClient, _name, _off_loop(_name))
@@ -538,7 +543,7 @@ try:
     from verifiers.v1.errors import SandboxError
     from verifiers.v1.runtimes.base import BaseRuntimeInfo, ProgramResult, Runtime
 except ImportError:  # prime-sandboxes without verifiers: the clients still work
-    Runtime = None  # type: ignore[assignment,misc]
+    Runtime = None
 
 if Runtime is not None:
 
