@@ -357,6 +357,31 @@ int engine_exec_stream(const char *container, const char *const *argv, int64_t t
 		       struct engine_exec *r, struct err *e);
 void engine_exec_release(struct engine_exec *r);
 
+/* engine_build.c: a build through the API's POST /build (classic builder),
+ * the context archive read from fd (size bytes), each output line handed
+ * to line as it comes. 1 the daemon answered (out: failed with its error
+ * and errorDetail.code, or the image id), 0 the API cannot be used and
+ * nothing was sent (use the CLI), -1 failed talking to it (e). */
+#define ENGINE_BUILD_TAGS 2
+struct engine_build {
+	const char *tags[ENGINE_BUILD_TAGS];	/* NULL-terminated when fewer */
+	const char *dockerfile;
+	const char *target;	/* NULL or "": the last stage */
+	const struct json *args;	/* {name: value} or NULL */
+	const char *label;	/* the image's ai.denv.build label */
+	int fd;
+	int64_t size;
+	void (*line)(void *arg, const char *p, size_t n);
+	void *arg;
+};
+struct engine_build_result {
+	bool failed;
+	int code;		/* the failed step's exit code, 0 when not known */
+	char error[SC_BUILD_ERROR_TAIL + 64];
+	char id[80];		/* sha256:... when the daemon said it */
+};
+int engine_build(const struct engine_build *r, struct engine_build_result *out, struct err *e);
+
 /* render.c */
 struct json *render_order(const struct json *services, struct err *e);
 int render_compose(const char *project, const char *env, const struct json *spec,

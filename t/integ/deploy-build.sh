@@ -130,6 +130,8 @@ doc_of "$dep1"
 	[ "$(py "$builds[0]['cached']")" = False ] && [ "$(py "$builds[0]['took_ms'] >= 0")" = True ] &&
 	[ "$(py "len($builds[0]['context_digest'])")" = 64 ]
 ok $? "prepare's evidence: service, context_digest, cached false, took_ms"
+[ "$(py "$builds[0]['builder']")" = engine-api ]
+ok $? "the build ran through the Engine API's POST /build (builder engine-api)"
 tag=$(py "$builds[0]['image']")
 id1=$(py "$builds[0]['image_id']")
 echo "$tag" >>"$tmp/images"
@@ -156,6 +158,8 @@ ok $? "the context is not uploaded again"
 doc_of "$(dep_of_out)"
 [ "$(py "$builds[0]['cached']")" = True ] && [ "$(py "$builds[0]['image_id']")" = "$id1" ]
 ok $? "prepare says cached: true, the same image id"
+[ "$(py "$builds[0]['builder']")" = cache ]
+ok $? "  and names no builder but the cache"
 # A build needs the archive on the host; after a build it is removed, and a
 # cached image makes the control plane send nothing: none is there now.
 [ -z "$(ls "$tmp/data/contexts" 2>/dev/null)" ]
@@ -231,6 +235,31 @@ echo "$(py "$builds[0]['image']")" >>"$tmp/images"
 ok $? "its file arrived whole (two parts)"
 rm -rf "$tmp/large"
 
+# ---- the docker CLI stays the fallback (DENVD_BUILD_CLI=1 forces it) ----
+kill "$stack_sc_pid" 2>/dev/null && wait "$stack_sc_pid" 2>/dev/null
+DENVD_BUILD_CLI=1 "$top/bin/denvd" run --server "$DENV_SERVER" --state "$tmp/host.json" --data "$tmp/data" \
+	--probe-url http://192.0.2.1/ >>"$tmp/denvd.log" 2>&1 &
+stack_sc_pid=$!
+n=0
+until denv host list 2>/dev/null | grep -q '"connected": true'; do
+	n=$((n + 1)); [ $n -lt 100 ] || break; sleep 0.2
+done
+mkdir -p "$tmp/cli/ctx"
+printf 'FROM denv-test/busybox:latest\nCOPY note /note\n' >"$tmp/cli/ctx/Dockerfile"
+echo "cli $tmp" >"$tmp/cli/ctx/note"
+printf 'services:\n  viacli:\n    build: ./ctx\n    command: [sleep, infinity]\n' >"$tmp/cli/compose.yaml"
+run deploy --project w2 --env viacli -f "$tmp/cli/compose.yaml"
+ok $rc "with DENVD_BUILD_CLI=1 a build deploys too (exit $rc)"
+doc_of "$(dep_of_out)"
+echo "$(py "$builds[0]['image']")" >>"$tmp/images"
+[ "$(py "$builds[0]['builder']")" = docker-cli ] && [ "$(exec_out w2/viacli viacli cat /note)" = "cli $tmp" ]
+ok $? "  through \`docker build -\` (builder docker-cli), the same image contents"
+printf 'services:\n  bad:\n    build: ctx\n    command: [sleep, infinity]\n' >"$tmp/bad/compose.yaml"
+echo "cli" >>"$tmp/bad/ctx/unique"
+run deploy --project w2 --env badcli -f "$tmp/bad/compose.yaml"
+grep -q '^  prepare    failed    .*service "bad": docker build failed (exit [0-9]*): .*the build says why' "$tmp/out"
+ok $? "  and a failing build reads the same through the CLI"
+
 # ---- over the limit: refused before anything is sent ----
 mkdir -p "$tmp/big/ctx"
 echo 'FROM denv-test/busybox:latest' >"$tmp/big/ctx/Dockerfile"
@@ -241,7 +270,7 @@ run deploy --project w2 --env big -f "$tmp/big/compose.yaml"
 ok $? "a context over 256 MiB is refused, naming the service and the size"
 rm -f "$tmp/big/ctx/blob"
 
-for e in one two py sbx-build one-fork bad large; do denv env destroy "w2/$e" >/dev/null 2>&1; done
-for e in one two py sbx-build one-fork bad large; do stack_wait_destroyed "w2/$e"; done
+for e in one two py sbx-build one-fork bad large viacli badcli; do denv env destroy "w2/$e" >/dev/null 2>&1; done
+for e in one two py sbx-build one-fork bad large viacli badcli; do stack_wait_destroyed "w2/$e"; done
 echo "1..$t"
 [ "$failed" = 0 ]
