@@ -745,7 +745,37 @@ def check_openenv(b: Backend) -> None:
                 except DenvError as e:
                     assert e.status == 404, e
 
+    def built() -> None:
+        b.sandboxes_usable()
+        from openenv.core.generic_client import GenericEnvClient
+        tmp = Path(tempfile.mkdtemp())
+        p = DenvProvider(client=b.c)
+        try:
+            ctx = tmp / "echo_env"
+            shutil.copytree(TOP / "t" / "fixtures" / "openenv" / "echo_env", ctx)
+            (ctx / "run.txt").write_text(f"{tmp}\n")  # this run's own context: it builds
+            url = p.start_container("", port=8000, build=str(ctx), dockerfile="server/Dockerfile")
+            p.wait_for_ready(url, timeout_s=60)
+            with GenericEnvClient(base_url=url).sync() as env:
+                first = env.reset()
+                assert first.observation.get("echoed_message") == "Echo environment ready!", first
+                r = env.step({"message": "hello denv"})
+                assert r.observation.get("echoed_message") == "hello denv" and abs((r.reward or 0) - 1.0) < 1e-9, r
+                assert env.state().get("step_count") == 1
+            deps = b.c._json("GET", f"/v1/envs/{p.env_id}/deployments").get("deployments") or []
+            builds = [ph.get("Evidence", {}).get("builds") for d in deps for ph in b.c.deployment(d["ID"])["phases"]
+                      if ph["Name"] == "prepare"]
+            assert builds and builds[0] and builds[0][0]["cached"] is False, builds
+            state["built_tag"] = builds[0][0]["image"]
+        finally:
+            p.stop_container()
+            if state.get("built_tag"):
+                subprocess.run(["docker", "rmi", "-f", state["built_tag"]], capture_output=True, timeout=60)
+            shutil.rmtree(tmp, ignore_errors=True)
+
     T.run("openenv: http.server image started through DenvProvider (egress deny), ready", start)
+    T.run("openenv: a server built from server/Dockerfile (openenv init's layout, FROM the fixture) starts "
+          "through DenvProvider(build=...); openenv-core's GenericEnvClient resets and steps it over /ws", built)
     T.run("openenv: fork returns once the child answers /health", fork)
     T.run("openenv: stopped", stop)
 
