@@ -333,8 +333,8 @@ static int run_build(const char *const *argv, int tarfd, struct output *o, struc
 }
 
 /* `docker build -` with the archive on stdin: the exit code, or -1 with e. */
-static int cli_build(const char *svc, const struct json *s, const char *tag, int fd, struct output *o,
-		     struct err *e)
+static int cli_build(const char *svc, const struct json *s, const char *tag, const char *data, int fd,
+		     struct output *o, struct err *e)
 {
 	const struct json *b = json_get(s, "build"), *args = json_get(b, "args");
 	const char *image = json_get_str(s, "image"), *target = json_get_str(b, "target");
@@ -364,6 +364,8 @@ static int cli_build(const char *svc, const struct json *s, const char *tag, int
 	}
 	av_add(&a, "--label");
 	av_addf(&a, "ai.denv.build=%s", tag);
+	av_add(&a, "--label");
+	av_addf(&a, "ai.denv.data=%s", data);
 	av_add(&a, "-");	/* v stays NULL-terminated */
 	code = run_build((const char *const *)a.v, fd, o, e);
 	av_release(&a);
@@ -379,13 +381,13 @@ static void output_line(void *arg, const char *p, size_t n)
  * none), -1 with e, or -2 when the API cannot be used (the CLI then).
  * DENVD_BUILD_CLI=1 skips it (to compare the two, or on a daemon whose
  * /build misbehaves). */
-static int api_build(const struct json *s, const char *tag, int fd, int64_t size, struct output *o,
-		     struct err *e)
+static int api_build(const struct json *s, const char *tag, const char *data, int fd, int64_t size,
+		     struct output *o, struct err *e)
 {
 	const struct json *b = json_get(s, "build");
 	const char *image = json_get_str(s, "image"), *flag = getenv("DENVD_BUILD_CLI");
-	struct engine_build r = { { tag, image && *image ? image : NULL }, NULL, NULL, NULL, NULL, fd, size,
-				  output_line, o };
+	struct engine_build r = { { tag, image && *image ? image : NULL }, NULL, NULL, NULL, NULL, NULL, fd,
+				  size, output_line, o };
 	struct engine_build_result res;
 	int rc;
 
@@ -395,6 +397,7 @@ static int api_build(const struct json *s, const char *tag, int fd, int64_t size
 	r.target = json_get_str(b, "target");
 	r.args = json_get(b, "args");
 	r.label = tag;
+	r.data = data;
 	if ((rc = engine_build(&r, &res, e)) == 0) {
 		log_debug("worker", "build through the engine API not possible (%s); using the docker CLI", e->msg);
 		err_clear(e);
@@ -432,12 +435,12 @@ static int docker_build(struct wk *w, const char *svc, const struct json *s, con
 	buf_init(&o.log, SC_BUILD_LOG_KEEP * 2);
 	buf_init(&o.line, SC_PROGRESS_LINE_MAX);
 	*builder = "engine-api";
-	if ((code = api_build(s, tag, fd, (int64_t)st.st_size, &o, e)) == -2) {
+	if ((code = api_build(s, tag, w->data, fd, (int64_t)st.st_size, &o, e)) == -2) {
 		*builder = "docker-cli";
 		if (lseek(fd, 0, SEEK_SET) < 0)
 			code = err_errno(e, "seek %s", ctx);
 		else
-			code = cli_build(svc, s, tag, fd, &o, e);
+			code = cli_build(svc, s, tag, w->data, fd, &o, e);
 	}
 	buf_release(&o.line);
 	sys_close(fd);

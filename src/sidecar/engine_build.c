@@ -29,8 +29,7 @@
 #define BUILD_MESSAGE_MAX ((size_t)1 << 20)	/* one JSON message of the daemon's */
 #define BUILD_IO_CHUNK 65536
 
-/* Append s percent-encoded (everything but RFC 3986's unreserved). */
-static void add_escaped(struct buf *b, const char *s)
+void engine_escape(struct buf *b, const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
 
@@ -47,7 +46,7 @@ static void add_escaped(struct buf *b, const char *s)
 static void add_param(struct buf *b, const char *name, const char *value)
 {
 	buf_addf(b, "&%s=", name);
-	add_escaped(b, value);
+	engine_escape(b, value);
 }
 
 /* POST /build?...: the request head. -1 when the query passes its cap. */
@@ -70,6 +69,8 @@ static int request_head(const struct engine_build *r, struct buf *head)
 		free(text);
 	}
 	json_object_set_str(labels, "ai.denv.build", r->label);
+	if (r->data && *r->data)
+		json_object_set_str(labels, "ai.denv.data", r->data);
 	text = json_to_string(labels, 0);
 	add_param(&q, "labels", text);
 	free(text);

@@ -11,7 +11,11 @@
 #   - a fork of the version runs the pinned image without a build;
 #   - a failing Dockerfile (RUN false) fails prepare with the build log's tail;
 #   - a context over the 256 MiB limit is refused by the CLI, naming the
-#     service and the size.
+#     service and the size;
+#   - builds go through the Engine API, the CLI is the fallback
+#     (DENVD_BUILD_CLI=1); the host's sweep removes built images no version
+#     pins (and only its own); the control plane removes stored contexts
+#     no version names after -context-keep.
 # Prints TAP; removes its containers, networks, images and data even on failure.
 set -u
 top=${DENV_TOP:-$(pwd)}
@@ -123,7 +127,7 @@ dep1=$(dep_of_out)
 grep -q '^  prepare    | Step 1/[0-9]* : FROM denv-test/busybox:latest$' "$tmp/out"
 ok $? "--wait shows the build's output under prepare as it runs"
 denv events "dep:$dep1" >"$tmp/doc" 2>/dev/null
-[ "$(py "any(e['Kind'] == 'progress' and e['Body']['message'].startswith('build: Step 4/5 : RUN echo') for e in d['events'])")" = True ]
+[ "$(py "any(e['Kind'] == 'progress' and e['Body']['message'].startswith('build: Step 4/') and ' : RUN echo' in e['Body']['message'] for e in d['events'])")" = True ]
 ok $? "the build's output lines are progress events of dep:<id> (the live event stream)"
 doc_of "$dep1"
 [ "$(py "len($builds)")" = 1 ] && [ "$(py "$builds[0]['service']")" = app ] &&
@@ -134,6 +138,7 @@ ok $? "prepare's evidence: service, context_digest, cached false, took_ms"
 ok $? "the build ran through the Engine API's POST /build (builder engine-api)"
 tag=$(py "$builds[0]['image']")
 id1=$(py "$builds[0]['image_id']")
+ctx1=$(py "$builds[0]['context_digest']")
 echo "$tag" >>"$tmp/images"
 case "$tag" in denv-build/app:????????????) true ;; *) false ;; esac
 ok $? "the image is tagged denv-build/app:<digest12> ($tag)"
@@ -236,14 +241,35 @@ ok $? "its file arrived whole (two parts)"
 rm -rf "$tmp/large"
 
 # ---- the docker CLI stays the fallback (DENVD_BUILD_CLI=1 forces it) ----
+# and the first sweep after a start prunes built images no version pins.
+# An image as this host's build would have made it, pinned by nothing; and one
+# labelled for another data directory (another denvd's: never ours to remove).
+mkdir -p "$tmp/orphan"
+echo 'FROM denv-test/busybox:latest' >"$tmp/orphan/Dockerfile"
+orphan="denv-build/orphan:$(basename "$tmp" | tr 'A-Z.' 'a-z-')"
+other="denv-build/other:$(basename "$tmp" | tr 'A-Z.' 'a-z-')"
+echo "$orphan" >>"$tmp/images"
+echo "$other" >>"$tmp/images"
+DOCKER_BUILDKIT=0 docker build -q -t "$orphan" --label "ai.denv.build=$orphan" --label "ai.denv.data=$tmp/data" \
+	"$tmp/orphan" >/dev/null 2>&1 &&
+	DOCKER_BUILDKIT=0 docker build -q -t "$other" --label "ai.denv.build=$other" \
+		--label "ai.denv.data=$tmp/elsewhere" "$tmp/orphan" >/dev/null 2>&1
+ok $? "an unpinned built image of this host's and one of another data directory's"
 kill "$stack_sc_pid" 2>/dev/null && wait "$stack_sc_pid" 2>/dev/null
-DENVD_BUILD_CLI=1 "$top/bin/denvd" run --server "$DENV_SERVER" --state "$tmp/host.json" --data "$tmp/data" \
+DENVD_BUILD_IMAGE_KEEP_SEC=0 DENVD_BUILD_CLI=1 "$top/bin/denvd" run --server "$DENV_SERVER" --state "$tmp/host.json" --data "$tmp/data" \
 	--probe-url http://192.0.2.1/ >>"$tmp/denvd.log" 2>&1 &
 stack_sc_pid=$!
 n=0
 until denv host list 2>/dev/null | grep -q '"connected": true'; do
 	n=$((n + 1)); [ $n -lt 100 ] || break; sleep 0.2
 done
+n=0
+while docker image inspect "$orphan" >/dev/null 2>&1 && [ $n -lt 40 ]; do n=$((n + 1)); sleep 0.5; done
+! docker image inspect "$orphan" >/dev/null 2>&1
+ok $? "the sweep after the start removed the built image no version pins"
+docker image inspect "$other" >/dev/null 2>&1 && [ "$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null)" = "$id1" ] &&
+	grep -q "built image .* ($orphan) removed: no version on this host pins it" "$tmp/denvd.log"
+ok $? "  and kept the pinned one ($tag) and the other data directory's"
 mkdir -p "$tmp/cli/ctx"
 printf 'FROM denv-test/busybox:latest\nCOPY note /note\n' >"$tmp/cli/ctx/Dockerfile"
 echo "cli $tmp" >"$tmp/cli/ctx/note"
@@ -269,6 +295,20 @@ run deploy --project w2 --env big -f "$tmp/big/compose.yaml"
 [ "$rc" != 0 ] && grep -q 'service "huge": build context .*/big/ctx is 257.0 MiB packed, over the 256 MiB limit' "$tmp/err"
 ok $? "a context over 256 MiB is refused, naming the service and the size"
 rm -f "$tmp/big/ctx/blob"
+
+# ---- the control plane collects stored contexts no version names ----
+kill "$stack_cp_pid" 2>/dev/null && wait "$stack_cp_pid" 2>/dev/null
+DENV_CONTEXT_SWEEP_SEC=1 DENV_BOOTSTRAP_KEY=$DENV_API_KEY "$top/bin/denv-cp" -addr "${DENV_SERVER#http://}" \
+	-db "$tmp/store" -context-keep 2s >>"$tmp/cp.log" 2>&1 &
+stack_cp_pid=$!
+n=0
+until grep -q 'stored build context(s) no version names removed' "$tmp/cp.log" || [ $n -gt 40 ]; do
+	n=$((n + 1)); sleep 0.5
+done
+[ "$(api "$DENV_SERVER/v1/contexts/$sum")" = 404 ] && [ -z "$(ls "$tmp"/store/contexts/*/"$sum".tar 2>/dev/null)" ]
+ok $? "a stored context no version names is removed once unused for -context-keep (2s)"
+[ -n "$(ls "$tmp"/store/contexts/*/"$ctx1".tar 2>/dev/null)" ] && [ "$(api "$DENV_SERVER/v1/contexts/$ctx1")" = 200 ]
+ok $? "  one a version names is kept"
 
 for e in one two py sbx-build one-fork bad large viacli badcli; do denv env destroy "w2/$e" >/dev/null 2>&1; done
 for e in one two py sbx-build one-fork bad large viacli badcli; do stack_wait_destroyed "w2/$e"; done
