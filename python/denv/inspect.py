@@ -1,8 +1,9 @@
 """Inspect sandbox ``denv``: one denv environment per sample.
 
 Select it with ``sandbox="denv"`` (image from ``DENV_SANDBOX_IMAGE``),
-``("denv", "denv.yaml")``, ``("denv", DenvSandboxConfig(...))`` or
-``("denv", "ver_…")``. Inspect finds it through the ``inspect_ai`` entry point
+``("denv", "denv.yaml")``, ``("denv", "compose.yaml")`` (a compose file,
+``build:`` included, deployed per sample as Inspect's Docker sandbox does),
+``("denv", DenvSandboxConfig(...))`` or ``("denv", "ver_…")``. Inspect finds it through the ``inspect_ai`` entry point
 (``denv._inspect_registry``), so a task file need not import this module.
 
 Limits (python/README.md has the whole story): denvd keeps 1 MiB of each of a
@@ -27,6 +28,7 @@ import shlex
 import stat
 import tarfile
 import uuid
+from pathlib import Path
 from typing import Any, Literal, Union, overload
 
 import anyio
@@ -75,16 +77,21 @@ CANCEL_KILL_TIMEOUT = 5
 # moves as a tar archive of at most 32 MiB (MAX_ARCHIVE).
 DENV_EXEC_LIMIT_STR = "1 MiB"
 DENV_ARCHIVE_LIMIT_STR = "32 MiB"
-CONFIG_FILES = ["denv.yaml", "denv.yml"]
+# denv.yaml first; then the names Inspect's Docker sandbox looks for.
+CONFIG_FILES = ["denv.yaml", "denv.yml", "compose.yaml", "compose.yml", "docker-compose.yaml",
+                "docker-compose.yml"]
 
 
 class DenvSandboxConfig(BaseModel):
-    """What ``denv.yaml`` holds: an image or a version, and where exec runs."""
+    """What ``denv.yaml`` holds: an image, a version or a compose file, and where exec runs."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     image: str | None = None
     from_version: str | None = None
+    # A compose file (absolute, or relative to the denv.yaml naming it): each
+    # sample deploys it, its build: contexts packed relative to the file.
+    compose: str | None = None
     egress: Literal["deny", "allow"] = "deny"
     service: str = "main"
     volumes: list[str] = ["/work"]
@@ -95,8 +102,8 @@ class DenvSandboxConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> "DenvSandboxConfig":
-        if bool(self.image) == bool(self.from_version):
-            raise ValueError("denv: a sandbox config needs exactly one of image or from_version")
+        if sum(bool(x) for x in (self.image, self.from_version, self.compose)) != 1:
+            raise ValueError("denv: a sandbox config needs exactly one of image, from_version or compose")
         return self
 
 
@@ -114,6 +121,10 @@ def resolve_config(config: SandboxEnvironmentConfigType | None) -> DenvSandboxCo
                 doc = yaml.safe_load(f) or {}
             if not isinstance(doc, dict):
                 raise ValueError(f"denv: {config} must hold a mapping of sandbox settings")
+            if "services" in doc:  # a compose file itself
+                return DenvSandboxConfig(compose=os.path.abspath(config))
+            if doc.get("compose"):
+                doc["compose"] = os.path.join(os.path.dirname(os.path.abspath(config)), str(doc["compose"]))
             return DenvSandboxConfig(**doc)
         if config.startswith("ver_"):
             return DenvSandboxConfig(from_version=config)
@@ -125,7 +136,25 @@ def resolve_config(config: SandboxEnvironmentConfigType | None) -> DenvSandboxCo
     raise ValueError(f"denv: unsupported sandbox config {config!r}")
 
 
-def _record(sbx: Sandbox, cfg: DenvSandboxConfig) -> None:
+def compose_service(path: str, wanted: str) -> str:
+    """The service of the compose file at ``path`` that exec runs in: ``wanted``
+    when the file has it, else as Inspect's Docker sandbox picks its default:
+    the service marked ``x-default: true``, else one named ``default``, else
+    the first."""
+    with open(path, encoding="utf-8") as f:
+        doc = yaml.safe_load(f) or {}
+    services = doc.get("services") if isinstance(doc, dict) else None
+    if not isinstance(services, dict) or not services:
+        raise ValueError(f"denv: {path} has no services")
+    if wanted in services:
+        return wanted
+    for name, svc in services.items():
+        if isinstance(svc, dict) and svc.get("x-default") is True:
+            return str(name)
+    return "default" if "default" in services else str(next(iter(services)))
+
+
+def _record(sbx: Sandbox, cfg: DenvSandboxConfig, service: str) -> None:
     """Put the environment's id and version in the sample's transcript (an info event
     from source ``denv``), so the eval log says which environment ran the sample."""
     from inspect_ai.log import transcript
@@ -137,7 +166,8 @@ def _record(sbx: Sandbox, cfg: DenvSandboxConfig) -> None:
         "denv_version": str(env.get("CurrentVersionID") or "") or None,
         "from_version": cfg.from_version,
         "image": cfg.image,
-        "service": cfg.service,
+        "compose": cfg.compose,
+        "service": service,
     }, source="denv")
 
 
@@ -246,7 +276,16 @@ class DenvSandbox(SandboxEnvironment):
     ) -> dict[str, SandboxEnvironment]:
         cfg = resolve_config(config)
         client = Client()
-        if cfg.image:
+        service = cfg.service
+        if cfg.compose:
+            compose = cfg.compose
+            service = compose_service(compose, cfg.service)
+
+            def make() -> Sandbox:
+                client.ensure_project(PROJECT)
+                dep = client.deploy(PROJECT, Path(compose), env=f"insp-{uuid.uuid4().hex[:10]}")
+                return client._sandbox_of(client.environment(str(dep.get("EnvID") or "")))
+        elif cfg.image:
             def make() -> Sandbox:
                 return client.sandbox(image=cfg.image, cmd=["sleep", "infinity"], project=PROJECT,
                                       egress=cfg.egress, volumes=list(cfg.volumes))
@@ -254,8 +293,8 @@ class DenvSandbox(SandboxEnvironment):
             def make() -> Sandbox:
                 return client.sandbox(from_version=cfg.from_version, egress=cfg.egress)
         sbx = await anyio.to_thread.run_sync(make)
-        _record(sbx, cfg)
-        return {"default": cls(client, sbx.id, cfg.service, sbx, user=cfg.user, workdir=cfg.workdir)}
+        _record(sbx, cfg, service)
+        return {"default": cls(client, sbx.id, service, sbx, user=cfg.user, workdir=cfg.workdir)}
 
     @classmethod
     async def sample_cleanup(

@@ -7,6 +7,10 @@ which carries connections from the host into the environment and never the
 other way; ``egress="allow"`` gives it a normal network and Docker's
 published port. Neither choice raises: deny is the default and is reachable
 from the host.
+``start_container("", build=DIR, dockerfile="server/Dockerfile")`` builds
+the server's image on the denv host from DIR (``openenv init``'s layout:
+the environment's directory is the context) instead of running a pushed
+image; a second start of the unchanged directory finds the image cached.
 ``fork()`` snapshots the live environment, makes a new environment from that
 version and returns a provider bound to it once the child's server answers
 ``/health``; ``from_denv_version`` (also ``DenvVersionMixin.from_denv_version``
@@ -74,10 +78,20 @@ class DenvProvider(ContainerProvider):
         env_vars: Optional[dict[str, str]] = None,
         **kwargs: Any,
     ) -> str:
-        sbx = self.client.sandbox(
-            image=image, cmd=kwargs.get("cmd"), env=env_vars,
-            ports=[port or DEFAULT_PORT], egress=self.egress,
-        )
+        """``image`` on the denv host, or with ``build=DIR`` (and ``dockerfile=``, default
+        ``Dockerfile``, relative to DIR) the image built there from DIR; ``cmd=`` replaces
+        the image's command. The OpenEnv server's URL (http://127.0.0.1:PORT)."""
+        build = kwargs.get("build")
+        if build:
+            sbx = self.client.sandbox(
+                build=build, dockerfile=kwargs.get("dockerfile") or "Dockerfile", cmd=kwargs.get("cmd"),
+                env=env_vars, ports=[port or DEFAULT_PORT], egress=self.egress,
+            )
+        else:
+            sbx = self.client.sandbox(
+                image=image, cmd=kwargs.get("cmd"), env=env_vars,
+                ports=[port or DEFAULT_PORT], egress=self.egress,
+            )
         url = self._bind(sbx)
         if not url:
             raise RuntimeError(

@@ -33,7 +33,7 @@ from denv import Client, DenvError  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
 BUSYBOX = os.environ.get("DENV_E2E_BUSYBOX", "denv-test/busybox")
 DEBIAN = os.environ.get("DENV_E2E_DEBIAN", "denv-test/debian")
-CHECKS = ["client", "verify", "inspect", "inspect_selfcheck", "harbor", "openenv", "verifiers"]
+CHECKS = ["client", "verify", "inspect", "inspect_compose", "inspect_selfcheck", "harbor", "openenv", "verifiers"]
 # run only when named: slower, or measurements rather than pass/fail of the default suite
 EXTRA_CHECKS = ["harbor_tasks"]
 TOP = HERE.parent.parent
@@ -406,6 +406,55 @@ def check_inspect(b: Backend) -> None:
     check_inspect_sandbox(b)
 
 
+def check_inspect_compose(b: Backend) -> None:
+    """An Inspect eval whose sandbox is a compose file with build: (issue #18)."""
+    def compose_build() -> None:
+        b.sandboxes_usable()
+        before = sandbox_env_ids(b)
+        tmp = Path(tempfile.mkdtemp())
+        try:
+            task_dir = tmp / "task"
+            shutil.copytree(HERE / "fixtures" / "inspect" / "compose_build", task_dir)
+            # This run's own content: a new context digest, so the first sample builds.
+            (task_dir / "app" / "run.txt").write_text(f"{tmp}\n")
+            env = dict(os.environ, NO_COLOR="1", INSPECT_DISPLAY="plain")
+            env.pop("INSPECT_EVAL_MODEL", None)
+            r = subprocess.run([str(VENV_BIN / "inspect"), "eval", "build_task.py", "--log-dir", str(tmp / "logs"),
+                                "--max-sandboxes", "1"],
+                               capture_output=True, text=True, timeout=900, env=env, cwd=task_dir)
+            logs = sorted((tmp / "logs").glob("*.eval"))
+            assert logs, f"no eval log\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+            from inspect_ai.log import read_eval_log
+            log = read_eval_log(str(logs[-1]))
+            assert log.status == "success", f"{log.error}\n{r.stderr[-2000:]}"
+            assert log.results is not None
+            acc = log.results.scores[0].metrics["accuracy"].value
+            assert acc == 1.0, [s.scores for s in log.samples or []]
+            # (the project's own first environment, made with it, is not a sample's)
+            new = [k for k in sandbox_env_ids(b) if k not in before
+                   and str(b.c.environment(k).get("Name", "")).startswith("insp-")]
+            assert len(new) == 2, f"one environment per sample expected: {new}"
+            assert all(b.c.environment(k)["Status"] == "destroyed" for k in new), "a sample's env is left"
+            # each sample deployed the compose file: the first built, the second found it cached
+            cached = []
+            for env_id in new:
+                deps = b.c._json("GET", f"/v1/envs/{env_id}/deployments").get("deployments") or []
+                preps = [p for d in deps for p in b.c.deployment(d["ID"])["phases"] if p["Name"] == "prepare"]
+                assert len(preps) == 1, f"{env_id}: {len(preps)} prepare phases"
+                prep = preps[0]
+                builds = (prep.get("Evidence") or {}).get("builds") or []
+                assert len(builds) == 1 and builds[0]["service"] == "default", builds
+                cached.append(builds[0]["cached"])
+                tags = builds[0]["image"]
+            assert sorted(cached) == [False, True], f"cached per sample: {cached}"
+            subprocess.run(["docker", "rmi", "-f", tags], capture_output=True, timeout=60)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    T.run("inspect: eval on sandbox (\"denv\", \"compose.yaml\") whose service has build: (FROM the fixture), "
+          "accuracy 1.0, the first sample's deploy builds, the second's is cached", compose_build)
+
+
 NOBODY_COMPOSE = """
 services:
   main:
@@ -696,7 +745,37 @@ def check_openenv(b: Backend) -> None:
                 except DenvError as e:
                     assert e.status == 404, e
 
+    def built() -> None:
+        b.sandboxes_usable()
+        from openenv.core.generic_client import GenericEnvClient
+        tmp = Path(tempfile.mkdtemp())
+        p = DenvProvider(client=b.c)
+        try:
+            ctx = tmp / "echo_env"
+            shutil.copytree(TOP / "t" / "fixtures" / "openenv" / "echo_env", ctx)
+            (ctx / "run.txt").write_text(f"{tmp}\n")  # this run's own context: it builds
+            url = p.start_container("", port=8000, build=str(ctx), dockerfile="server/Dockerfile")
+            p.wait_for_ready(url, timeout_s=60)
+            with GenericEnvClient(base_url=url).sync() as env:
+                first = env.reset()
+                assert first.observation.get("echoed_message") == "Echo environment ready!", first
+                r = env.step({"message": "hello denv"})
+                assert r.observation.get("echoed_message") == "hello denv" and abs((r.reward or 0) - 1.0) < 1e-9, r
+                assert env.state().get("step_count") == 1
+            deps = b.c._json("GET", f"/v1/envs/{p.env_id}/deployments").get("deployments") or []
+            builds = [ph.get("Evidence", {}).get("builds") for d in deps for ph in b.c.deployment(d["ID"])["phases"]
+                      if ph["Name"] == "prepare"]
+            assert builds and builds[0] and builds[0][0]["cached"] is False, builds
+            state["built_tag"] = builds[0][0]["image"]
+        finally:
+            p.stop_container()
+            if state.get("built_tag"):
+                subprocess.run(["docker", "rmi", "-f", state["built_tag"]], capture_output=True, timeout=60)
+            shutil.rmtree(tmp, ignore_errors=True)
+
     T.run("openenv: http.server image started through DenvProvider (egress deny), ready", start)
+    T.run("openenv: a server built from server/Dockerfile (openenv init's layout, FROM the fixture) starts "
+          "through DenvProvider(build=...); openenv-core's GenericEnvClient resets and steps it over /ws", built)
     T.run("openenv: fork returns once the child answers /health", fork)
     T.run("openenv: stopped", stop)
 

@@ -101,7 +101,8 @@ class TestEntryPoint(unittest.TestCase):
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                            cwd=tempfile.gettempdir())
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
-        self.assertEqual(r.stdout.strip(), "denv.inspect DenvSandbox 8 ['denv.yaml', 'denv.yml']")
+        self.assertEqual(r.stdout.strip(), "denv.inspect DenvSandbox 8 ['denv.yaml', 'denv.yml', 'compose.yaml', "
+                                           "'compose.yml', 'docker-compose.yaml', 'docker-compose.yml']")
 
 
 class TestConfig(unittest.TestCase):
@@ -134,6 +135,33 @@ class TestConfig(unittest.TestCase):
             DenvSandboxConfig(image="a", egress="open")  # type: ignore[arg-type]
         from denv.inspect import DenvSandbox
         self.assertEqual(DenvSandbox.config_deserialize({"image": "z"}), DenvSandboxConfig(image="z"))
+
+    def test_compose(self) -> None:
+        """A compose file as the config (Inspect's Docker sandbox's way), or named by denv.yaml;
+        exec's service as Inspect's Docker sandbox picks its default."""
+        from denv.inspect import DenvSandboxConfig, compose_service, resolve_config
+        with tempfile.TemporaryDirectory() as tmp:
+            p = Path(tmp) / "compose.yaml"
+            p.write_text("services:\n  web: {image: a}\n  default: {build: .}\n")
+            c = resolve_config(str(p))
+            self.assertEqual((c.compose, c.image, c.from_version), (str(p), None, None))
+            self.assertEqual(compose_service(str(p), "main"), "default")
+            self.assertEqual(compose_service(str(p), "web"), "web")
+            p.write_text("services:\n  a: {image: a}\n  b: {image: b, x-default: true}\n")
+            self.assertEqual(compose_service(str(p), "main"), "b")
+            p.write_text("services:\n  first: {image: a}\n  second: {image: b}\n")
+            self.assertEqual(compose_service(str(p), "main"), "first")
+            d = Path(tmp) / "sub"
+            d.mkdir()
+            (d / "denv.yaml").write_text("compose: ../compose.yaml\nservice: second\n")
+            c = resolve_config(str(d / "denv.yaml"))
+            self.assertEqual(os.path.normpath(str(c.compose)), str(p))
+            self.assertEqual(c.service, "second")
+            p.write_text("services: {}\n")
+            with self.assertRaises(ValueError):
+                compose_service(str(p), "main")
+        with self.assertRaises(ValueError):
+            DenvSandboxConfig(image="a", compose="/x/compose.yaml")
 
 
 class TestSandboxAgainstFake(unittest.TestCase):

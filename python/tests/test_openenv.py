@@ -108,6 +108,19 @@ class TestProvider(unittest.TestCase):
             p2.start_container("org/env:v1")
         self.assertIn("published no endpoint", str(cm.exception))
 
+    def test_start_from_build(self) -> None:
+        """build=DIR goes to Client.sandbox(build=...) with the dockerfile, port and egress."""
+        from unittest import mock
+        from denv.client import Sandbox
+        c = mock.Mock()
+        c.sandbox.return_value = Sandbox(id="env_1", name="sbx", status="running",
+                                         endpoints={"sandbox": "127.0.0.1:18001"}, raw={})
+        p = DenvProvider(client=c)
+        url = p.start_container("", port=8000, env_vars={"A": "1"}, build="/ctx", dockerfile="server/Dockerfile")
+        self.assertEqual(url, "http://127.0.0.1:18001")
+        c.sandbox.assert_called_once_with(build="/ctx", dockerfile="server/Dockerfile", cmd=None, env={"A": "1"},
+                                          ports=[8000], egress="deny")
+
     def test_wait_for_ready(self) -> None:
         p = DenvProvider(client=self.client)
         ok = status_server(404)  # below 500 counts as ready

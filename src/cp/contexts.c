@@ -12,14 +12,28 @@
  * them as {contexts: {service: sha256}}; cp_contexts_attach puts the digest
  * and size into the Spec's build, and the orchestrator sends the archive to
  * the placed host before env.create (orch_build.c).
+ *
+ * Collection: a context no version's Spec names (services[].build.
+ * context_digest) and that nobody has sent, asked about (GET) or deployed
+ * for -context-keep is removed by a sweep every CP_CONTEXT_SWEEP_MS. Each
+ * of those uses sets the file's mtime, so the age is the time since its
+ * last use, and a deploy between its GET and its version is never robbed.
+ * A version keeps its contexts for as long as it exists: a rebuild of it
+ * (another host, an image removed) still has what it needs.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/clock.h"
 #include "base/crypto.h"
+#include "base/log.h"
 #include "base/fs.h"
 #include "base/str.h"
 #include "cp/cp.h"
@@ -43,7 +57,8 @@ int cp_context_path(const struct cp *cp, const char *team_id, const char *digest
 	return 0;
 }
 
-/* Size of the stored context, or -1 when there is none. */
+/* Size of the stored context, or -1 when there is none. A use: its mtime
+ * becomes now, which is what the sweep measures. */
 static int64_t stored_bytes(const struct cp *cp, const char *team_id, const char *digest)
 {
 	char path[4096];
@@ -52,6 +67,7 @@ static int64_t stored_bytes(const struct cp *cp, const char *team_id, const char
 	if (cp_context_path(cp, team_id, digest, path, sizeof(path)) < 0 || stat(path, &st) < 0 ||
 	    !S_ISREG(st.st_mode))
 		return -1;
+	(void)utimensat(AT_FDCWD, path, NULL, 0);
 	return (int64_t)st.st_size;
 }
 
@@ -122,6 +138,126 @@ int cp_contexts_attach(struct cp *cp, const char *team_id, struct json *spec, co
 		json_object_set_int(b, "context_bytes", bytes);
 	}
 	return 0;
+}
+
+/* ---- collection ---- */
+
+struct named {
+	char (*digest)[SHA256_HEX_LEN + 1];
+	size_t n, cap;
+};
+
+static int collect_version(const char *id, const struct json *row, void *arg)
+{
+	struct named *nd = arg;
+	const struct json *services = json_get(json_get(row, "Spec"), "services");
+
+	(void)id;
+	for (size_t i = 0; i < json_len(services); i++) {
+		const char *d = json_get_str(json_get(json_at(services, i), "build"), "context_digest");
+
+		if (!is_digest(d))
+			continue;
+		if (nd->n == nd->cap) {
+			nd->cap = nd->cap ? nd->cap * 2 : 64;
+			nd->digest = xrealloc(nd->digest, nd->cap * sizeof(*nd->digest));
+		}
+		str_copy(nd->digest[nd->n++], sizeof(*nd->digest), d);
+	}
+	return 0;
+}
+
+static bool is_named(const struct named *nd, const char *digest)
+{
+	for (size_t i = 0; i < nd->n; i++)
+		if (str_eq(nd->digest[i], digest))
+			return true;
+	return false;
+}
+
+/* One team's directory: its old, unnamed contexts go (at most *budget). */
+static int sweep_team(const char *dir, const struct named *nd, int64_t cutoff_s, int *budget)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while (*budget > 0 && (de = readdir(d))) {
+		char path[4096], digest[SHA256_HEX_LEN + 1];
+		struct stat st;
+		size_t len = strlen(de->d_name);
+
+		if (len != SHA256_HEX_LEN + 4 || !str_has_suffix(de->d_name, ".tar"))
+			continue;
+		memcpy(digest, de->d_name, SHA256_HEX_LEN);
+		digest[SHA256_HEX_LEN] = '\0';
+		if (!is_digest(digest) || is_named(nd, digest))
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
+			continue;
+		if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || (int64_t)st.st_mtime > cutoff_s)
+			continue;
+		if (unlink(path) == 0) {
+			n++;
+			(*budget)--;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+int cp_contexts_sweep(struct cp *cp, int64_t now_s)
+{
+	struct named nd = { NULL, 0, 0 };
+	char root[4096];
+	struct err e;
+	DIR *d;
+	struct dirent *de;
+	int n = 0, budget = CP_CONTEXT_SWEEP_MAX;
+
+	if (cp->cfg.context_keep_s <= 0)
+		return 0;
+	snprintf(root, sizeof(root), "%s/contexts", cp->cfg.files_dir);
+	if (!(d = opendir(root)))
+		return 0;
+	/* Every version row is read: a sweep is rare (CP_CONTEXT_SWEEP_MS). */
+	err_clear(&e);
+	if (st_scan(cp->db, "versions", NULL, NULL, NULL, collect_version, &nd, &e) < 0) {
+		log_warn("cp", "contexts: not swept: reading versions: %s", e.msg);
+		closedir(d);
+		free(nd.digest);
+		return 0;
+	}
+	while ((de = readdir(d))) {
+		char dir[4096];
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (snprintf(dir, sizeof(dir), "%s/%s", root, de->d_name) >= (int)sizeof(dir))
+			continue;
+		n += sweep_team(dir, &nd, now_s - cp->cfg.context_keep_s, &budget);
+	}
+	closedir(d);
+	free(nd.digest);
+	return n;
+}
+
+static void on_context_sweep(struct ev *ev, void *arg)
+{
+	struct cp *cp = arg;
+	int n = cp_contexts_sweep(cp, clock_now_ms() / 1000);
+
+	if (n > 0)
+		log_info("cp", "contexts: %d stored build context(s) no version names removed", n);
+	ev_timer_start(ev, &cp->context_sweep, cp->cfg.context_sweep_ms, on_context_sweep, cp);
+}
+
+void cp_contexts_start(struct cp *cp)
+{
+	if (cp->cfg.context_keep_s > 0)
+		ev_timer_start(cp->ev, &cp->context_sweep, cp->cfg.context_sweep_ms, on_context_sweep, cp);
 }
 
 int cp_api_contexts(struct cp *cp)

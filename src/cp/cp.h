@@ -29,6 +29,9 @@
 #define CP_BODY_WEBHOOK ((size_t)2 << 20)	/* POST /webhooks/github */
 #define CP_BODY_FILES ((size_t)32 << 20)	/* PUT /v1/envs/{env}/files ([F5]) */
 #define CP_CONTEXT_MAX ((size_t)256 << 20)	/* PUT /v1/contexts/{sha256}: one packed build context */
+#define CP_CONTEXT_KEEP_DEFAULT_S (7 * 24 * 3600)	/* -context-keep: an unreferenced context's age at removal */
+#define CP_CONTEXT_SWEEP_MS (10 * 60 * 1000)	/* how often stored contexts are swept (DENV_CONTEXT_SWEEP_SEC) */
+#define CP_CONTEXT_SWEEP_MAX 256		/* contexts removed per sweep, at most */
 #define CP_SHUTDOWN_GRACE_MS 10000		/* SIGINT/SIGTERM: wait for requests in flight */
 #define CP_SESSION_TTL_S (30 * 24 * 3600)	/* dst_ sessions */
 #define CP_DEVICE_TTL_S 900			/* device codes, and approved keys held for them */
@@ -175,6 +178,9 @@ struct cp_config {
 	int64_t sandbox_max_ttl_s;
 	const char *quota_flag[3];	/* -max-envs, -max-sandboxes, -max-exec (enum cp_quota_kind) */
 	int64_t quota_default[3];	/* parsed: 0 unlimited */
+	const char *context_keep;	/* -context-keep, DENV_CONTEXT_KEEP; NULL: default */
+	int64_t context_keep_s;		/* parsed; 0 never */
+	int64_t context_sweep_ms;	/* DENV_CONTEXT_SWEEP_SEC (tests); default CP_CONTEXT_SWEEP_MS */
 	const char *idem_ttl_flag;	/* -idempotency-ttl, DENV_IDEMPOTENCY_TTL */
 	int64_t idem_ttl_ms;		/* parsed */
 	int64_t idem_max;		/* DENV_IDEMPOTENCY_MAX (tests); default CP_IDEM_PER_SCOPE */
@@ -241,6 +247,7 @@ struct cp {
 	struct cp_sweep *sweeps;	/* start-up deletes of servers that never joined (orch_place.c) */
 	struct cp_check *checks;	/* token checks in flight (token_check.c) */
 	struct cp_ttl *ttl;		/* the reaper and recent activity (ttl.c) */
+	struct ev_timer context_sweep;	/* removes stored contexts no version names (contexts.c) */
 	struct cp_idem *idem;		/* Idempotency-Keys whose first request runs (idem.c) */
 	struct cp_exec_use *exec_use;	/* execs in flight per team (quota.c) */
 };
@@ -278,6 +285,11 @@ int cp_web_device(struct cp *cp);	/* the device-approval page under /app/device/
 int cp_auth_github(struct cp *cp);	/* GET /auth/github/start and /callback */
 int cp_hub_routes(struct cp *cp);	/* GET /v1/hosts/stream */
 int cp_api_contexts(struct cp *cp);	/* PUT, GET /v1/contexts/{sha256} (contexts.c) */
+/* Remove stored contexts that no version's Spec names and that nobody sent,
+ * asked about or deployed for cfg.context_keep_s (0: keep all); how many
+ * went. cp_contexts_start sweeps every cfg.context_sweep_ms. */
+int cp_contexts_sweep(struct cp *cp, int64_t now_s);
+void cp_contexts_start(struct cp *cp);
 
 /* <db>/contexts/<team>/<digest>.tar; -1 when digest is not 64 hex digits. */
 int cp_context_path(const struct cp *cp, const char *team_id, const char *digest, char *out, size_t n);

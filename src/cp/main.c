@@ -43,6 +43,9 @@ static const char usage_text[] =
 	"  -max-sandboxes N  live sandboxes per team (DENV_MAX_SANDBOXES; default 0: no limit)\n"
 	"  -max-exec N       execs in flight per team (DENV_MAX_EXEC; default 0: no limit)\n"
 	"                    (a team's own quotas: PUT /v1/teams/{team}/quotas)\n"
+	"  -context-keep D   remove a stored build context no version names once unused\n"
+	"                    for D: seconds or a duration like 168h (DENV_CONTEXT_KEEP;\n"
+	"                    default 7 days; 0: never)\n"
 	"  -idempotency-ttl D  how long an Idempotency-Key's answer is kept\n"
 	"                    (DENV_IDEMPOTENCY_TTL; default 24h)\n"
 	"  -v                debug logging (one line per request)\n"
@@ -54,7 +57,7 @@ static const char usage_text[] =
 	"DENV_GITHUB_URL, DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_E2B_API_URL,\n"
 	"DENV_E2B_SANDBOX_URL, DENV_DAYTONA_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC,\n"
 	"DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC,\n"
-	"DENV_SANDBOX_IDLE_TTL, DENV_SANDBOX_MAX_TTL, DENV_DB_HOST, DENV_DB_PORT,\n"
+	"DENV_SANDBOX_IDLE_TTL, DENV_SANDBOX_MAX_TTL, DENV_CONTEXT_SWEEP_SEC, DENV_DB_HOST, DENV_DB_PORT,\n"
 	"DENV_DB_NAME, DENV_DB_USER, DENV_DB_PASSWORD, DENV_DB_SSLMODE, DENV_FILES_DIR.\n"
 	"See denv-cp(8).\n";
 
@@ -122,6 +125,8 @@ static void config_from_env(struct cp_config *c)
 	c->daytona_api_url = env_or("DENV_DAYTONA_API_URL", CP_DAYTONA_API_URL);
 	c->sandbox_idle_ttl = env_or("DENV_SANDBOX_IDLE_TTL", NULL);
 	c->sandbox_max_ttl = env_or("DENV_SANDBOX_MAX_TTL", NULL);
+	c->context_keep = env_or("DENV_CONTEXT_KEEP", NULL);
+	c->context_sweep_ms = seconds_env("DENV_CONTEXT_SWEEP_SEC", CP_CONTEXT_SWEEP_MS);
 }
 
 /* Go-style flags: -name value, -name=value, --name too. Returns 0, 1 (help
@@ -145,6 +150,7 @@ static int parse_flags(int argc, char **argv, struct cp_config *c)
 		{ "max-sandboxes", offsetof(struct cp_config, quota_flag[CP_QUOTA_SANDBOXES]) },
 		{ "max-exec", offsetof(struct cp_config, quota_flag[CP_QUOTA_EXEC]) },
 		{ "idempotency-ttl", offsetof(struct cp_config, idem_ttl_flag) },
+		{ "context-keep", offsetof(struct cp_config, context_keep) },
 	};
 
 	for (int i = 1; i < argc; i++) {
@@ -280,7 +286,8 @@ static int check_db(struct cp_config *c)
 		c->max_conns_per_addr = n ? n : -1;
 	}
 	if (ttl_flag("sandbox-idle-ttl", c->sandbox_idle_ttl, CP_SANDBOX_IDLE_TTL_DEFAULT_S, &c->sandbox_idle_ttl_s) < 0 ||
-	    ttl_flag("sandbox-max-ttl", c->sandbox_max_ttl, CP_SANDBOX_MAX_TTL_DEFAULT_S, &c->sandbox_max_ttl_s) < 0)
+	    ttl_flag("sandbox-max-ttl", c->sandbox_max_ttl, CP_SANDBOX_MAX_TTL_DEFAULT_S, &c->sandbox_max_ttl_s) < 0 ||
+	    ttl_flag("context-keep", c->context_keep, CP_CONTEXT_KEEP_DEFAULT_S, &c->context_keep_s) < 0)
 		return -1;
 	return cp_policy_config(c);
 }
@@ -385,6 +392,7 @@ static int run(struct cp *cp)
 	cp_cmd_recover(cp);
 	cp_orch_start(cp);
 	cp_ttl_start(cp);
+	cp_contexts_start(cp);
 	cp_idem_sweep(cp);
 	ev_signal_add(cp->ev, SIGINT, on_signal, cp);
 	ev_signal_add(cp->ev, SIGTERM, on_signal, cp);

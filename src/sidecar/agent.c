@@ -276,7 +276,7 @@ int agent_run(struct sc_config *c, struct err *e)
 		 c->host_id[0] ? c->host_id : "(joining)");
 	ev_signal_add(a.ev, SIGINT, on_signal, &a);
 	ev_signal_add(a.ev, SIGTERM, on_signal, &a);
-	ev_timer_start(a.ev, &a.sweep, SC_SWEEP_MS, on_sweep, &a);
+	ev_timer_start(a.ev, &a.sweep, SC_SWEEP_FIRST_MS, on_sweep, &a);
 	connect_now(a.ev, &a);
 	if (ev_run(a.ev) < 0)
 		rc = err_set(e, "event loop failed");

@@ -35,6 +35,7 @@
 
 #include "base/crypto.h"
 #include "base/fs.h"
+#include "base/log.h"
 #include "base/proc.h"
 #include "base/str.h"
 #include "base/sys.h"
@@ -331,26 +332,16 @@ static int run_build(const char *const *argv, int tarfd, struct output *o, struc
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-static int docker_build(struct wk *w, const char *svc, const struct json *s, const char *tag, struct err *e)
+/* `docker build -` with the archive on stdin: the exit code, or -1 with e. */
+static int cli_build(const char *svc, const struct json *s, const char *tag, const char *data, int fd,
+		     struct output *o, struct err *e)
 {
 	const struct json *b = json_get(s, "build"), *args = json_get(b, "args");
 	const char *image = json_get_str(s, "image"), *target = json_get_str(b, "target");
-	char ctx[4200], tail[SC_BUILD_ERROR_TAIL + 64];
 	struct argv a;
-	struct output o;
-	int fd, code;
+	int code;
 
-	context_file(w, json_get_str(b, "context_digest"), ".tar", ctx, sizeof(ctx));
-	if ((fd = open(ctx, O_RDONLY | O_CLOEXEC)) < 0) {
-		struct engine_img im;
-		struct err e2;
-
-		/* Another environment's create may have built it (and removed the archive) just now. */
-		if (engine_image(tag, &im, &e2) > 0)
-			return 0;
-		return err_set(e, "service \"%s\": its build context %.12s is not on this host (the control plane "
-			       "sends it before env.create)", svc, json_get_str(b, "context_digest"));
-	}
+	(void)svc;
 	av_init(&a);
 	av_add(&a, "docker");
 	av_add(&a, "build");
@@ -373,14 +364,86 @@ static int docker_build(struct wk *w, const char *svc, const struct json *s, con
 	}
 	av_add(&a, "--label");
 	av_addf(&a, "ai.denv.build=%s", tag);
+	av_add(&a, "--label");
+	av_addf(&a, "ai.denv.data=%s", data);
 	av_add(&a, "-");	/* v stays NULL-terminated */
+	code = run_build((const char *const *)a.v, fd, o, e);
+	av_release(&a);
+	return code;
+}
+
+static void output_line(void *arg, const char *p, size_t n)
+{
+	take_output(arg, p, n);
+}
+
+/* POST /build on the Engine API: the exit code (1 when the daemon gave
+ * none), -1 with e, or -2 when the API cannot be used (the CLI then).
+ * DENVD_BUILD_CLI=1 skips it (to compare the two, or on a daemon whose
+ * /build misbehaves). */
+static int api_build(const struct json *s, const char *tag, const char *data, int fd, int64_t size,
+		     struct output *o, struct err *e)
+{
+	const struct json *b = json_get(s, "build");
+	const char *image = json_get_str(s, "image"), *flag = getenv("DENVD_BUILD_CLI");
+	struct engine_build r = { { tag, image && *image ? image : NULL }, NULL, NULL, NULL, NULL, NULL, fd,
+				  size, output_line, o };
+	struct engine_build_result res;
+	int rc;
+
+	if (flag && str_eq(flag, "1"))
+		return -2;
+	r.dockerfile = json_get_str(b, "dockerfile") ? json_get_str(b, "dockerfile") : "Dockerfile";
+	r.target = json_get_str(b, "target");
+	r.args = json_get(b, "args");
+	r.label = tag;
+	r.data = data;
+	if ((rc = engine_build(&r, &res, e)) == 0) {
+		log_debug("worker", "build through the engine API not possible (%s); using the docker CLI", e->msg);
+		err_clear(e);
+		return -2;
+	}
+	if (rc < 0)
+		return -1;
+	return res.failed ? (res.code > 0 ? res.code : 1) : 0;
+}
+
+/* The build, through the API or else the CLI; *builder says which ran. */
+static int docker_build(struct wk *w, const char *svc, const struct json *s, const char *tag,
+			const char **builder, struct err *e)
+{
+	const struct json *b = json_get(s, "build");
+	char ctx[4200], tail[SC_BUILD_ERROR_TAIL + 64];
+	struct output o;
+	struct stat st;
+	int fd, code;
+
+	context_file(w, json_get_str(b, "context_digest"), ".tar", ctx, sizeof(ctx));
+	if ((fd = open(ctx, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0) {
+		struct engine_img im;
+		struct err e2;
+
+		if (fd >= 0)
+			sys_close(fd);
+		/* Another environment's create may have built it (and removed the archive) just now. */
+		if (engine_image(tag, &im, &e2) > 0)
+			return 0;
+		return err_set(e, "service \"%s\": its build context %.12s is not on this host (the control plane "
+			       "sends it before env.create)", svc, json_get_str(b, "context_digest"));
+	}
 	memset(&o, 0, sizeof(o));
 	buf_init(&o.log, SC_BUILD_LOG_KEEP * 2);
 	buf_init(&o.line, SC_PROGRESS_LINE_MAX);
-	code = run_build((const char *const *)a.v, fd, &o, e);
+	*builder = "engine-api";
+	if ((code = api_build(s, tag, w->data, fd, (int64_t)st.st_size, &o, e)) == -2) {
+		*builder = "docker-cli";
+		if (lseek(fd, 0, SEEK_SET) < 0)
+			code = err_errno(e, "seek %s", ctx);
+		else
+			code = cli_build(svc, s, tag, w->data, fd, &o, e);
+	}
 	buf_release(&o.line);
 	sys_close(fd);
-	av_release(&a);
 	if (code != 0) {
 		log_tail(&o.log, tail, sizeof(tail));
 		if (code > 0)
@@ -400,7 +463,7 @@ static int docker_build(struct wk *w, const char *svc, const struct json *s, con
 static int ensure_one(struct wk *w, struct json *s, struct json *builds, struct err *e)
 {
 	struct json *b = json_get(s, "build"), *rec;
-	const char *svc = json_get_str(s, "name"), *image = json_get_str(s, "image");
+	const char *svc = json_get_str(s, "name"), *image = json_get_str(s, "image"), *builder = "cache";
 	char tag[300];
 	struct engine_img im;
 	int64_t t0 = ev_mono_ms();
@@ -417,7 +480,7 @@ static int ensure_one(struct wk *w, struct json *s, struct json *builds, struct 
 	} else {
 		wk_progress("service %s: building %s from context %.12s (%s)", svc, tag,
 			    json_get_str(b, "context_digest"), json_get_str(b, "dockerfile"));
-		if (docker_build(w, svc, s, tag, e) < 0)
+		if (docker_build(w, svc, s, tag, &builder, e) < 0)
 			return -1;
 		if (engine_image(tag, &im, e) <= 0)
 			return err_set(e, "service \"%s\": image %s is not here after its build", svc, tag);
@@ -428,6 +491,7 @@ static int ensure_one(struct wk *w, struct json *s, struct json *builds, struct 
 	json_object_set_str(rec, "image", tag);
 	json_object_set_str(rec, "image_id", im.id);
 	json_object_set_bool(rec, "cached", rc > 0);
+	json_object_set_str(rec, "builder", builder);
 	json_object_set_int(rec, "took_ms", ev_mono_ms() - t0);
 	json_array_push(builds, rec);
 	json_object_set_str(b, "image_id", im.id);

@@ -288,4 +288,6 @@ void dispatch_sweep(struct dispatch *d)
 		log_info("denvd", "volume fill cache: %d unused entr%s removed", n, n == 1 ? "y" : "ies");
 	if ((n = build_prune(d->data, clock_now_ms() / 1000)) > 0)
 		log_info("denvd", "build contexts: %d old file(s) removed", n);
+	if ((n = build_images_prune(d->data, clock_now_ms() / 1000)) > 0)
+		log_info("denvd", "built images: %d no version pins removed", n);
 }

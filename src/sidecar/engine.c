@@ -52,6 +52,18 @@ static bool path_safe(const char *s)
 	return true;
 }
 
+/* A path with a query of our own making: path_safe plus ?=&%. */
+static bool path_safe_query(const char *s)
+{
+	if (!s || !*s || strlen(s) > 600)
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		      strchr("._-/:@?=&%", *p)))
+			return false;
+	return true;
+}
+
 /* GET path on the socket. 1 and *out (200), 0 (404), -1 (anything else:
  * the caller falls back to the CLI). */
 static int api_get(const char *path, struct json **out, struct err *e)
@@ -81,6 +93,38 @@ static int api_get(const char *path, struct json **out, struct err *e)
 		rc = json_parse(resp.body.data ? resp.body.data : "", resp.body.len, NULL, out, e) < 0 ? -1 : 1;
 	http_client_resp_release(&resp);
 	return rc;
+}
+
+int engine_api_get(const char *path, struct json **out, struct err *e)
+{
+	*out = NULL;
+	return api_get(path, out, e);
+}
+
+int engine_api_delete(const char *path, int *status, struct err *e)
+{
+	char url[640];
+	struct http_client_req req = { 0 };
+	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
+	const char *sock = engine_socket();
+
+	if (!sock)
+		return err_set(e, "DOCKER_HOST is not a Unix socket");
+	if (!path_safe_query(path))
+		return err_set(e, "engine API DELETE: a path we do not send: %.100s", path);
+	snprintf(url, sizeof(url), "http://docker%s", path);
+	req.method = "DELETE";
+	req.url = url;
+	req.unix_socket = sock;
+	req.timeout_ms = (int)SC_DOCKER_QUICK_MS;
+	buf_init(&resp.body, ENGINE_BODY_MAX);
+	if (http_client_do(engine_client(), &req, &resp, e) < 0) {
+		http_client_resp_release(&resp);
+		return -1;
+	}
+	*status = resp.status;
+	http_client_resp_release(&resp);
+	return 0;
 }
 
 /* The same object from the CLI: `docker inspect --type T name` prints a

@@ -70,6 +70,7 @@ struct http_client;
 #define SC_SPOOL_MARKS_MAX 64		/* refused spools remembered (no file) */
 #define SC_SPOOL_TTL_MS (10 * 60 * 1000)
 #define SC_SWEEP_MS 60000
+#define SC_SWEEP_FIRST_MS 5000	/* the first sweep, soon after start: what a previous run left */
 #define FC_PATH_MAX 4000		/* env.put's path or target, env.get's path */
 #define FC_NAME_MAX 255			/* one component of a target */
 
@@ -80,6 +81,9 @@ struct http_client;
 #define SC_BUILD_ERROR_TAIL 320			/* bytes of the log's end quoted in a failed build's error */
 #define SC_BUILD_PROGRESS_MAX 2000		/* build output lines sent as progress, per build */
 #define SC_CONTEXT_KEEP_S (24 * 3600)		/* an unbuilt context archive or an unfinished part */
+#define SC_BUILD_IMAGE_KEEP_S (7 * 24 * 3600)	/* a built image no version here pins, since its build */
+#define SC_BUILD_IMAGES_MAX 64			/* built images no version here pins, kept at most */
+#define SC_BUILD_PRUNE_MAX 8			/* built images removed per sweep (the sweep blocks the agent) */
 
 /* ---- docker ---- */
 #define SC_DOCKER_TIMEOUT_MS 120000	/* one ordinary docker CLI call */
@@ -307,6 +311,12 @@ int cmd_env_context(struct wk *w, const struct json *payload, struct json **resu
 int builds_ensure(struct wk *w, struct json *services, struct json **builds, struct err *e);
 /* Remove <data>/contexts files older than SC_CONTEXT_KEEP_S; how many. */
 int build_prune(const char *data, int64_t now_s);
+/* build_gc.c: remove images this data directory's builds made (label
+ * ai.denv.data=<data>; other denvds' on the same engine are not ours) that no spec.json
+ * or snapshot on this host pins: those older than SC_BUILD_IMAGE_KEEP_S
+ * (DENVD_BUILD_IMAGE_KEEP_SEC) and, past SC_BUILD_IMAGES_MAX unpinned ones,
+ * the oldest; at most SC_BUILD_PRUNE_MAX a call. How many went. */
+int build_images_prune(const char *data, int64_t now_s);
 /* denv-build/<service>:<12 hex digits of the cache key of build b>. */
 int build_tag(const char *svc, const struct json *b, char *tag, size_t n);
 /* files.c: a spooled archive against the payload's tar_bytes, tar_chunks
@@ -314,6 +324,10 @@ int build_tag(const char *svc, const struct json *b, char *tag, size_t n);
 int sc_spool_check(const char *kind, const struct json *payload, const struct json *spool, struct err *e);
 int sc_file_sha256(const char *path, char hex[65], struct err *e);
 
+/* GET path on the API socket: 1 and *out (200), 0 (404), -1 (e); DELETE
+ * path: 0 with the HTTP status, -1 (e). No CLI fallback. */
+int engine_api_get(const char *path, struct json **out, struct err *e);
+int engine_api_delete(const char *path, int *status, struct err *e);
 /* The socket path, or NULL when DOCKER_HOST names something else. */
 const char *engine_socket(void);
 /* This process's client for the socket (connections kept alive). */
@@ -356,6 +370,34 @@ int engine_exec_stream(const char *container, const char *const *argv, int64_t t
 		       void (*sink)(void *arg, int which, const char *p, size_t n), void *arg,
 		       struct engine_exec *r, struct err *e);
 void engine_exec_release(struct engine_exec *r);
+
+/* engine_build.c: a build through the API's POST /build (classic builder),
+ * the context archive read from fd (size bytes), each output line handed
+ * to line as it comes. 1 the daemon answered (out: failed with its error
+ * and errorDetail.code, or the image id), 0 the API cannot be used and
+ * nothing was sent (use the CLI), -1 failed talking to it (e). */
+#define ENGINE_BUILD_TAGS 2
+struct engine_build {
+	const char *tags[ENGINE_BUILD_TAGS];	/* NULL-terminated when fewer */
+	const char *dockerfile;
+	const char *target;	/* NULL or "": the last stage */
+	const struct json *args;	/* {name: value} or NULL */
+	const char *label;	/* the image's ai.denv.build label */
+	const char *data;	/* its ai.denv.data label: the data directory of the denvd that built it */
+	int fd;
+	int64_t size;
+	void (*line)(void *arg, const char *p, size_t n);
+	void *arg;
+};
+struct engine_build_result {
+	bool failed;
+	int code;		/* the failed step's exit code, 0 when not known */
+	char error[SC_BUILD_ERROR_TAIL + 64];
+	char id[80];		/* sha256:... when the daemon said it */
+};
+int engine_build(const struct engine_build *r, struct engine_build_result *out, struct err *e);
+/* Append s percent-encoded (all but RFC 3986's unreserved characters). */
+void engine_escape(struct buf *b, const char *s);
 
 /* render.c */
 struct json *render_order(const struct json *services, struct err *e);

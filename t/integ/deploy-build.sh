@@ -11,7 +11,11 @@
 #   - a fork of the version runs the pinned image without a build;
 #   - a failing Dockerfile (RUN false) fails prepare with the build log's tail;
 #   - a context over the 256 MiB limit is refused by the CLI, naming the
-#     service and the size.
+#     service and the size;
+#   - builds go through the Engine API, the CLI is the fallback
+#     (DENVD_BUILD_CLI=1); the host's sweep removes built images no version
+#     pins (and only its own); the control plane removes stored contexts
+#     no version names after -context-keep.
 # Prints TAP; removes its containers, networks, images and data even on failure.
 suite=deploy-build
 . "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
@@ -84,15 +88,18 @@ dep1=$(dep_of_out)
 grep -q '^  prepare    | Step 1/[0-9]* : FROM denv-test/busybox:latest$' "$tmp/out"
 ok $? "--wait shows the build's output under prepare as it runs"
 denv events "dep:$dep1" >"$tmp/doc" 2>/dev/null
-[ "$(py "any(e['Kind'] == 'progress' and e['Body']['message'].startswith('build: Step 4/5 : RUN echo') for e in d['events'])")" = True ]
+[ "$(py "any(e['Kind'] == 'progress' and e['Body']['message'].startswith('build: Step 4/') and ' : RUN echo' in e['Body']['message'] for e in d['events'])")" = True ]
 ok $? "the build's output lines are progress events of dep:<id> (the live event stream)"
 doc_of "$dep1"
 [ "$(py "len($builds)")" = 1 ] && [ "$(py "$builds[0]['service']")" = app ] &&
 	[ "$(py "$builds[0]['cached']")" = False ] && [ "$(py "$builds[0]['took_ms'] >= 0")" = True ] &&
 	[ "$(py "len($builds[0]['context_digest'])")" = 64 ]
 ok $? "prepare's evidence: service, context_digest, cached false, took_ms"
+[ "$(py "$builds[0]['builder']")" = engine-api ]
+ok $? "the build ran through the Engine API's POST /build (builder engine-api)"
 tag=$(py "$builds[0]['image']")
 id1=$(py "$builds[0]['image_id']")
+ctx1=$(py "$builds[0]['context_digest']")
 echo "$tag" >>"$tmp/images"
 case "$tag" in denv-build/app:????????????) true ;; *) false ;; esac
 ok $? "the image is tagged denv-build/app:<digest12> ($tag)"
@@ -117,6 +124,8 @@ ok $? "the context is not uploaded again"
 doc_of "$(dep_of_out)"
 [ "$(py "$builds[0]['cached']")" = True ] && [ "$(py "$builds[0]['image_id']")" = "$id1" ]
 ok $? "prepare says cached: true, the same image id"
+[ "$(py "$builds[0]['builder']")" = cache ]
+ok $? "  and names no builder but the cache"
 # A build needs the archive on the host; after a build it is removed, and a
 # cached image makes the control plane send nothing: none is there now.
 [ -z "$(ls "$tmp/data/contexts" 2>/dev/null)" ]
@@ -192,6 +201,52 @@ echo "$(py "$builds[0]['image']")" >>"$tmp/images"
 ok $? "its file arrived whole (two parts)"
 rm -rf "$tmp/large"
 
+# ---- the docker CLI stays the fallback (DENVD_BUILD_CLI=1 forces it) ----
+# and the first sweep after a start prunes built images no version pins.
+# An image as this host's build would have made it, pinned by nothing; and one
+# labelled for another data directory (another denvd's: never ours to remove).
+mkdir -p "$tmp/orphan"
+echo 'FROM denv-test/busybox:latest' >"$tmp/orphan/Dockerfile"
+orphan="denv-build/orphan:$(basename "$tmp" | tr 'A-Z.' 'a-z-')"
+other="denv-build/other:$(basename "$tmp" | tr 'A-Z.' 'a-z-')"
+echo "$orphan" >>"$tmp/images"
+echo "$other" >>"$tmp/images"
+DOCKER_BUILDKIT=0 docker build -q -t "$orphan" --label "ai.denv.build=$orphan" --label "ai.denv.data=$tmp/data" \
+	"$tmp/orphan" >/dev/null 2>&1 &&
+	DOCKER_BUILDKIT=0 docker build -q -t "$other" --label "ai.denv.build=$other" \
+		--label "ai.denv.data=$tmp/elsewhere" "$tmp/orphan" >/dev/null 2>&1
+ok $? "an unpinned built image of this host's and one of another data directory's"
+kill "$stack_sc_pid" 2>/dev/null && wait "$stack_sc_pid" 2>/dev/null
+DENVD_BUILD_IMAGE_KEEP_SEC=0 DENVD_BUILD_CLI=1 "$top/bin/denvd" run --server "$DENV_SERVER" --state "$tmp/host.json" --data "$tmp/data" \
+	--probe-url http://192.0.2.1/ >>"$tmp/denvd.log" 2>&1 &
+stack_sc_pid=$!
+n=0
+until denv host list 2>/dev/null | grep -q '"connected": true'; do
+	n=$((n + 1)); [ $n -lt 100 ] || break; sleep 0.2
+done
+n=0
+while docker image inspect "$orphan" >/dev/null 2>&1 && [ $n -lt 40 ]; do n=$((n + 1)); sleep 0.5; done
+! docker image inspect "$orphan" >/dev/null 2>&1
+ok $? "the sweep after the start removed the built image no version pins"
+docker image inspect "$other" >/dev/null 2>&1 && [ "$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null)" = "$id1" ] &&
+	grep -q "built image .* ($orphan) removed: no version on this host pins it" "$tmp/denvd.log"
+ok $? "  and kept the pinned one ($tag) and the other data directory's"
+mkdir -p "$tmp/cli/ctx"
+printf 'FROM denv-test/busybox:latest\nCOPY note /note\n' >"$tmp/cli/ctx/Dockerfile"
+echo "cli $tmp" >"$tmp/cli/ctx/note"
+printf 'services:\n  viacli:\n    build: ./ctx\n    command: [sleep, infinity]\n' >"$tmp/cli/compose.yaml"
+run deploy --project w2 --env viacli -f "$tmp/cli/compose.yaml"
+ok $rc "with DENVD_BUILD_CLI=1 a build deploys too (exit $rc)"
+doc_of "$(dep_of_out)"
+echo "$(py "$builds[0]['image']")" >>"$tmp/images"
+[ "$(py "$builds[0]['builder']")" = docker-cli ] && [ "$(exec_out w2/viacli viacli cat /note)" = "cli $tmp" ]
+ok $? "  through \`docker build -\` (builder docker-cli), the same image contents"
+printf 'services:\n  bad:\n    build: ctx\n    command: [sleep, infinity]\n' >"$tmp/bad/compose.yaml"
+echo "cli" >>"$tmp/bad/ctx/unique"
+run deploy --project w2 --env badcli -f "$tmp/bad/compose.yaml"
+grep -q '^  prepare    failed    .*service "bad": docker build failed (exit [0-9]*): .*the build says why' "$tmp/out"
+ok $? "  and a failing build reads the same through the CLI"
+
 # ---- over the limit: refused before anything is sent ----
 mkdir -p "$tmp/big/ctx"
 echo 'FROM denv-test/busybox:latest' >"$tmp/big/ctx/Dockerfile"
@@ -202,6 +257,20 @@ run deploy --project w2 --env big -f "$tmp/big/compose.yaml"
 ok $? "a context over 256 MiB is refused, naming the service and the size"
 rm -f "$tmp/big/ctx/blob"
 
-for e in one two py sbx-build one-fork bad large; do denv env destroy "w2/$e" >/dev/null 2>&1; done
-for e in one two py sbx-build one-fork bad large; do stack_wait_destroyed "w2/$e"; done
+# ---- the control plane collects stored contexts no version names ----
+kill "$stack_cp_pid" 2>/dev/null && wait "$stack_cp_pid" 2>/dev/null
+DENV_CONTEXT_SWEEP_SEC=1 DENV_BOOTSTRAP_KEY=$DENV_API_KEY "$top/bin/denv-cp" -addr "${DENV_SERVER#http://}" \
+	-db "$tmp/store" -context-keep 2s >>"$tmp/cp.log" 2>&1 &
+stack_cp_pid=$!
+n=0
+until grep -q 'stored build context(s) no version names removed' "$tmp/cp.log" || [ $n -gt 40 ]; do
+	n=$((n + 1)); sleep 0.5
+done
+[ "$(api "$DENV_SERVER/v1/contexts/$sum")" = 404 ] && [ -z "$(ls "$tmp"/store/contexts/*/"$sum".tar 2>/dev/null)" ]
+ok $? "a stored context no version names is removed once unused for -context-keep (2s)"
+[ -n "$(ls "$tmp"/store/contexts/*/"$ctx1".tar 2>/dev/null)" ] && [ "$(api "$DENV_SERVER/v1/contexts/$ctx1")" = 200 ]
+ok $? "  one a version names is kept"
+
+for e in one two py sbx-build one-fork bad large viacli badcli; do denv env destroy "w2/$e" >/dev/null 2>&1; done
+for e in one two py sbx-build one-fork bad large viacli badcli; do stack_wait_destroyed "w2/$e"; done
 suite_done
