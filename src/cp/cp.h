@@ -69,6 +69,11 @@
 #define CP_EXEC_TIMEOUT_DEFAULT_S 120		/* env.exec without timeout_sec */
 #define CP_EXEC_TIMEOUT_MAX_S 86400
 #define CP_EXEC_SLACK_MS 10000			/* env.exec waits timeout_sec plus this */
+/* Background commands (api_bg.c; the host's limits are denvd's SC_BG_*). */
+#define CP_BG_TIMEOUT_MAX_S (7 * 86400)		/* a command's timeout_sec, and its default */
+#define CP_BG_READ_MAX ((int64_t)1 << 20)	/* output bytes per stream in one answer */
+#define CP_BG_WAIT_MAX_S 600			/* one wait */
+#define CP_BG_START_WAIT_S 20			/* the host's word that the command started */
 #define CP_WARM_TIMEOUT_S 600			/* the deploy's warm command */
 #define CP_WARM_OUTPUT_TAIL 2048		/* bytes of a failed warm's stderr kept in its evidence */
 #define CP_WARM_ERROR_LINE 240			/* bytes of its last stderr line in the phase's error */
@@ -272,6 +277,7 @@ int cp_api_events(struct cp *cp);
 int cp_api_hosts(struct cp *cp);
 int cp_api_misc(struct cp *cp);
 int cp_api_github(struct cp *cp);
+int cp_api_bg(struct cp *cp);		/* background commands */
 int cp_api_ops(struct cp *cp);		/* fork, snapshot, rollback, verify, destroy, exec, files */
 int cp_api_sandboxes(struct cp *cp);
 int cp_web_device(struct cp *cp);	/* the device-approval page under /app/device/ */

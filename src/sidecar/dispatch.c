@@ -107,15 +107,22 @@ void dispatch_remove(struct dispatch *d, struct job *j)
 	free(j);
 }
 
+/* env.exec and the background commands' kinds (bg.c). */
+static bool in_container(const char *kind)
+{
+	return str_eq(kind, "env.exec") || str_has_prefix(kind, "env.bg.");
+}
+
 /*
- * Commands on one environment run one at a time, except that env.exec runs
- * beside other env.exec: commands in a container do not change the
- * environment's lifecycle, and a client that cancels a long command kills it
- * with a second exec, which must not wait behind the first.
+ * Commands on one environment run one at a time, except that commands in a
+ * container (env.exec, env.bg.*) run beside each other: they do not change
+ * the environment's lifecycle, a client that cancels a long command kills it
+ * with a second exec, which must not wait behind the first, and a wait for a
+ * background command must not hold up reading its output.
  */
 bool dispatch_may_overlap(const char *running_kind, const char *queued_kind)
 {
-	return str_eq(running_kind, "env.exec") && str_eq(queued_kind, "env.exec");
+	return in_container(running_kind) && in_container(queued_kind);
 }
 
 static bool env_busy(struct dispatch *d, const struct job *q)
@@ -162,7 +169,8 @@ static struct job *find_job(struct dispatch *d, const char *id)
  * previous attempt left, destroy and reads are repeatable). */
 static bool rerun_safe(const char *kind)
 {
-	return !str_eq(kind, "env.exec") && !str_eq(kind, "env.put");
+	return !str_eq(kind, "env.exec") && !str_eq(kind, "env.put") && !str_eq(kind, "env.bg.start") &&
+	       !str_eq(kind, "env.bg.signal");
 }
 
 /* A worker that held the command's lock is gone and wrote no result. */

@@ -215,6 +215,8 @@ static int run(const char *container, const char *const *argv, int64_t timeout_m
 		err_clear(e);
 		return 0;
 	}
+	if (r->on_created)
+		r->on_created(r->created_arg, id);
 	if (attach(id, deadline, r, e) < 0 || finish(id, r, e) < 0)
 		return -1;
 	return 1;
@@ -237,6 +239,37 @@ int engine_exec_stream(const char *container, const char *const *argv, int64_t t
 	r->mux.sink = sink;
 	r->mux.sink_arg = arg;
 	return run(container, argv, timeout_ms, r, e);
+}
+
+int engine_exec_watch(const char *container, const char *const *argv, int64_t timeout_ms,
+		      void (*sink)(void *arg, int which, const char *p, size_t n),
+		      void (*on_created)(void *arg, const char *exec_id), void *arg, struct engine_exec *r,
+		      struct err *e)
+{
+	memset(r, 0, sizeof(*r));
+	mux_init(&r->mux, 0);
+	r->mux.sink = sink;
+	r->mux.sink_arg = arg;
+	r->on_created = on_created;
+	r->created_arg = arg;
+	return run(container, argv, timeout_ms, r, e);
+}
+
+int engine_exec_state(const char *exec_id, int *pid, bool *running, struct err *e)
+{
+	char path[300];
+	struct json *res = NULL;
+	int status = 0;
+
+	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
+	if (api("GET", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, &res, e) < 0 || status != 200) {
+		json_free(res);
+		return err_prefix(e, "exec state");
+	}
+	*pid = (int)json_get_int(res, "Pid", 0);
+	*running = json_get_bool(res, "Running", false);
+	json_free(res);
+	return 0;
 }
 
 void engine_exec_release(struct engine_exec *r)

@@ -95,6 +95,15 @@ struct http_client;
 #define SC_EXEC_TIMEOUT_DEFAULT_S 120
 #define SC_EXEC_TIMEOUT_MAX_S 86400
 #define SC_EXEC_OUTPUT_MAX ((size_t)1 << 20)	/* stdout and stderr each */
+/* Background commands (bg.c). */
+#define SC_BG_OUTPUT_MAX ((int64_t)64 << 20)	/* stdout and stderr each, kept per command; the rest is dropped */
+#define SC_BG_READ_MAX ((size_t)1 << 20)	/* per stream in one env.bg.get */
+#define SC_BG_RUNNING_MAX 64			/* running at once in one environment */
+#define SC_BG_KEEP 256				/* records kept per environment (ended ones go first) */
+#define SC_BG_TIMEOUT_MAX_S (7 * 86400)		/* and the default: a background command is long */
+#define SC_BG_WAIT_MAX_S 600			/* one env.bg.get's wait */
+#define SC_BG_SIGNAL_WAIT_MS 2000		/* after KILL, TERM or INT: time to see it end */
+#define SC_BG_TREE_MAX 1024			/* processes signalled at once */
 #define SC_LOG_TAIL_BYTES 800			/* container log quoted in an error */
 #define SC_FILL_MAX_BYTES ((uint64_t)8 << 30)	/* image content copied into a fresh volume */
 #define SC_SPEC_FILE_MAX ((size_t)8 << 20)	/* an env's spec.json */
@@ -221,6 +230,11 @@ typedef int (*wk_fn)(struct wk *w, const struct json *payload, struct json **res
 int cmd_host_report(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_create(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+/* bg.c: background commands. */
+int cmd_env_bg_start(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_bg_list(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_bg_get(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_bg_signal(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **result, struct err *e);
@@ -348,6 +362,9 @@ struct engine_exec {
 	int exit_code;
 	bool timed_out;
 	struct mux mux;
+	/* Set: called with dockerd's exec id once it exists, before the start. */
+	void (*on_created)(void *arg, const char *exec_id);
+	void *created_arg;
 };
 int engine_exec(const char *container, const char *const *argv, int64_t timeout_ms, size_t max,
 		struct engine_exec *r, struct err *e);
@@ -355,6 +372,14 @@ int engine_exec(const char *container, const char *const *argv, int64_t timeout_
 int engine_exec_stream(const char *container, const char *const *argv, int64_t timeout_ms,
 		       void (*sink)(void *arg, int which, const char *p, size_t n), void *arg,
 		       struct engine_exec *r, struct err *e);
+/* The same, and on_created(arg, exec id) before the start (a background
+ * command records the id so that it can be signalled later). */
+int engine_exec_watch(const char *container, const char *const *argv, int64_t timeout_ms,
+		      void (*sink)(void *arg, int which, const char *p, size_t n),
+		      void (*on_created)(void *arg, const char *exec_id), void *arg, struct engine_exec *r,
+		      struct err *e);
+/* An exec's host pid and whether it still runs. 0, or -1 (e). */
+int engine_exec_state(const char *exec_id, int *pid, bool *running, struct err *e);
 void engine_exec_release(struct engine_exec *r);
 
 /* render.c */
