@@ -6,6 +6,7 @@ import their framework only when imported themselves.
 
 from denv.client import (
     Client,
+    CommandOutput,
     DenvError,
     DenvTimeout,
     ExecResult,
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client",
+    "CommandOutput",
     "DenvError",
     "DenvTimeout",
     "ExecResult",

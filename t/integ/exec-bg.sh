@@ -81,8 +81,7 @@ ok $? "stderr's bytes intact (NUL, 0xff)"
 # ---- the REST shape: offsets, sizes, done ----
 api GET "/v1/envs/$env_id/commands/$id/output?stdout_offset=4&stderr_offset=1"
 [ "$code" = 200 ] && [ "$(jq_out 'd["command"]["encoding"]')" = base64 ] &&
-	[ "$(jq_out '__import__("base64").b64decode(d["command"]["stdout"]).decode()')" = "two
-" ] && [ "$(jq_out 'd["command"]["stdout_offset"], d["command"]["stdout_bytes"], d["command"]["stderr_offset"]')" = "8 8 5" ]
+	[ "$(jq_out '__import__("base64").b64decode(d["command"]["stdout"]).decode()')" = two ] && [ "$(jq_out 'd["command"]["stdout_offset"], d["command"]["stdout_bytes"], d["command"]["stderr_offset"]')" = "8 8 5" ]
 ok $? "output from offsets: the rest, and the next offsets (code $code)"
 [ "$(jq_out 'd["command"]["done"], d["command"]["exit_code"], d["command"]["state"]')" = "True 7 exited" ]
 ok $? "the answer says done, exit 7, exited"
@@ -131,6 +130,35 @@ code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X POST -H "Authorization: Bearer
 	-H 'Idempotency-Key: bg-k1' --data '{"service":"box","cmd":["sleep","1"]}' "$DENV_SERVER/v1/envs/$env_id/commands")
 [ "$code" = 201 ] && [ "$(jq_out 'd["command"]["id"]')" = "$k1" ] && [ "$k1" != "$first" ]
 ok $? "a retried start with its Idempotency-Key answers the same id (code $code)"
+
+# ---- Python: one client starts it and exits, a second reads it ----
+PYTHONPATH=$top/python "$PY" - "$env_id" >"$tmp/py-id" 2>"$tmp/err" <<'PYEOF'
+import sys
+from denv import Client
+c = Client()
+print(c.start_command(sys.argv[1], "box", ["sh", "-c", "printf 'x\\000y'; sleep 1; printf '\\377z'"]))
+c.close()
+PYEOF
+pyid=$(cat "$tmp/py-id")
+PYTHONPATH=$top/python "$PY" - "$env_id" "$pyid" >"$tmp/out" 2>"$tmp/err" <<'PYEOF'
+import sys
+from denv import Client
+env, cid = sys.argv[1], sys.argv[2]
+c = Client()
+assert any(x["id"] == cid for x in c.commands(env)), "listed"
+done = c.wait_command(env, cid, timeout_sec=30)
+assert done["done"] and done["exit_code"] == 0, done
+o = c.command_output(env, cid)
+assert o.stdout == b"x\0y\xffz", o.stdout
+o2 = c.command_output(env, cid, stdout_offset=3)
+assert o2.stdout == b"\xffz" and o2.stdout_offset == 5, (o2.stdout, o2.stdout_offset)
+long = c.start_command(env, "box", ["sleep", "300"])
+assert not c.wait_command(env, long, timeout_sec=1)["done"]
+assert c.kill_command(env, long)["done"]
+print("py ok")
+PYEOF
+[ "$(cat "$tmp/out")" = "py ok" ]
+ok $? "Python: output read by a second client, bytes exact, offsets, wait, kill"
 
 # ---- killed with the environment ----
 run bg start --service box bg/b1 -- sleep 600
