@@ -588,6 +588,17 @@ class Client:
             raise ValueError("denv: set_ttl needs idle_ttl_sec, max_ttl_sec or ttl_action")
         return self._json("PATCH", f"/v1/envs/{env_id}", json=body)
 
+    def pause(self, env_id: str, service: str | None = None) -> dict[str, Any]:
+        """``POST /v1/envs/{id}/pause``: freeze every service (or one) on its
+        host, memory and data kept; ``{environment, paused}``."""
+        body = {"service": service} if service else {}
+        return self._json("POST", f"/v1/envs/{env_id}/pause", json=body)
+
+    def resume(self, env_id: str, service: str | None = None) -> dict[str, Any]:
+        """``POST /v1/envs/{id}/resume``: thaw what :meth:`pause` froze; ``{environment, resumed}``."""
+        body = {"service": service} if service else {}
+        return self._json("POST", f"/v1/envs/{env_id}/resume", json=body)
+
     def environment(self, env_id: str) -> dict[str, Any]:
         """``GET /v1/envs/{id}``: the environment object."""
         return self._json("GET", f"/v1/envs/{env_id}").get("environment") or {}

@@ -74,6 +74,7 @@
 #define CP_BG_READ_MAX ((int64_t)1 << 20)	/* output bytes per stream in one answer */
 #define CP_BG_WAIT_MAX_S 600			/* one wait */
 #define CP_BG_START_WAIT_S 20			/* the host's word that the command started */
+#define CP_PAUSE_TIMEOUT_MS 60000		/* env.pause / env.resume on the host */
 #define CP_WARM_TIMEOUT_S 600			/* the deploy's warm command */
 #define CP_WARM_OUTPUT_TAIL 2048		/* bytes of a failed warm's stderr kept in its evidence */
 #define CP_WARM_ERROR_LINE 240			/* bytes of its last stderr line in the phase's error */
@@ -278,6 +279,10 @@ int cp_api_hosts(struct cp *cp);
 int cp_api_misc(struct cp *cp);
 int cp_api_github(struct cp *cp);
 int cp_api_bg(struct cp *cp);		/* background commands */
+int cp_api_pause(struct cp *cp);	/* pause, resume */
+/* Pause every service of env_id on its host for the TTL reaper (reason goes
+ * in the ttl.paused event). 0 once sent, -1 when its host is not connected. */
+int cp_pause_env(struct cp *cp, const char *env_id, const char *reason, struct err *e);
 int cp_api_ops(struct cp *cp);		/* fork, snapshot, rollback, verify, destroy, exec, files */
 int cp_api_sandboxes(struct cp *cp);
 int cp_web_device(struct cp *cp);	/* the device-approval page under /app/device/ */

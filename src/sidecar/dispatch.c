@@ -118,10 +118,15 @@ static bool in_container(const char *kind)
  * container (env.exec, env.bg.*) run beside each other: they do not change
  * the environment's lifecycle, a client that cancels a long command kills it
  * with a second exec, which must not wait behind the first, and a wait for a
- * background command must not hold up reading its output.
+ * background command must not hold up reading its output. env.pause and
+ * env.resume may start beside them too (not the other way round).
  */
 bool dispatch_may_overlap(const char *running_kind, const char *queued_kind)
 {
+	/* A pause must not wait for a command it would freeze (a long exec, or
+	 * a wait for a background command): it freezes it where it is. */
+	if (str_eq(queued_kind, "env.pause") || str_eq(queued_kind, "env.resume"))
+		return in_container(running_kind);
 	return in_container(running_kind) && in_container(queued_kind);
 }
 

@@ -37,6 +37,8 @@ static int container_of(struct wk *w, const char *kind, const char *svc, bool pa
 	/* Only verify pauses a service (docker pause: collect freezes the agent,
 	 * which stays so without resume); a snapshot unpauses what it finds
 	 * paused, as verify --resume does. */
+	if (str_eq(c.status, "paused") && !paused_ok && pause_marked(w->data, w->env, svc))
+		return err_set(e, "%s: service \"%s\" is paused; resume it with `denv resume %s`", kind, svc, w->env);
 	if (str_eq(c.status, "paused") && !paused_ok)
 		return err_set(e,
 			       "%s: service \"%s\" is frozen by verify (its container is paused); resume it with "

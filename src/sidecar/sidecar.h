@@ -230,6 +230,10 @@ typedef int (*wk_fn)(struct wk *w, const struct json *payload, struct json **res
 int cmd_host_report(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_create(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+/* pause.c: env.pause, env.resume; whether svc is in the user's paused list. */
+int cmd_env_pause(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_resume(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+bool pause_marked(const char *data, const char *env, const char *svc);
 /* bg.c: background commands. */
 int cmd_env_bg_start(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_bg_list(struct wk *w, const struct json *payload, struct json **result, struct err *e);

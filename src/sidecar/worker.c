@@ -27,6 +27,8 @@ static const struct {
 	{ "env.bg.list", cmd_env_bg_list },
 	{ "env.bg.get", cmd_env_bg_get },
 	{ "env.bg.signal", cmd_env_bg_signal },
+	{ "env.pause", cmd_env_pause },
+	{ "env.resume", cmd_env_resume },
 	{ "env.put", cmd_env_put },
 	{ "env.context", cmd_env_context },
 	{ "env.get", cmd_env_get },

@@ -20,6 +20,10 @@ int main(void)
 		{ "env.bg.get", "env.bg.signal", true }, /* nor a kill of what it waits for */
 		{ "env.bg.get", "env.destroy", false },
 		{ "env.snapshot", "env.bg.list", false },
+		{ "env.bg.get", "env.pause", true },	/* a pause freezes a waiting command */
+		{ "env.exec", "env.resume", true },
+		{ "env.pause", "env.exec", false },
+		{ "env.snapshot", "env.pause", false },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
