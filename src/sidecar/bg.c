@@ -561,11 +561,22 @@ static size_t tree_of(pid_t pid, pid_t *out, size_t cap)
 	return n;
 }
 
+/* The whole tree: `sh -c 'a | b'` is not ended by signalling sh alone. */
+size_t sc_kill_tree(pid_t pid, int sig)
+{
+	pid_t tree[SC_BG_TREE_MAX];
+	size_t n = tree_of(pid, tree, SC_BG_TREE_MAX);
+
+	for (size_t i = 0; i < n; i++)
+		if (kill(tree[i], sig) < 0 && errno != ESRCH)
+			log_info("bg", "kill %d: %s", (int)tree[i], strerror(errno));
+	return n;
+}
+
 int cmd_env_bg_signal(struct wk *w, const struct json *payload, struct json **result, struct err *e)
 {
 	const char *id = json_get_str(payload, "id"), *name = json_get_str(payload, "signal");
 	struct json *st = NULL;
-	pid_t tree[SC_BG_TREE_MAX];
 	size_t n;
 	int sig = 0, pid = 0;
 	bool running = false;
@@ -588,11 +599,7 @@ int cmd_env_bg_signal(struct wk *w, const struct json *payload, struct json **re
 		err_clear(e);
 		return err_set(e, "env.bg.signal: background command %s has ended", id);
 	}
-	/* The whole tree: `sh -c 'a | b'` is not ended by signalling sh alone. */
-	n = tree_of((pid_t)pid, tree, SC_BG_TREE_MAX);
-	for (size_t i = 0; i < n; i++)
-		if (kill(tree[i], sig) < 0 && errno != ESRCH)
-			log_info("bg", "%s: kill %d: %s", id, (int)tree[i], strerror(errno));
+	n = sc_kill_tree((pid_t)pid, sig);
 	/* A command that heeds the signal has ended within this wait. */
 	if (sig == SIGKILL || sig == SIGTERM || sig == SIGINT)
 		(void)wait_end(w, id, SC_BG_SIGNAL_WAIT_MS);

@@ -104,6 +104,14 @@ struct http_client;
 #define SC_BG_WAIT_MAX_S 600			/* one env.bg.get's wait */
 #define SC_BG_SIGNAL_WAIT_MS 2000		/* after KILL, TERM or INT: time to see it end */
 #define SC_BG_TREE_MAX 1024			/* processes signalled at once */
+/* Interactive exec: control lines from the agent to the worker, on a FIFO
+ * <data>/commands/<id>.ctl (runner.c writes, engine_exec.c reads). */
+#define SC_CTL_STDIN 'i'			/* 'i' base64 */
+#define SC_CTL_EOF 'e'
+#define SC_CTL_RESIZE 'r'			/* 'r' ROWS ' ' COLS */
+#define SC_CTL_KILL 'k'
+#define SC_CTL_LINE_MAX ((size_t)64 << 10)	/* one line: the base64 of an exec.in chunk */
+#define SC_CTL_QUEUED_MAX ((size_t)4 << 20)	/* control bytes the agent keeps for a slow worker */
 #define SC_LOG_TAIL_BYTES 800			/* container log quoted in an error */
 #define SC_FILL_MAX_BYTES ((uint64_t)8 << 30)	/* image content copied into a fresh volume */
 #define SC_SPEC_FILE_MAX ((size_t)8 << 20)	/* an env's spec.json */
@@ -234,6 +242,8 @@ int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result,
 int cmd_env_pause(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_resume(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 bool pause_marked(const char *data, const char *env, const char *svc);
+/* Send sig to pid and its descendants (bg.c); how many were signalled. */
+size_t sc_kill_tree(pid_t pid, int sig);
 /* bg.c: background commands. */
 int cmd_env_bg_start(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_bg_list(struct wk *w, const struct json *payload, struct json **result, struct err *e);
@@ -350,6 +360,7 @@ struct mux {
 	 * instead of into out[] (a streamed exec). */
 	void (*sink)(void *arg, int which, const char *p, size_t n);
 	void *sink_arg;
+	bool raw;		/* an exec with a TTY: no headers, all stdout */
 };
 void mux_init(struct mux *m, size_t cap);
 void mux_release(struct mux *m);
@@ -366,6 +377,8 @@ struct engine_exec {
 	int exit_code;
 	bool timed_out;
 	struct mux mux;
+	bool stdin_closed, killed;	/* interactive: 'e' and 'k' came */
+	struct buf ctl;			/* interactive: control bytes short of a line */
 	/* Set: called with dockerd's exec id once it exists, before the start. */
 	void (*on_created)(void *arg, const char *exec_id);
 	void *created_arg;
@@ -382,6 +395,18 @@ int engine_exec_watch(const char *container, const char *const *argv, int64_t ti
 		      void (*sink)(void *arg, int which, const char *p, size_t n),
 		      void (*on_created)(void *arg, const char *exec_id), void *arg, struct engine_exec *r,
 		      struct err *e);
+/* An interactive exec (env.exec with stdin or tty): stdin, resizes and a
+ * kill come from ctl_fd as control lines (SC_CTL_*: 'i' base64 stdin, 'e'
+ * stdin's end, 'r' "ROWS COLS", 'k' kill); output goes to sink as it
+ * arrives (with tty, all of it as stdout). Returns like engine_exec. */
+struct engine_tty {
+	bool stdin_open, tty;
+	int rows, cols;		/* 0: dockerd's default */
+	int ctl_fd;		/* -1: none */
+};
+int engine_exec_interactive(const char *container, const char *const *argv, int64_t timeout_ms,
+			    const struct engine_tty *t, void (*sink)(void *arg, int which, const char *p, size_t n),
+			    void *arg, struct engine_exec *r, struct err *e);
 /* An exec's host pid and whether it still runs. 0, or -1 (e). */
 int engine_exec_state(const char *exec_id, int *pid, bool *running, struct err *e);
 void engine_exec_release(struct engine_exec *r);
