@@ -63,6 +63,8 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 /* What a command's run returns for a usage error when its other returns
  * are exit codes (cli_cmd.own_fail). */
 #define CLI_RUN_USAGE (-2)
+/* The terminal on fd's size. 0, or -1 when fd is not a terminal. */
+int cli_tty_size(int fd, int *rows, int *cols);
 #define CLI_EXEC_NO_STREAM (-3)	/* exec_stream.c: no stream; use the one-shot exec */
 
 /* ---- flags (args.c) ---- */

@@ -37,6 +37,7 @@ void dispatch_free(struct dispatch *d)
 		runner_forget(j);
 		json_free(j->frame);
 		buf_release(&j->line);
+		buf_release(&j->ctl_out);
 		free(j);
 	}
 	spools_free(d->sp);
@@ -104,6 +105,7 @@ void dispatch_remove(struct dispatch *d, struct job *j)
 	runner_forget(j);
 	json_free(j->frame);
 	buf_release(&j->line);
+	buf_release(&j->ctl_out);
 	free(j);
 }
 
@@ -210,7 +212,9 @@ static struct job *new_job(struct dispatch *d, const struct json *frame, const c
 	str_copy(j->env, sizeof(j->env), env);
 	j->frame = json_dup(frame);
 	j->out_fd = -1;
+	j->ctl_fd = -1;
 	j->line = (struct buf)BUF_INIT;
+	buf_init(&j->ctl_out, SC_CTL_QUEUED_MAX);
 	j->state = JOB_QUEUED;
 	for (pp = &d->jobs; *pp; pp = &(*pp)->next)
 		;
@@ -271,6 +275,11 @@ void dispatch_command(struct dispatch *d, const struct json *frame)
 		return;
 	}
 	dispatch_schedule(d);
+}
+
+void dispatch_exec_ctl(struct dispatch *d, const struct json *frame)
+{
+	runner_exec_ctl(d, frame);
 }
 
 void dispatch_chunk(struct dispatch *d, const struct json *frame)

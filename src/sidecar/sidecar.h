@@ -195,6 +195,8 @@ void dispatch_command(struct dispatch *d, const struct json *frame);
 void dispatch_chunk(struct dispatch *d, const struct json *frame);
 void dispatch_offline(struct dispatch *d);
 void dispatch_drain(struct dispatch *d);
+/* exec.in, exec.resize, exec.kill frames of a running streamed exec. */
+void dispatch_exec_ctl(struct dispatch *d, const struct json *frame);
 void dispatch_sweep(struct dispatch *d);
 
 /* cmdlog.c: <data>/commands/<id>.{json,cmd,tar} */
