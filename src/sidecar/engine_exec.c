@@ -175,11 +175,21 @@ static int write_all_wait(struct stream *s, const char *p, size_t n, struct err 
 	return 0;
 }
 
+static void resize(const char *id, int rows, int cols)
+{
+	char path[300];
+	int status = 0;
+	struct err e;
+
+	snprintf(path, sizeof(path), "/exec/%s/resize?h=%d&w=%d", id, rows, cols);
+	if (api("POST", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, NULL, &e) < 0 || status / 100 != 2)
+		log_debug("worker", "exec %s: resize: %s", id, e.msg);
+}
+
 /* One control line (without its '\n'). */
 static int ctl_line(const char *id, struct stream *s, const char *l, size_t n, struct engine_exec *r, struct err *e)
 {
-	char path[300];
-	int status = 0, pid = 0, rows = 0, cols = 0;
+	int pid = 0, rows = 0, cols = 0;
 	bool running = false;
 	struct buf raw = BUF_INIT;
 	struct err ie;
@@ -198,11 +208,8 @@ static int ctl_line(const char *id, struct stream *s, const char *l, size_t n, s
 		r->stdin_closed = true;
 		return 0;
 	case SC_CTL_RESIZE:
-		if (sscanf(l + 1, "%d %d", &rows, &cols) == 2 && rows > 0 && cols > 0 && rows <= 10000 && cols <= 10000) {
-			snprintf(path, sizeof(path), "/exec/%s/resize?h=%d&w=%d", id, rows, cols);
-			if (api("POST", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, NULL, &ie) < 0 || status / 100 != 2)
-				log_debug("worker", "exec %s: resize: %s", id, ie.msg);
-		}
+		if (sscanf(l + 1, "%d %d", &rows, &cols) == 2 && rows > 0 && cols > 0 && rows <= 10000 && cols <= 10000)
+			resize(id, rows, cols);
 		return 0;
 	case SC_CTL_KILL:
 		if (engine_exec_state(id, &pid, &running, &ie) == 0 && running && pid > 1)
@@ -261,6 +268,11 @@ static int attach(const char *id, int64_t deadline, const struct engine_tty *t, 
 	}
 	if (read_head(s, deadline, &r->mux, e) < 0)
 		goto out;
+	/* dockerd before API 1.42 ignores ConsoleSize: size the TTY once it
+	 * runs, as the docker CLI does (a command that asks at once may still
+	 * see 0x0 there). */
+	if (t && t->tty && t->rows > 0 && t->cols > 0)
+		resize(id, t->rows, t->cols);
 	for (;;) {
 		ssize_t n = stream_read(s, chunk, sizeof(chunk));
 
