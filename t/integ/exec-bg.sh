@@ -160,6 +160,26 @@ PYEOF
 [ "$(cat "$tmp/out")" = "py ok" ]
 ok $? "Python: output read by a second client, bytes exact, offsets, wait, kill"
 
+# ---- it outlives denvd: SIGKILL the agent mid-command, start it again ----
+run bg start --service box bg/b1 -- sh -c \
+	'echo before; i=0; while [ ! -e /tmp/go2 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo after'
+id4=$(cat "$tmp/out")
+kill -9 "$stack_sc_pid"
+wait "$stack_sc_pid" 2>/dev/null
+docker exec "$ctr" touch /tmp/go2
+"$top/bin/denvd" run --server "$DENV_SERVER" --state "$tmp/host.json" --data "$tmp/data" \
+	--probe-url http://192.0.2.1/ >>"$tmp/denvd.log" 2>&1 &
+stack_sc_pid=$!
+n=0
+until denv host list 2>/dev/null | grep -q '"connected": true' || [ $n -ge 100 ]; do n=$((n + 1)); sleep 0.2; done
+run bg wait --timeout 60 bg/b1 "$id4"
+[ "$rc" = 0 ]
+ok $? "after denvd was killed and restarted, the command ran to its end (exit $rc)"
+run bg output bg/b1 "$id4"
+[ "$(cat "$tmp/out")" = "before
+after" ]
+ok $? "and its whole output was kept, also what it wrote while denvd was down"
+
 # ---- killed with the environment ----
 run bg start --service box bg/b1 -- sleep 600
 id3=$(cat "$tmp/out")
