@@ -6,6 +6,7 @@ import their framework only when imported themselves.
 
 from denv.client import (
     Client,
+    CommandOutput,
     DenvError,
     DenvTimeout,
     ExecResult,
@@ -18,6 +19,7 @@ from denv._version import VERSION as __version__
 
 __all__ = [
     "Client",
+    "CommandOutput",
     "DenvError",
     "DenvTimeout",
     "ExecResult",

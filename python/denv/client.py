@@ -8,6 +8,7 @@ a request that gets no answer in time raises ``DenvTimeout``, which is both a
 
 from __future__ import annotations
 
+import base64
 import errno
 import hashlib
 import io
@@ -83,6 +84,24 @@ class ExecResult:
     stdout: str
     stderr: str
     truncated: bool = False
+
+
+@dataclass
+class CommandOutput:
+    """A background command's recorded output from two offsets (bytes as
+    the process wrote them) and its state. Pass ``stdout_offset`` and
+    ``stderr_offset`` back to read on from where this stopped; ``done`` is
+    true once it has ended (``exit_code`` is then its code)."""
+
+    id: str
+    state: str
+    done: bool
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_offset: int
+    stderr_offset: int
+    raw: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -570,6 +589,17 @@ class Client:
             raise ValueError("denv: set_ttl needs idle_ttl_sec, max_ttl_sec or ttl_action")
         return self._json("PATCH", f"/v1/envs/{env_id}", json=body)
 
+    def pause(self, env_id: str, service: str | None = None) -> dict[str, Any]:
+        """``POST /v1/envs/{id}/pause``: freeze every service (or one) on its
+        host, memory and data kept; ``{environment, paused}``."""
+        body = {"service": service} if service else {}
+        return self._json("POST", f"/v1/envs/{env_id}/pause", json=body)
+
+    def resume(self, env_id: str, service: str | None = None) -> dict[str, Any]:
+        """``POST /v1/envs/{id}/resume``: thaw what :meth:`pause` froze; ``{environment, resumed}``."""
+        body = {"service": service} if service else {}
+        return self._json("POST", f"/v1/envs/{env_id}/resume", json=body)
+
     def environment(self, env_id: str) -> dict[str, Any]:
         """``GET /v1/envs/{id}``: the environment object."""
         return self._json("GET", f"/v1/envs/{env_id}").get("environment") or {}
@@ -679,6 +709,70 @@ class Client:
         # denv-cp passes denvd's flag on when either stream was cut at the cap.
         truncated = bool(doc.get("truncated"))
         return ExecResult(exit_code=int(doc.get("exit_code", -1)), stdout=out, stderr=err, truncated=truncated)
+
+    # ---- background commands (denv-cp(8), "Background commands") ----
+
+    def start_command(
+        self,
+        env_id: str,
+        service: str,
+        cmd: Sequence[str],
+        timeout_sec: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """Start ``cmd`` in the service and return its id at once; it runs on
+        after this call (and this client) have gone."""
+        if isinstance(cmd, str):
+            raise TypeError("denv: start_command takes an argv list; use shell_command() for a script")
+        body: dict[str, Any] = {"service": service, "cmd": [str(c) for c in cmd]}
+        if timeout_sec is not None:
+            body["timeout_sec"] = int(timeout_sec)
+        doc = self._json("POST", f"/v1/envs/{env_id}/commands", json=body, idempotency_key=idempotency_key)
+        return str((doc.get("command") or {}).get("id") or "")
+
+    def commands(self, env_id: str) -> list[dict[str, Any]]:
+        """The environment's background commands, oldest first."""
+        return list(self._json("GET", f"/v1/envs/{env_id}/commands").get("commands") or [])
+
+    def command(self, env_id: str, cmd_id: str) -> dict[str, Any]:
+        """One command: ``state`` (running, exited, lost), ``done``, ``exit_code``, output sizes."""
+        return dict(self._json("GET", f"/v1/envs/{env_id}/commands/{cmd_id}").get("command") or {})
+
+    def command_output(
+        self, env_id: str, cmd_id: str, stdout_offset: int = 0, stderr_offset: int = 0, wait: int = 0,
+    ) -> CommandOutput:
+        """Recorded output from the offsets (at most 1 MiB per stream per call),
+        after waiting up to ``wait`` seconds for the command to end."""
+        params = {"stdout_offset": str(int(stdout_offset)), "stderr_offset": str(int(stderr_offset)),
+                  "wait": str(int(wait))}
+        doc = self._json("GET", f"/v1/envs/{env_id}/commands/{cmd_id}/output", params=params,
+                         timeout=max(self.timeout, wait + HTTP_MARGIN))
+        c = dict(doc.get("command") or {})
+        code = c.get("exit_code")
+        return CommandOutput(
+            id=str(c.get("id") or cmd_id), state=str(c.get("state") or ""), done=bool(c.get("done")),
+            exit_code=int(code) if isinstance(code, int) else None,
+            stdout=base64.b64decode(c.get("stdout") or ""), stderr=base64.b64decode(c.get("stderr") or ""),
+            stdout_offset=int(c.get("stdout_offset") or 0), stderr_offset=int(c.get("stderr_offset") or 0),
+            raw=c,
+        )
+
+    def wait_command(self, env_id: str, cmd_id: str, timeout_sec: int = 600) -> dict[str, Any]:
+        """Wait up to ``timeout_sec`` (at most 600) for the end; the command
+        (``done`` false if it still runs)."""
+        doc = self._json("POST", f"/v1/envs/{env_id}/commands/{cmd_id}/wait",
+                         json={"timeout_sec": int(timeout_sec)},
+                         timeout=max(self.timeout, timeout_sec + HTTP_MARGIN))
+        return dict(doc.get("command") or {})
+
+    def signal_command(self, env_id: str, cmd_id: str, signal: str = "TERM") -> dict[str, Any]:
+        """Send ``signal`` (HUP INT QUIT KILL TERM USR1 USR2) to the command and what it started."""
+        doc = self._json("POST", f"/v1/envs/{env_id}/commands/{cmd_id}/signal", json={"signal": signal})
+        return dict(doc.get("command") or {})
+
+    def kill_command(self, env_id: str, cmd_id: str) -> dict[str, Any]:
+        """SIGKILL the command's process tree."""
+        return self.signal_command(env_id, cmd_id, "KILL")
 
     def put_tar(self, env_id: str, service: str, path: str, tar_bytes: bytes, owner: str | None = None) -> None:
         """Extract an archive into ``path`` (created if missing) inside the service.

@@ -37,6 +37,20 @@ static bool is_help(const char *name, size_t len)
 	return (len == 4 && strncmp(name, "help", 4) == 0) || (len == 1 && name[0] == 'h');
 }
 
+/* "-it": one dash and several short boolean flags, as docker takes them. */
+static int take_short_group(struct cli_args *a, const char *word, struct err *e)
+{
+	for (const char *p = word + 1; *p; p++) {
+		int k = flag_index(a->flags, p, 1);
+
+		if (k < 0 || a->flags[k].kind != CLI_BOOL)
+			return err_set(e, "unknown flag %s", word);
+	}
+	for (const char *p = word + 1; *p; p++)
+		a->val[flag_index(a->flags, p, 1)] = "true";
+	return 0;
+}
+
 /*
  * One flag word at argv[*i] (it starts with '-' and is not "-" or "--").
  * Consumes its value from the next word when needed.
@@ -58,6 +72,8 @@ static int take_flag(struct cli_args *a, int argc, char **argv, int *i, struct e
 		return 0;
 	}
 	k = len ? flag_index(a->flags, name, len) : -1;
+	if (k < 0 && name == word + 1 && !eq && len > 1)
+		return take_short_group(a, word, e);
 	if (k < 0)
 		return err_set(e, "unknown flag %.*s", (int)(name - word + len), word);
 	if (a->flags[k].kind == CLI_BOOL) {

@@ -63,6 +63,8 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 /* What a command's run returns for a usage error when its other returns
  * are exit codes (cli_cmd.own_fail). */
 #define CLI_RUN_USAGE (-2)
+/* The terminal on fd's size. 0, or -1 when fd is not a terminal. */
+int cli_tty_size(int fd, int *rows, int *cols);
 #define CLI_EXEC_NO_STREAM (-3)	/* exec_stream.c: no stream; use the one-shot exec */
 
 /* ---- flags (args.c) ---- */
@@ -294,7 +296,7 @@ extern const struct cli_cmd cli_cmd_login, cli_cmd_whoami, cli_cmd_keys;
 extern const struct cli_cmd cli_cmd_templates, cli_cmd_init, cli_cmd_project, cli_cmd_deploy;
 extern const struct cli_cmd cli_cmd_cloud, cli_cmd_host;
 extern const struct cli_cmd cli_cmd_env, cli_cmd_fork, cli_cmd_snapshot, cli_cmd_verify,
-	cli_cmd_rollback, cli_cmd_exec;
+	cli_cmd_rollback, cli_cmd_exec, cli_cmd_bg, cli_cmd_pause, cli_cmd_resume;
 extern const struct cli_cmd cli_cmd_files, cli_cmd_deployment, cli_cmd_events;
 extern const struct cli_cmd cli_cmd_quotas;
 /* denv top lives in src/tui (linked into bin/denv, not into the unit tests). */

@@ -354,6 +354,7 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 {
 	const char *service = cli_flag_str(a, "service"), *timeout = cli_flag_str(a, "timeout");
 	bool as_json = cli_flag_bool(a, "json", false);
+	bool interactive = cli_flag_bool(a, "interactive", false), tty = cli_flag_bool(a, "tty", false);
 	char id[CLI_ID_MAX] = "";
 	struct json *body, *cmd, *resp = NULL;
 	struct buf path = BUF_INIT;
@@ -372,6 +373,22 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 	json_object_set(body, "cmd", cmd);
 	if (t > 0)
 		json_object_set_int(body, "timeout_sec", t);
+	if (interactive)
+		json_object_set_bool(body, "stdin", true);
+	if (tty) {
+		int rows, cols;
+
+		json_object_set_bool(body, "tty", true);
+		if (cli_tty_size(1, &rows, &cols) == 0 || cli_tty_size(0, &rows, &cols) == 0) {
+			json_object_set_int(body, "rows", rows);
+			json_object_set_int(body, "cols", cols);
+		}
+	}
+	if ((interactive || tty) && as_json) {
+		err_set(e, "exec: -i and -t need the stream; they do not go with --json");
+		rc = CLI_RUN_USAGE;
+		goto out;
+	}
 	if (cli_resolve_env(c, a->pos[0], id, sizeof(id), e) < 0)
 		goto out;
 	buf_adds(&path, "/v1/envs/");
@@ -386,6 +403,10 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 			goto out;
 		}
 		rc = -1;
+		if (interactive || tty) {
+			err_set(e, "exec: this server has no exec stream, which -i and -t need");
+			goto out;
+		}
 	}
 	/* The server answers when the command ends: wait at least that long. */
 	if (t * 1000 + CLI_EXEC_SLACK_MS > CLI_HTTP_TIMEOUT_MS)
@@ -409,6 +430,8 @@ static const struct cli_flag exec_flags[] = {
 	{ "service", 0, CLI_STR, "S", "service to run the command in (required)" },
 	{ "timeout", 0, CLI_STR, "SEC", "server-side timeout in seconds (default 120)" },
 	{ "json", 0, CLI_BOOL, NULL, "print {exit_code, stdout, stderr} and exit 0 instead" },
+	{ "interactive", 'i', CLI_BOOL, NULL, "send our stdin to the command (its end too)" },
+	{ "tty", 't', CLI_BOOL, NULL, "give the command a terminal of our size (stderr joins stdout)" },
 	{ 0 },
 };
 
@@ -420,7 +443,10 @@ const struct cli_cmd cli_cmd_exec = {
 		 "ended, stdout first, then stderr). Exit status: the command's own code;\n"
 		 "124 it ran past --timeout and was killed; 125 denv could not run it (usage,\n"
 		 "credential, environment, host; a \"denv: \" line on stderr says why).\n"
-		 "With --json: the answer as JSON and 0, whatever the command's code.\n",
+		 "With --json: the answer as JSON and 0, whatever the command's code.\n"
+		 "-i sends stdin to the command; -t gives it a terminal (ours in raw mode\n"
+		 "meanwhile; a resize follows). `denv exec -it ENV -- sh` works like docker's.\n"
+		 "If denv goes away mid-command, the command is killed.\n",
 	.flags = exec_flags, .min_pos = 2, .max_pos = -1, .stop_after = 1, .own_fail = CLI_EXEC_FAIL,
 	.run = run_exec,
 };

@@ -8,12 +8,17 @@
  * exec.out frames (ws/xframe.h) and is relayed as it arrives, in seq order;
  * the last frame is exec.exit or exec.error, then a normal close.
  *
+ * With "stdin": true (and "tty": true, "rows", "cols" for a terminal) the
+ * client's later messages go to the command: exec.in, exec.resize and
+ * exec.kill frames (ws/xframe.h), or binary messages, which are stdin bytes.
+ * The stream holds one of the team's exec slots (quota.c) until it ends.
+ * A client that goes away kills the command (exec.kill to the host).
+ *
  * Bounds: a client that lets more than CP_XS_QUEUED bytes of output wait is
  * sent exec.error and dropped (the queue's cap is twice that, so the error
  * fits; a client that still does not read loses it with the queue when the
  * close handshake times out); a lost or malformed frame from the host ends the stream the same
- * way. A client that goes away leaves the command running to its end or its
- * timeout, recorded like any command; nobody waits for it.
+ * way.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,6 +37,8 @@ struct cp_xs {
 	struct cp_cmd *cmd;	/* NULL before the command and after its result */
 	char env_id[ID_MAX], host_id[ID_MAX];
 	bool started, ended;
+	bool interactive;	/* stdin or tty: later messages are for the command */
+	char team_id[ID_MAX];	/* holds one of its exec slots while non-empty */
 	int64_t next_seq;
 	struct cp_xs *next;
 };
@@ -58,12 +65,31 @@ static void xs_send(struct cp_xs *x, struct json *f)
 	json_free(f);
 }
 
+static void xs_put_slot(struct cp_xs *x)
+{
+	if (*x->team_id)
+		cp_quota_exec_put(x->cp, x->team_id);
+	x->team_id[0] = '\0';
+}
+
+/* Kill the command on its host (the caller then forgets it). */
+static void xs_kill(struct cp_xs *x)
+{
+	struct err e;
+
+	if (x->cmd && cp_cmd_send_frame(x->cmd, xf_kill_json(NULL), &e) < 0)
+		log_info("cp", "exec stream of %s: kill: %s", x->env_id, e.msg);
+}
+
 /* The last frame: exec.error with msg (or none), then a close. */
 static void xs_end(struct cp_xs *x, const char *msg)
 {
 	if (x->ended)
 		return;
 	x->ended = true;
+	xs_put_slot(x);
+	if (msg)
+		xs_kill(x);	/* a stream that broke leaves no command behind */
 	if (msg)
 		log_info("cp", "exec stream of %s (%s) ended: %s", x->env_id, x->cmd ? cp_cmd_id(x->cmd) : "no command",
 			 msg);
@@ -144,6 +170,7 @@ static struct json *command_payload(const void *data, size_t len, char *msg, siz
 	const struct json *cmd, *t;
 	const char *service;
 	int64_t timeout = CP_EXEC_TIMEOUT_DEFAULT_S;
+	const struct json *rows, *cols;
 	struct err e;
 
 	if (json_parse(data, len, NULL, &m, &e) < 0 || m->type != JSON_OBJECT) {
@@ -160,6 +187,11 @@ static struct json *command_payload(const void *data, size_t len, char *msg, siz
 		snprintf(msg, n, "cmd must be a non-empty array of strings");
 	else if (t && (t->type != JSON_INT || t->u.i <= 0 || t->u.i > CP_EXEC_TIMEOUT_MAX_S))
 		snprintf(msg, n, "timeout_sec must be 1 to %d", CP_EXEC_TIMEOUT_MAX_S);
+	rows = json_get(m, "rows");
+	cols = json_get(m, "cols");
+	if (!*msg && ((rows && (rows->type != JSON_INT || rows->u.i < 1 || rows->u.i > XF_TTY_MAX)) ||
+		      (cols && (cols->type != JSON_INT || cols->u.i < 1 || cols->u.i > XF_TTY_MAX))))
+		snprintf(msg, n, "rows and cols must be 1 to %d", XF_TTY_MAX);
 	for (size_t i = 0; !*msg && i < json_len(cmd); i++)
 		if (json_at(cmd, i)->type != JSON_STRING)
 			snprintf(msg, n, "cmd must be a non-empty array of strings");
@@ -172,10 +204,49 @@ static struct json *command_payload(const void *data, size_t len, char *msg, siz
 	{
 		struct json *p = cp_obj("service", json_new_str(service), "cmd", json_dup(cmd), "timeout_sec",
 					json_new_int(timeout), "stream", json_new_bool(true), NULL);
+		bool in = json_get_bool(m, "stdin", false), tty = json_get_bool(m, "tty", false);
 
+		if (in)
+			json_object_set_bool(p, "stdin", true);
+		if (tty)
+			json_object_set_bool(p, "tty", true);
+		if (tty && rows && cols) {
+			json_object_set_int(p, "rows", rows->u.i);
+			json_object_set_int(p, "cols", cols->u.i);
+		}
 		json_free(m);
 		return p;
 	}
+}
+
+/* A later message of an interactive stream: for the command's host. */
+static void xs_input(struct cp_xs *x, bool is_binary, const char *data, size_t len)
+{
+	struct xf_frame f;
+	struct err e;
+	int rc = 0;
+
+	if (!x->interactive || !x->cmd)
+		return;	/* not asked for, or the command has ended */
+	if (is_binary) {
+		for (size_t off = 0; rc == 0 && off < len; off += XF_CHUNK_MAX)
+			rc = cp_cmd_send_frame(x->cmd, xf_in_json(NULL, data + off, len - off < XF_CHUNK_MAX ? len - off
+											     : XF_CHUNK_MAX, false), &e);
+	} else {
+		xf_frame_init(&f);
+		if (xf_parse(data, len, &f, &e) < 0 || (f.kind != XF_IN && f.kind != XF_RESIZE && f.kind != XF_KILL))
+			rc = err_set(&e, "exec stream: a message after the command must be exec.in, exec.resize or "
+				     "exec.kill (%s)", e.msg[0] ? e.msg : "another type");
+		else if (f.kind == XF_IN)
+			rc = cp_cmd_send_frame(x->cmd, xf_in_json(NULL, f.data.data, f.data.len, f.eof), &e);
+		else if (f.kind == XF_RESIZE)
+			rc = cp_cmd_send_frame(x->cmd, xf_resize_json(NULL, f.rows, f.cols), &e);
+		else
+			rc = cp_cmd_send_frame(x->cmd, xf_kill_json(NULL), &e);
+		xf_frame_release(&f);
+	}
+	if (rc < 0)
+		xs_end(x, e.msg);
 }
 
 static void xs_message(struct ws_conn *c, bool is_binary, const void *data, size_t len, void *arg)
@@ -185,9 +256,12 @@ static void xs_message(struct ws_conn *c, bool is_binary, const void *data, size
 	char msg[256] = "";
 	int64_t timeout;
 
-	/* Only the first message means something (stdin is not carried yet). */
-	if (x->started || x->ended)
+	if (x->ended)
 		return;
+	if (x->started) {
+		xs_input(x, is_binary, data, len);
+		return;
+	}
 	x->started = true;
 	if (is_binary || !(payload = command_payload(data, len, msg, sizeof(msg)))) {
 		xs_end(x, *msg ? msg : "the first message must be a JSON text message");
@@ -200,6 +274,7 @@ static void xs_message(struct ws_conn *c, bool is_binary, const void *data, size
 		return;
 	}
 	timeout = json_get_int(payload, "timeout_sec", CP_EXEC_TIMEOUT_DEFAULT_S);
+	x->interactive = json_get_bool(payload, "stdin", false) || json_get_bool(payload, "tty", false);
 	x->cmd = cp_cmd_send(x->cp, x->host_id, x->env_id, "env.exec", payload, NULL,
 			     timeout * 1000 + CP_EXEC_SLACK_MS, xs_done, x);
 	cp_cmd_on_output(x->cmd, xs_out);
@@ -209,7 +284,11 @@ static void xs_close(struct ws_conn *c, int code, const char *reason, void *arg)
 {
 	struct cp_xs *x = arg;
 
-	cp_cmd_cancel(x->cmd);	/* the command runs on; nobody waits for it */
+	/* A client gone before the end takes its command with it. */
+	if (x->cmd && !x->ended)
+		xs_kill(x);
+	xs_put_slot(x);
+	cp_cmd_cancel(x->cmd);
 	xs_unlink(x->cp, x);
 	ws_conn_free(c);
 	free(x);
@@ -247,7 +326,11 @@ static void h_exec_stream(struct cp *cp, struct http_req *req)
 							  : "too many streamed execs; use POST /v1/envs/{env}/exec");
 		return;
 	}
+	/* Counted like a one-shot exec, from the upgrade to the stream's end. */
+	if (cp_quota_exec_take(cp, req, who.team_id) < 0)
+		return;
 	x = xcalloc(1, sizeof(*x));
+	str_copy(x->team_id, sizeof(x->team_id), who.team_id);
 	x->cp = cp;
 	str_copy(x->env_id, sizeof(x->env_id), json_get_str(env, "ID"));
 	str_copy(x->host_id, sizeof(x->host_id), host);
@@ -259,6 +342,7 @@ static void h_exec_stream(struct cp *cp, struct http_req *req)
 	o.arg = x;
 	if (ws_accept(cp->ev, req, &o, &x->ws, &e) < 0) {
 		log_debug("cp", "exec stream: %s", e.msg);
+		xs_put_slot(x);
 		free(x);
 		return;
 	}
@@ -273,6 +357,7 @@ void cp_exec_streams_close_all(struct cp *cp)
 		struct cp_xs *x = cp->xstreams;
 
 		cp->xstreams = x->next;
+		xs_put_slot(x);
 		cp_cmd_cancel(x->cmd);
 		ws_conn_free(x->ws);
 		free(x);

@@ -49,6 +49,8 @@ struct cp_cmd {
 	char also[ID_MAX + 8];	/* progress goes to this subject too ("" none) */
 	char driver[16];	/* a hosted provider runs it in-process ("" a sidecar) */
 	struct cp_drv_op *op;	/* that run, in flight */
+	bool written;		/* the command frame went to the host's stream */
+	struct json *later;	/* frames for it (exec.in ...) waiting for that; NULL none */
 	struct cp_cmd *next;
 };
 
@@ -85,6 +87,7 @@ static void cmd_free(struct cp_cmd *cmd)
 	ev_timer_stop(cmd->cp->ev, &cmd->timer);
 	cp_drv_cancel(cmd->op);
 	json_free(cmd->payload);
+	json_free(cmd->later);
 	buf_release(&cmd->out);
 	buf_release(&cmd->in);
 	free(cmd);
@@ -182,6 +185,39 @@ static void transmit(struct cp_cmd *cmd)
 			 cmd->host_id, e.msg);
 	else
 		log_debug("cmd", "%s %s sent to host %s", cmd->kind, cmd->id, cmd->host_id);
+	if (rc == 0 && !cmd->written) {
+		cmd->written = true;
+		for (size_t i = 0; cmd->later && i < json_len(cmd->later); i++)
+			if (cp_hub_send(cp, cmd->host_id, json_at(cmd->later, i), &e) < 0)
+				log_warn("cmd", "%s %s: a frame for it: %s", cmd->kind, cmd->id, e.msg);
+		json_free(cmd->later);
+		cmd->later = NULL;
+	}
+}
+
+int cp_cmd_send_frame(struct cp_cmd *cmd, struct json *frame, struct err *e)
+{
+	int rc = 0;
+
+	if (!cmd) {
+		json_free(frame);
+		return err_set(e, "the command has ended");
+	}
+	json_object_set_str(frame, "host_id", cmd->host_id);
+	json_object_set_str(frame, "command_id", cmd->id);
+	if (cmd->written) {
+		rc = cp_hub_send(cmd->cp, cmd->host_id, frame, e);
+		json_free(frame);
+		return rc;
+	}
+	if (!cmd->later)
+		cmd->later = json_new_array();
+	if (json_len(cmd->later) >= CP_CMD_LATER_MAX) {
+		json_free(frame);
+		return err_set(e, "more than %d frames wait for the command to reach its host", CP_CMD_LATER_MAX);
+	}
+	json_array_push(cmd->later, frame);
+	return 0;
 }
 
 static void on_timer(struct ev *ev, void *arg)

@@ -72,6 +72,13 @@
 #define CP_EXEC_TIMEOUT_DEFAULT_S 120		/* env.exec without timeout_sec */
 #define CP_EXEC_TIMEOUT_MAX_S 86400
 #define CP_EXEC_SLACK_MS 10000			/* env.exec waits timeout_sec plus this */
+/* Background commands (api_bg.c; the host's limits are denvd's SC_BG_*). */
+#define CP_BG_TIMEOUT_MAX_S (7 * 86400)		/* a command's timeout_sec, and its default */
+#define CP_BG_READ_MAX ((int64_t)1 << 20)	/* output bytes per stream in one answer */
+#define CP_BG_WAIT_MAX_S 600			/* one wait */
+#define CP_BG_START_WAIT_S 20			/* the host's word that the command started */
+#define CP_PAUSE_TIMEOUT_MS 60000		/* env.pause / env.resume on the host */
+#define CP_CMD_LATER_MAX 256			/* frames for a command not yet on its host's stream */
 #define CP_WARM_TIMEOUT_S 600			/* the deploy's warm command */
 #define CP_WARM_OUTPUT_TAIL 2048		/* bytes of a failed warm's stderr kept in its evidence */
 #define CP_WARM_ERROR_LINE 240			/* bytes of its last stderr line in the phase's error */
@@ -279,6 +286,11 @@ int cp_api_events(struct cp *cp);
 int cp_api_hosts(struct cp *cp);
 int cp_api_misc(struct cp *cp);
 int cp_api_github(struct cp *cp);
+int cp_api_bg(struct cp *cp);		/* background commands */
+int cp_api_pause(struct cp *cp);	/* pause, resume */
+/* Pause every service of env_id on its host for the TTL reaper (reason goes
+ * in the ttl.paused event). 0 once sent, -1 when its host is not connected. */
+int cp_pause_env(struct cp *cp, const char *env_id, const char *reason, struct err *e);
 int cp_api_ops(struct cp *cp);		/* fork, snapshot, rollback, verify, destroy, exec, files */
 int cp_api_sandboxes(struct cp *cp);
 int cp_web_device(struct cp *cp);	/* the device-approval page under /app/device/ */
@@ -539,6 +551,11 @@ void cp_cmd_progress_also(struct cp_cmd *cmd, const char *subject);
  * command's arg as they arrive, until the result or a cancel. */
 typedef void (*cp_cmd_out_fn)(struct cp *cp, const struct json *frame, void *arg);
 void cp_cmd_on_output(struct cp_cmd *cmd, cp_cmd_out_fn fn);
+/* A frame (taken) for the running command (exec.in, exec.resize,
+ * exec.kill), given its command_id and host_id: sent at once if the command
+ * is on the host's stream, else kept (at most CP_CMD_LATER_MAX) and sent
+ * right after it. 0, or -1 (e) when cmd is NULL or the queue is full. */
+int cp_cmd_send_frame(struct cp_cmd *cmd, struct json *frame, struct err *e);
 /* Forget the caller: the command still runs and its row gets the result. */
 void cp_cmd_cancel(struct cp_cmd *cmd);
 const char *cp_cmd_id(const struct cp_cmd *cmd);

@@ -3,7 +3,8 @@
  *
  * An environment row may carry IdleTTLSec (reap after this long without
  * activity), MaxTTLSec (reap this long after CreatedAt, active or not) and
- * TTLAction (what reaping does: destroy). 0 or absent is no limit. The
+ * TTLAction (what reaching the idle TTL does: destroy, or pause; the max
+ * TTL always destroys). 0 or absent is no limit. The
  * reaper is a timer on the loop: every CP_TTL_TICK_MS it reads at most
  * CP_TTL_SCAN_MAX environment rows from where the last tick stopped and
  * starts at most CP_TTL_REAP_MAX destroy deployments, so a big store costs
@@ -58,11 +59,9 @@ int cp_ttl_check(const struct cp_ttl_req *t, struct err *e)
 		return err_set(e, "idle_ttl_sec must be 0 (none) to %d, got %" PRId64, CP_TTL_MAX_S, t->idle_s);
 	if (t->max_s != CP_TTL_UNSET && (t->max_s < 0 || t->max_s > CP_TTL_MAX_S))
 		return err_set(e, "max_ttl_sec must be 0 (none) to %d, got %" PRId64, CP_TTL_MAX_S, t->max_s);
-	if (!t->action || str_eq(t->action, "destroy"))
+	if (!t->action || str_eq(t->action, "destroy") || str_eq(t->action, "pause"))
 		return 0;
-	if (str_eq(t->action, "pause"))
-		return err_set(e, "ttl_action pause is not supported yet: it arrives with pause/resume; use destroy");
-	return err_set(e, "ttl_action must be destroy, got \"%.64s\"", t->action);
+	return err_set(e, "ttl_action must be destroy or pause, got \"%.64s\"", t->action);
 }
 
 enum cp_ttl_verdict cp_ttl_due(int64_t created_ms, int64_t last_ms, int64_t idle_s, int64_t max_s, int64_t now_ms,
@@ -280,6 +279,7 @@ void cp_ttl_view(struct cp *cp, const struct json *env, struct json *resp)
 struct due {
 	char env_id[ID_MAX];
 	char reason[96];
+	bool pause;		/* the idle TTL of an environment whose action is pause */
 };
 
 struct scan {
@@ -303,6 +303,7 @@ static int scan_env(const char *id, const struct json *env, void *arg)
 	struct scan *sc = arg;
 	const char *status = json_get_str(env, "Status"), *reaped = json_get_str(env, "ReapedAt");
 	int64_t idle = json_get_int(env, "IdleTTLSec", 0), max = json_get_int(env, "MaxTTLSec", 0);
+	enum cp_ttl_verdict verdict;
 	struct due *d;
 
 	sc->visited++;
@@ -316,9 +317,12 @@ static int scan_env(const char *id, const struct json *env, void *arg)
 	if ((idle <= 0 && max <= 0) || (reaped && *reaped) || (!str_eq(status, "running") && !str_eq(status, "failed")))
 		return 0;
 	d = &sc->due[sc->ndue];
-	if (cp_ttl_due(stamp_ms(env, "CreatedAt"), last_active_ms(sc->t, env), idle, max, sc->now_ms, d->reason,
-		       sizeof(d->reason)) == CP_TTL_KEEP)
+	verdict = cp_ttl_due(stamp_ms(env, "CreatedAt"), last_active_ms(sc->t, env), idle, max, sc->now_ms,
+			     d->reason, sizeof(d->reason));
+	/* A paused environment is idle by design: only its max TTL ends it. */
+	if (verdict == CP_TTL_KEEP || (verdict == CP_TTL_IDLE && json_get_bool(env, "Paused", false)))
 		return 0;
+	d->pause = verdict == CP_TTL_IDLE && str_eq(json_get_str(env, "TTLAction"), "pause");
 	str_copy(d->env_id, sizeof(d->env_id), id);
 	/* Full: stop here; the next tick goes on from this row. */
 	return ++sc->ndue == CP_TTL_REAP_MAX;
@@ -340,6 +344,25 @@ static void reap_committed(int status, struct err *e, void *arg)
 	free(r);
 }
 
+/* The idle TTL with action pause: the row says Paused at once (so the next
+ * tick does not pause it again), the host pauses it, and its answer records
+ * the ttl.paused event (api_pause.c). */
+static void reap_pause(struct cp *cp, const struct json *env, const struct due *d)
+{
+	struct json *row = json_dup(env);
+	struct st_txn *txn = st_begin(cp->db);
+	struct err e;
+
+	json_object_set_bool(row, "Paused", true);
+	json_object_set(row, "PausedAt", cp_now_json());
+	json_object_set_str(row, "PausedReason", d->reason);
+	st_put(txn, "environments", d->env_id, row);
+	if (st_commit(txn, NULL, NULL, &e) < 0 || cp_pause_env(cp, d->env_id, d->reason, &e) < 0)
+		log_error("ttl", "pausing %s: %s", d->env_id, e.msg);
+	else
+		log_info("ttl", "%s: %s: pausing", d->env_id, d->reason);
+}
+
 /* Start the destroy deployment and say why, in one transaction. */
 static void reap(struct cp *cp, const struct due *d)
 {
@@ -354,6 +377,10 @@ static void reap(struct cp *cp, const struct due *d)
 
 	if (!env || st_scan(cp->db, "deployments", "EnvID", d->env_id, NULL, in_flight, &busy, &e) < 0 || busy)
 		return;	/* a deployment of its own is queued: the next pass decides */
+	if (d->pause) {
+		reap_pause(cp, env, d);
+		return;
+	}
 	txn = st_begin(cp->db);
 	resp = cp_deployment_create(txn, team, json_get_str(env, "ProjectID"), d->env_id, "destroy",
 				    cp_obj("reason", json_new_str(d->reason), NULL));

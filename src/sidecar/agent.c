@@ -134,6 +134,8 @@ static void on_message(struct ws_conn *c, bool is_binary, const void *data, size
 		dispatch_command(a->dp, f);
 	else if (str_eq(type, "chunk"))
 		dispatch_chunk(a->dp, f);
+	else if (str_eq(type, "exec.in") || str_eq(type, "exec.resize") || str_eq(type, "exec.kill"))
+		dispatch_exec_ctl(a->dp, f);
 	else if (str_eq(type, "hello"))
 		on_hello(a, f);
 	else

@@ -37,6 +37,7 @@ void dispatch_free(struct dispatch *d)
 		runner_forget(j);
 		json_free(j->frame);
 		buf_release(&j->line);
+		buf_release(&j->ctl_out);
 		free(j);
 	}
 	spools_free(d->sp);
@@ -104,18 +105,31 @@ void dispatch_remove(struct dispatch *d, struct job *j)
 	runner_forget(j);
 	json_free(j->frame);
 	buf_release(&j->line);
+	buf_release(&j->ctl_out);
 	free(j);
 }
 
+/* env.exec and the background commands' kinds (bg.c). */
+static bool in_container(const char *kind)
+{
+	return str_eq(kind, "env.exec") || str_has_prefix(kind, "env.bg.");
+}
+
 /*
- * Commands on one environment run one at a time, except that env.exec runs
- * beside other env.exec: commands in a container do not change the
- * environment's lifecycle, and a client that cancels a long command kills it
- * with a second exec, which must not wait behind the first.
+ * Commands on one environment run one at a time, except that commands in a
+ * container (env.exec, env.bg.*) run beside each other: they do not change
+ * the environment's lifecycle, a client that cancels a long command kills it
+ * with a second exec, which must not wait behind the first, and a wait for a
+ * background command must not hold up reading its output. env.pause and
+ * env.resume may start beside them too (not the other way round).
  */
 bool dispatch_may_overlap(const char *running_kind, const char *queued_kind)
 {
-	return str_eq(running_kind, "env.exec") && str_eq(queued_kind, "env.exec");
+	/* A pause must not wait for a command it would freeze (a long exec, or
+	 * a wait for a background command): it freezes it where it is. */
+	if (str_eq(queued_kind, "env.pause") || str_eq(queued_kind, "env.resume"))
+		return in_container(running_kind);
+	return in_container(running_kind) && in_container(queued_kind);
 }
 
 static bool env_busy(struct dispatch *d, const struct job *q)
@@ -162,7 +176,8 @@ static struct job *find_job(struct dispatch *d, const char *id)
  * previous attempt left, destroy and reads are repeatable). */
 static bool rerun_safe(const char *kind)
 {
-	return !str_eq(kind, "env.exec") && !str_eq(kind, "env.put");
+	return !str_eq(kind, "env.exec") && !str_eq(kind, "env.put") && !str_eq(kind, "env.bg.start") &&
+	       !str_eq(kind, "env.bg.signal");
 }
 
 /* A worker that held the command's lock is gone and wrote no result. */
@@ -197,7 +212,9 @@ static struct job *new_job(struct dispatch *d, const struct json *frame, const c
 	str_copy(j->env, sizeof(j->env), env);
 	j->frame = json_dup(frame);
 	j->out_fd = -1;
+	j->ctl_fd = -1;
 	j->line = (struct buf)BUF_INIT;
+	buf_init(&j->ctl_out, SC_CTL_QUEUED_MAX);
 	j->state = JOB_QUEUED;
 	for (pp = &d->jobs; *pp; pp = &(*pp)->next)
 		;
@@ -258,6 +275,11 @@ void dispatch_command(struct dispatch *d, const struct json *frame)
 		return;
 	}
 	dispatch_schedule(d);
+}
+
+void dispatch_exec_ctl(struct dispatch *d, const struct json *frame)
+{
+	runner_exec_ctl(d, frame);
 }
 
 void dispatch_chunk(struct dispatch *d, const struct json *frame)

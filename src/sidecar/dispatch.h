@@ -24,6 +24,8 @@ struct job {
 	struct buf line;		/* progress bytes not yet ending in '\n' */
 	int64_t out_seq;		/* next exec.out frame's seq */
 	bool paused;			/* its pipe is not read until the queue drains */
+	int ctl_fd;			/* a streamed exec's control FIFO (<id>.ctl), -1 if none */
+	struct buf ctl_out;		/* control lines the FIFO could not take yet */
 	struct ev_timer poll;		/* JOB_ORPHAN: checking on the old worker */
 	int64_t deadline;
 	struct job *next;
@@ -51,6 +53,8 @@ void dispatch_interrupted(struct dispatch *d, struct job *j);
 int runner_start(struct job *j, struct err *e);
 void runner_watch_orphan(struct job *j);
 void runner_forget(struct job *j);
+/* exec.in, exec.resize, exec.kill for a running streamed exec: to its worker. */
+void runner_exec_ctl(struct dispatch *d, const struct json *frame);
 /* Read the pipes of workers paused by a full queue again. */
 void runner_resume_all(struct dispatch *d);
 /* 1 if a live process holds the lock on <id>.cmd, 0 if none, -1 if no such file. */

@@ -14,14 +14,18 @@
  * and its messages are the ones users know. Once the start request is out,
  * the command may be running, so a failure is reported and never retried. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "base/clock.h"
+#include "base/enc.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "base/sys.h"
 #include "http/http.h"
 #include "http/stream.h"
 #include "sidecar/sidecar.h"
@@ -69,7 +73,8 @@ static int api(const char *method, const char *path, const struct json *body, in
 }
 
 /* The exec's id, or 0 when the API will not create it (the CLI then). */
-static int create(const char *container, const char *const *argv, char *id, size_t n, struct err *e)
+static int create(const char *container, const char *const *argv, const struct engine_tty *t, char *id, size_t n,
+		  struct err *e)
 {
 	struct json *body = json_new_object(), *cmd = json_new_array(), *res = NULL;
 	char path[400];
@@ -77,10 +82,17 @@ static int create(const char *container, const char *const *argv, char *id, size
 
 	for (size_t i = 0; argv[i]; i++)
 		json_array_push(cmd, json_new_str(argv[i]));
-	json_object_set_bool(body, "AttachStdin", false);
+	json_object_set_bool(body, "AttachStdin", t && t->stdin_open);
 	json_object_set_bool(body, "AttachStdout", true);
 	json_object_set_bool(body, "AttachStderr", true);
-	json_object_set_bool(body, "Tty", false);
+	json_object_set_bool(body, "Tty", t && t->tty);
+	if (t && t->tty && t->rows > 0 && t->cols > 0) {
+		struct json *size = json_new_array();
+
+		json_array_push(size, json_new_int(t->rows));
+		json_array_push(size, json_new_int(t->cols));
+		json_object_set(body, "ConsoleSize", size);
+	}
 	json_object_set(body, "Cmd", cmd);
 	snprintf(path, sizeof(path), "/containers/%s/exec", container);
 	rc = api("POST", path, body, (int)SC_DOCKER_QUICK_MS, &status, &res, e);
@@ -128,10 +140,114 @@ static int read_head(struct stream *s, int64_t deadline, struct mux *m, struct e
 	}
 }
 
-/* Send the start request and demultiplex the output until EOF or the deadline. */
-static int attach(const char *id, int64_t deadline, struct engine_exec *r, struct err *e)
+/* 1 fd ready, 2 ctl ready (checked second: output goes first), 0 the deadline. */
+static int wait_two(int fd, int ctl, int64_t deadline)
 {
-	static const char body[] = "{\"Detach\":false,\"Tty\":false}";
+	struct pollfd p[2] = { { fd, POLLIN, 0 }, { ctl, POLLIN, 0 } };
+
+	for (;;) {
+		int64_t left = deadline - ev_mono_ms();
+		int n;
+
+		if (left <= 0)
+			return 0;
+		n = poll(p, 2, left > INT32_MAX ? INT32_MAX : (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? 1 : 0;	/* an error: the next read reports it */
+		return p[0].revents ? 1 : 2;
+	}
+}
+
+static int write_all_wait(struct stream *s, const char *p, size_t n, struct err *e)
+{
+	while (n > 0) {
+		ssize_t w = stream_write(s, p, n);
+
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+		} else if (errno != EAGAIN || !ev_wait_fd(stream_fd(s), EV_WRITE, ev_mono_ms() + SC_DOCKER_QUICK_MS)) {
+			return err_errno(e, "exec stdin");
+		}
+	}
+	return 0;
+}
+
+static void resize(const char *id, int rows, int cols)
+{
+	char path[300];
+	int status = 0;
+	struct err e;
+
+	snprintf(path, sizeof(path), "/exec/%s/resize?h=%d&w=%d", id, rows, cols);
+	if (api("POST", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, NULL, &e) < 0 || status / 100 != 2)
+		log_debug("worker", "exec %s: resize: %s", id, e.msg);
+}
+
+/* One control line (without its '\n'). */
+static int ctl_line(const char *id, struct stream *s, const char *l, size_t n, struct engine_exec *r, struct err *e)
+{
+	int pid = 0, rows = 0, cols = 0;
+	bool running = false;
+	struct buf raw = BUF_INIT;
+	struct err ie;
+	int rc = 0;
+
+	switch (n ? l[0] : 0) {
+	case SC_CTL_STDIN:
+		if (enc_base64_decode(&raw, l + 1, n - 1, ENC_BASE64, &ie) == 0 && raw.len && !r->stdin_closed)
+			rc = write_all_wait(s, raw.data, raw.len, e);
+		buf_release(&raw);
+		return rc;
+	case SC_CTL_EOF:
+		/* dockerd ends the process's stdin when its side is half-closed. */
+		if (!r->stdin_closed && shutdown(stream_fd(s), SHUT_WR) < 0)
+			log_debug("worker", "exec %s: shutdown: %s", id, strerror(errno));
+		r->stdin_closed = true;
+		return 0;
+	case SC_CTL_RESIZE:
+		if (sscanf(l + 1, "%d %d", &rows, &cols) == 2 && rows > 0 && cols > 0 && rows <= 10000 && cols <= 10000)
+			resize(id, rows, cols);
+		return 0;
+	case SC_CTL_KILL:
+		if (engine_exec_state(id, &pid, &running, &ie) == 0 && running && pid > 1)
+			sc_kill_tree((pid_t)pid, SIGKILL);
+		r->killed = true;
+		return 0;
+	}
+	return 0;
+}
+
+/* Read what the agent wrote on the control pipe and act on whole lines. */
+static int ctl_input(const char *id, struct stream *s, const struct engine_tty *t, struct engine_exec *r,
+		     struct err *e)
+{
+	char tmp[8192], *nl;
+	ssize_t n = sys_read(t->ctl_fd, tmp, sizeof(tmp));
+
+	if (n > 0 && buf_add(&r->ctl, tmp, (size_t)n) < 0) {
+		log_warn("worker", "exec %s: a control line over %zu bytes dropped", id, SC_CTL_LINE_MAX);
+		buf_reset(&r->ctl);
+	}
+	while ((nl = memchr(r->ctl.data, '\n', r->ctl.len))) {
+		size_t len = (size_t)(nl - r->ctl.data);
+		int rc = ctl_line(id, s, r->ctl.data, len, r, e);
+
+		buf_consume(&r->ctl, len + 1);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Send the start request and demultiplex the output until EOF or the
+ * deadline; with t, also carry t's control lines to the process. */
+static int attach(const char *id, int64_t deadline, const struct engine_tty *t, struct engine_exec *r,
+		  struct err *e)
+{
+	const char *body = t && t->tty ? "{\"Detach\":false,\"Tty\":true}" : "{\"Detach\":false,\"Tty\":false}";
 	struct stream *s = NULL;
 	struct buf req = BUF_INIT;
 	char chunk[EXEC_READ_CHUNK];
@@ -152,6 +268,11 @@ static int attach(const char *id, int64_t deadline, struct engine_exec *r, struc
 	}
 	if (read_head(s, deadline, &r->mux, e) < 0)
 		goto out;
+	/* dockerd before API 1.42 ignores ConsoleSize: size the TTY once it
+	 * runs, as the docker CLI does (a command that asks at once may still
+	 * see 0x0 there). */
+	if (t && t->tty && t->rows > 0 && t->cols > 0)
+		resize(id, t->rows, t->cols);
 	for (;;) {
 		ssize_t n = stream_read(s, chunk, sizeof(chunk));
 
@@ -165,6 +286,17 @@ static int attach(const char *id, int64_t deadline, struct engine_exec *r, struc
 		if (errno != EAGAIN) {
 			err_errno(e, "exec output");
 			goto out;
+		}
+		if (t && t->ctl_fd >= 0) {
+			int w = wait_two(stream_fd(s), t->ctl_fd, deadline);
+
+			if (w == 0) {
+				r->timed_out = true;
+				break;
+			}
+			if (w == 2 && ctl_input(id, s, t, r, e) < 0)
+				goto out;
+			continue;
 		}
 		if (!ev_wait_fd(stream_fd(s), EV_READ, deadline)) {
 			r->timed_out = true;
@@ -204,18 +336,20 @@ static int finish(const char *id, struct engine_exec *r, struct err *e)
 	return 0;
 }
 
-static int run(const char *container, const char *const *argv, int64_t timeout_ms, struct engine_exec *r,
-	       struct err *e)
+static int run(const char *container, const char *const *argv, int64_t timeout_ms, const struct engine_tty *t,
+	       struct engine_exec *r, struct err *e)
 {
 	int64_t deadline = ev_mono_ms() + timeout_ms;
 	char id[128];
 
-	if (!engine_socket() || create(container, argv, id, sizeof(id), e) == 0) {
+	if (!engine_socket() || create(container, argv, t, id, sizeof(id), e) == 0) {
 		log_debug("worker", "exec through the API not possible (%s); using the docker CLI", e->msg);
 		err_clear(e);
 		return 0;
 	}
-	if (attach(id, deadline, r, e) < 0 || finish(id, r, e) < 0)
+	if (r->on_created)
+		r->on_created(r->created_arg, id);
+	if (attach(id, deadline, t, r, e) < 0 || finish(id, r, e) < 0)
 		return -1;
 	return 1;
 }
@@ -225,7 +359,7 @@ int engine_exec(const char *container, const char *const *argv, int64_t timeout_
 {
 	memset(r, 0, sizeof(*r));
 	mux_init(&r->mux, max);
-	return run(container, argv, timeout_ms, r, e);
+	return run(container, argv, timeout_ms, NULL, r, e);
 }
 
 int engine_exec_stream(const char *container, const char *const *argv, int64_t timeout_ms,
@@ -236,10 +370,55 @@ int engine_exec_stream(const char *container, const char *const *argv, int64_t t
 	mux_init(&r->mux, 0);
 	r->mux.sink = sink;
 	r->mux.sink_arg = arg;
-	return run(container, argv, timeout_ms, r, e);
+	return run(container, argv, timeout_ms, NULL, r, e);
+}
+
+int engine_exec_watch(const char *container, const char *const *argv, int64_t timeout_ms,
+		      void (*sink)(void *arg, int which, const char *p, size_t n),
+		      void (*on_created)(void *arg, const char *exec_id), void *arg, struct engine_exec *r,
+		      struct err *e)
+{
+	memset(r, 0, sizeof(*r));
+	mux_init(&r->mux, 0);
+	r->mux.sink = sink;
+	r->mux.sink_arg = arg;
+	r->on_created = on_created;
+	r->created_arg = arg;
+	return run(container, argv, timeout_ms, NULL, r, e);
+}
+
+int engine_exec_state(const char *exec_id, int *pid, bool *running, struct err *e)
+{
+	char path[300];
+	struct json *res = NULL;
+	int status = 0;
+
+	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
+	if (api("GET", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, &res, e) < 0 || status != 200) {
+		json_free(res);
+		return err_prefix(e, "exec state");
+	}
+	*pid = (int)json_get_int(res, "Pid", 0);
+	*running = json_get_bool(res, "Running", false);
+	json_free(res);
+	return 0;
+}
+
+int engine_exec_interactive(const char *container, const char *const *argv, int64_t timeout_ms,
+			    const struct engine_tty *t, void (*sink)(void *arg, int which, const char *p, size_t n),
+			    void *arg, struct engine_exec *r, struct err *e)
+{
+	memset(r, 0, sizeof(*r));
+	mux_init(&r->mux, 0);
+	r->mux.sink = sink;
+	r->mux.sink_arg = arg;
+	r->mux.raw = t->tty;
+	buf_init(&r->ctl, SC_CTL_LINE_MAX);
+	return run(container, argv, timeout_ms, t, r, e);
 }
 
 void engine_exec_release(struct engine_exec *r)
 {
+	buf_release(&r->ctl);
 	mux_release(&r->mux);
 }

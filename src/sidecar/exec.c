@@ -7,12 +7,14 @@
  * agent as it arrives, as worker pipe lines (ws/xframe.h) that the agent
  * sends as exec.out frames; the result is then {exit_code, timed_out,
  * streamed, frames (how many exec.out there were)}, and a timeout is such a result rather than a failure. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/proc.h"
 #include "base/str.h"
+#include "base/sys.h"
 #include "sidecar/sidecar.h"
 #include "ws/xframe.h"
 
@@ -37,6 +39,8 @@ static int container_of(struct wk *w, const char *kind, const char *svc, bool pa
 	/* Only verify pauses a service (docker pause: collect freezes the agent,
 	 * which stays so without resume); a snapshot unpauses what it finds
 	 * paused, as verify --resume does. */
+	if (str_eq(c.status, "paused") && !paused_ok && pause_marked(w->data, w->env, svc))
+		return err_set(e, "%s: service \"%s\" is paused; resume it with `denv resume %s`", kind, svc, w->env);
 	if (str_eq(c.status, "paused") && !paused_ok)
 		return err_set(e,
 			       "%s: service \"%s\" is frozen by verify (its container is paused); resume it with "
@@ -120,14 +124,34 @@ static void to_agent_member(const struct json *res, const char *key, int which, 
 		to_agent(lines, which, v->u.str.s, v->u.str.len);
 }
 
-static int exec_stream(const char *cname, const char *const *argv, int64_t timeout, struct json **result,
-		       struct err *e)
+/* The control FIFO the agent made for this command (runner.c), or -1. */
+static int open_ctl(const struct wk *w)
 {
+	char path[4096];
+
+	if (cmdlog_path(w->data, w->id, ".ctl", path, sizeof(path)) < 0)
+		return -1;
+	return open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+static int exec_stream(struct wk *w, const struct json *payload, const char *cname, const char *const *argv,
+		       int64_t timeout, struct json **result, struct err *e)
+{
+	struct engine_tty t = { json_get_bool(payload, "stdin", false), json_get_bool(payload, "tty", false),
+				(int)json_get_int(payload, "rows", 0), (int)json_get_int(payload, "cols", 0), -1 };
 	struct engine_exec x;
 	struct json *cli = NULL;
 	int64_t lines = 0;
-	int rc = engine_exec_stream(cname, argv, timeout * 1000, to_agent, &lines, &x, e);
+	int rc;
 
+	t.ctl_fd = open_ctl(w);
+	rc = engine_exec_interactive(cname, argv, timeout * 1000, &t, to_agent, &lines, &x, e);
+	if (t.ctl_fd >= 0)
+		sys_close(t.ctl_fd);
+	if (rc == 0 && (t.stdin_open || t.tty)) {
+		engine_exec_release(&x);
+		return err_set(e, "env.exec: stdin and tty need dockerd's Engine API socket");
+	}
 	if (rc == 0) {
 		/* The CLI's way keeps the output until the end: sent then, whole. */
 		if (exec_cli(cname, argv, timeout, &cli, e) < 0) {
@@ -147,6 +171,8 @@ static int exec_stream(const char *cname, const char *const *argv, int64_t timeo
 	json_object_set_bool(*result, "timed_out", x.timed_out);
 	json_object_set_bool(*result, "streamed", true);
 	json_object_set_int(*result, "frames", lines);
+	if (x.killed)
+		json_object_set_bool(*result, "killed", true);
 	if (x.timed_out)
 		json_object_set_int(*result, "timeout_sec", timeout);
 	engine_exec_release(&x);
@@ -179,7 +205,7 @@ int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result,
 		argv[i] = json_at(cmd, i)->u.str.s;
 	}
 	if (json_get_bool(payload, "stream", false)) {
-		rc = exec_stream(cname, argv, timeout, result, e);
+		rc = exec_stream(w, payload, cname, argv, timeout, result, e);
 		free(argv);
 		return rc;
 	}

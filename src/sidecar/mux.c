@@ -44,6 +44,11 @@ static void keep(struct mux *m, int which, const char *p, size_t n)
 
 int mux_feed(struct mux *m, const char *p, size_t n, struct err *e)
 {
+	/* A TTY's output is one stream without frame headers. */
+	if (m->raw) {
+		keep(m, 0, p, n);
+		return 0;
+	}
 	while (n > 0) {
 		if (m->left == 0) {
 			size_t take = sizeof(m->head) - m->hlen;

@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/enc.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/proc.h"
@@ -44,6 +46,106 @@ static void remove_cmd_file(const char *data, const char *id)
 
 	if (cmdlog_path(data, id, ".cmd", path, sizeof(path)) == 0)
 		unlink(path);
+}
+
+/* ---- a streamed exec's control FIFO: stdin, resizes, kill ---- */
+
+static void ctl_close(struct job *j)
+{
+	char path[4096];
+
+	if (j->ctl_fd < 0)
+		return;
+	ev_fd_del(agent_ev(j->d->a), j->ctl_fd);
+	sys_close(j->ctl_fd);
+	j->ctl_fd = -1;
+	buf_reset(&j->ctl_out);
+	if (cmdlog_path(j->d->data, j->id, ".ctl", path, sizeof(path)) == 0)
+		unlink(path);
+}
+
+static void ctl_flush(struct job *j)
+{
+	ssize_t n = j->ctl_out.len ? write(j->ctl_fd, j->ctl_out.data, j->ctl_out.len) : 0;
+
+	if (n > 0)
+		buf_consume(&j->ctl_out, (size_t)n);
+	/* Whatever the FIFO cannot take now waits for it to be writable. */
+	(void)ev_fd_set(agent_ev(j->d->a), j->ctl_fd, j->ctl_out.len ? EV_WRITE : 0);
+}
+
+static void on_ctl_writable(struct ev *ev, int fd, int revents, void *arg)
+{
+	ctl_flush(arg);
+}
+
+/* Made before the worker starts, opened read-write so that neither side's
+ * open blocks and the agent never sees EPIPE; the worker opens it to read. */
+static int ctl_open(struct job *j, struct err *e)
+{
+	char path[4096];
+
+	if (cmdlog_path(j->d->data, j->id, ".ctl", path, sizeof(path)) < 0)
+		return err_set(e, "bad command id");
+	unlink(path);
+	if (mkfifo(path, 0600) < 0)
+		return err_errno(e, "mkfifo %s", path);
+	if ((j->ctl_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0) {
+		unlink(path);
+		return err_errno(e, "open %s", path);
+	}
+	ev_fd_add(agent_ev(j->d->a), j->ctl_fd, 0, on_ctl_writable, j);
+	ctl_flush(j);	/* what came while it was queued */
+	return 0;
+}
+
+static bool wants_ctl(const struct job *j)
+{
+	return str_eq(j->kind, "env.exec") && json_get_bool(json_get(j->frame, "payload"), "stream", false);
+}
+
+void runner_exec_ctl(struct dispatch *d, const struct json *frame)
+{
+	const char *id = json_get_str(frame, "command_id");
+	struct job *j = NULL;
+	struct xf_frame f;
+	struct err e;
+	size_t before;
+
+	for (struct job *k = d->jobs; k && id; k = k->next)
+		if (str_eq(k->id, id))
+			j = k;
+	/* A queued one keeps the lines until its worker starts (ctl_open). */
+	if (!j || !wants_ctl(j) || j->state == JOB_ORPHAN) {
+		log_debug("denvd", "exec control frame for %s, which is not a streamed exec here", id ? id : "?");
+		return;
+	}
+	xf_frame_init(&f);
+	if (xf_from_json(frame, &f, &e) < 0) {
+		log_warn("denvd", "command %s: %s", j->id, e.msg);
+		xf_frame_release(&f);
+		return;
+	}
+	before = j->ctl_out.len;
+	if (f.kind == XF_IN && f.data.len) {
+		buf_addch(&j->ctl_out, SC_CTL_STDIN);
+		enc_base64_encode(&j->ctl_out, f.data.data, f.data.len, ENC_BASE64);
+		buf_addch(&j->ctl_out, '\n');
+	}
+	if (f.kind == XF_IN && f.eof)
+		buf_addf(&j->ctl_out, "%c\n", SC_CTL_EOF);
+	else if (f.kind == XF_RESIZE)
+		buf_addf(&j->ctl_out, "%c%d %d\n", SC_CTL_RESIZE, f.rows, f.cols);
+	else if (f.kind == XF_KILL)
+		buf_addf(&j->ctl_out, "%c\n", SC_CTL_KILL);
+	/* Over the cap a line is not added whole: drop it rather than send half. */
+	if (j->ctl_out.len && j->ctl_out.data[j->ctl_out.len - 1] != '\n') {
+		log_warn("denvd", "command %s: more than %zu bytes of stdin waiting; dropped", j->id, SC_CTL_QUEUED_MAX);
+		buf_truncate(&j->ctl_out, before);
+	}
+	xf_frame_release(&f);
+	if (j->ctl_fd >= 0)
+		ctl_flush(j);
 }
 
 static void send_progress(struct job *j, const char *msg, size_t n)
@@ -81,6 +183,7 @@ static void finish(struct job *j)
 			log_error("denvd", "command %s: %s", j->id, e.msg);
 	}
 	remove_cmd_file(d->data, j->id);
+	ctl_close(j);
 	if (res) {
 		log_info("denvd", "command %s (%s) %s", j->id, j->kind,
 			 json_get_bool(res, "ok", false) ? "done" : json_get_str(res, "error"));
@@ -200,6 +303,8 @@ int runner_start(struct job *j, struct err *e)
 
 	if (cmdlog_path(j->d->data, j->id, ".cmd", path, sizeof(path)) < 0)
 		return err_set(e, "bad command id");
+	if (wants_ctl(j) && j->ctl_fd < 0 && ctl_open(j, e) < 0)
+		return -1;
 	text = worker_input(j);
 	rc = fs_write_atomic(path, text, strlen(text), 0600, e);
 	free(text);
@@ -301,6 +406,7 @@ void runner_forget(struct job *j)
 	struct ev *ev = agent_ev(j->d->a);
 
 	ev_timer_stop(ev, &j->poll);
+	ctl_close(j);
 	if (j->out_fd >= 0) {
 		ev_fd_del(ev, j->out_fd);
 		sys_close(j->out_fd);

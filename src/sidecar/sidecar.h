@@ -99,6 +99,23 @@ struct http_client;
 #define SC_EXEC_TIMEOUT_DEFAULT_S 120
 #define SC_EXEC_TIMEOUT_MAX_S 86400
 #define SC_EXEC_OUTPUT_MAX ((size_t)1 << 20)	/* stdout and stderr each */
+/* Background commands (bg.c). */
+#define SC_BG_OUTPUT_MAX ((int64_t)64 << 20)	/* stdout and stderr each, kept per command; the rest is dropped */
+#define SC_BG_READ_MAX ((size_t)1 << 20)	/* per stream in one env.bg.get */
+#define SC_BG_RUNNING_MAX 64			/* running at once in one environment */
+#define SC_BG_KEEP 256				/* records kept per environment (ended ones go first) */
+#define SC_BG_TIMEOUT_MAX_S (7 * 86400)		/* and the default: a background command is long */
+#define SC_BG_WAIT_MAX_S 600			/* one env.bg.get's wait */
+#define SC_BG_SIGNAL_WAIT_MS 2000		/* after KILL, TERM or INT: time to see it end */
+#define SC_BG_TREE_MAX 1024			/* processes signalled at once */
+/* Interactive exec: control lines from the agent to the worker, on a FIFO
+ * <data>/commands/<id>.ctl (runner.c writes, engine_exec.c reads). */
+#define SC_CTL_STDIN 'i'			/* 'i' base64 */
+#define SC_CTL_EOF 'e'
+#define SC_CTL_RESIZE 'r'			/* 'r' ROWS ' ' COLS */
+#define SC_CTL_KILL 'k'
+#define SC_CTL_LINE_MAX ((size_t)64 << 10)	/* one line: the base64 of an exec.in chunk */
+#define SC_CTL_QUEUED_MAX ((size_t)4 << 20)	/* control bytes the agent keeps for a slow worker */
 #define SC_LOG_TAIL_BYTES 800			/* container log quoted in an error */
 #define SC_FILL_MAX_BYTES ((uint64_t)8 << 30)	/* image content copied into a fresh volume */
 #define SC_SPEC_FILE_MAX ((size_t)8 << 20)	/* an env's spec.json */
@@ -182,6 +199,8 @@ void dispatch_command(struct dispatch *d, const struct json *frame);
 void dispatch_chunk(struct dispatch *d, const struct json *frame);
 void dispatch_offline(struct dispatch *d);
 void dispatch_drain(struct dispatch *d);
+/* exec.in, exec.resize, exec.kill frames of a running streamed exec. */
+void dispatch_exec_ctl(struct dispatch *d, const struct json *frame);
 void dispatch_sweep(struct dispatch *d);
 
 /* cmdlog.c: <data>/commands/<id>.{json,cmd,tar} */
@@ -225,6 +244,17 @@ typedef int (*wk_fn)(struct wk *w, const struct json *payload, struct json **res
 int cmd_host_report(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_create(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+/* pause.c: env.pause, env.resume; whether svc is in the user's paused list. */
+int cmd_env_pause(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_resume(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+bool pause_marked(const char *data, const char *env, const char *svc);
+/* Send sig to pid and its descendants (bg.c); how many were signalled. */
+size_t sc_kill_tree(pid_t pid, int sig);
+/* bg.c: background commands. */
+int cmd_env_bg_start(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_bg_list(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_bg_get(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_bg_signal(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **result, struct err *e);
@@ -346,6 +376,7 @@ struct mux {
 	 * instead of into out[] (a streamed exec). */
 	void (*sink)(void *arg, int which, const char *p, size_t n);
 	void *sink_arg;
+	bool raw;		/* an exec with a TTY: no headers, all stdout */
 };
 void mux_init(struct mux *m, size_t cap);
 void mux_release(struct mux *m);
@@ -362,6 +393,11 @@ struct engine_exec {
 	int exit_code;
 	bool timed_out;
 	struct mux mux;
+	bool stdin_closed, killed;	/* interactive: 'e' and 'k' came */
+	struct buf ctl;			/* interactive: control bytes short of a line */
+	/* Set: called with dockerd's exec id once it exists, before the start. */
+	void (*on_created)(void *arg, const char *exec_id);
+	void *created_arg;
 };
 int engine_exec(const char *container, const char *const *argv, int64_t timeout_ms, size_t max,
 		struct engine_exec *r, struct err *e);
@@ -369,6 +405,26 @@ int engine_exec(const char *container, const char *const *argv, int64_t timeout_
 int engine_exec_stream(const char *container, const char *const *argv, int64_t timeout_ms,
 		       void (*sink)(void *arg, int which, const char *p, size_t n), void *arg,
 		       struct engine_exec *r, struct err *e);
+/* The same, and on_created(arg, exec id) before the start (a background
+ * command records the id so that it can be signalled later). */
+int engine_exec_watch(const char *container, const char *const *argv, int64_t timeout_ms,
+		      void (*sink)(void *arg, int which, const char *p, size_t n),
+		      void (*on_created)(void *arg, const char *exec_id), void *arg, struct engine_exec *r,
+		      struct err *e);
+/* An interactive exec (env.exec with stdin or tty): stdin, resizes and a
+ * kill come from ctl_fd as control lines (SC_CTL_*: 'i' base64 stdin, 'e'
+ * stdin's end, 'r' "ROWS COLS", 'k' kill); output goes to sink as it
+ * arrives (with tty, all of it as stdout). Returns like engine_exec. */
+struct engine_tty {
+	bool stdin_open, tty;
+	int rows, cols;		/* 0: dockerd's default */
+	int ctl_fd;		/* -1: none */
+};
+int engine_exec_interactive(const char *container, const char *const *argv, int64_t timeout_ms,
+			    const struct engine_tty *t, void (*sink)(void *arg, int which, const char *p, size_t n),
+			    void *arg, struct engine_exec *r, struct err *e);
+/* An exec's host pid and whether it still runs. 0, or -1 (e). */
+int engine_exec_state(const char *exec_id, int *pid, bool *running, struct err *e);
 void engine_exec_release(struct engine_exec *r);
 
 /* engine_build.c: a build through the API's POST /build (classic builder),

@@ -685,7 +685,8 @@ static int snapshot_run(struct wk *w, const char *name, const struct json *keep,
 	for (size_t i = 0; i < n; i++) {
 		ss[i].name = json_get_str(json_at(order, i), "name");
 		dk_container(project, ss[i].name, ss[i].cname, sizeof(ss[i].cname));
-		ss[i].keep = in_list(keep, ss[i].name);
+		/* What the user paused (env.pause) stays paused, like keep_paused. */
+		ss[i].keep = in_list(keep, ss[i].name) || pause_marked(w->data, w->env, ss[i].name);
 	}
 	inspect_all(ss, n);
 	for (size_t i = 0; i < n; i++)

@@ -48,6 +48,35 @@ static int parse_out(const struct json *j, struct xf_frame *f, struct err *e)
 	return 0;
 }
 
+static int parse_in(const struct json *j, struct xf_frame *f, struct err *e)
+{
+	const struct json *data = json_get(j, "data");
+
+	f->eof = json_get_bool(j, "eof", false);
+	buf_reset(&f->data);
+	if (!data && f->eof)
+		return 0;
+	if (!data || data->type != JSON_STRING || (data->u.str.len == 0 && !f->eof))
+		return err_set(e, "exec.in: data must be base64 (empty only with eof)");
+	if (data->u.str.len > enc_base64_len(XF_CHUNK_MAX, ENC_BASE64))
+		return err_set(e, "exec.in: data longer than %zu bytes", XF_CHUNK_MAX);
+	if (enc_base64_decode(&f->data, data->u.str.s, data->u.str.len, ENC_BASE64, e) < 0)
+		return err_prefix(e, "exec.in");
+	return 0;
+}
+
+static int parse_resize(const struct json *j, struct xf_frame *f, struct err *e)
+{
+	const struct json *r = json_get(j, "rows"), *c = json_get(j, "cols");
+
+	if (!r || r->type != JSON_INT || r->u.i < 1 || r->u.i > XF_TTY_MAX || !c || c->type != JSON_INT ||
+	    c->u.i < 1 || c->u.i > XF_TTY_MAX)
+		return err_set(e, "exec.resize: rows and cols must be numbers from 1 to %d", XF_TTY_MAX);
+	f->rows = (int)r->u.i;
+	f->cols = (int)c->u.i;
+	return 0;
+}
+
 int xf_from_json(const struct json *j, struct xf_frame *f, struct err *e)
 {
 	const char *type = json_get_str(j, "type"), *id = json_get_str(j, "command_id");
@@ -75,6 +104,18 @@ int xf_from_json(const struct json *j, struct xf_frame *f, struct err *e)
 
 		f->kind = XF_ERROR;
 		str_copy(f->error, sizeof(f->error), msg && *msg ? msg : "the exec stream failed without a reason");
+		return 0;
+	}
+	if (str_eq(type, "exec.in")) {
+		f->kind = XF_IN;
+		return parse_in(j, f, e);
+	}
+	if (str_eq(type, "exec.resize")) {
+		f->kind = XF_RESIZE;
+		return parse_resize(j, f, e);
+	}
+	if (str_eq(type, "exec.kill")) {
+		f->kind = XF_KILL;
 		return 0;
 	}
 	return err_set(e, "exec frame: unknown type");
@@ -134,6 +175,33 @@ struct json *xf_error_json(const char *id, const char *error)
 
 	json_object_set(f, "error", json_new_strn(error ? error : "", n > XF_ERROR_MAX ? XF_ERROR_MAX : n));
 	return f;
+}
+
+struct json *xf_in_json(const char *id, const void *data, size_t n, bool eof)
+{
+	struct json *f = frame_new("exec.in", id);
+	struct buf b = BUF_INIT;
+
+	enc_base64_encode(&b, data, n, ENC_BASE64);
+	json_object_set(f, "data", json_new_strn(b.data, b.len));
+	if (eof)
+		json_object_set_bool(f, "eof", true);
+	buf_release(&b);
+	return f;
+}
+
+struct json *xf_resize_json(const char *id, int rows, int cols)
+{
+	struct json *f = frame_new("exec.resize", id);
+
+	json_object_set_int(f, "rows", rows);
+	json_object_set_int(f, "cols", cols);
+	return f;
+}
+
+struct json *xf_kill_json(const char *id)
+{
+	return frame_new("exec.kill", id);
 }
 
 struct json *xf_pipe_frame(const char *id, int64_t seq, const char *line, size_t n)

@@ -14,6 +14,14 @@
  *       the command ended (timed_out: it ran past its timeout and was killed).
  *   {"type":"exec.error","command_id":ID,"error":TEXT}
  *       it could not be run, or the stream broke; the last frame.
+ * The other way (client -> denv-cp -> denvd), while the command runs:
+ *   {"type":"exec.in","command_id":ID,"data":B64,"eof":BOOL}
+ *       bytes for the command's stdin (data may be "" with eof true: the
+ *       end of stdin; at most XF_CHUNK_MAX bytes per frame);
+ *   {"type":"exec.resize","command_id":ID,"rows":N,"cols":N}
+ *       its TTY's new size (1 to XF_TTY_MAX each);
+ *   {"type":"exec.kill","command_id":ID}
+ *       kill it (its client went away, or asked).
  * command_id is optional on the client stream. Policy on every length: a
  * frame is at most XF_FRAME_MAX bytes of text; data decodes to at most
  * XF_CHUNK_MAX bytes; error text is cut to XF_ERROR_MAX bytes.
@@ -44,14 +52,19 @@
 /* Longest worker pipe line (mark, stream digit, base64, newline). */
 #define XF_PIPE_LINE_MAX (XF_FRAME_MAX)
 
-enum xf_kind { XF_OUT, XF_EXIT, XF_ERROR };
+/* Largest TTY side in exec.resize. */
+#define XF_TTY_MAX 10000
+
+enum xf_kind { XF_OUT, XF_EXIT, XF_ERROR, XF_IN, XF_RESIZE, XF_KILL };
 enum xf_stream { XF_STDOUT = 1, XF_STDERR = 2 };
 
 struct xf_frame {
 	enum xf_kind kind;
 	enum xf_stream stream;	/* OUT */
 	int64_t seq;		/* OUT */
-	struct buf data;	/* OUT: the decoded bytes (capped at XF_CHUNK_MAX) */
+	struct buf data;	/* OUT, IN: the decoded bytes (capped at XF_CHUNK_MAX) */
+	bool eof;		/* IN */
+	int rows, cols;		/* RESIZE */
 	int exit_code;		/* EXIT */
 	bool timed_out;		/* EXIT */
 	char error[XF_ERROR_MAX + 1];	/* ERROR */
@@ -71,6 +84,9 @@ int xf_parse(const char *text, size_t len, struct xf_frame *f, struct err *e);
 struct json *xf_out_json(const char *id, enum xf_stream s, int64_t seq, const void *data, size_t n);
 struct json *xf_exit_json(const char *id, int exit_code, bool timed_out);
 struct json *xf_error_json(const char *id, const char *error);
+struct json *xf_in_json(const char *id, const void *data, size_t n, bool eof);
+struct json *xf_resize_json(const char *id, int rows, int cols);
+struct json *xf_kill_json(const char *id);
 
 /* A worker pipe line (without its '\n', starting with XF_PIPE_MARK) as an
  * exec.out frame numbered seq. NULL if the line is malformed. */

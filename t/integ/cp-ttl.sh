@@ -78,9 +78,9 @@ ok $? "idle_ttl_sec -1: 400 naming the range"
 api POST /v1/sandboxes '{"image":"denv-test/busybox:latest","max_ttl_sec":"1h"}'
 [ "$code" = 400 ] && [ "$(j .error)" = "max_ttl_sec must be an integer" ]
 ok $? "max_ttl_sec as a string: 400"
-api POST /v1/sandboxes '{"image":"denv-test/busybox:latest","ttl_action":"pause"}'
-[ "$code" = 400 ] && j .error | grep -q "arrives with pause/resume"
-ok $? "ttl_action pause: 400 saying it arrives with pause/resume"
+api POST /v1/sandboxes '{"image":"denv-test/busybox:latest","ttl_action":"stop"}'
+[ "$code" = 400 ] && [ "$(j .error)" = 'ttl_action must be destroy or pause, got "stop"' ]
+ok $? "ttl_action stop: 400 naming the two actions"
 
 # ---- idle: one left alone is reaped, one kept busy stays ----
 sandbox idle-a ',"idle_ttl_sec":3'
@@ -132,15 +132,15 @@ assert s.raw["IdleTTLSec"] == 600 and s.raw["MaxTTLSec"] == 0, s.raw
 t = c.touch(s.id)
 assert t["idle_expires_at"] and t["expires_at"] is None, t
 try:
-    c.set_ttl(s.id, ttl_action="pause")
-    raise SystemExit("pause accepted")
+    c.set_ttl(s.id, ttl_action="stop")
+    raise SystemExit("stop accepted")
 except DenvError as e:
-    assert e.status == 400 and "pause/resume" in str(e), e
+    assert e.status == 400 and "destroy or pause" in str(e), e
 u = c.set_ttl(s.id, max_ttl_sec=3)
 assert u["environment"]["MaxTTLSec"] == 3 and u["expires_at"], u
 print(s.id)
 EOF
-ok $? "Python: sandbox(idle_ttl_sec=...), touch, set_ttl, and a 400 for pause"
+ok $? "Python: sandbox(idle_ttl_sec=...), touch, set_ttl, and a 400 for an unknown action"
 f=$(tail -n 1 "$tmp/out")
 wait_destroyed "$f" 60
 ok $? "the max TTL set from Python reaps it"
@@ -195,9 +195,9 @@ compose='services:
     image: denv-test/busybox:latest
     command: ["sleep", "3600"]
 '
-api POST /v1/projects/ttlp/deploy "$(jq -nc --arg c "$compose" '{compose: $c, env: "alpha", ttl_action: "pause"}')"
+api POST /v1/projects/ttlp/deploy "$(jq -nc --arg c "$compose" '{compose: $c, env: "alpha", ttl_action: "stop"}')"
 [ "$code" = 400 ]
-ok $? "a deploy with ttl_action pause: 400"
+ok $? "a deploy with ttl_action stop: 400"
 api POST /v1/projects/ttlp/deploy "$(jq -nc --arg c "$compose" '{compose: $c, env: "alpha", idle_ttl_sec: 3}')"
 p_env=$(j .deployment.EnvID)
 wait_dep "$(j .deployment.ID)" && api GET "/v1/envs/$p_env" && [ "$(j .environment.IdleTTLSec)" = 3 ]

@@ -16,6 +16,8 @@ static const struct cli_flag flags[] = {
 	{ "file", 'f', CLI_STR, "F", "a file" },
 	{ "service", 0, CLI_STR, "S", "a service" },
 	{ "wait", 0, CLI_BOOL, NULL, "wait" },
+	{ "interactive", 'i', CLI_BOOL, NULL, "stdin" },
+	{ "tty", 't', CLI_BOOL, NULL, "a terminal" },
 	{ 0 },
 };
 
@@ -97,6 +99,19 @@ static void booleans(void)
 	   e.msg);
 	ok(cli_parse_bool("True", &b) == 0 && b && cli_parse_bool("F", &b) == 0 && !b && cli_parse_bool("yes", &b) < 0,
 	   "Go's boolean spellings");
+	/* docker's -it: short booleans in one word. */
+	ok(parse("-it x", 0, &a, &e) == 0 && cli_flag_bool(&a, "interactive", false) && cli_flag_bool(&a, "tty", false) &&
+		   a.npos == 1,
+	   "-it sets -i and -t");
+	cli_args_release(&a);
+	ok(parse("x -ti", 0, &a, &e) == 0 && cli_flag_bool(&a, "interactive", false) && cli_flag_bool(&a, "tty", false),
+	   "-ti too");
+	cli_args_release(&a);
+	ok(parse("-i x", 0, &a, &e) == 0 && cli_flag_bool(&a, "interactive", false) && !cli_flag_bool(&a, "tty", false),
+	   "-i alone");
+	cli_args_release(&a);
+	ok(parse("-if x", 0, &a, &e) < 0 && str_eq(e.msg, "unknown flag -if"), "a group with a valued flag: %s", e.msg);
+	ok(parse("-iz x", 0, &a, &e) < 0 && str_eq(e.msg, "unknown flag -iz"), "a group with an unknown one: %s", e.msg);
 }
 
 static void errors_and_help(void)

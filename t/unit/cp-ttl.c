@@ -22,9 +22,9 @@ static const struct {
 	{ -1, U, NULL, -1, "idle_ttl_sec must be 0 (none) to 2592000, got -1" },
 	{ U, -5, NULL, -1, "max_ttl_sec must be 0 (none) to 2592000, got -5" },
 	{ CP_TTL_MAX_S + 1, U, NULL, -1, "idle_ttl_sec must be 0 (none) to 2592000, got 2592001" },
-	{ U, U, "pause", -1, "ttl_action pause is not supported yet: it arrives with pause/resume; use destroy" },
-	{ U, U, "stop", -1, "ttl_action must be destroy, got \"stop\"" },
-	{ U, U, "", -1, "ttl_action must be destroy, got \"\"" },
+	{ U, U, "pause", 0, "" },
+	{ U, U, "stop", -1, "ttl_action must be destroy or pause, got \"stop\"" },
+	{ U, U, "", -1, "ttl_action must be destroy or pause, got \"\"" },
 };
 
 static const struct {

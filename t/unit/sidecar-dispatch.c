@@ -15,6 +15,15 @@ int main(void)
 		{ "env.destroy", "env.exec", false },
 		{ "env.fork", "env.exec", false },
 		{ "env.create", "env.create", false },
+		{ "env.bg.get", "env.exec", true },	/* a wait does not hold up an exec */
+		{ "env.exec", "env.bg.start", true },
+		{ "env.bg.get", "env.bg.signal", true }, /* nor a kill of what it waits for */
+		{ "env.bg.get", "env.destroy", false },
+		{ "env.snapshot", "env.bg.list", false },
+		{ "env.bg.get", "env.pause", true },	/* a pause freezes a waiting command */
+		{ "env.exec", "env.resume", true },
+		{ "env.pause", "env.exec", false },
+		{ "env.snapshot", "env.pause", false },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)

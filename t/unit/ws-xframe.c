@@ -40,6 +40,13 @@ static void bad_frames(void)
 		{ "{\"type\":\"exec.exit\"}", "exit without a code" },
 		{ "{\"type\":\"exec.exit\",\"exit_code\":256}", "code over 255" },
 		{ "{\"type\":\"exec.exit\",\"exit_code\":true}", "code a bool" },
+		{ "{\"type\":\"exec.in\"}", "stdin without data or eof" },
+		{ "{\"type\":\"exec.in\",\"data\":\"\"}", "empty stdin without eof" },
+		{ "{\"type\":\"exec.in\",\"data\":7}", "stdin data a number" },
+		{ "{\"type\":\"exec.in\",\"data\":\"Y*==\"}", "stdin not base64" },
+		{ "{\"type\":\"exec.resize\",\"rows\":0,\"cols\":80}", "zero rows" },
+		{ "{\"type\":\"exec.resize\",\"rows\":24}", "no cols" },
+		{ "{\"type\":\"exec.resize\",\"rows\":24,\"cols\":10001}", "cols over XF_TTY_MAX" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -51,6 +58,44 @@ static void bad_frames(void)
 		ok(parse_exact(cases[i].text, &f, &e) < 0 && e.msg[0], "refused: %s (%s)", cases[i].why, e.msg);
 		xf_frame_release(&f);
 	}
+}
+
+/* The client's frames: built, then parsed back. */
+static void client_frames(void)
+{
+	unsigned char all[256];
+	struct xf_frame f;
+	struct json *j;
+	char *text;
+	struct err e;
+
+	for (int i = 0; i < 256; i++)
+		all[i] = (unsigned char)i;
+	xf_frame_init(&f);
+	j = xf_in_json("cmd_1", all, sizeof(all), false);
+	text = json_to_string(j, JSON_COMPACT);
+	ok(parse_exact(text, &f, &e) == 0 && f.kind == XF_IN && !f.eof && f.data.len == 256 &&
+	   memcmp(f.data.data, all, 256) == 0 && strcmp(f.command_id, "cmd_1") == 0,
+	   "exec.in: all 256 byte values come back");
+	free(text);
+	json_free(j);
+	j = xf_in_json(NULL, "", 0, true);
+	text = json_to_string(j, JSON_COMPACT);
+	ok(parse_exact(text, &f, &e) == 0 && f.kind == XF_IN && f.eof && f.data.len == 0, "exec.in: eof alone");
+	free(text);
+	json_free(j);
+	ok(parse_exact("{\"type\":\"exec.in\",\"eof\":true}", &f, &e) == 0 && f.eof, "exec.in: eof without data");
+	j = xf_resize_json(NULL, 40, 120);
+	text = json_to_string(j, JSON_COMPACT);
+	ok(parse_exact(text, &f, &e) == 0 && f.kind == XF_RESIZE && f.rows == 40 && f.cols == 120, "exec.resize");
+	free(text);
+	json_free(j);
+	j = xf_kill_json("cmd_2");
+	text = json_to_string(j, JSON_COMPACT);
+	ok(parse_exact(text, &f, &e) == 0 && f.kind == XF_KILL && strcmp(f.command_id, "cmd_2") == 0, "exec.kill");
+	free(text);
+	json_free(j);
+	xf_frame_release(&f);
 }
 
 static void too_long(void)
@@ -159,6 +204,7 @@ static void pipe_lines(void)
 int main(void)
 {
 	bad_frames();
+	client_frames();
 	too_long();
 	round_trip();
 	pipe_lines();

@@ -1,0 +1,56 @@
+/* cmd_pause.c: denv pause and denv resume: freeze or thaw an environment's
+ * services on their host, without a deployment (denv-cp(8), PAUSE AND RESUME). */
+#include <stdio.h>
+
+#include "base/str.h"
+#include "cli/cli.h"
+#include "json/json.h"
+
+static int pause_or_resume(struct cli *c, const struct cli_args *a, const char *verb, struct err *e)
+{
+	const char *service = cli_flag_str(a, "service");
+	char id[CLI_ID_MAX];
+	struct buf path = BUF_INIT;
+	struct json *body = json_new_object(), *resp = NULL;
+	int rc = -1;
+
+	if (service && *service)
+		json_object_set_str(body, "service", service);
+	if (cli_resolve_env(c, a->pos[0], id, sizeof(id), e) == 0) {
+		buf_adds(&path, "/v1/envs/");
+		cli_escape(&path, id);
+		buf_addf(&path, "/%s", verb);
+		if (cli_call(c, "POST", path.data, body, &resp, e) == 0)
+			rc = cli_print_json(resp, e);
+	}
+	json_free(body);
+	json_free(resp);
+	buf_release(&path);
+	return rc;
+}
+
+static int run_pause(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return pause_or_resume(c, a, "pause", e);
+}
+
+static int run_resume(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return pause_or_resume(c, a, "resume", e);
+}
+
+static const struct cli_flag pause_flags[] = {
+	{ "service", 0, CLI_STR, "S", "only this service (default: all of them)" },
+	{ 0 },
+};
+
+const struct cli_cmd cli_cmd_pause = {
+	.name = "pause", .args = "<env>",
+	.summary = "freeze an environment's services (memory, processes and data kept)",
+	.flags = pause_flags, .min_pos = 1, .max_pos = 1, .run = run_pause,
+};
+
+const struct cli_cmd cli_cmd_resume = {
+	.name = "resume", .args = "<env>", .summary = "thaw what pause froze",
+	.flags = pause_flags, .min_pos = 1, .max_pos = 1, .run = run_resume,
+};
