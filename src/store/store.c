@@ -460,114 +460,6 @@ static void ix_add_one(struct st_db *db, struct st_table *t, struct st_row *r, c
 	t->ixroot[i] = t_insert(t->ixroot[i], &n->t);
 }
 
-/* An entry of the sort that builds an index in bulk: the value's first
- * bytes and the row's position in id order sit in the array itself, so most
- * comparisons never touch the (cache-cold) rows. */
-struct ix_sort {
-	uint64_t prefix;	/* first 8 bytes of the value, big-endian, zero-padded */
-	uint64_t seq;		/* position in id order: breaks ties between equal values */
-	struct tnode *n;
-};
-
-static int ix_sort_cmp(const void *a, const void *b)
-{
-	const struct ix_sort *x = a, *y = b;
-	int c;
-
-	if (x->prefix != y->prefix)
-		return x->prefix < y->prefix ? -1 : 1;
-	if (x->n->vlen > 8 || y->n->vlen > 8) {
-		c = bytes_cmp(node_v(x->n), x->n->vlen, node_v(y->n), y->n->vlen);
-		if (c)
-			return c;
-	} else if (x->n->vlen != y->n->vlen) {
-		/* same first bytes, both short: the shorter sorts first */
-		return x->n->vlen < y->n->vlen ? -1 : 1;
-	}
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* A balanced tree from sorted nodes. Priorities fall with depth so that the
- * heap order holds; later inserts (random priorities) settle below. */
-static struct tnode *build_balanced(struct tnode **v, size_t lo, size_t hi, uint32_t prio)
-{
-	size_t mid;
-	struct tnode *n;
-
-	if (lo >= hi)
-		return NULL;
-	mid = lo + (hi - lo) / 2;
-	n = v[mid];
-	n->prio = prio;
-	n->l = build_balanced(v, lo, mid, prio - 1);
-	n->r = build_balanced(v, mid + 1, hi, prio - 1);
-	return n;
-}
-
-static struct json *row_read(struct st_db *db, struct st_row *r, struct err *e);
-
-/*
- * Build indexes first..t->nix-1 of a table that already has rows (indexes
- * declared after replay): read each row from the log once for all their
- * values, sort each index's entries and build its tree in one go, several
- * times faster than a million single inserts that each miss the cache all
- * the way down. -1 if a row cannot be read (the indexes then hold the rows
- * read before it).
- */
-static int ix_build(struct st_db *db, struct st_table *t, int first, struct err *e)
-{
-	int nix = t->nix - first;
-	struct ix_sort *v[ST_INDEXES_MAX];
-	size_t cnt[ST_INDEXES_MAX] = { 0 };
-	struct tnode **nodes;
-	struct titer it = { 0 };
-	struct tkey k = { "", 0, "", 0, false };
-	struct tnode *rn;
-	int rc = 0;
-
-	for (int x = 0; x < nix; x++)
-		v[x] = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*v[x]));
-	it_seek(&it, t->root, &k, false);
-	while ((rn = it_next(&it))) {
-		struct st_row *r = rn->row;
-		struct json *doc = r->json ? r->json : row_read(db, r, e);
-
-		if (!doc) {
-			rc = -1;
-			break;
-		}
-		for (int x = 0; x < nix; x++) {
-			struct json *val = json_get(doc, t->ixfield[first + x]);
-			struct ix_sort *s;
-			struct ixnode *n;
-
-			if (!val || val->type != JSON_STRING)
-				continue;
-			n = ix_node_new(r, first + x, val->u.str.s, val->u.str.len);
-			s = &v[x][cnt[x]];
-			s->prefix = 0;
-			for (size_t b = 0; b < 8; b++)
-				s->prefix = s->prefix << 8 | (b < val->u.str.len ? (unsigned char)val->u.str.s[b] : 0);
-			s->seq = cnt[x];
-			s->n = &n->t;
-			cnt[x]++;
-		}
-		if (doc != r->json)
-			json_free(doc);
-	}
-	it_release(&it);
-	nodes = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*nodes));
-	for (int x = 0; x < nix; x++) {
-		qsort(v[x], cnt[x], sizeof(*v[x]), ix_sort_cmp);
-		for (size_t j = 0; j < cnt[x]; j++)
-			nodes[j] = v[x][j].n;
-		t->ixroot[first + x] = build_balanced(nodes, 0, cnt[x], UINT32_MAX);
-		free(v[x]);
-	}
-	free(nodes);
-	return rc;
-}
-
 static void ix_add(struct st_db *db, struct st_table *t, struct st_row *r, const struct json *row)
 {
 	for (int i = 0; i < t->nix; i++)
@@ -1261,16 +1153,13 @@ static const char *row_text(struct st_db *db, struct st_row *r, struct err *e)
 	return db->rbuf;
 }
 
-/* Read and parse r (not cached): a new DOM, or NULL (and e). */
-static struct json *row_read(struct st_db *db, struct st_row *r, struct err *e)
+/* Parse text, r's row as read from the log: a new DOM, or NULL (and e). */
+static struct json *row_parse(struct st_db *db, struct st_row *r, const char *text, struct err *e)
 {
 	struct json_limits lim = { ST_JSON_DEPTH_MAX + 8, ST_RECORD_MAX };
-	const char *text = row_text(db, r, e);
 	struct json *doc = NULL;
 	struct err pe;
 
-	if (!text)
-		return NULL;
 	if (json_parse(text, r->len, &lim, &doc, &pe) < 0 || doc->type != JSON_OBJECT) {
 		err_set(e, "store: row %s at offset %lld of %s does not parse: %s", r->id, (long long)r->off,
 			db->log_path, doc ? "not an object" : pe.msg);
@@ -1284,6 +1173,14 @@ static struct json *row_read(struct st_db *db, struct st_row *r, struct err *e)
 		db->rbuf_cap = 0;
 	}
 	return doc;
+}
+
+/* Read and parse r (not cached): a new DOM, or NULL (and e). */
+static struct json *row_read(struct st_db *db, struct st_row *r, struct err *e)
+{
+	const char *text = row_text(db, r, e);
+
+	return text ? row_parse(db, r, text, e) : NULL;
 }
 
 static void release_cb(struct ev *ev, void *arg);
@@ -1574,6 +1471,219 @@ static int rd_get(struct reader *r, off_t off, size_t n, const char **p, struct 
 	r->blen = want;
 	*p = r->buf;
 	return 0;
+}
+
+/* An entry of the sort that builds an index in bulk: the value's first
+ * bytes and the row's position in id order sit in the array itself, so most
+ * comparisons never touch the (cache-cold) rows. */
+struct ix_sort {
+	uint64_t prefix;	/* first 8 bytes of the value, big-endian, zero-padded */
+	uint64_t seq;		/* position in id order: breaks ties between equal values */
+	struct tnode *n;
+};
+
+static int ix_sort_cmp(const void *a, const void *b)
+{
+	const struct ix_sort *x = a, *y = b;
+	int c;
+
+	if (x->prefix != y->prefix)
+		return x->prefix < y->prefix ? -1 : 1;
+	if (x->n->vlen > 8 || y->n->vlen > 8) {
+		c = bytes_cmp(node_v(x->n), x->n->vlen, node_v(y->n), y->n->vlen);
+		if (c)
+			return c;
+	} else if (x->n->vlen != y->n->vlen) {
+		/* same first bytes, both short: the shorter sorts first */
+		return x->n->vlen < y->n->vlen ? -1 : 1;
+	}
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* A balanced tree from sorted nodes. Priorities fall with depth so that the
+ * heap order holds; later inserts (random priorities) settle below. */
+static struct tnode *build_balanced(struct tnode **v, size_t lo, size_t hi, uint32_t prio)
+{
+	size_t mid;
+	struct tnode *n;
+
+	if (lo >= hi)
+		return NULL;
+	mid = lo + (hi - lo) / 2;
+	n = v[mid];
+	n->prio = prio;
+	n->l = build_balanced(v, lo, mid, prio - 1);
+	n->r = build_balanced(v, mid + 1, hi, prio - 1);
+	return n;
+}
+
+/*
+ * The string values of fields f[0..n-1] in a row's text, found by walking
+ * its top-level members without building a DOM (an index build over a
+ * million rows spent most of its time allocating and freeing DOM nodes).
+ * Replay has parsed this text once already, so it is valid JSON and its
+ * keys are unique. 1: found (val[x] NULL for an absent or non-string
+ * field); 0: a key or a wanted value has an escape, so its raw bytes are
+ * not its value (the caller parses the row); -1: not an object.
+ */
+static int ix_scan(const char *p, size_t len, char *const *f, int n, const char **val, size_t *vlen)
+{
+	size_t i = 0, ks, vs;
+
+	for (int x = 0; x < n; x++)
+		val[x] = NULL;
+	if (span_expect(p, len, &i, '{') < 0)
+		return -1;
+	i = span_ws(p, len, i);
+	if (i < len && p[i] == '}')
+		return 1;
+	for (;;) {
+		const char *k;
+		size_t klen;
+
+		if (span_value(p, len, &i, &ks) < 0 || p[ks] != '"')
+			return -1;
+		k = p + ks + 1;
+		klen = i - ks - 2;
+		if (memchr(k, '\\', klen))
+			return 0;
+		if (span_expect(p, len, &i, ':') < 0 || span_value(p, len, &i, &vs) < 0)
+			return -1;
+		for (int x = 0; x < n; x++) {
+			if (strlen(f[x]) != klen || memcmp(f[x], k, klen) != 0)
+				continue;
+			if (p[vs] == '"') {
+				if (memchr(p + vs + 1, '\\', i - vs - 2))
+					return 0;
+				val[x] = p + vs + 1;
+				vlen[x] = i - vs - 2;
+			}
+			break;
+		}
+		i = span_ws(p, len, i);
+		if (i < len && p[i] == ',') {
+			i++;
+			continue;
+		}
+		return i < len && p[i] == '}' ? 1 : -1;
+	}
+}
+
+/* r's text for an index build: from window w when r lies in it or just
+ * past it (the window then slides forward, so rows in log order read the
+ * log once, in chunks), else read alone (rows whose ids do not follow the
+ * log's order cost one pread each, never a chunk each). */
+static const char *ix_row_text(struct st_db *db, struct reader *w, struct st_row *r, struct err *e)
+{
+	off_t end = w->boff + (off_t)w->blen;
+	const char *p;
+
+	if (r->off >= w->boff && r->off + (off_t)r->len <= end) {
+		db->row_reads++;
+		return w->buf + (r->off - w->boff);
+	}
+	if (r->off >= end && r->off - end < (off_t)ST_READ_CHUNK && r->len <= ST_READ_CHUNK &&
+	    r->off + (off_t)r->len <= w->size) {
+		if (rd_get(w, r->off, r->len, &p, e) < 0)
+			return NULL;
+		db->row_reads++;
+		return p;
+	}
+	return row_text(db, r, e);
+}
+
+/* The values of indexes first.. of r (see ix_scan), from its text or, when
+ * that has escapes or r is cached, its DOM (*doc: to free, or NULL). */
+static int ix_row_values(struct st_db *db, struct st_table *t, int first, struct reader *w, struct st_row *r,
+			 const char **val, size_t *vlen, struct json **doc, struct err *e)
+{
+	int nix = t->nix - first, k;
+	const struct json *d = r->json;
+	const char *text;
+
+	*doc = NULL;
+	if (!d) {
+		if (!(text = ix_row_text(db, w, r, e)))
+			return -1;
+		k = ix_scan(text, r->len, t->ixfield + first, nix, val, vlen);
+		if (k < 0)
+			return err_set(e, "store: row %s at offset %lld of %s is not an object", r->id,
+				       (long long)r->off, db->log_path);
+		if (k > 0)
+			return 0;
+		if (!(d = *doc = row_parse(db, r, text, e)))
+			return -1;
+	}
+	for (int x = 0; x < nix; x++) {
+		const struct json *v = json_get(d, t->ixfield[first + x]);
+		val[x] = v && v->type == JSON_STRING ? v->u.str.s : NULL;
+		vlen[x] = val[x] ? v->u.str.len : 0;
+	}
+	return 0;
+}
+
+/*
+ * Build indexes first..t->nix-1 of a table that already has rows (indexes
+ * declared after replay): read each row from the log once for all their
+ * values, sort each index's entries and build its tree in one go, several
+ * times faster than a million single inserts that each miss the cache all
+ * the way down. -1 if a row cannot be read (the indexes then hold the rows
+ * read before it).
+ */
+static int ix_build(struct st_db *db, struct st_table *t, int first, struct err *e)
+{
+	int nix = t->nix - first;
+	struct ix_sort *v[ST_INDEXES_MAX];
+	size_t cnt[ST_INDEXES_MAX] = { 0 };
+	struct tnode **nodes;
+	struct titer it = { 0 };
+	struct tkey k = { "", 0, "", 0, false };
+	struct reader w = { db, db->size, NULL, 0, 0, 0 };
+	struct tnode *rn;
+	int rc = 0;
+
+	for (int x = 0; x < nix; x++)
+		v[x] = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*v[x]));
+	it_seek(&it, t->root, &k, false);
+	while ((rn = it_next(&it))) {
+		struct st_row *r = rn->row;
+		const char *val[ST_INDEXES_MAX];
+		size_t vlen[ST_INDEXES_MAX];
+		struct json *doc;
+
+		if (ix_row_values(db, t, first, &w, r, val, vlen, &doc, e) < 0) {
+			rc = -1;
+			break;
+		}
+		for (int x = 0; x < nix; x++) {
+			struct ix_sort *s;
+			struct ixnode *n;
+
+			if (!val[x])
+				continue;
+			n = ix_node_new(r, first + x, val[x], vlen[x]);
+			s = &v[x][cnt[x]];
+			s->prefix = 0;
+			for (size_t b = 0; b < 8; b++)
+				s->prefix = s->prefix << 8 | (b < vlen[x] ? (unsigned char)val[x][b] : 0);
+			s->seq = cnt[x];
+			s->n = &n->t;
+			cnt[x]++;
+		}
+		json_free(doc);
+	}
+	it_release(&it);
+	free(w.buf);
+	nodes = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*nodes));
+	for (int x = 0; x < nix; x++) {
+		qsort(v[x], cnt[x], sizeof(*v[x]), ix_sort_cmp);
+		for (size_t j = 0; j < cnt[x]; j++)
+			nodes[j] = v[x][j].n;
+		t->ixroot[first + x] = build_balanced(nodes, 0, cnt[x], UINT32_MAX);
+		free(v[x]);
+	}
+	free(nodes);
+	return rc;
 }
 
 enum rec_state { REC_OK, REC_SHORT_HEAD, REC_BAD_LEN, REC_SHORT, REC_BAD_CRC };
