@@ -353,6 +353,7 @@ struct st_op {
 	const char *id;
 	struct json *row;	/* put: owned by the op until applied (st_commit), or into the record's DOM (replay) */
 	size_t rpos, rlen;	/* put: the row's text in the record */
+	size_t idlen;		/* replay: the id's bytes, for ops_check (an escaped NUL is refused) */
 };
 
 struct st_txn {
@@ -558,19 +559,20 @@ static void row_free(struct st_row *r)
 /*
  * Apply one put or delete to memory. A put gives the row's text in the log
  * (off, len) and its parsed form (row, not taken: only read for the index
- * values). Cannot fail.
+ * values; NULL from a replay without a DOM, where no table has an index
+ * yet). Cannot fail.
  */
-static void apply_op(struct st_db *db, const char *table, const char *id, const struct json *row,
+static void apply_op(struct st_db *db, const char *table, const char *id, bool put, const struct json *row,
 		     off_t off, size_t len)
 {
-	struct st_table *t = row ? table_get(db, table) : table_find(db, table);
+	struct st_table *t = put ? table_get(db, table) : table_find(db, table);
 	size_t idlen = strlen(id);
 	struct st_row *r;
 
 	if (!t)
 		return;		/* delete from a table that never existed */
 	r = row_find(t, id, idlen);
-	if (row) {
+	if (put) {
 		if (r) {
 			cache_drop(db, r);
 			ix_remove(t, r);
@@ -1277,10 +1279,12 @@ static int rec_end(struct buf *b)
  * whole transaction is checked before any of it is applied, so that a
  * record is applied all or not at all.
  */
+static int ops_check(struct st_db *db, const struct st_op *o, size_t n, struct err *e);
+
 static int decode_ops(struct st_db *db, struct json *doc, struct st_op **ops, size_t *nops, struct err *e)
 {
 	struct json *arr = json_get(doc, "ops");
-	size_t n, newtables = 0;
+	size_t n;
 	struct st_op *o;
 
 	if (!doc || doc->type != JSON_OBJECT || !arr || arr->type != JSON_ARRAY)
@@ -1299,11 +1303,11 @@ static int decode_ops(struct st_db *db, struct json *doc, struct st_op **ops, si
 			err_set(e, "operation %zu: neither put nor del", i);
 			goto fail;
 		}
-		if (name->u.str.len != strlen(name->u.str.s) || !name_ok(name->u.str.s)) {
+		if (name->u.str.len != strlen(name->u.str.s)) {
 			err_set(e, "operation %zu: bad table name", i);
 			goto fail;
 		}
-		if (!id || id->type != JSON_STRING || !id_ok(id->u.str.s, id->u.str.len)) {
+		if (!id || id->type != JSON_STRING) {
 			err_set(e, "operation %zu: bad id", i);
 			goto fail;
 		}
@@ -1311,28 +1315,165 @@ static int decode_ops(struct st_db *db, struct json *doc, struct st_op **ops, si
 			err_set(e, "operation %zu: put without an object row", i);
 			goto fail;
 		}
-		if (put && !table_find(db, name->u.str.s)) {
-			/* Count distinct new tables (n is small per record, tables few). */
-			bool seen = false;
-			for (size_t j = 0; j < i && !seen; j++)
-				seen = !o[j].del && strcmp(o[j].table, name->u.str.s) == 0 &&
-				       !table_find(db, o[j].table);
-			if (!seen && db->ntables + ++newtables > ST_TABLES_MAX) {
-				err_set(e, "more than %d tables", ST_TABLES_MAX);
-				goto fail;
-			}
-		}
 		o[i].del = !put;
 		o[i].table = name->u.str.s;
 		o[i].id = id->u.str.s;
+		o[i].idlen = id->u.str.len;
 		o[i].row = put ? row : NULL;
 	}
+	if (ops_check(db, o, n, e) < 0)
+		goto fail;
 	*ops = o;
 	*nops = n;
 	return 0;
 fail:
 	free(o);
 	return -1;
+}
+
+/* The checks every decoded record passes, however it was decoded: table
+ * names and ids, and no more tables than
+ * ST_TABLES_MAX once its puts have created theirs. */
+static int ops_check(struct st_db *db, const struct st_op *o, size_t n, struct err *e)
+{
+	size_t newtables = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!name_ok(o[i].table))
+			return err_set(e, "operation %zu: bad table name", i);
+		if (!id_ok(o[i].id, o[i].idlen))
+			return err_set(e, "operation %zu: bad id", i);
+		if (!o[i].del && !table_find(db, o[i].table)) {
+			/* Count distinct new tables (n is small per record, tables few). */
+			bool seen = false;
+			for (size_t j = 0; j < i && !seen; j++)
+				seen = !o[j].del && strcmp(o[j].table, o[i].table) == 0;
+			if (!seen && db->ntables + ++newtables > ST_TABLES_MAX)
+				return err_set(e, "more than %d tables", ST_TABLES_MAX);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Replay without a DOM. Parsing each record into a DOM only to find where
+ * its rows lie cost most of a replay (a million rows: seconds of allocating
+ * and freeing nodes). A record as rec_add_op writes it, compact and with no
+ * escape in a table name or id, is walked instead: the ops' strings are
+ * copied out, each row is stepped over with json_check, which accepts only
+ * what json_parse accepts, at the same depth (the record's own three
+ * levels less). Anything else (another writer's spacing or key order, an
+ * escape, a row json_check will not vouch for, a table that already has
+ * indexes) goes the DOM's way, which also names what is wrong with a bad
+ * record: a log replays to the same tables, or is refused, either way.
+ */
+struct rscan {
+	struct st_op *ops;
+	size_t n, cap;
+	struct buf names;	/* each op's table and id, NUL-terminated */
+	size_t *noff;		/* per op: offsets of its table and id in names */
+};
+
+static bool scan_lit(const char *p, size_t len, size_t *i, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if (len - *i < n || memcmp(p + *i, lit, n) != 0)
+		return false;
+	*i += n;
+	return true;
+}
+
+/* A string at *i with no escape, copied into names; *off: where. */
+static bool scan_name(struct rscan *sc, const char *p, size_t len, size_t *i, size_t *off, size_t *n)
+{
+	size_t end;
+
+	if (*i >= len || p[*i] != '"' || json_skip(p + *i, len - *i, 1, &end) < 0 ||
+	    memchr(p + *i + 1, '\\', end - 2))
+		return false;
+	*off = sc->names.len;
+	*n = end - 2;
+	if (buf_add(&sc->names, p + *i + 1, end - 2) < 0 || buf_addch(&sc->names, '\0') < 0)
+		return false;
+	*i += end;
+	return true;
+}
+
+static bool scan_op(struct st_db *db, struct rscan *sc, const char *p, size_t len, size_t *i)
+{
+	struct st_op *o;
+	size_t *noff, tlen, end;
+	const struct st_table *t;
+
+	if (sc->n == ST_TXN_OPS_MAX)
+		return false;
+	if (sc->n == sc->cap) {
+		sc->cap = sc->cap ? sc->cap * 2 : 1024;
+		sc->ops = xrealloc(sc->ops, sc->cap * sizeof(*sc->ops));
+		sc->noff = xrealloc(sc->noff, sc->cap * 2 * sizeof(*sc->noff));
+	}
+	o = &sc->ops[sc->n];
+	noff = &sc->noff[2 * sc->n];
+	memset(o, 0, sizeof(*o));
+	if (scan_lit(p, len, i, "{\"put\":"))
+		o->del = false;
+	else if (scan_lit(p, len, i, "{\"del\":"))
+		o->del = true;
+	else
+		return false;
+	if (!scan_name(sc, p, len, i, &noff[0], &tlen) || !scan_lit(p, len, i, ",\"id\":") ||
+	    !scan_name(sc, p, len, i, &noff[1], &o->idlen))
+		return false;
+	if (!o->del) {
+		if (!scan_lit(p, len, i, ",\"row\":") || *i >= len || p[*i] != '{' ||
+		    json_check(p + *i, len - *i, ST_JSON_DEPTH_MAX + 5, &end) < 0)
+			return false;
+		t = table_find(db, sc->names.data + noff[0]);
+		if (t && t->nix > 0)
+			return false;	/* apply_op needs the row's DOM for the index values */
+		o->rpos = *i;
+		o->rlen = end;
+		*i += end;
+	}
+	if (!scan_lit(p, len, i, "}"))
+		return false;
+	sc->n++;
+	return true;
+}
+
+/* 1: the record at p (len bytes) is in sc, checked; 0: use the DOM. */
+static int rec_scan(struct st_db *db, struct rscan *sc, const char *p, size_t len)
+{
+	size_t i = 0;
+	struct err e;
+
+	sc->n = 0;
+	buf_reset(&sc->names);
+	if (!scan_lit(p, len, &i, st_payload_prefix))
+		return 0;
+	if (!scan_lit(p, len, &i, "]")) {
+		do {
+			if (!scan_op(db, sc, p, len, &i))
+				return 0;
+		} while (scan_lit(p, len, &i, ","));
+		if (!scan_lit(p, len, &i, "]"))
+			return 0;
+	}
+	if (!scan_lit(p, len, &i, "}") || i != len)
+		return 0;
+	for (size_t k = 0; k < sc->n; k++) {
+		sc->ops[k].table = sc->names.data + sc->noff[2 * k];
+		sc->ops[k].id = sc->names.data + sc->noff[2 * k + 1];
+	}
+	return ops_check(db, sc->ops, sc->n, &e) < 0 ? 0 : 1;
+}
+
+static void rscan_release(struct rscan *sc)
+{
+	free(sc->ops);
+	free(sc->noff);
+	buf_release(&sc->names);
 }
 
 /* ---- where each row's text lies in a record ---- */
@@ -1430,7 +1571,8 @@ static int find_row_spans(const char *p, size_t len, const struct json *doc, str
 static void apply_decoded(struct st_db *db, off_t poff, struct st_op *ops, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		apply_op(db, ops[i].table, ops[i].id, ops[i].row, poff + (off_t)ops[i].rpos, ops[i].rlen);
+		apply_op(db, ops[i].table, ops[i].id, !ops[i].del, ops[i].row, poff + (off_t)ops[i].rpos,
+			 ops[i].rlen);
 	db->records++;
 	db->log_ops += n;
 }
@@ -1863,8 +2005,11 @@ static int replay(struct st_db *db, off_t size, struct err *e)
 {
 	struct reader r = { db, size, NULL, 0, 0, 0 };
 	struct json_limits lim = { ST_JSON_DEPTH_MAX + 8, ST_RECORD_MAX };
+	struct rscan sc = { 0 };
 	off_t off = ST_HEADER_BYTES;
 	int rc = 0;
+
+	buf_init(&sc.names, ST_RECORD_MAX);
 
 	while (off < size) {
 		enum rec_state st;
@@ -1889,7 +2034,9 @@ static int replay(struct st_db *db, off_t size, struct err *e)
 			rc = -1;
 			break;
 		}
-		if (json_parse(p, plen, &lim, &doc, &pe) < 0 || decode_ops(db, doc, &ops, &nops, &pe) < 0 ||
+		if (rec_scan(db, &sc, p, plen)) {
+			apply_decoded(db, off + ST_RECORD_HEAD_BYTES, sc.ops, sc.n);
+		} else if (json_parse(p, plen, &lim, &doc, &pe) < 0 || decode_ops(db, doc, &ops, &nops, &pe) < 0 ||
 		    (find_row_spans(p, plen, doc, ops, nops) < 0 &&
 		     err_set(&pe, "cannot find the rows in the record's text") < 0)) {
 			json_free(doc);
@@ -1897,16 +2044,18 @@ static int replay(struct st_db *db, off_t size, struct err *e)
 			snprintf(why, sizeof(why), "undecodable transaction: %s", pe.msg);
 			rc = bad_record(db, &r, off, why, true, e);
 			break;
+		} else {
+			apply_decoded(db, off + ST_RECORD_HEAD_BYTES, ops, nops);
+			free(ops);
+			json_free(doc);
 		}
-		apply_decoded(db, off + ST_RECORD_HEAD_BYTES, ops, nops);
-		free(ops);
-		json_free(doc);
 		off += ST_RECORD_HEAD_BYTES + (off_t)plen;
 		db->size = off;
 		db->last_crc = rcrc;
 		mark_see(db);
 	}
 	free(r.buf);
+	rscan_release(&sc);
 	return rc;
 }
 
@@ -2959,7 +3108,7 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
 	 * written or replayed. st_abort below frees the DOMs. */
 	for (size_t i = 0; i < txn->n; i++) {
 		struct st_op *o = &txn->ops[i];
-		apply_op(db, o->table, o->id, o->row, roff + (off_t)o->rpos, o->rlen);
+		apply_op(db, o->table, o->id, !o->del, o->row, roff + (off_t)o->rpos, o->rlen);
 	}
 	db->records++;
 	db->log_ops += txn->n;
