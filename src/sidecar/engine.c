@@ -4,9 +4,10 @@
  * Why: each `docker inspect` costs a process start of the docker CLI (about
  * 13 ms here), and a sandbox's path to its first exec asks for state several
  * times (health, the probe's pid, the image digest, exec's ownership check).
- * A GET on the socket costs about 1 ms. Only reads go this way; everything
- * that changes state stays on the CLI, whose messages the tests and users
- * know. When the socket cannot be used (DOCKER_HOST names something other
+ * A GET on the socket costs about 1 ms. Reads go this way; of what changes
+ * state only exec (engine_exec.c) and a lone container's create and start
+ * (engine_run.c) do, each falling back to the CLI, whose messages the tests
+ * and users know, whenever it would refuse. When the socket cannot be used (DOCKER_HOST names something other
  * than a Unix socket, the socket is missing, the answer is not what we
  * expect), the same JSON comes from `docker inspect`, which prints the API's
  * own objects, so one parser serves both ways. */
