@@ -8,7 +8,9 @@
 #   sh bench/run.sh [NAME...]     only bench/NAME.sh
 #
 # Environment: BUILD (default build), QUICK=1 (fewer and shorter runs),
-# TMPDIR, BENCH_KEEP=1 (keep each script's output and scratch directories).
+# TMPDIR, BENCH_KEEP=1 (keep each script's output and scratch directories),
+# BENCH_LONG=1 (also the long rows, bench/fork100.sh), BENCH_SAVE=FILE (the
+# run's @ lines, for bench/lib/readme.py to rewrite README's paragraph).
 # Progress goes to stderr; each script's free text and stderr go to a log
 # directory, named at the end when kept or when a script failed.
 set -u
@@ -23,7 +25,7 @@ trap '[ -n "$keep" ] || rm -rf "$logs"' EXIT
 trap 'exit 130' INT TERM
 
 # The issue's order first, then anything else found (alphabetical).
-order="sandbox exec fork snapshot verify concurrent api memory http store"
+order="sandbox exec fork fork100 snapshot verify concurrent api memory http store"
 list=
 for n in $order; do
 	[ -f "$here/$n.sh" ] && list="$list $n"
@@ -73,4 +75,4 @@ done
 	done
 	printf '@note\t%s; total %ss%s\n' "$( [ -n "${QUICK:-}" ] && [ "${QUICK:-}" != 0 ] && echo "QUICK=1" || echo "full runs")" \
 		$(($(date +%s) - t0)) "$([ -n "$keep" ] && echo "; logs in $logs")"
-} | sh "$here/lib/table.sh" -q
+} | if [ -n "${BENCH_SAVE:-}" ]; then tee "$BENCH_SAVE"; else cat; fi | sh "$here/lib/table.sh" -q

@@ -50,6 +50,17 @@ static double peak_rss_mb(void)
 	return (double)ru.ru_maxrss / 1024.0;	/* Linux: KiB */
 }
 
+/* CPU time (user + system) of this process so far, in ms: on a loaded
+ * machine the wall time of a phase says more about the neighbours. */
+static long long cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
 static int open_or_die(const char *dir, struct ev *ev, struct st_db **db)
 {
 	struct st_opts o = { .ev = ev, .no_auto_compact = true };
@@ -172,17 +183,21 @@ static int bench_replay(const char *dir)
 	struct st_db *db;
 	struct err e;
 	int64_t t0 = ev_mono_ms(), t1;
+	long long c0 = cpu_ms(), c1;
 	struct st_stats s;
-	double rss0 = peak_rss_mb();
+	double rss0 = peak_rss_mb(), rss1;
 
 	if (open_or_die(dir, NULL, &db) < 0)
 		return 1;
 	t1 = ev_mono_ms();
+	c1 = cpu_ms();
+	rss1 = peak_rss_mb();
 	st_table(db, "environments", env_ix, &e);
 	st_stats(db, &s);
-	printf("store: replay of %llu rows (%.1f MB log): %lld ms; building 2 indexes: %lld ms; peak RSS %.0f MB (%.0f MB before open)\n",
+	printf("store: replay of %llu rows (%.1f MB log): %lld ms; building 2 indexes: %lld ms; peak RSS %.0f MB (%.0f MB before open)"
+	       "; cpu %lld ms + %lld ms; peak RSS after replay %.0f MB\n",
 	       (unsigned long long)s.live_rows, (double)s.log_bytes / 1e6, (long long)(t1 - t0),
-	       (long long)(ev_mono_ms() - t1), peak_rss_mb(), rss0);
+	       (long long)(ev_mono_ms() - t1), peak_rss_mb(), rss0, c1 - c0, cpu_ms() - c1, rss1);
 	t0 = ev_mono_ms();
 	printf("store: st_count(TeamID=team_7) = %zu in %lld ms\n", st_count(db, "environments", "TeamID", "team_7"),
 	       (long long)(ev_mono_ms() - t0));

@@ -8,6 +8,8 @@
  *    accepts (and then the whole input parses iff only whitespace follows)
  *    or refuses for one of the two things json_skip does not check:
  *    a duplicate key or a number out of range;
+ *  - if json_check accepts it, json_skip accepts it with the same end and
+ *    json_parse accepts that span;
  *  - json_skip never reads past the input (ASan, input copied to its own
  *    allocation) and never reports an end beyond it.
  * The first byte picks the depth limit (1..JSON_SKIP_DEPTH_MAX).
@@ -35,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	unsigned depth;
 	char *text;
-	size_t len, end = 0, tail;
+	size_t len, end = 0, cend = 0, tail;
 	struct json_limits lim;
 	struct json *v = NULL, *w = NULL;
 	struct err e;
@@ -53,6 +55,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	prc = json_parse(text, len, &lim, &v, &e);
 	src = json_skip(text, len, depth, &end);
+	if (json_check(text, len, depth, &cend) == 0) {
+		must(src == 0 && cend == end);
+		must(json_parse(text, end, &lim, &w, &e) == 0);
+		json_free(w);
+		w = NULL;
+	}
 	if (src == 0) {
 		must(end <= len && end > 0);
 		for (tail = end; tail < len && is_ws(text[tail]); tail++)

@@ -45,7 +45,7 @@ def denv_once(s):
 
 
 def body():
-    B.fig(KEY, "sandbox create -> first exec (busybox)", "docker run -d + docker exec", "ms", "ratio<=1.25")
+    B.fig(KEY, "sandbox create -> first exec (busybox)", "docker run -d + docker exec", "ms", "ratio<=0.8")
     why = B.docker_ready()
     if why:
         B.pending(KEY, why)

@@ -78,6 +78,18 @@ int json_parse_file(const char *path, size_t max, struct json **out, struct err 
  */
 int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end);
 
+/*
+ * json_check: json_skip that also refuses duplicate keys and numbers out
+ * of a double's range, so that every value it accepts json_parse accepts
+ * too (at the same depth). It is conservative where checking exactly would
+ * need memory or the values: it refuses (-1) an escaped key, more than
+ * JSON_CHECK_KEYS_MAX keys in the objects open at once, and a number whose
+ * magnitude reaches 1e308 even if it fits. Use it where a refusal can fall
+ * back to json_parse. Allocates nothing (about 6 KiB of stack).
+ */
+#define JSON_CHECK_KEYS_MAX 256
+int json_check(const char *text, size_t len, unsigned max_depth, size_t *end);
+
 /* ---- construction ---- */
 
 struct json *json_new_null(void);

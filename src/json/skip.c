@@ -8,6 +8,8 @@
  * check is what needs the values themselves: duplicate keys in an object
  * and numbers too large for a double. So every text json_parse accepts,
  * json_skip accepts, and json_skip may accept a few that json_parse refuses.
+ * json_check is the same walk that also checks those two, conservatively:
+ * what it accepts, json_parse accepts.
  */
 #include "json/json.h"
 
@@ -151,11 +153,14 @@ static int skip_word(const unsigned char *s, size_t len, size_t *i, const char *
 	return 0;
 }
 
-/* A member's key and its colon, with the blanks after each: *i is then at the value. */
-static int skip_key(const unsigned char *s, size_t len, size_t *i)
+/* A member's key and its colon, with the blanks after each: *i is then at
+ * the value; the key's quoted text is s[*ks..*ke). */
+static int skip_key(const unsigned char *s, size_t len, size_t *i, size_t *ks, size_t *ke)
 {
+	*ks = *i;
 	if (*i >= len || s[*i] != '"' || skip_string(s, len, i) < 0)
 		return -1;
+	*ke = *i;
 	*i = ws(s, len, *i);
 	if (*i >= len || s[*i] != ':')
 		return -1;
@@ -163,7 +168,74 @@ static int skip_key(const unsigned char *s, size_t len, size_t *i)
 	return 0;
 }
 
-int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end)
+/*
+ * json_check's extra state: the keys of the objects open around the value
+ * being read, as a stack (each object's keys from start[its depth] up), so
+ * that a new key is compared with its object's earlier ones. Past its
+ * bounds json_check refuses rather than guesses (see json.h).
+ */
+struct strict {
+	struct { size_t off, len; } key[JSON_CHECK_KEYS_MAX];
+	size_t nkeys;
+	size_t start[JSON_SKIP_DEPTH_MAX];
+};
+
+/* The key whose quoted text is s[ks..ke) joins the object at depth d: -1 if
+ * it has an escape or is there already (or the stack is full). */
+static int strict_key(struct strict *st, const unsigned char *s, size_t ks, size_t ke, unsigned d)
+{
+	size_t off = ks + 1, n = ke - ks - 2;
+
+	if (memchr(s + off, '\\', n) || st->nkeys == JSON_CHECK_KEYS_MAX)
+		return -1;
+	for (size_t k = st->start[d]; k < st->nkeys; k++)
+		if (st->key[k].len == n && memcmp(s + st->key[k].off, s + off, n) == 0)
+			return -1;
+	st->key[st->nkeys].off = off;
+	st->key[st->nkeys].len = n;
+	st->nkeys++;
+	return 0;
+}
+
+/* The number s[a..b) surely fits a double (json_parse refuses infinities):
+ * its decimal exponent, integer digits plus the exponent part, is under
+ * DBL_MAX's 308. Anything at or above is -1, even where it would fit. */
+static int strict_number(const unsigned char *s, size_t a, size_t b)
+{
+	long digits = 0, exp = 0, sign = 1;
+	size_t k = a;
+
+	if (s[k] == '-')
+		k++;
+	while (k < b && s[k] == '0')
+		k++;
+	for (; k < b && s[k] >= '0' && s[k] <= '9'; k++)
+		if (digits < 100000)
+			digits++;
+	while (k < b && s[k] != 'e' && s[k] != 'E')
+		k++;
+	if (k < b) {
+		k++;
+		if (s[k] == '+' || s[k] == '-')
+			sign = s[k++] == '-' ? -1 : 1;
+		for (; k < b; k++)
+			if (exp < 100000)
+				exp = exp * 10 + (s[k] - '0');
+	}
+	return (digits ? digits - 1 : -1) + sign * exp < 308 ? 0 : -1;
+}
+
+/* A member's key (skip_key), and with st, its check against its object's others. */
+static int member_key(const unsigned char *s, size_t len, size_t *i, struct strict *st, unsigned d)
+{
+	size_t ks, ke;
+
+	if (skip_key(s, len, i, &ks, &ke) < 0)
+		return -1;
+	return st ? strict_key(st, s, ks, ke, d) : 0;
+}
+
+static int skip_value(const char *text, size_t len, unsigned max_depth, size_t *end, struct strict *st)
 {
 	const unsigned char *s = (const unsigned char *)text;
 	/* One bit per open container: 1 = object. */
@@ -188,6 +260,8 @@ int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end)
 				stack[depth / 64] |= (uint64_t)1 << (depth % 64);
 			else
 				stack[depth / 64] &= ~((uint64_t)1 << (depth % 64));
+			if (st)
+				st->start[depth] = st->nkeys;
 			depth++;
 			i = ws(s, len, i + 1);
 			if (i < len && s[i] == (obj ? '}' : ']')) {
@@ -195,7 +269,7 @@ int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end)
 				depth--;
 				break;	/* an empty container is a complete value */
 			}
-			if (obj && skip_key(s, len, &i) < 0)
+			if (obj && member_key(s, len, &i, st, depth - 1) < 0)
 				return -1;
 			continue;	/* the first member's value */
 		}
@@ -218,8 +292,11 @@ int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end)
 		default:
 			if (s[i] != '-' && (s[i] < '0' || s[i] > '9'))
 				return -1;
-			if (skip_number(s, len, &i) < 0)
-				return -1;
+			{
+				size_t a = i;
+				if (skip_number(s, len, &i) < 0 || (st && strict_number(s, a, i) < 0))
+					return -1;
+			}
 			break;
 		}
 		/* A value ended at i: close containers, or go to the next member. */
@@ -236,14 +313,29 @@ int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end)
 			if (s[i] == (obj ? '}' : ']')) {
 				i++;
 				depth--;
+				if (st && obj)
+					st->nkeys = st->start[depth];
 				continue;
 			}
 			if (s[i] != ',')
 				return -1;
 			i = ws(s, len, i + 1);
-			if (obj && skip_key(s, len, &i) < 0)
+			if (obj && member_key(s, len, &i, st, depth - 1) < 0)
 				return -1;
 			break;
 		}
 	}
+}
+
+int json_skip(const char *text, size_t len, unsigned max_depth, size_t *end)
+{
+	return skip_value(text, len, max_depth, end, NULL);
+}
+
+int json_check(const char *text, size_t len, unsigned max_depth, size_t *end)
+{
+	struct strict st;
+
+	st.nkeys = 0;
+	return skip_value(text, len, max_depth, end, &st);
 }

@@ -187,7 +187,11 @@ static int start_services(struct create *c, struct err *e)
 		}
 		if (rc == 0 && k == 0)
 			rc = err_set(e, "services wait on each other in a cycle");	/* render_order refuses these */
-		if (rc == 0 && dk_run_many(cmds, k, SC_DOCKER_TIMEOUT_MS, &bad, e) < 0)
+		/* One container (a sandbox, the last of a chain) is created and
+		 * started on the Engine API's socket, without a CLI process; a
+		 * wave of several stays parallel CLI runs. */
+		if (rc == 0 && !(k == 1 && engine_run(&cmds[0]) == 1) &&
+		    dk_run_many(cmds, k, SC_DOCKER_TIMEOUT_MS, &bad, e) < 0)
 			rc = err_prefix(e, "service \"%s\"", json_get_str(json_at(c->order, who[bad]), "name"));
 		for (size_t j = 0; j < k; j++) {
 			started[who[j]] = true;

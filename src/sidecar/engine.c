@@ -4,9 +4,10 @@
  * Why: each `docker inspect` costs a process start of the docker CLI (about
  * 13 ms here), and a sandbox's path to its first exec asks for state several
  * times (health, the probe's pid, the image digest, exec's ownership check).
- * A GET on the socket costs about 1 ms. Only reads go this way; everything
- * that changes state stays on the CLI, whose messages the tests and users
- * know. When the socket cannot be used (DOCKER_HOST names something other
+ * A GET on the socket costs about 1 ms. Reads go this way; of what changes
+ * state only exec (engine_exec.c) and a lone container's create and start
+ * (engine_run.c) do, each falling back to the CLI, whose messages the tests
+ * and users know, whenever it would refuse. When the socket cannot be used (DOCKER_HOST names something other
  * than a Unix socket, the socket is missing, the answer is not what we
  * expect), the same JSON comes from `docker inspect`, which prints the API's
  * own objects, so one parser serves both ways. */
@@ -209,4 +210,46 @@ int engine_image(const char *ref, struct engine_img *im, struct err *e)
 	if (!str_has_prefix(im->id, "sha256:"))
 		return err_set(e, "image %s: no id in its inspect output", ref);
 	return 1;
+}
+
+/* One request with a JSON body (or none) on the socket: 0 and *status
+ * (and *out, parsed, on a 2xx when out is not NULL; e holds the answer
+ * otherwise), -1 when no answer came. */
+int engine_api(const char *method, const char *path, const struct json *body, int timeout_ms,
+	       int *status, struct json **out, struct err *e)
+{
+	const char *sock = engine_socket();
+	const char *headers[] = { "Content-Type: application/json", NULL };
+	char url[600];
+	char *text = body ? json_to_string(body, 0) : NULL;
+	struct http_client_req req = { 0 };
+	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
+	int rc;
+
+	if (!sock) {
+		free(text);
+		return err_set(e, "DOCKER_HOST is not a Unix socket");
+	}
+	snprintf(url, sizeof(url), "http://docker%s", path);
+	req.method = method;
+	req.url = url;
+	req.unix_socket = sock;
+	req.headers = headers;
+	req.body = text;
+	req.body_len = text ? strlen(text) : 0;
+	req.timeout_ms = timeout_ms;
+	buf_init(&resp.body, (size_t)1 << 20);
+	rc = http_client_do(engine_client(), &req, &resp, e);
+	free(text);
+	if (rc == 0) {
+		*status = resp.status;
+		if (out && resp.status / 100 == 2 &&
+		    json_parse(resp.body.data ? resp.body.data : "", resp.body.len, NULL, out, e) < 0)
+			rc = -1;
+		else if (resp.status / 100 != 2)
+			err_set(e, "%s %s: HTTP %d: %.200s", method, path, resp.status,
+				resp.body.data ? resp.body.data : "");
+	}
+	http_client_resp_release(&resp);
+	return rc;
 }

@@ -33,45 +33,6 @@
 #define EXEC_HEAD_MAX 16384
 #define EXEC_READ_CHUNK 65536
 
-static int api(const char *method, const char *path, const struct json *body, int timeout_ms,
-	       int *status, struct json **out, struct err *e)
-{
-	const char *sock = engine_socket();
-	const char *headers[] = { "Content-Type: application/json", NULL };
-	char url[600];
-	char *text = body ? json_to_string(body, 0) : NULL;
-	struct http_client_req req = { 0 };
-	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
-	int rc;
-
-	if (!sock) {
-		free(text);
-		return err_set(e, "DOCKER_HOST is not a Unix socket");
-	}
-	snprintf(url, sizeof(url), "http://docker%s", path);
-	req.method = method;
-	req.url = url;
-	req.unix_socket = sock;
-	req.headers = headers;
-	req.body = text;
-	req.body_len = text ? strlen(text) : 0;
-	req.timeout_ms = timeout_ms;
-	buf_init(&resp.body, (size_t)1 << 20);
-	rc = http_client_do(engine_client(), &req, &resp, e);
-	free(text);
-	if (rc == 0) {
-		*status = resp.status;
-		if (out && resp.status / 100 == 2 &&
-		    json_parse(resp.body.data ? resp.body.data : "", resp.body.len, NULL, out, e) < 0)
-			rc = -1;
-		else if (resp.status / 100 != 2)
-			err_set(e, "%s %s: HTTP %d: %.200s", method, path, resp.status,
-				resp.body.data ? resp.body.data : "");
-	}
-	http_client_resp_release(&resp);
-	return rc;
-}
-
 /* The exec's id, or 0 when the API will not create it (the CLI then). */
 static int create(const char *container, const char *const *argv, const struct engine_tty *t, char *id, size_t n,
 		  struct err *e)
@@ -95,7 +56,7 @@ static int create(const char *container, const char *const *argv, const struct e
 	}
 	json_object_set(body, "Cmd", cmd);
 	snprintf(path, sizeof(path), "/containers/%s/exec", container);
-	rc = api("POST", path, body, (int)SC_DOCKER_QUICK_MS, &status, &res, e);
+	rc = engine_api("POST", path, body, (int)SC_DOCKER_QUICK_MS, &status, &res, e);
 	json_free(body);
 	if (rc < 0 || status != 201) {
 		json_free(res);
@@ -320,7 +281,7 @@ static int finish(const char *id, struct engine_exec *r, struct err *e)
 	int status = 0;
 
 	snprintf(path, sizeof(path), "/exec/%s/json", id);
-	if (api("GET", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, &res, e) < 0 || status != 200) {
+	if (engine_api("GET", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, &res, e) < 0 || status != 200) {
 		json_free(res);
 		return err_prefix(e, "exec result");
 	}

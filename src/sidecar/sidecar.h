@@ -362,6 +362,16 @@ int engine_api_delete(const char *path, int *status, struct err *e);
 const char *engine_socket(void);
 /* This process's client for the socket (connections kept alive). */
 struct http_client *engine_client(void);
+/* engine.c: method path on the socket with a JSON body (or NULL): 0 and
+ * *status (*out parsed on a 2xx when out is not NULL; e says the refusal
+ * otherwise), -1 when no answer came. */
+int engine_api(const char *method, const char *path, const struct json *body, int timeout_ms, int *status,
+	       struct json **out, struct err *e);
+/* engine_run.c: a `docker run -d` argv as render_run_argv writes it, run
+ * as create + start on the socket. 1 started; 0 nothing was left behind
+ * and the CLI should run it (a flag it does not map, no socket, a refusal:
+ * the CLI then gives its own message); never -1. */
+int engine_run(const struct argv *a);
 
 /* mux.c: dockerd's multiplexed stdout/stderr stream, split and capped. */
 struct mux {

@@ -1,7 +1,10 @@
-/* Unit tests: json_skip finds where one value ends, strictly, without building it. */
+/* Unit tests: json_skip finds where one value ends, strictly, without building it;
+ * json_check also refuses what only json_parse would (duplicate keys, huge numbers). */
 #include <stdio.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/err.h"
 #include "json/json.h"
 #include "tap.h"
 
@@ -100,10 +103,58 @@ static void test_depth(void)
 	ok(json_skip(buf, 2 * d + 2, 0, &end) < 0, "one more is refused");
 }
 
+/* json_check: what it accepts json_parse accepts; what it cannot vouch for it refuses. */
+static const struct {
+	const char *text;
+	int ok;
+} checks[] = {
+	{ "{\"a\":1,\"b\":{\"a\":2},\"c\":[{\"a\":3},{\"a\":4}]}", 1 },	/* one key in several objects */
+	{ "{\"a\":1,\"a\":2}", 0 },
+	{ "{\"a\":{\"x\":1,\"y\":2,\"x\":3}}", 0 },
+	{ "[{\"a\":1},{\"b\":1,\"b\":2}]", 0 },
+	{ "{\"a\":{\"b\":1},\"b\":2}", 1 },	/* b inside a, then b beside a */
+	{ "{\"a\":{},\"a\":1}", 0 },		/* an empty object's key still counts */
+	{ "{\"\\u0061\":1}", 0 },		/* escaped key: not vouched for */
+	{ "1e307", 1 },
+	{ "-9.99e307", 1 },
+	{ "1e308", 0 },				/* fits, but at the bound */
+	{ "1e999", 0 },
+	{ "0.0000001e310", 0 },
+	{ "123e-400", 1 },			/* underflow is fine for json_parse */
+	{ "[1,2.5,true,null,\"\\n\"]", 1 },
+	{ "01", 0 },
+};
+
+static void test_check(void)
+{
+	struct buf big = BUF_INIT;
+	size_t end = 0;
+
+	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+		size_t n = strlen(checks[i].text);
+		struct json *v = NULL;
+		struct err e;
+		int rc = json_check(checks[i].text, n, 0, &end);
+		ok((rc == 0) == checks[i].ok && (rc < 0 || end == n), "json_check %s: %s", checks[i].ok ? "accepts" : "refuses",
+		   checks[i].text);
+		if (rc == 0)
+			ok(json_parse(checks[i].text, n, NULL, &v, &e) == 0, "and json_parse agrees");
+		json_free(v);
+	}
+	buf_addch(&big, '{');
+	for (int k = 0; k <= JSON_CHECK_KEYS_MAX; k++)
+		buf_addf(&big, "%s\"k%d\":%d", k ? "," : "", k, k);
+	buf_addch(&big, '}');
+	ok(json_check(big.data, big.len, 0, &end) < 0 && json_skip(big.data, big.len, 0, &end) == 0,
+	   "more keys than it keeps: refused by json_check, not by json_skip");
+	buf_release(&big);
+}
+
 int main(void)
 {
 	test_cases();
 	test_prefixes();
 	test_depth();
+	test_check();
 	return tap_done();
 }
