@@ -11,7 +11,7 @@
 
 /* "2g", "512m", "1024k", "1.5g", "1073741824" or a YAML number of bytes.
  * Docker's units are powers of 1024. */
-static int memory_bytes(const struct json *v, double *bytes)
+int spec_size_bytes(const struct json *v, double *bytes)
 {
 	static const struct { const char *unit; double mul; } units[] = {
 		{ "", 1 }, { "b", 1 }, { "k", 1024.0 }, { "kb", 1024.0 },
@@ -55,7 +55,7 @@ static int read_memory(const char *svc, const char *key, const struct json *v, i
 
 	if (spec_scalar_string(v, shown, sizeof(shown)) < 0)
 		str_copy(shown, sizeof(shown), "?");
-	if (memory_bytes(v, &bytes) < 0)
+	if (spec_size_bytes(v, &bytes) < 0)
 		return err_set(e, "compose: service \"%s\" %s \"%s\" is not a size (use 512m, 2g or bytes)",
 			       svc, key, shown);
 	if (bytes > 0 && bytes < SPEC_MIN_MEMORY_MB * 1048576.0)

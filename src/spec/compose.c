@@ -277,7 +277,8 @@ static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 	if (!(argv = spec_warm(warm, "compose: x-denv.warm", e)))
 		return -1;
 	json_object_set(spec, "warm", argv);
-	if (read_clock(json_get(x, "clock"), spec, e) < 0 || read_agent(x, spec, e) < 0)
+	if (read_clock(json_get(x, "clock"), spec, e) < 0 || spec_disk(json_get(x, "disk"), spec, e) < 0 ||
+	    read_agent(x, spec, e) < 0)
 		return -1;
 	return read_verifier(x, spec, e);
 }
@@ -297,7 +298,7 @@ int spec_from_compose(const struct json *compose, struct json **out, struct err 
 	json_object_set_str(spec, "egress", "deny");
 	if (read_services(compose, spec, e) < 0 ||
 	    read_volumes(json_get(compose, "volumes"), spec, e) < 0 ||
-	    read_xdenv(json_get(compose, "x-denv"), spec, e) < 0) {
+	    read_xdenv(json_get(compose, "x-denv"), spec, e) < 0 || spec_runtimes(compose, spec, e) < 0) {
 		json_free(spec);
 		json_free(warnings);
 		return -1;

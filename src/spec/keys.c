@@ -38,6 +38,7 @@ static const struct spec_key service_keys[] = {
 	{ "mem_limit", R, NULL }, { "pids_limit", R, NULL }, { "cpus", R, NULL }, { "deploy", R, NULL },
 	/* read to refuse them when they would break isolation or forking */
 	{ "network_mode", R, NULL }, { "privileged", R, NULL }, { "cap_add", R, NULL },
+	{ "x-denv", R, NULL },
 	{ "annotations", I, NULL }, { "attach", I, NULL }, { "blkio_config", I, NULL },
 	{ "build", R, NULL }, { "cap_drop", I, NULL },
 	{ "cgroup", I, NULL }, { "cgroup_parent", I, NULL },
@@ -57,7 +58,7 @@ static const struct spec_key service_keys[] = {
 	{ "oom_kill_disable", I, NULL }, { "oom_score_adj", I, NULL }, { "pid", I, NULL },
 	{ "platform", I, NULL }, { "post_start", I, NULL }, { "pre_stop", I, NULL }, { "profiles", I, NULL },
 	{ "provider", I, NULL }, { "pull_policy", I, NULL }, { "pull_refresh_after", I, NULL },
-	{ "read_only", I, NULL }, { "restart", I, NULL }, { "runtime", I, NULL }, { "scale", I, NULL },
+	{ "read_only", I, NULL }, { "restart", I, NULL }, { "runtime", I, "use x-denv.runtime: runc or gvisor" }, { "scale", I, NULL },
 	{ "secrets", I, NULL }, { "security_opt", I, NULL }, { "shm_size", I, NULL },
 	{ "stdin_open", I, NULL }, { "stop_grace_period", I, NULL }, { "stop_signal", I, NULL },
 	{ "storage_opt", I, NULL }, { "sysctls", I, NULL }, { "tmpfs", I, NULL }, { "tty", I, NULL },
@@ -105,8 +106,12 @@ static const struct spec_key volume_keys[] = {
 
 static const struct spec_key xdenv_keys[] = {
 	{ "kind", R, NULL }, { "egress", R, NULL }, { "warm", R, NULL }, { "agent", R, NULL },
-	{ "verifier", R, NULL }, { "clock", R, NULL }, { NULL, R, NULL },
+	{ "verifier", R, NULL }, { "clock", R, NULL }, { "runtime", R, NULL }, { "disk", R, NULL },
+	{ NULL, R, NULL },
 };
+
+/* A service's own x-denv block. */
+static const struct spec_key service_xdenv_keys[] = { { "runtime", R, NULL }, { NULL, R, NULL } };
 
 static const struct spec_key clock_keys[] = {
 	{ "mode", R, NULL }, { "at", R, NULL }, { "offset", R, NULL }, { NULL, R, NULL },
@@ -273,6 +278,8 @@ static void check_service(struct spec_warnings *w, const char *name, const struc
 
 	snprintf(path, sizeof(path), "services.%s", name);
 	check_level(w, svc, path, service_keys, true);
+	snprintf(path, sizeof(path), "services.%s.x-denv", name);
+	check_level(w, json_get(svc, "x-denv"), path, service_xdenv_keys, false);
 	snprintf(path, sizeof(path), "services.%s.healthcheck", name);
 	check_level(w, json_get(svc, "healthcheck"), path, health_keys, true);
 	snprintf(path, sizeof(path), "services.%s.build", name);

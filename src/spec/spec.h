@@ -15,13 +15,14 @@
  *                   "volumes": ["pg:/var/lib/postgresql/data"],
  *                   "health": {"test": ["CMD", ...], "interval": "2s", "retries": 15},
  *                   "depends_on": ["db"], "command": ["sleep", "infinity"],
- *                   "user": "1000:1000",
+ *                   "user": "1000:1000", "runtime": "gvisor",  (runtime: only when declared)
  *                   "resources": {"memory_mb": 2048, "pids": 512, "cpus": 0}} ...],
  *    "volumes": ["home", "pg"],
  *    "warm": ["psql", "-f", "/seed.sql"],   (or ["sh", "-c", "..."]: spec_warm)
  *    "agent": {"service": "box"},
  *    "verifier": {"image": "...", "service": "", "command": [...],
  *                 "collect": ["/home/agent/answer.txt"], "timeout_sec": 600},
+ *    "disk_mb": 2048,   (x-denv.disk; absent: the host's default cap)
  *    "clock": {"mode": "frozen", "at": "2026-01-01T00:00:00Z"}   (absent: real time;
  *             or {"mode": "offset", "offset": "-24h0m0s", "offset_sec": -86400}: spec_clock)
  *    "warnings": ["services.box.comand: unknown key (did you mean command?)",
@@ -60,6 +61,8 @@
 #define SPEC_SUGGEST_DISTANCE 2		/* edits between a typo and the key suggested */
 #define SPEC_KEY_COMPARE_MAX 64		/* longer keys are never "near" anything */
 #define SPEC_CLOCK_OFFSET_MAX_SEC (3650LL * 86400)	/* x-denv.clock.offset: ten years either way */
+#define SPEC_MIN_DISK_MB 16		/* x-denv.disk: an ext4 image smaller than this has no room for a journal */
+#define SPEC_MAX_DISK_MB (16LL << 20)	/* x-denv.disk: 16 TiB */
 
 /* Resolve a parsed compose document (from yaml_parse) into a Spec.
  * On refusal returns -1 with e->msg the contract's message ("compose: ..."). */
@@ -80,6 +83,18 @@ struct json *spec_warm(const struct json *v, const char *what, struct err *e);
  * seconds, UTC), or {mode: offset, offset, offset_sec}. -1 with e
  * ("compose: x-denv.clock...") for anything else. */
 int spec_clock(const struct json *v, int64_t now_ns, struct json **out, struct err *e);
+
+/* x-denv.runtime and services.<s>.x-denv.runtime (runtime.c) into each
+ * Spec service's "runtime" ("runc" or "gvisor"; absent: the host's
+ * default). -1 with e ("compose: ... must be runc or gvisor") otherwise. */
+int spec_runtimes(const struct json *compose, struct json *spec, struct err *e);
+
+/* x-denv.disk (runtime.c), a size like "2g", into the Spec's "disk_mb";
+ * absent or null: none (the host's default). */
+int spec_disk(const struct json *v, struct json *spec, struct err *e);
+
+/* "2g", "512m", "1024k", "1.5g" or a number of bytes (caps.c); powers of 1024. */
+int spec_size_bytes(const struct json *v, double *bytes);
 
 /* A service's build: (a context string, or a map of context, dockerfile,
  * args, target) into {context, dockerfile, args, target} (build.c); the
