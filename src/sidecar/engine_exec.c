@@ -143,7 +143,7 @@ static void resize(const char *id, int rows, int cols)
 	struct err e;
 
 	snprintf(path, sizeof(path), "/exec/%s/resize?h=%d&w=%d", id, rows, cols);
-	if (api("POST", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, NULL, &e) < 0 || status / 100 != 2)
+	if (engine_api("POST", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, NULL, &e) < 0 || status / 100 != 2)
 		log_debug("worker", "exec %s: resize: %s", id, e.msg);
 }
 
@@ -355,7 +355,7 @@ int engine_exec_state(const char *exec_id, int *pid, bool *running, struct err *
 	int status = 0;
 
 	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
-	if (api("GET", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, &res, e) < 0 || status != 200) {
+	if (engine_api("GET", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, &res, e) < 0 || status != 200) {
 		json_free(res);
 		return err_prefix(e, "exec state");
 	}
