@@ -145,6 +145,8 @@ static int run_export(struct cli *c, const struct cli_args *a, struct err *e)
 		return usage(e, "export: give exactly one of --harbor and --openenv");
 	if (openenv && cli_flag_set(a, "project-dir"))
 		return usage(e, "export: --project-dir is for --harbor");
+	if (cli_need_key(c, e) < 0)	/* after the usage checks: no_auth defers it here */
+		return -1;
 	argv_start(&l, "export", harbor ? "harbor" : "openenv");
 	if (argv_add(&l, a->pos[0], e) < 0 || argv_add(&l, a->pos[1], e) < 0 ||
 	    argv_flag(&l, a, "project-dir", "--project-dir", e) < 0)
@@ -155,7 +157,7 @@ static int run_export(struct cli *c, const struct cli_args *a, struct err *e)
 const struct cli_cmd cli_cmd_export = {
 	.name = "export", .args = "<project@version|env[@version]> <dir>",
 	.summary = "write a version as Harbor tasks (--harbor) or an OpenEnv environment (--openenv)",
-	.flags = export_flags, .min_pos = 2, .max_pos = 2, .run = run_export,
+	.flags = export_flags, .min_pos = 2, .max_pos = 2, .no_auth = true, .run = run_export,
 	.notes = "Runs the Python package's denv.interop module: DENV_PYTHON (default python3)\n"
 		 "must have the denv package. See denv(1), IMPORT AND EXPORT.\n",
 };
