@@ -34,7 +34,7 @@ from denv import Client, DenvError  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
 BUSYBOX = os.environ.get("DENV_E2E_BUSYBOX", "denv-test/busybox")
 DEBIAN = os.environ.get("DENV_E2E_DEBIAN", "denv-test/debian")
-CHECKS = ["client", "verify", "inspect", "inspect_selfcheck", "harbor", "openenv", "verifiers", "interop", "karotte"]
+CHECKS = ["client", "verify", "inspect", "inspect_selfcheck", "harbor", "openenv", "verifiers", "interop", "karotte", "hud"]
 # run only when named: slower, or measurements rather than pass/fail of the default suite
 EXTRA_CHECKS = ["harbor_tasks"]
 TOP = HERE.parent.parent
@@ -1067,6 +1067,47 @@ def check_karotte(b: Backend) -> None:
     if "env" in st:
         b.c.destroy(st["env"])
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- HUD ----
+
+HUD_PY = TOP / "python" / ".venv-hud" / "bin" / "python"  # hud 0.6 needs Python < 3.13 (t/deps.sh)
+HUD_FIXTURE = TOP / "t" / "fixtures" / "hud" / "letter-count"
+HUD_IMAGE = os.environ.get("DENV_E2E_HUD_IMAGE", "denv-test/hud-letter-count:latest")
+
+
+def hud_image() -> None:
+    """Build HUD's reference environment FROM the Debian fixture, with the hud
+    venv's site-packages in the context, unless the image exists."""
+    if subprocess.run(["docker", "image", "inspect", HUD_IMAGE], capture_output=True).returncode == 0:
+        return
+    site = next((HUD_PY.parent.parent / "lib").glob("python3.*/site-packages"))
+    with tempfile.TemporaryDirectory() as ctx:
+        for f in ("Dockerfile", "env.py", "serve.py"):
+            shutil.copy2(HUD_FIXTURE / f, Path(ctx) / f)
+        shutil.copytree(site, Path(ctx) / "site-packages", symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "pip", "pip-*"))
+        r = subprocess.run(["docker", "build", "-q", "-t", HUD_IMAGE, ctx], capture_output=True, text=True,
+                           timeout=900)
+        assert r.returncode == 0, r.stderr[-2000:]
+
+
+def check_hud(b: Backend) -> None:
+    def run() -> None:
+        b.sandboxes_usable()
+        if not HUD_PY.is_file():
+            raise Skip("python/.venv-hud (Python 3.11 with hud 0.6) is missing: t/deps.sh makes it")
+        hud_image()
+        env = dict(harbor_env(), HUD_TELEMETRY_ENABLED="false", HUD_API_KEY="")
+        r = subprocess.run([str(HUD_PY), str(HERE / "hud_check.py"), HUD_IMAGE, str(HUD_FIXTURE / "env.py")],
+                           capture_output=True, text=True, timeout=900, env=env)
+        assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        doc = json.loads(r.stdout.strip().splitlines()[-1])
+        assert doc["rewards"] == [1.0], doc
+        assert len(doc["environments"]) == 1 and doc["statuses"] == ["destroyed"], doc
+
+    T.run("hud: HUD's letter-count task through Task.run with DenvRuntime and HUD's OpenAI agent "
+          "on a mock model: reward 1, environment destroyed", run)
 
 
 def main(argv: list[str]) -> int:
