@@ -1105,9 +1105,22 @@ def check_hud(b: Backend) -> None:
         doc = json.loads(r.stdout.strip().splitlines()[-1])
         assert doc["rewards"] == [1.0], doc
         assert len(doc["environments"]) == 1 and doc["statuses"] == ["destroyed"], doc
+        st["doc"] = doc
 
+    def version() -> None:
+        if "doc" not in st:
+            raise Skip("the image rollout failed")
+        doc = st["doc"]
+        assert doc["version_rewards"] == [1.0], doc
+        assert doc["version_parents"] == [doc["version"]], doc  # the rollout forked the version
+        assert doc["fork_parent_env"] is True, doc
+        assert doc["grade"] == {"reward": 1.0, "source": "reward.txt"}, doc
+
+    st: dict[str, Any] = {}
     T.run("hud: HUD's letter-count task through Task.run with DenvRuntime and HUD's OpenAI agent "
           "on a mock model: reward 1, environment destroyed", run)
+    T.run("hud: DenvRuntime.from_denv_version forks the version per rollout (reward 1); fork() and "
+          "grade() (denv verify) on the running rollout", version)
 
 
 def main(argv: list[str]) -> int:

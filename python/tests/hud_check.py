@@ -14,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import re
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import yaml
 
 from hud.agents.openai_compatible.agent import OpenAIChatAgent, OpenAIChatConfig
 
@@ -75,6 +78,30 @@ async def main(image: str, env_py: str) -> dict[str, Any]:
                               "errors": [str(run.grade) for run in job.runs if run.grade.is_error]}
     c = Client()
     report["statuses"] = [c.environment(e).get("Status") for e in rt.environments]
+
+    # A denv version of the same image with an agent and a verifier: rollouts
+    # fork it (from_denv_version); fork() and grade() act on the one running.
+    compose = {"x-denv": {"egress": "deny", "agent": {"service": "main"},
+                          "verifier": {"service": "main", "collect": ["/app/env.py"],
+                                       "command": ["sh", "-c", "test -s /submission/app/env.py && "
+                                                   "echo 1 > /logs/verifier/reward.txt"]}},
+               "services": {"main": {"image": image, "user": "1000:1000", "ports": ["8765"]}}}
+    c.ensure_project("hud")
+    dep = c.deploy("hud", yaml.safe_dump(compose), env=f"hud-version-{os.urandom(3).hex()}", timeout_sec=600)
+    assert dep.get("Status") == "succeeded", dep
+    version = dep["VersionID"]
+    rt2 = DenvRuntime.from_denv_version(version)
+    job2 = await task.run(agent, runtime=rt2)
+    report["version_rewards"] = rewards_of(job2)
+    report["version_parents"] = [c.environment(e).get("ParentVersionID") for e in rt2.environments]
+    async with rt2(task):
+        child = await asyncio.to_thread(rt2.fork)
+        report["fork_parent_env"] = c.environment(child.id).get("ParentVersionID") is not None
+        c.destroy(child.id)
+        v = await asyncio.to_thread(rt2.grade)
+        report["grade"] = {"reward": v.reward, "source": v.source}
+    report["version"] = version
+    c.destroy(str(dep.get("EnvID")))
     srv.shutdown()
     return report
 
