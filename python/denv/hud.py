@@ -166,9 +166,11 @@ class DenvRuntime:
 
     def fork(self, name: str | None = None) -> Sandbox:
         """A fork of the running rollout's environment (snapshot, then a copy with its data)."""
-        return self.client.fork(self._current(), name=name)
+        env_id = self._current()
+        return self.client.fork(env_id, name=name)
 
     def grade(self) -> Verdict:
         """``denv verify`` on the running rollout's environment: its version's
         ``x-denv.verifier`` on a fork, the agent frozen; the reward is ``Verdict.reward``."""
-        return self.client.verify(self._current())
+        env_id = self._current()
+        return self.client.verify(env_id)
