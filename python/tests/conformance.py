@@ -1,6 +1,7 @@
 """Framework conformance against a REAL control plane and sidecar.
 
-    DENV_SERVER=... DENV_API_KEY=... python conformance.py [client verify inspect inspect_selfcheck harbor openenv verifiers]
+    DENV_SERVER=... DENV_API_KEY=... python conformance.py [client verify inspect inspect_selfcheck harbor openenv verifiers
+        interop karotte hud]
 
 Run by t/e2e-frameworks.sh, which starts bin/denv-cp and bin/denvd on this
 machine. Prints TAP. A check the backend cannot do yet (a route it does not
