@@ -254,7 +254,8 @@ def _find_version(c: Any, ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
     who, _, ver = ref.partition("@")
     envs: list[dict[str, Any]] = []
     if who.startswith("env_"):
-        envs = [c._json("GET", f"/v1/envs/{who}").get("environment") or c._json("GET", f"/v1/envs/{who}")]
+        doc = c._json("GET", f"/v1/envs/{who}")
+        envs = [doc.get("environment") or doc]
     else:
         proj, _, env_name = who.partition("/")
         envs = c._json("GET", f"/v1/projects/{proj}/envs").get("environments") or []

@@ -104,6 +104,8 @@ class FakeClient:
     def _json(self, method: str, path: str) -> dict[str, Any]:
         if path == "/v1/projects/p/envs":
             return {"environments": [{"ID": "env_1", "Name": "alpha", "CurrentVersionID": "ver_2"}]}
+        if path == "/v1/envs/env_1":
+            return {"environment": {"ID": "env_1", "Name": "alpha", "CurrentVersionID": "ver_2"}}
         if path == "/v1/envs/env_1/versions":
             return {"versions": [{"ID": "ver_1", "Spec": {}}, {"ID": "ver_2", "Spec": self.spec}]}
         raise AssertionError(path)
@@ -150,6 +152,12 @@ class TestExportHarbor(unittest.TestCase):
         out = interop.export_harbor(FakeClient(dict(SPEC, egress="allow")), "p@ver_2", self.tmp / "d2",
                                     self.tmp / "proj")
         self.assertIn('network_mode = "public"', (out[0] / "task.toml").read_text())
+
+    def test_env_refs(self) -> None:
+        out = interop.export_harbor(FakeClient(SPEC), "env_1", self.tmp / "d3", self.tmp / "proj")
+        self.assertIn('denv_version = "env_1@ver_2"', (out[0] / "task.toml").read_text())
+        with self.assertRaisesRegex(interop.InteropError, "declares no x-denv.agent"):
+            interop.export_harbor(FakeClient(SPEC), "env_1@ver_1", self.tmp / "d4", self.tmp / "proj")
 
     def test_multi_service(self) -> None:
         spec = dict(SPEC, services=SPEC["services"] + [{"name": "db", "image": "redis", "volumes": ["d:/data"]}])
