@@ -17,4 +17,4 @@ cd "$top/python/tests" || exit 1
 # This checkout's package, whichever checkout the venv was installed from.
 PYTHONPATH="$top/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH
-exec "$py" tap.py test_client test_context test_packaging test_harbor test_inspect test_openenv test_realcp test_conformance_self test_verifiers test_interop test_hud
+exec "$py" tap.py test_client test_context test_packaging test_harbor test_inspect test_openenv test_realcp test_conformance_self test_verifiers test_interop test_karotte test_hud
