@@ -1,11 +1,13 @@
 #!/bin/sh
-# e2e-frameworks.sh [client verify inspect inspect_selfcheck harbor openenv verifiers]: the framework
+# e2e-frameworks.sh [client verify inspect inspect_selfcheck harbor openenv verifiers interop
+# karotte hud]: the framework
 # conformance suite (python/tests/conformance.py) against a real control plane
 # and sidecar started here: bin/denv-cp on a temporary store and, when built,
 # bin/denvd joined to it with a data directory in the same temporary place.
 # Needs Docker, the fixture images (t/docker-up.sh builds them) and python/.venv
 # with the package installed (pip install -e python) and the frameworks.
-# Prints TAP; what the backend cannot do yet is reported as SKIP with the reason.
+# Prints TAP and, at the end, one line of counts per framework; what the
+# backend cannot do yet is reported as SKIP with the reason.
 # On failure prints the tails of the control-plane and sidecar logs and exits 1.
 # DENV_E2E_TAP=1 (set by t/integ/python-conformance.sh): a missing prerequisite
 # is a TAP skip-all instead of an error.

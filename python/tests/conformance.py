@@ -1,6 +1,7 @@
 """Framework conformance against a REAL control plane and sidecar.
 
-    DENV_SERVER=... DENV_API_KEY=... python conformance.py [client verify inspect inspect_selfcheck harbor openenv verifiers]
+    DENV_SERVER=... DENV_API_KEY=... python conformance.py [client verify inspect inspect_selfcheck harbor openenv verifiers
+        interop karotte hud]
 
 Run by t/e2e-frameworks.sh, which starts bin/denv-cp and bin/denvd on this
 machine. Prints TAP. A check the backend cannot do yet (a route it does not
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import httpx
+import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the package, when not installed
@@ -33,7 +35,7 @@ from denv import Client, DenvError  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
 BUSYBOX = os.environ.get("DENV_E2E_BUSYBOX", "denv-test/busybox")
 DEBIAN = os.environ.get("DENV_E2E_DEBIAN", "denv-test/debian")
-CHECKS = ["client", "verify", "inspect", "inspect_compose", "inspect_selfcheck", "harbor", "openenv", "verifiers"]
+CHECKS = ["client", "verify", "inspect", "inspect_compose", "inspect_selfcheck", "harbor", "openenv", "verifiers", "interop", "karotte", "hud"]
 # run only when named: slower, or measurements rather than pass/fail of the default suite
 EXTRA_CHECKS = ["harbor_tasks"]
 TOP = HERE.parent.parent
@@ -908,6 +910,299 @@ def check_verifiers(b: Backend) -> None:
           denv_runtime)
 
 
+# ---- denv import / export (harbor, openenv) ----
+
+# Fixture tasks of t/fixtures/harbor that go round the trip: an image task
+# with caps, a Dockerfile task, a compose task with a second service.
+INTEROP_TASKS = ("docker-image", "shared-dockerfile", "compose-two")
+
+
+def denv_cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    """bin/denv with DENV_PYTHON set to this Python (import and export run denv.interop)."""
+    env = dict(harbor_env(), DENV_PYTHON=sys.executable)
+    return subprocess.run([str(TOP / "bin" / "denv"), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def harbor_rewards(tasks: Path, jobs: Path, *extra: str) -> dict[str, Any]:
+    """harbor run -a oracle over every task under tasks: reward by task name (None: no reward)."""
+    r = subprocess.run(
+        [str(VENV_BIN / "harbor"), "run", "-p", str(tasks), "-a", "oracle", *extra,
+         "-n", "2", "-y", "-o", str(jobs), "-q"],
+        capture_output=True, text=True, timeout=1800, env=harbor_env(), cwd=jobs.parent)
+    out: dict[str, Any] = {"_out": f"exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"}
+    for name, docs in harbor_trials(jobs).items():
+        d = docs[0]
+        out[name] = ((d.get("verifier_result") or {}).get("rewards") or {}).get("reward")
+        if out[name] is None:
+            out["_out"] += f"\n{name}: {(d.get('exception_info') or {}).get('exception_message')}"
+    return out
+
+
+def oracle_on_denv(b: Backend, env_id: str, solution: Path) -> float | None:
+    """Harbor's oracle by hand on an imported project: solution/ to /solution, solve.sh as the
+    agent (the service's own user), then denv verify's reward."""
+    b.c.put_dir(env_id, "main", solution, "/solution")
+    r = b.c.exec(env_id, "main", ["sh", "-c", "bash /solution/solve.sh"], timeout_sec=120)
+    assert r.exit_code == 0, f"solve.sh: {r.exit_code} {r.stdout}{r.stderr}"
+    v = b.c.verify(env_id, timeout_sec=300)
+    return v.reward
+
+
+def check_interop(b: Backend) -> None:
+    tmp = Path(tempfile.mkdtemp())
+    st: dict[str, Any] = {"versions": {}, "envs": []}
+    fixtures = TOP / "t" / "fixtures" / "harbor"
+
+    def originals() -> None:
+        b.sandboxes_usable()
+        (tmp / "orig").mkdir()
+        for t in INTEROP_TASKS:
+            shutil.copytree(fixtures / t, tmp / "orig" / t)
+        st["orig"] = harbor_rewards(tmp / "orig", tmp / "jobs-orig", "-e", "denv.harbor:DenvEnvironment")
+        assert all(st["orig"].get(t) == 1 for t in INTEROP_TASKS), st["orig"]
+
+    T.run(f"interop: harbor run -a oracle on the original tasks ({', '.join(INTEROP_TASKS)}) on denv: reward 1",
+          originals)
+
+    for t in INTEROP_TASKS:
+        def imp(t: str = t) -> None:
+            b.sandboxes_usable()
+            proj = tmp / "proj" / t
+            r = denv_cli("import", "harbor", str(fixtures / t), "-o", str(proj), "--deploy",
+                         "--project", f"imp-{t}")
+            assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+            words = r.stdout.split()
+            env_id = words[words.index("environment") + 1]
+            st["versions"][t] = words[words.index("version") + 1]
+            assert (proj / "tasks" / t / "tests" / "test.sh").is_file()
+            reward = oracle_on_denv(b, env_id, proj / "tasks" / t / "solution")
+            assert reward == 1, f"denv verify reward {reward}"
+            # an agent that did nothing scores 0 through the same verifier
+            idle = b.c.sandbox(from_version=st["versions"][t], timeout_sec=300)
+            try:
+                assert b.c.verify(idle.id, timeout_sec=300).reward == 0
+            finally:
+                b.c.destroy(idle.id)
+            st["envs"].append(env_id)  # destroyed at the end: the OpenEnv export forks its version
+
+        T.run(f"interop: denv import harbor {t} --deploy; oracle + denv verify: 1, no agent: 0", imp)
+
+    def export() -> None:
+        if len(st["versions"]) != len(INTEROP_TASKS):
+            raise Skip("an import above failed")
+        out = tmp / "exported"
+        for t, ver in st["versions"].items():
+            r = denv_cli("export", "--harbor", f"imp-{t}@{ver}", str(out), "--project-dir", str(tmp / "proj" / t))
+            assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+            toml = (out / t / "task.toml").read_text()
+            assert ver in toml, toml
+            if t != "compose-two":
+                assert 'docker_image = "sha256:' in toml, toml
+        st["exp"] = harbor_rewards(out, tmp / "jobs-exp", "-e", "denv.harbor:DenvEnvironment")
+        got = {t: st["exp"].get(t) for t in INTEROP_TASKS}
+        want = {t: st["orig"].get(t) for t in INTEROP_TASKS} if "orig" in st else {t: 1 for t in INTEROP_TASKS}
+        assert got == want, f"exported {got}, original {want}\n{st['exp']['_out']}"
+
+    T.run("interop: denv export --harbor of each imported version; harbor run -a oracle on denv: "
+          "the original's reward", export)
+
+    def export_docker() -> None:
+        r = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Skip("Harbor's Docker environment needs the docker compose v2 plugin, which this host lacks")
+        if "exp" not in st:
+            raise Skip("the export above failed")
+        got = harbor_rewards(tmp / "exported", tmp / "jobs-docker")
+        assert all(got.get(t) == 1 for t in INTEROP_TASKS), got
+
+    T.run("interop: the exported tasks under harbor run -a oracle on Docker: reward 1", export_docker)
+
+    def openenv() -> None:
+        t = "docker-image"
+        if t not in st["versions"]:
+            raise Skip("its import failed")
+        out = tmp / "openenv"
+        r = denv_cli("export", "--openenv", f"imp-{t}@{st['versions'][t]}", str(out))
+        assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+        assert st["versions"][t] in (out / "openenv.yaml").read_text()
+        assert (out / "Dockerfile").read_text().count("FROM sha256:") == 1
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(harbor_env(), PYTHONPATH=f"{out}:{HERE.parent}")
+        srv = subprocess.Popen([sys.executable, "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1",
+                                "--port", str(port)], cwd=out, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            from openenv.core.generic_client import GenericEnvClient
+
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2, trust_env=False).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.3)
+            with GenericEnvClient(base_url=f"http://127.0.0.1:{port}").sync() as cl:
+                first = cl.reset()
+                env_id = first.observation["env_id"]
+                assert env_id.startswith("env_"), first
+                res = cl.step({"command": "cat /app/README.md; id -u"})
+                obs = res.observation
+                assert "uploaded" in obs["stdout"] and obs["stdout"].split()[-1] == "1000", obs
+                assert b.c.environment(env_id).get("ParentVersionID") == st["versions"][t]
+        finally:
+            srv.terminate()
+            try:
+                srv.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                srv.kill()
+                srv.wait()
+
+    T.run("interop: denv export --openenv; its server's reset forks the version, step runs in it "
+          "(OpenEnv's own client)", openenv)
+    for env_id in st["envs"]:
+        b.c.destroy(env_id)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+KAROTTE_ENV = TOP / "t" / "fixtures" / "karotte" / "min-env"
+KAROTTE_ANSWER = "/workdir/data/answer.txt"
+
+
+def karotte_judge(answer: bytes | None) -> float:
+    """Karotte's own ExecutableJudge (the package's class, run as Karotte runs it) on answer."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "answer.txt"
+        if answer is not None:
+            path.write_bytes(answer)
+        code = ("import sys; from karotte.judges import ExecutableJudge; "
+                "from karotte.schemas.transcript import Transcript; "
+                "j = ExecutableJudge([sys.executable, '-m', 'environment.judges.sum_answer', sys.argv[1], 'score.json']); "
+                "print(j.evaluate(Transcript(run_id='denv')).score)")
+        env = dict(harbor_env(), PYTHONPATH=str(KAROTTE_ENV / "src"))
+        r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                           timeout=120, env=env, cwd=d)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return float(r.stdout.strip().splitlines()[-1])
+
+
+def check_karotte(b: Backend) -> None:
+    tmp = Path(tempfile.mkdtemp())
+    st: dict[str, Any] = {}
+
+    def imp() -> None:
+        b.sandboxes_usable()
+        try:
+            import karotte  # noqa: F401
+        except ImportError:
+            raise Skip("karotte is not installed (t/requirements-nodeps.txt)") from None
+        r = denv_cli("import", "karotte", str(KAROTTE_ENV), "-o", str(tmp / "proj"), "--deploy",
+                     "--project", "karotte-min")
+        assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+        words = r.stdout.split()
+        st["env"] = words[words.index("environment") + 1]
+        st["version"] = words[words.index("version") + 1]
+        doc = yaml.safe_load((tmp / "proj" / "docker-compose.yaml").read_text())
+        assert doc["x-denv"]["verifier"]["collect"] == [KAROTTE_ANSWER], doc["x-denv"]
+        assert (tmp / "proj" / "tasks" / "fix-backup" / "instruction.md").read_text().count("numbers.txt") == 1
+
+    T.run("karotte: denv import karotte (tasks read by Karotte's loader) --deploy", imp)
+
+    def episode(student: str) -> tuple[Any, bytes | None]:
+        """A fork of the imported version; the student's command as the student; denv verify."""
+        if "version" not in st:
+            raise Skip("the import failed")
+        sbx = b.c.sandbox(from_version=st["version"], timeout_sec=300)
+        try:
+            r = b.c.exec(sbx.id, "karotte", ["sh", "-c", student + "; id -u"], timeout_sec=60)
+            assert r.exit_code == 0 and r.stdout.split()[-1] == "1000", f"{r.exit_code} {r.stdout} {r.stderr}"
+            kind = b.c.exec(sbx.id, "karotte", ["sh", "-c", f"test -L {KAROTTE_ANSWER} && echo link"])
+            answer = None
+            if "link" not in kind.stdout:
+                answer = b.c.exec(sbx.id, "karotte", ["cat", KAROTTE_ANSWER]).stdout.encode()
+            return b.c.verify(sbx.id, timeout_sec=300), answer
+        finally:
+            b.c.destroy(sbx.id)
+
+    for label, student, want in (
+        ("right answer", f"awk '{{s += $1}} END {{print s}}' /workdir/data/numbers.txt > {KAROTTE_ANSWER}", 1.0),
+        ("wrong answer", f"echo 41 > {KAROTTE_ANSWER}", 0.0),
+    ):
+        def judged(student: str = student, want: float = want) -> None:
+            v, answer = episode(student)
+            own = karotte_judge(answer)
+            assert v.reward == own == want, f"denv verify {v.reward} ({v.source}), Karotte's judge {own}"
+
+        T.run(f"karotte: fork, student step as uid 1000, denv verify equals Karotte's own judge ({label})", judged)
+
+    def symlink() -> None:
+        v, _ = episode(f"ln -sf /etc/shadow {KAROTTE_ANSWER}")
+        assert v.reward == 0 and v.source == "refused", f"{v.reward} {v.source} {v.refused}"
+
+    T.run("karotte: a symlink in the submission path scores 0 (refused)", symlink)
+    if "env" in st:
+        b.c.destroy(st["env"])
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- HUD ----
+
+HUD_PY = TOP / "python" / ".venv-hud" / "bin" / "python"  # hud 0.6 needs Python < 3.13 (t/deps.sh)
+HUD_FIXTURE = TOP / "t" / "fixtures" / "hud" / "letter-count"
+HUD_IMAGE = os.environ.get("DENV_E2E_HUD_IMAGE", "denv-test/hud-letter-count:latest")
+
+
+def hud_image() -> None:
+    """Build HUD's reference environment FROM the Debian fixture, with the hud
+    venv's site-packages in the context, unless the image exists."""
+    if subprocess.run(["docker", "image", "inspect", HUD_IMAGE], capture_output=True).returncode == 0:
+        return
+    site = next((HUD_PY.parent.parent / "lib").glob("python3.*/site-packages"))
+    with tempfile.TemporaryDirectory() as ctx:
+        for f in ("Dockerfile", "env.py", "serve.py"):
+            shutil.copy2(HUD_FIXTURE / f, Path(ctx) / f)
+        shutil.copytree(site, Path(ctx) / "site-packages", symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "pip", "pip-*"))
+        r = subprocess.run(["docker", "build", "-q", "-t", HUD_IMAGE, ctx], capture_output=True, text=True,
+                           timeout=900)
+        assert r.returncode == 0, r.stderr[-2000:]
+
+
+def check_hud(b: Backend) -> None:
+    def run() -> None:
+        b.sandboxes_usable()
+        if not HUD_PY.is_file():
+            raise Skip("python/.venv-hud (Python 3.11 with hud 0.6) is missing: t/deps.sh makes it")
+        hud_image()
+        env = dict(harbor_env(), HUD_TELEMETRY_ENABLED="false", HUD_API_KEY="")
+        r = subprocess.run([str(HUD_PY), str(HERE / "hud_check.py"), HUD_IMAGE, str(HUD_FIXTURE / "env.py")],
+                           capture_output=True, text=True, timeout=900, env=env)
+        assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        doc = json.loads(r.stdout.strip().splitlines()[-1])
+        assert doc["rewards"] == [1.0], doc
+        assert len(doc["environments"]) == 1 and doc["statuses"] == ["destroyed"], doc
+        st["doc"] = doc
+
+    def version() -> None:
+        if "doc" not in st:
+            raise Skip("the image rollout failed")
+        doc = st["doc"]
+        assert doc["version_rewards"] == [1.0], doc
+        assert doc["version_parents"] == [doc["version"]], doc  # the rollout forked the version
+        assert doc["fork_parent_env"] is True, doc
+        assert doc["grade"] == {"reward": 1.0, "source": "reward.txt"}, doc
+
+    st: dict[str, Any] = {}
+    T.run("hud: HUD's letter-count task through Task.run with DenvRuntime and HUD's OpenAI agent "
+          "on a mock model: reward 1, environment destroyed", run)
+    T.run("hud: DenvRuntime.from_denv_version forks the version per rollout (reward 1); fork() and "
+          "grade() (denv verify) on the running rollout", version)
+
+
 def main(argv: list[str]) -> int:
     wanted = argv or CHECKS
     unknown = [w for w in wanted if w not in CHECKS + EXTRA_CHECKS]
@@ -920,9 +1215,14 @@ def main(argv: list[str]) -> int:
         print(f"Bail out! cannot reach the control plane: {e}")
         return 1
     print(f"# control plane {b.c.server}, connected sidecars: {b.hosts}")
+    counts: list[tuple[str, int, int, int]] = []
     for name in wanted:
+        n0, f0, s0 = T.n, len(T.failed), len(T.skipped)
         globals()[f"check_{name}"](b)
+        counts.append((name, T.n - n0, len(T.failed) - f0, len(T.skipped) - s0))
     print(f"1..{T.n}")
+    for name, n, failed, skipped in counts:  # one line per framework (make e2e-frameworks)
+        print(f"# {name}: {n - failed - skipped} passed, {failed} failed, {skipped} skipped")
     if T.skipped:
         print(f"# SKIPPED {len(T.skipped)}:")
         for s in T.skipped:

@@ -17,4 +17,4 @@ if ! "$py" -c 'import denv, harbor, inspect_ai, openenv' >/dev/null 2>&1; then
 	exit 0
 fi
 cd "$top/python/tests" || exit 1
-exec "$py" tap.py test_client test_context test_packaging test_harbor test_inspect test_openenv test_realcp test_conformance_self test_verifiers
+exec "$py" tap.py test_client test_context test_packaging test_harbor test_inspect test_openenv test_realcp test_conformance_self test_verifiers test_interop test_karotte test_hud
