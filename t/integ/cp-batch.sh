@@ -64,7 +64,7 @@ wait_done() {
 }
 busybox='"image":"denv-test/busybox:latest","cmd":["sleep","3600"]'
 
-echo "1..22"
+echo "1..25"
 if ! stack_start; then
 	echo "Bail out! stack did not start"
 	exit 1
@@ -180,6 +180,17 @@ ok $? "a batch with an Idempotency-Key: 202"
 api POST /v1/sandboxes/batch "{$busybox,\"count\":2,\"name_prefix\":\"idem-\"}" "Idempotency-Key: batch-k1"
 [ "$code" = 202 ] && [ "$(j .batch.ID)" = "$one" ] && [ "$(j '[.members[].environment] | join(",")')" = "$m1" ]
 ok $? "its replay gets the same batch and members"
+# ---- the CLI ----
+denv batch create --image denv-test/busybox:latest -n 3 --name-prefix cli- -- sleep 3600 >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q '^cli-2 env_[^ ]* healthy$' "$tmp/out" && grep -q '^batch bat_[^ ]*: 3 of 3 healthy$' "$tmp/out"
+ok $? "denv batch create --wait: a line per member as it becomes healthy, then the count"
+cb=$(sed -n 's/^batch \(bat_[^:]*\):.*/\1/p' "$tmp/out")
+denv batch get "$cb" >"$tmp/out" 2>&1 && [ "$(j '.counts.healthy')" = 3 ]
+ok $? "denv batch get prints the batch"
+denv batch create --image denv-test/busybox:latest >"$tmp/out" 2>&1
+[ $? = 2 ] && grep -q -- '--count' "$tmp/out"
+ok $? "denv batch create without --count: a usage error"
 api GET "/v1/batches/bat_nosuch"
 [ "$code" = 404 ]
 ok $? "an unknown batch: 404"
