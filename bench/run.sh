@@ -23,7 +23,7 @@ trap '[ -n "$keep" ] || rm -rf "$logs"' EXIT
 trap 'exit 130' INT TERM
 
 # The order first, then anything else found (alphabetical).
-order="sandbox exec fork snapshot verify concurrent api memory http store"
+order="sandbox exec fork snapshot verify concurrent batch api memory http store"
 list=
 for n in $order; do
 	[ -f "$here/$n.sh" ] && list="$list $n"

@@ -5,6 +5,9 @@ import their framework only when imported themselves.
 """
 
 from denv.client import (
+    AsyncClient,
+    Batch,
+    BatchMember,
     Client,
     DenvError,
     DenvTimeout,
@@ -17,6 +20,9 @@ from denv.client import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
+    "Batch",
+    "BatchMember",
     "Client",
     "DenvError",
     "DenvTimeout",
