@@ -111,10 +111,20 @@ void dispatch_remove(struct dispatch *d, struct job *j)
  * Commands on one environment run one at a time, except that env.exec runs
  * beside other env.exec: commands in a container do not change the
  * environment's lifecycle, and a client that cancels a long command kills it
- * with a second exec, which must not wait behind the first.
+ * with a second exec, which must not wait behind the first. env.metrics
+ * and env.logs only read, so they run beside anything (a deploy's logs are
+ * wanted while it runs).
  */
+static bool dispatch_is_read(const char *kind)
+{
+	return str_eq(kind, "env.metrics") || str_eq(kind, "env.logs");
+}
+
 bool dispatch_may_overlap(const char *running_kind, const char *queued_kind)
 {
+	/* Reads of what the containers use and print change nothing either way. */
+	if (dispatch_is_read(running_kind) || dispatch_is_read(queued_kind))
+		return true;
 	return str_eq(running_kind, "env.exec") && str_eq(queued_kind, "env.exec");
 }
 
