@@ -3,7 +3,7 @@
  *   GET /v1/envs/{env}/metrics  env.metrics: per service CPU time, memory,
  *                               pids (cgroups); per volume bytes (storage)
  *   GET /v1/envs/{env}/logs     env.logs: a service's last lines (service,
- *                               tail, timestamps); follow=true streams them
+ *                               tail, since, timestamps); follow=true streams them
  *                               as text until the client leaves or the
  *                               environment is destroyed
  * Reads are not activity: watching a sandbox does not keep its idle TTL
@@ -349,7 +349,9 @@ static void h_logs(struct cp *cp, struct http_req *req)
 {
 	const struct json *env = observed_env(cp, req);
 	const char *service = http_req_query(req, "service"), *tail_s = http_req_query(req, "tail");
+	const char *since = http_req_query(req, "since");
 	int64_t tail = CP_LOGS_TAIL_DEFAULT;
+	struct json *payload;
 	bool follow, stamps;
 
 	if (!env || query_bool(req, "follow", &follow) < 0 || query_bool(req, "timestamps", &stamps) < 0)
@@ -364,11 +366,18 @@ static void h_logs(struct cp *cp, struct http_req *req)
 		http_respond_error(req, 400, "service is required");
 		return;
 	}
-	if (follow)
+	if (since && *since && (strlen(since) >= CP_LOGS_STAMP_MAX || since[0] == '-')) {
+		http_respond_error(req, 400, "since must be a timestamp");
+		return;
+	}
+	if (follow) {
 		start_follow(cp, req, env, service, tail, stamps);
-	else
-		start_read(cp, req, env, "env.logs",
-			   cp_obj("service", json_new_str(service), "tail", json_new_int(tail), NULL), stamps);
+		return;
+	}
+	payload = cp_obj("service", json_new_str(service), "tail", json_new_int(tail), NULL);
+	if (since && *since)
+		json_object_set_str(payload, "since", since);
+	start_read(cp, req, env, "env.logs", payload, stamps);
 }
 
 int cp_api_observe(struct cp *cp)
