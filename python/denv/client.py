@@ -707,6 +707,38 @@ class _Ops:
                                   f"after {timeout_sec:g} s")
             yield _Sleep(self.poll_interval)
 
+    def _g_metrics(self, env_id: str) -> _Op[dict[str, Any]]:
+        """``GET /v1/envs/{id}/metrics``: what the environment uses now,
+        ``{services: [{service, status, cpu_usec, memory_bytes,
+        memory_limit_bytes, pids}], volumes: [{name, bytes}], storage,
+        sampled_at_ms}`` (a figure the host could not read is None). CPU
+        time is cumulative: two samples give the rate. Not activity: it does
+        not hold off the idle TTL."""
+        doc = yield from self._j("GET", f"/v1/envs/{env_id}/metrics")
+        return doc
+
+    def _g_logs(
+        self,
+        env_id: str,
+        service: str | None = None,
+        tail: int = 100,
+        since: str | None = None,
+        timestamps: bool = False,
+    ) -> _Op[dict[str, Any]]:
+        """``GET /v1/envs/{id}/logs``: a service's output (default: the
+        environment's first service), ``{service, stdout, stderr,
+        truncated?}``; ``tail`` lines of both streams together, only those
+        after ``since`` (a timestamp as ``timestamps=True`` prints them)."""
+        params: dict[str, str] = {"tail": str(int(tail))}
+        if service:
+            params["service"] = service
+        if since:
+            params["since"] = since
+        if timestamps:
+            params["timestamps"] = "true"
+        doc = yield from self._j("GET", f"/v1/envs/{env_id}/logs", params=params)
+        return doc
+
     def _g_touch(self, env_id: str) -> _Op[dict[str, Any]]:
         """``POST /v1/envs/{id}/touch``: reset the idle TTL's clock;
         ``{environment, expires_at, idle_expires_at}``."""

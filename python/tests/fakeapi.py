@@ -434,6 +434,20 @@ class FakeDenv:
                 env["_versions"] = [ver]
                 dep = self._dep("deploy", env["ID"], version=ver)
             return 201, {"environment": self._public(env), "deployment": dep}
+        m = re.fullmatch(r"/v1/envs/([^/]+)/metrics", path)
+        if method == "GET" and m:
+            self._env(m.group(1))
+            return 200, {"environment": m.group(1), "storage": "dir", "sampled_at_ms": 1,
+                         "services": [{"service": "main", "status": "running", "cpu_usec": 10,
+                                       "memory_bytes": 4096, "memory_limit_bytes": None, "pids": 1}],
+                         "volumes": [{"name": "work", "bytes": 4096}]}
+        m = re.fullmatch(r"/v1/envs/([^/]+)/logs", path)
+        if method == "GET" and m:
+            self._env(m.group(1))
+            stamp = "2026-12-02T00:00:00.000000000Z " if q.get("timestamps") == "true" else ""
+            lines = [f"{stamp}line {i}\n" for i in range(3)][-int(q.get("tail", "100")):]
+            return 200, {"environment": m.group(1), "service": q.get("service", "main"),
+                         "stdout": "".join(lines), "stderr": f"{stamp}err\n"}
         if method == "POST" and path == "/v1/sandboxes/batch":
             return self._batch(b, q)
         m = re.fullmatch(r"/v1/batches/([^/]+)", path)

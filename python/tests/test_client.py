@@ -410,6 +410,21 @@ class TestBatch(FakeCase):
             self.c.batch(0, image="a")
         self.assertEqual(err.exception.status, 400)
 
+    def test_metrics_and_logs(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        m = self.c.metrics(a.id)
+        self.assertEqual((m["services"][0]["status"], m["volumes"][0]["name"]), ("running", "work"))
+        doc = self.c.logs(a.id, service="main", tail=2, timestamps=True, since="2026-12-01T00:00:00.000000000Z")
+        self.assertEqual(doc["stdout"].splitlines()[-1], "2026-12-02T00:00:00.000000000Z line 2")
+        (r,) = self.fake.calls("GET", f"/v1/envs/{a.id}/logs")
+        self.assertEqual(r.query, {"tail": "2", "service": "main", "timestamps": "true",
+                                   "since": "2026-12-01T00:00:00.000000000Z"})
+        self.assertEqual(asyncio.run(self._async_logs(a.id))["stderr"], "err\n")
+
+    async def _async_logs(self, env_id: str) -> dict:  # type: ignore[type-arg]
+        async with AsyncClient(server=self.fake.url, api_key=KEY, timeout=5) as ac:
+            return await ac.logs(env_id)
+
     def test_idempotency_key_is_sent(self) -> None:
         self.c.batch(1, image="a", idempotency_key="k-1")
         (r,) = self.fake.calls("POST", "/v1/sandboxes/batch")

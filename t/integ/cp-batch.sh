@@ -64,7 +64,7 @@ wait_done() {
 }
 busybox='"image":"denv-test/busybox:latest","cmd":["sleep","3600"]'
 
-echo "1..25"
+echo "1..27"
 if ! stack_start; then
 	echo "Bail out! stack did not start"
 	exit 1
@@ -191,6 +191,38 @@ ok $? "denv batch get prints the batch"
 denv batch create --image denv-test/busybox:latest >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q -- '--count' "$tmp/out"
 ok $? "denv batch create without --count: a usage error"
+# ---- Python: AsyncClient and Client on the real stack ----
+cat >"$tmp/async.py" <<'PY'
+import asyncio, sys
+from denv import AsyncClient, Client
+
+async def main():
+    async with AsyncClient(timeout=120) as ac:
+        ac.poll_interval = 0.1
+        seen = []
+        b = await ac.batch(3, image="denv-test/busybox:latest", cmd=["sleep", "3600"], name_prefix="py-",
+                           on_change=lambda m: seen.append(m.state))
+        assert [m.state for m in b.members] == ["healthy"] * 3, b
+        assert seen.count("healthy") == 3, seen
+        outs = await asyncio.gather(*(ac.exec(m.id, "main", ["sh", "-c", "printf '%s\\0x' " + m.name])
+                                      for m in b.members))
+        assert [o.stdout for o in outs] == [m.name + "\0x" for m in b.members], outs
+        met = await ac.metrics(b.members[0].id)
+        assert met["services"][0]["status"] == "running", met
+        await asyncio.gather(*(ac.destroy(m.id) for m in b.members))
+    with Client() as c:
+        b = c.batch(2, image="denv-test/busybox:latest", cmd=["sleep", "3600"], name_prefix="pys-")
+        assert len(b.healthy) == 2, b
+        for m in b.members:
+            c.destroy(m.id)
+    print("python ok")
+
+asyncio.run(main())
+PY
+PYTHONPATH="$top/python" "$top/python/.venv/bin/python" "$tmp/async.py" >"$tmp/out" 2>&1
+ok $? "AsyncClient: a batch of 3, three execs at once (NUL intact), metrics, destroys at once"
+grep -q 'python ok' "$tmp/out"
+ok $? "Client: a batch of 2 and its destroys"
 api GET "/v1/batches/bat_nosuch"
 [ "$code" = 404 ]
 ok $? "an unknown batch: 404"
