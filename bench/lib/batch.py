@@ -18,17 +18,6 @@ N_IMAGE = 20
 N_FORKS = int(os.environ.get("BATCH_FORKS") or (20 if B.QUICK else 100))
 
 
-def destroy_all(s):
-    gone = []
-    for env in list(s.envs):
-        st, d = s.req("DELETE", "/v1/envs/" + env)
-        if st == 202:
-            gone.append(d["deployment"]["ID"])
-    for d in gone:
-        s.wait_dep(d, limit=300)
-    s.envs.clear()
-
-
 def singles(s, n, body):
     """Seconds until n parallel POST /v1/sandboxes have all answered 201."""
     res = [None] * n
@@ -50,7 +39,7 @@ def singles(s, n, body):
         if st == 201:
             s.envs.add(r["environment"]["ID"])
     bad = [r for r in res if r[0] != 201]
-    destroy_all(s)
+    s.destroy_envs()
     if bad:
         raise B.Pending("%d of %d single sandboxes failed; first: %s %s" % (len(bad), n, bad[0][0], bad[0][1]))
     return took
@@ -70,7 +59,7 @@ def batch(s, n, body):
             break
         time.sleep(0.05)
     took = B.now() - t0
-    destroy_all(s)
+    s.destroy_envs()
     if v["counts"]["healthy"] != n:
         bad = [m for m in v["members"] if m["state"] != "healthy"]
         raise B.Pending("%d of %d batch members not healthy; first: %s" % (len(bad), n, bad[0].get("error")))

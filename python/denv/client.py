@@ -22,11 +22,12 @@ import re
 import shlex
 import tarfile
 import asyncio
+import contextlib
 import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Generator, Mapping, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Generator, Iterator, Mapping, Sequence, TypeVar
 
 import httpx
 import yaml
@@ -364,10 +365,21 @@ def _http_args(method: str, timeout: float, kw: Mapping[str, Any]) -> dict[str, 
             "content": kw.get("content"), "headers": headers, "timeout": timeout if t is None else t}
 
 
-def _refusal(method: str, path: str, r: httpx.Response) -> DenvError | None:
-    """The error for a 4xx/5xx answer (its "error" text), else None."""
+@contextlib.contextmanager
+def _transport(method: str, path: str, timeout: float, server: str) -> Iterator[None]:
+    """httpx's failures as DenvTimeout / DenvError (sync and async requests alike)."""
+    try:
+        yield
+    except httpx.TimeoutException:
+        raise DenvTimeout(method, path, "timeout", f"no answer within {timeout:g} s") from None
+    except httpx.HTTPError as e:
+        raise DenvError(method, path, "unreachable", f"{server}: {e}") from None
+
+
+def _answer(method: str, path: str, r: httpx.Response) -> httpx.Response:
+    """r, or the DenvError of a 4xx/5xx answer (its "error" text) raised."""
     if r.status_code < 400:
-        return None
+        return r
     message = r.reason_phrase or "error"
     try:
         doc = r.json()
@@ -378,7 +390,23 @@ def _refusal(method: str, path: str, r: httpx.Response) -> DenvError | None:
         if text:
             message = text[:500]
     cls = DenvTimeout if r.status_code == 504 else DenvError
-    return cls(method, path, r.status_code, message)
+    raise cls(method, path, r.status_code, message)
+
+
+@dataclass
+class _Done:
+    """An operation's end: its result."""
+
+    value: Any
+
+
+def _step(op: _Op[Any], value: Any, error: BaseException | None) -> "_Req | _Sleep | _Done":
+    """The operation's next request or pause after value (or error thrown
+    in, so that its own except clauses see a refusal), or its _Done."""
+    try:
+        return op.throw(error) if error else op.send(value)
+    except StopIteration as done:
+        return _Done(done.value)
 
 
 def _doc(method: str, path: str, r: httpx.Response) -> dict[str, Any]:
@@ -1084,38 +1112,27 @@ class Client(_Ops):
         """One request (keywords: json, params, content, headers, timeout,
         idempotency_key); a refusal raises DenvError."""
         args = _http_args(method, self.timeout, kw)
-        try:
+        with _transport(method, path, args["timeout"], self.server):
             r = self._http.request(url=path, **args)
-        except httpx.TimeoutException:
-            raise DenvTimeout(method, path, "timeout", f"no answer within {args['timeout']:g} s") from None
-        except httpx.HTTPError as e:
-            raise DenvError(method, path, "unreachable", f"{self.server}: {e}") from None
-        err = _refusal(method, path, r)
-        if err:
-            raise err
-        return r
+        return _answer(method, path, r)
 
     def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         return _doc(method, path, self._request(method, path, **kw))
 
     def _run(self, op: _Op[T]) -> T:
-        """Run an operation: send each request it yields, sleep its pauses,
-        throw refusals into it so that its own except clauses see them."""
+        """Run an operation to its end: send each request it yields, sleep its pauses."""
         value: Any = None
         error: BaseException | None = None
-        while True:
-            try:
-                step = op.throw(error) if error else op.send(value)
-            except StopIteration as done:
-                return done.value
+        while not isinstance(step := _step(op, value, error), _Done):
             value, error = None, None
-            if isinstance(step, _Sleep):
-                time.sleep(step.sec)
-                continue
             try:
-                value = (self._json if step.as_json else self._request)(step.method, step.path, **step.kw)
+                if isinstance(step, _Sleep):
+                    time.sleep(step.sec)
+                else:
+                    value = (self._json if step.as_json else self._request)(step.method, step.path, **step.kw)
             except DenvError as e:
                 error = e
+        return step.value
 
 
 class AsyncClient(_Ops):
@@ -1143,16 +1160,9 @@ class AsyncClient(_Ops):
 
     async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         args = _http_args(method, self.timeout, kw)
-        try:
+        with _transport(method, path, args["timeout"], self.server):
             r = await self._http.request(url=path, **args)
-        except httpx.TimeoutException:
-            raise DenvTimeout(method, path, "timeout", f"no answer within {args['timeout']:g} s") from None
-        except httpx.HTTPError as e:
-            raise DenvError(method, path, "unreachable", f"{self.server}: {e}") from None
-        err = _refusal(method, path, r)
-        if err:
-            raise err
-        return r
+        return _answer(method, path, r)
 
     async def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         return _doc(method, path, await self._request(method, path, **kw))
@@ -1161,22 +1171,16 @@ class AsyncClient(_Ops):
         """Client._run, awaiting each request and pause."""
         value: Any = None
         error: BaseException | None = None
-        while True:
-            try:
-                step = op.throw(error) if error else op.send(value)
-            except StopIteration as done:
-                return done.value
+        while not isinstance(step := _step(op, value, error), _Done):
             value, error = None, None
-            if isinstance(step, _Sleep):
-                await asyncio.sleep(step.sec)
-                continue
             try:
-                if step.as_json:
-                    value = await self._json(step.method, step.path, **step.kw)
+                if isinstance(step, _Sleep):
+                    await asyncio.sleep(step.sec)
                 else:
-                    value = await self._request(step.method, step.path, **step.kw)
+                    value = await (self._json if step.as_json else self._request)(step.method, step.path, **step.kw)
             except DenvError as e:
                 error = e
+        return step.value
 
 
 def _sync(gen: Callable[..., _Op[Any]]) -> Callable[..., Any]:

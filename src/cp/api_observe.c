@@ -22,23 +22,6 @@
 #include "base/str.h"
 #include "cp/cp.h"
 
-/* The environment of the route, of the caller's team and not destroyed;
- * NULL after answering. Not activity (see above). */
-static const struct json *observed_env(struct cp *cp, struct http_req *req)
-{
-	struct cp_caller who;
-	const struct json *env;
-
-	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
-		return NULL;
-	env = cp_team_row(cp, req, "environments", who.team_id, http_req_param(req, "env"), "environment");
-	if (env && str_eq(json_get_str(env, "Status"), "destroyed")) {
-		http_respond_error(req, 409, "environment is destroyed");
-		return NULL;
-	}
-	return env;
-}
-
 /* The first service of the environment's current version, for logs
  * without ?service= ("" when it has none). */
 static const char *first_service(struct cp *cp, const struct json *env)
@@ -148,7 +131,7 @@ static void start_read(struct cp *cp, struct http_req *req, const struct json *e
 
 static void h_metrics(struct cp *cp, struct http_req *req)
 {
-	const struct json *env = observed_env(cp, req);
+	const struct json *env = cp_team_env(cp, req);
 
 	if (env)
 		start_read(cp, req, env, "env.metrics", json_new_object(), false);
@@ -347,7 +330,7 @@ static int query_bool(struct http_req *req, const char *name, bool *out)
 
 static void h_logs(struct cp *cp, struct http_req *req)
 {
-	const struct json *env = observed_env(cp, req);
+	const struct json *env = cp_team_env(cp, req);
 	const char *service = http_req_query(req, "service"), *tail_s = http_req_query(req, "tail");
 	const char *since = http_req_query(req, "since");
 	int64_t tail = CP_LOGS_TAIL_DEFAULT;

@@ -603,6 +603,9 @@ void cp_sandbox_fork_put(struct cp *cp, struct st_txn *txn, const struct cp_sand
 			 char env_id[ID_MAX], char dep_id[ID_MAX]);
 int cp_api_batch(struct cp *cp);	/* POST /v1/sandboxes/batch, GET /v1/batches/{id} */
 int cp_api_observe(struct cp *cp);	/* GET /v1/envs/{env}/metrics, /logs */
+/* The route's {env} of the caller's team, not destroyed, without counting
+ * as activity; NULL after answering (ttl.c). */
+const struct json *cp_team_env(struct cp *cp, struct http_req *req);
 /* The connected host of env; NULL after answering 502 (api_ops.c). */
 const char *cp_env_host(struct cp *cp, struct http_req *req, const struct json *env);
 
