@@ -89,10 +89,10 @@ static void put_fork(struct cp *cp, struct st_txn *txn, const struct cp_sandbox_
 
 /* Every member into txn; their rows into the batch's Members. */
 static void put_members(struct cp *cp, struct st_txn *txn, const char *team_id, const struct batch_in *in,
-			member_put_fn put, const void *src, const char *project_id, struct json *members)
+			member_put_fn put, bool spread, const void *src, const char *project_id, struct json *members)
 {
 	char name[CP_NAME_MAX + 2], env_id[ID_MAX], dep_id[ID_MAX];
-	struct cp_sandbox_new n = { team_id, name, &in->ttl, NULL, put == put_image };
+	struct cp_sandbox_new n = { team_id, name, &in->ttl, NULL, spread };
 
 	for (int64_t i = 0; i < in->count; i++) {
 		member_name(in->prefix, i, name, sizeof(name));
@@ -182,14 +182,14 @@ static int batch_members(struct cp *cp, struct http_req *req, const char *team_i
 		if (check_names(cp, req, p ? json_get_str(p, "ID") : NULL, in) < 0)
 			goto out;
 		cp_sandbox_project(cp, txn, team_id, project, pid);
-		put_members(cp, txn, team_id, in, put_image, spec, pid, members);
+		put_members(cp, txn, team_id, in, put_image, true, spec, pid, members);
 		json_object_set_str(row, "Image", in->image);
 	} else {
 		if (!(v = cp_sandbox_version(cp, req, team_id, in->vid)) ||
 		    check_names(cp, req, json_get_str(v, "ProjectID"), in) < 0)
 			goto out;
 		str_copy(pid, sizeof(pid), json_get_str(v, "ProjectID"));
-		put_members(cp, txn, team_id, in, put_fork, v, pid, members);
+		put_members(cp, txn, team_id, in, put_fork, false, v, pid, members);
 		json_object_set_str(row, "FromVersion", in->vid);
 	}
 	json_object_set_str(row, "ProjectID", pid);
