@@ -25,7 +25,7 @@ trap '[ -n "$keep" ] || rm -rf "$logs"' EXIT
 trap 'exit 130' INT TERM
 
 # The order first, then anything else found (alphabetical).
-order="sandbox exec fork fork100 snapshot verify concurrent api memory http store"
+order="sandbox exec fork fork100 snapshot verify concurrent batch api memory http store"
 list=
 for n in $order; do
 	[ -f "$here/$n.sh" ] && list="$list $n"

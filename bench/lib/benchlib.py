@@ -282,6 +282,17 @@ class Stack:
         ph = {p["Name"]: p.get("Status") for p in dd.get("phases", [])}
         return all(ph.get(n) == "ok" for n in names)
 
+    def destroy_envs(self):
+        """Destroy every environment in self.envs (untimed teardown) and forget them."""
+        gone = []
+        for env in list(self.envs):
+            st, d = self.req("DELETE", "/v1/envs/" + env)
+            if st == 202:
+                gone.append(d["deployment"]["ID"])
+        for d in gone:
+            self.wait_dep(d, limit=300)
+        self.envs.clear()
+
     def all_envs(self):
         """Every environment in this (private) control plane."""
         out = set(self.envs)

@@ -87,15 +87,7 @@ def denv_once(s, N, project):
                 len(failed) + N - len(deps), N, failed[0].get("Error") if failed else "missing")})]
         else:
             took = max(B.ts(d["FinishedAt"]) for _, d in deps) - w0
-    # Teardown, not timed.
-    gone = []
-    for env in list(s.envs):
-        st, d = s.req("DELETE", "/v1/envs/" + env)
-        if st == 202:
-            gone.append(d["deployment"]["ID"])
-    for d in gone:
-        s.wait_dep(d, limit=120)
-    s.envs.clear()
+    s.destroy_envs()  # teardown, not timed
     if bad:
         st, r = bad[0]
         raise B.Pending("%d of %d sandboxes failed; first: %s %s" % (

@@ -5,6 +5,9 @@ import their framework only when imported themselves.
 """
 
 from denv.client import (
+    AsyncClient,
+    Batch,
+    BatchMember,
     Client,
     CommandOutput,
     DenvError,
@@ -18,6 +21,9 @@ from denv.client import (
 from denv._version import VERSION as __version__
 
 __all__ = [
+    "AsyncClient",
+    "Batch",
+    "BatchMember",
     "Client",
     "CommandOutput",
     "DenvError",

@@ -1,6 +1,10 @@
-"""The denv REST client: sandboxes, versions, exec and file transfer.
+"""The denv REST clients: sandboxes, versions, exec and file transfer.
 
-Every call is synchronous. A refused request raises ``DenvError`` (a
+``Client`` is synchronous; ``AsyncClient`` has the same methods as coroutines
+(``await c.sandbox(...)``), for trainers that run many rollouts on one event
+loop. Both run the same code: every operation is written once, in ``_Ops``,
+as a generator that yields the HTTP requests (and the pauses between polls)
+it needs; each client only sends them, with httpx's Client or AsyncClient. A refused request raises ``DenvError`` (a
 ``RuntimeError``) whose text is ``denv <METHOD> <path>: <status> <message>``;
 a request that gets no answer in time raises ``DenvTimeout``, which is both a
 ``DenvError`` and a ``TimeoutError``.
@@ -11,16 +15,20 @@ from __future__ import annotations
 import base64
 import errno
 import hashlib
+import inspect
 import io
 import os
 import posixpath
 import re
 import shlex
 import tarfile
+import asyncio
+import contextlib
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Generator, Iterator, Mapping, Sequence, TypeVar
 
 import httpx
 import yaml
@@ -113,6 +121,52 @@ class Verdict:
     source: str
     status: str
     evidence: dict[str, Any]
+
+
+@dataclass
+class BatchMember:
+    """One member of a batch: its environment and its state now (``pending``,
+    ``healthy``, ``failed`` with ``error``, or ``destroyed``)."""
+
+    index: int
+    name: str
+    id: str
+    deployment: str
+    state: str
+    error: str = ""
+    endpoints: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Batch:
+    """``GET /v1/batches/{id}``: every member, and whether none is pending."""
+
+    id: str
+    members: list[BatchMember]
+    done: bool
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def healthy(self) -> list[BatchMember]:
+        return [m for m in self.members if m.state == "healthy"]
+
+    @property
+    def failed(self) -> list[BatchMember]:
+        return [m for m in self.members if m.state == "failed"]
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> "Batch":
+        members = []
+        for m in doc.get("members") or []:
+            eps = m.get("endpoints") or {}
+            members.append(BatchMember(
+                index=int(m.get("index", len(members))), name=str(m.get("name", "")),
+                id=str(m.get("environment", "")), deployment=str(m.get("deployment", "")),
+                state=str(m.get("state", "")), error=str(m.get("error") or ""),
+                endpoints={str(k): str(v) for k, v in eps.items()} if isinstance(eps, dict) else {},
+            ))
+        return cls(id=str((doc.get("batch") or {}).get("ID", "")), members=members,
+                   done=bool(doc.get("done")), raw=doc)
 
 
 def shell_body(
@@ -260,15 +314,148 @@ def _ttl_fields(idle: int | None, max_: int | None, action: str | None) -> dict[
     return out
 
 
-class Client:
-    """A client of one control plane, authenticated by a team API key."""
+def _sandbox_body(
+    image: str | None,
+    from_version: str | None,
+    cmd: Sequence[str] | None,
+    env: Mapping[str, str] | None,
+    ports: Sequence[int | str] | None,
+    egress: str,
+    volumes: Sequence[str] | None,
+    project: str | None,
+    ttl: dict[str, Any],
+) -> dict[str, Any]:
+    """The body of POST /v1/sandboxes and of POST /v1/sandboxes/batch."""
+    body: dict[str, Any] = dict(ttl)
+    if image or egress != "deny":
+        # A version carries its own egress; only an explicit allow overrides it.
+        body["egress"] = egress
+    if image:
+        body["image"] = image
+        if cmd is not None:
+            body["cmd"] = [str(c) for c in cmd]
+        if env:
+            body["env"] = {str(k): str(v) for k, v in env.items()}
+        if ports:
+            body["ports"] = [str(p) for p in ports]
+        if volumes is not None:
+            body["volumes"] = [str(v) for v in volumes]
+    else:
+        body["from_version"] = from_version
+    if project:
+        body["project"] = project
+    return body
 
-    def __init__(
-        self,
-        server: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 900.0,
-    ) -> None:
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Req:
+    """One HTTP request an operation needs; the answer is sent back into it
+    (a dict with as_json, else the httpx.Response); a refusal is thrown in."""
+
+    method: str
+    path: str
+    kw: dict[str, Any]
+    as_json: bool
+
+
+@dataclass
+class _Sleep:
+    """A pause between two polls."""
+
+    sec: float
+
+
+# An operation: a generator of _Req and _Sleep whose return value is the result.
+_Op = Generator["_Req | _Sleep", Any, T]
+
+
+def _http_args(method: str, timeout: float, kw: Mapping[str, Any]) -> dict[str, Any]:
+    """httpx's request arguments from an operation's: the timeout, and the
+    Idempotency-Key header (a retry with the same key gets the first answer;
+    denv-cp(8), IDEMPOTENCY-KEY)."""
+    headers = kw.get("headers")
+    key = kw.get("idempotency_key")
+    if key:
+        headers = {**(headers or {}), "Idempotency-Key": key}
+    t = kw.get("timeout")
+    return {"method": method, "json": kw.get("json"), "params": kw.get("params"),
+            "content": kw.get("content"), "headers": headers, "timeout": timeout if t is None else t}
+
+
+@contextlib.contextmanager
+def _transport(method: str, path: str, timeout: float, server: str) -> Iterator[None]:
+    """httpx's failures as DenvTimeout / DenvError (sync and async requests alike)."""
+    try:
+        yield
+    except httpx.TimeoutException:
+        raise DenvTimeout(method, path, "timeout", f"no answer within {timeout:g} s") from None
+    except httpx.HTTPError as e:
+        raise DenvError(method, path, "unreachable", f"{server}: {e}") from None
+
+
+def _answer(method: str, path: str, r: httpx.Response) -> httpx.Response:
+    """r, or the DenvError of a 4xx/5xx answer (its "error" text) raised."""
+    if r.status_code < 400:
+        return r
+    message = r.reason_phrase or "error"
+    try:
+        doc = r.json()
+        if isinstance(doc, dict) and doc.get("error"):
+            message = str(doc["error"])
+    except ValueError:
+        text = r.text.strip()
+        if text:
+            message = text[:500]
+    cls = DenvTimeout if r.status_code == 504 else DenvError
+    raise cls(method, path, r.status_code, message)
+
+
+@dataclass
+class _Done:
+    """An operation's end: its result."""
+
+    value: Any
+
+
+def _step(op: _Op[Any], value: Any, error: BaseException | None) -> "_Req | _Sleep | _Done":
+    """The operation's next request or pause after value (or error thrown
+    in, so that its own except clauses see a refusal), or its _Done."""
+    try:
+        return op.throw(error) if error else op.send(value)
+    except StopIteration as done:
+        return _Done(done.value)
+
+
+def _doc(method: str, path: str, r: httpx.Response) -> dict[str, Any]:
+    if not r.content:
+        return {}
+    try:
+        doc = r.json()
+    except ValueError:
+        raise DenvError(method, path, r.status_code, "answer is not JSON") from None
+    if not isinstance(doc, dict):
+        raise DenvError(method, path, r.status_code, "answer is not a JSON object")
+    return doc
+
+
+def _headers(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}", "User-Agent": f"denv-python/{VERSION}"}
+
+
+class _Ops:
+    """Every operation of the API, once, for both clients (see the module's
+    docstring). A method ``_g_name`` here is ``name`` on ``Client`` (run to
+    its end) and on ``AsyncClient`` (awaited)."""
+
+    server: str
+    api_key: str
+    timeout: float
+    poll_interval: float
+
+    def _setup(self, server: str | None, api_key: str | None, timeout: float) -> str:
         self.server = (server or os.environ.get("DENV_SERVER") or DEFAULT_SERVER).rstrip("/")
         key = api_key or os.environ.get("DENV_API_KEY")
         if not key:
@@ -276,86 +463,27 @@ class Client:
         self.api_key = key
         self.timeout = timeout
         self.poll_interval = 0.5
-        self._http = httpx.Client(
-            base_url=self.server,
-            headers={"Authorization": f"Bearer {key}", "User-Agent": f"denv-python/{VERSION}"},
-            timeout=timeout,
-            trust_env=False,
-        )
+        return key
 
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # ---- transport ----
-
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: Mapping[str, str] | None = None,
-        content: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        idempotency_key: str | None = None,
-    ) -> httpx.Response:
-        t = self.timeout if timeout is None else timeout
-        if idempotency_key:
-            # A retry with the same key gets the first answer (denv-cp(8), IDEMPOTENCY-KEY).
-            headers = {**(headers or {}), "Idempotency-Key": idempotency_key}
-        try:
-            r = self._http.request(
-                method, path, json=json, params=params, content=content,
-                headers=headers, timeout=t,
-            )
-        except httpx.TimeoutException:
-            raise DenvTimeout(method, path, "timeout", f"no answer within {t:g} s") from None
-        except httpx.HTTPError as e:
-            raise DenvError(method, path, "unreachable", f"{self.server}: {e}") from None
-        if r.status_code >= 400:
-            message = r.reason_phrase or "error"
-            try:
-                doc = r.json()
-                if isinstance(doc, dict) and doc.get("error"):
-                    message = str(doc["error"])
-            except ValueError:
-                text = r.text.strip()
-                if text:
-                    message = text[:500]
-            cls = DenvTimeout if r.status_code == 504 else DenvError
-            raise cls(method, path, r.status_code, message)
-        return r
-
-    def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        r = self._request(method, path, **kw)
-        if not r.content:
-            return {}
-        try:
-            doc = r.json()
-        except ValueError:
-            raise DenvError(method, path, r.status_code, "answer is not JSON") from None
-        if not isinstance(doc, dict):
-            raise DenvError(method, path, r.status_code, "answer is not a JSON object")
+    def _j(self, method: str, path: str, **kw: Any) -> _Op[dict[str, Any]]:
+        doc = yield _Req(method, path, kw, True)
         return doc
+
+    def _r(self, method: str, path: str, **kw: Any) -> _Op[httpx.Response]:
+        r = yield _Req(method, path, kw, False)
+        return r
 
     # ---- deployments ----
 
-    def deployment(self, dep_id: str) -> dict[str, Any]:
+    def _g_deployment(self, dep_id: str) -> _Op[dict[str, Any]]:
         """``GET /v1/deployments/{id}``: ``{deployment, phases}``."""
-        return self._json("GET", f"/v1/deployments/{dep_id}")
+        return (yield from self._j("GET", f"/v1/deployments/{dep_id}"))
 
-    def wait_deployment(self, dep_id: str, timeout_sec: float) -> dict[str, Any]:
+    def _g_wait_deployment(self, dep_id: str, timeout_sec: float) -> _Op[dict[str, Any]]:
         """Poll a deployment until it is final; ``{deployment, phases}``."""
         deadline = time.monotonic() + timeout_sec
         while True:
-            doc = self.deployment(dep_id)
+            doc = (yield from self._g_deployment(dep_id))
             if (doc.get("deployment") or {}).get("Status") in FINAL_STATUSES:
                 return doc
             if time.monotonic() >= deadline:
@@ -363,7 +491,7 @@ class Client:
                     "GET", f"/v1/deployments/{dep_id}", "timeout",
                     f"deployment not finished within {timeout_sec:g} s",
                 )
-            time.sleep(self.poll_interval)
+            yield _Sleep(self.poll_interval)
 
     @staticmethod
     def _dep_id(doc: dict[str, Any], method: str, path: str) -> str:
@@ -375,27 +503,27 @@ class Client:
 
     # ---- projects ----
 
-    def ensure_project(self, name: str, kind: str = "rl-environment") -> None:
+    def _g_ensure_project(self, name: str, kind: str = "rl-environment") -> _Op[None]:
         """Create the project unless it exists (``POST /v1/projects``; 409 is fine)."""
         try:
-            self._json("POST", "/v1/projects", json={"name": name, "kind": kind})
+            (yield from self._j("POST", "/v1/projects", json={"name": name, "kind": kind}))
         except DenvError as e:
             if e.status != 409:
                 raise
 
-    def upload_context(self, tar_bytes: bytes) -> str:
+    def _g_upload_context(self, tar_bytes: bytes) -> _Op[str]:
         """``PUT /v1/contexts/{sha256}`` unless the server has it; the sha256."""
         d = context.digest(tar_bytes)
         try:
-            self._json("GET", f"/v1/contexts/{d}")
+            (yield from self._j("GET", f"/v1/contexts/{d}"))
         except DenvError as e:
             if e.status != 404:
                 raise
-            self._json("PUT", f"/v1/contexts/{d}", content=bytes(tar_bytes),
-                       headers={"Content-Type": "application/x-tar"})
+            (yield from self._j("PUT", f"/v1/contexts/{d}", content=bytes(tar_bytes),
+                       headers={"Content-Type": "application/x-tar"}))
         return d
 
-    def pack_contexts(self, compose: str, base_dir: str | os.PathLike[str]) -> dict[str, str]:
+    def _g_pack_contexts(self, compose: str, base_dir: str | os.PathLike[str]) -> _Op[dict[str, str]]:
         """{service: sha256} for the services of compose text with build:, each
         context (relative to base_dir, the compose file's directory) packed
         and uploaded (denv.context)."""
@@ -406,10 +534,10 @@ class Client:
         out: dict[str, str] = {}
         for name, b in context.build_services(doc).items():
             tar = context.pack(context.context_dir(base_dir, b["context"]), b["dockerfile"], service=name)
-            out[name] = self.upload_context(tar)
+            out[name] = (yield from self._g_upload_context(tar))
         return out
 
-    def deploy(
+    def _g_deploy(
         self,
         project: str,
         compose: str | os.PathLike[str],
@@ -418,7 +546,7 @@ class Client:
         timeout_sec: int = 900,
         base_dir: str | os.PathLike[str] | None = None,
         idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> _Op[dict[str, Any]]:
         """Deploy compose text to an environment of a project; the final deployment object.
 
         ``compose`` is the file's text, or a path (``pathlib.Path``) to read it
@@ -435,7 +563,7 @@ class Client:
             base_dir = base_dir if base_dir is not None else Path(compose).resolve().parent
             compose = Path(compose).read_text()
         body: dict[str, Any] = {"compose": compose}
-        contexts = self.pack_contexts(compose, base_dir if base_dir is not None else os.getcwd())
+        contexts = (yield from self._g_pack_contexts(compose, base_dir if base_dir is not None else os.getcwd()))
         if contexts:
             body["contexts"] = contexts
         if env:
@@ -443,9 +571,9 @@ class Client:
         if warm:
             # A str is itself a Sequence[str]: sent whole, never as characters.
             body["warm"] = warm if isinstance(warm, str) else [str(w) for w in warm]
-        doc = self._json("POST", path, json=body, idempotency_key=idempotency_key)
+        doc = (yield from self._j("POST", path, json=body, idempotency_key=idempotency_key))
         dep_id = self._dep_id(doc, "POST", path)
-        final = self.wait_deployment(dep_id, timeout_sec)
+        final = (yield from self._g_wait_deployment(dep_id, timeout_sec))
         dep = final.get("deployment") or {}
         if dep.get("Status") != "succeeded":
             raise DenvError("POST", path, dep.get("Status", "?"),
@@ -456,7 +584,7 @@ class Client:
 
     # ---- sandboxes and versions ----
 
-    def sandbox(
+    def _g_sandbox(
         self,
         *,
         image: str | None = None,
@@ -475,7 +603,7 @@ class Client:
         max_ttl_sec: int | None = None,
         ttl_action: str | None = None,
         idempotency_key: str | None = None,
-    ) -> Sandbox:
+    ) -> _Op[Sandbox]:
         """``POST /v1/sandboxes``: an environment from an image or a version, healthy.
 
         ``build=DIR`` instead builds the image on the host from the directory
@@ -496,34 +624,18 @@ class Client:
         if egress not in ("deny", "allow"):
             raise ValueError(f"denv: egress must be deny or allow, not {egress!r}")
         if build is not None:
-            return self._build_sandbox(build, dockerfile, cmd, env, ports, egress, volumes, name, project,
-                                       timeout_sec, idempotency_key)
-        body: dict[str, Any] = {"timeout_sec": int(timeout_sec)}
-        body.update(_ttl_fields(idle_ttl_sec, max_ttl_sec, ttl_action))
-        if image or egress != "deny":
-            # A version carries its own egress; only an explicit allow overrides it.
-            body["egress"] = egress
-        if image:
-            body["image"] = image
-            if cmd is not None:
-                body["cmd"] = [str(c) for c in cmd]
-            if env:
-                body["env"] = {str(k): str(v) for k, v in env.items()}
-            if ports:
-                body["ports"] = [str(p) for p in ports]
-            if volumes is not None:
-                body["volumes"] = [str(v) for v in volumes]
-        else:
-            body["from_version"] = from_version
+            return (yield from self._g__build_sandbox(build, dockerfile, cmd, env, ports, egress, volumes, name, project,
+                                       timeout_sec, idempotency_key))
+        body = _sandbox_body(image, from_version, cmd, env, ports, egress, volumes, project,
+                             _ttl_fields(idle_ttl_sec, max_ttl_sec, ttl_action))
+        body["timeout_sec"] = int(timeout_sec)
         if name:
             body["name"] = name
-        if project:
-            body["project"] = project
-        doc = self._json("POST", "/v1/sandboxes", json=body,
-                         timeout=max(self.timeout, timeout_sec + HTTP_MARGIN), idempotency_key=idempotency_key)
+        doc = (yield from self._j("POST", "/v1/sandboxes", json=body,
+                         timeout=max(self.timeout, timeout_sec + HTTP_MARGIN), idempotency_key=idempotency_key))
         return self._sandbox_of(doc.get("environment") or {})
 
-    def _build_sandbox(
+    def _g__build_sandbox(
         self,
         build: str | os.PathLike[str],
         dockerfile: str,
@@ -536,7 +648,7 @@ class Client:
         project: str | None,
         timeout_sec: int,
         idempotency_key: str | None = None,
-    ) -> Sandbox:
+    ) -> _Op[Sandbox]:
         svc: dict[str, Any] = {"build": {"context": os.path.abspath(os.fspath(build)), "dockerfile": dockerfile}}
         if cmd is not None:
             svc["command"] = [str(c) for c in cmd]
@@ -549,14 +661,14 @@ class Client:
         compose = {"x-denv": {"egress": egress}, "services": {"sandbox": svc},
                    "volumes": {f"v{i}": {} for i in range(len(paths))}}
         project = project or "sandboxes"
-        self.ensure_project(project)
+        (yield from self._g_ensure_project(project))
         if idempotency_key and not name:
             # The generated name would differ on a retry: derive it from the key.
             name = "sbx-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:6]
-        dep = self.deploy(project, yaml.safe_dump(compose, sort_keys=False),
+        dep = (yield from self._g_deploy(project, yaml.safe_dump(compose, sort_keys=False),
                           env=name or f"sbx-{os.urandom(3).hex()}", timeout_sec=timeout_sec,
-                          idempotency_key=idempotency_key)
-        return self._sandbox_of(self.environment(str(dep.get("EnvID") or "")))
+                          idempotency_key=idempotency_key))
+        return self._sandbox_of((yield from self._g_environment(str(dep.get("EnvID") or ""))))
 
     @staticmethod
     def _sandbox_of(env: dict[str, Any]) -> Sandbox:
@@ -570,62 +682,167 @@ class Client:
             raw=env,
         )
 
-    def touch(self, env_id: str) -> dict[str, Any]:
+    def _g_batch(
+        self,
+        count: int,
+        *,
+        image: str | None = None,
+        from_version: str | None = None,
+        cmd: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        ports: Sequence[int | str] | None = None,
+        egress: str = "deny",
+        volumes: Sequence[str] | None = None,
+        name_prefix: str | None = None,
+        project: str | None = None,
+        wait: bool = True,
+        timeout_sec: float = 600,
+        on_change: Callable[[BatchMember], None] | None = None,
+        idle_ttl_sec: int | None = None,
+        max_ttl_sec: int | None = None,
+        ttl_action: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> _Op[Batch]:
+        """``POST /v1/sandboxes/batch``: ``count`` sandboxes in one call, from
+        one ``image`` or as forks of one healthy version (``from_version``),
+        named ``name_prefix`` + index; the arguments are :meth:`sandbox`'s.
+
+        With ``wait`` (the default) it polls the batch until no member is
+        pending or ``timeout_sec`` passed (``DenvTimeout``), calling
+        ``on_change`` with each member whose state changed (as each becomes
+        healthy). A failed member does not raise: it is in ``Batch.failed``
+        with its error, beside the healthy ones."""
+        if (not image) == (not from_version):
+            raise ValueError("denv: batch needs exactly one of image or from_version")
+        body = _sandbox_body(image, from_version, cmd, env, ports, egress, volumes, project,
+                             _ttl_fields(idle_ttl_sec, max_ttl_sec, ttl_action))
+        body["count"] = int(count)
+        if name_prefix:
+            body["name_prefix"] = name_prefix
+        doc = yield from self._j("POST", "/v1/sandboxes/batch", json=body, idempotency_key=idempotency_key)
+        batch = Batch.of(doc)
+        if not wait:
+            return batch
+        final = yield from self._g_wait_batch(batch.id, timeout_sec, on_change)
+        return final
+
+    def _g_batch_status(self, batch_id: str) -> _Op[Batch]:
+        """``GET /v1/batches/{id}``: each member's state now."""
+        doc = yield from self._j("GET", f"/v1/batches/{batch_id}")
+        return Batch.of(doc)
+
+    def _g_wait_batch(
+        self,
+        batch_id: str,
+        timeout_sec: float = 600,
+        on_change: Callable[[BatchMember], None] | None = None,
+    ) -> _Op[Batch]:
+        """Poll a batch until no member is pending; on_change as for :meth:`batch`."""
+        deadline = time.monotonic() + timeout_sec
+        seen: dict[int, str] = {}
+        while True:
+            b = yield from self._g_batch_status(batch_id)
+            for m in b.members:
+                if seen.get(m.index) != m.state:
+                    seen[m.index] = m.state
+                    if on_change:
+                        on_change(m)
+            if b.done:
+                return b
+            if time.monotonic() >= deadline:
+                raise DenvTimeout("GET", f"/v1/batches/{batch_id}", "timeout",
+                                  f"{sum(m.state == 'pending' for m in b.members)} members still pending "
+                                  f"after {timeout_sec:g} s")
+            yield _Sleep(self.poll_interval)
+
+    def _g_metrics(self, env_id: str) -> _Op[dict[str, Any]]:
+        """``GET /v1/envs/{id}/metrics``: what the environment uses now,
+        ``{services: [{service, status, cpu_usec, memory_bytes,
+        memory_limit_bytes, pids}], volumes: [{name, bytes}], storage,
+        sampled_at_ms}`` (a figure the host could not read is None). CPU
+        time is cumulative: two samples give the rate. Not activity: it does
+        not hold off the idle TTL."""
+        doc = yield from self._j("GET", f"/v1/envs/{env_id}/metrics")
+        return doc
+
+    def _g_logs(
+        self,
+        env_id: str,
+        service: str | None = None,
+        tail: int = 100,
+        since: str | None = None,
+        timestamps: bool = False,
+    ) -> _Op[dict[str, Any]]:
+        """``GET /v1/envs/{id}/logs``: a service's output (default: the
+        environment's first service), ``{service, stdout, stderr,
+        truncated?}``; ``tail`` lines of both streams together, only those
+        after ``since`` (a timestamp as ``timestamps=True`` prints them)."""
+        params: dict[str, str] = {"tail": str(int(tail))}
+        if service:
+            params["service"] = service
+        if since:
+            params["since"] = since
+        if timestamps:
+            params["timestamps"] = "true"
+        doc = yield from self._j("GET", f"/v1/envs/{env_id}/logs", params=params)
+        return doc
+
+    def _g_touch(self, env_id: str) -> _Op[dict[str, Any]]:
         """``POST /v1/envs/{id}/touch``: reset the idle TTL's clock;
         ``{environment, expires_at, idle_expires_at}``."""
-        return self._json("POST", f"/v1/envs/{env_id}/touch")
+        return (yield from self._j("POST", f"/v1/envs/{env_id}/touch"))
 
-    def set_ttl(
+    def _g_set_ttl(
         self,
         env_id: str,
         idle_ttl_sec: int | None = None,
         max_ttl_sec: int | None = None,
         ttl_action: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> _Op[dict[str, Any]]:
         """``PATCH /v1/envs/{id}``: change the TTLs given (0 turns one off);
         ``{environment, expires_at, idle_expires_at}``."""
         body = _ttl_fields(idle_ttl_sec, max_ttl_sec, ttl_action)
         if not body:
             raise ValueError("denv: set_ttl needs idle_ttl_sec, max_ttl_sec or ttl_action")
-        return self._json("PATCH", f"/v1/envs/{env_id}", json=body)
+        return (yield from self._j("PATCH", f"/v1/envs/{env_id}", json=body))
 
-    def pause(self, env_id: str, service: str | None = None) -> dict[str, Any]:
+    def _g_pause(self, env_id: str, service: str | None = None) -> _Op[dict[str, Any]]:
         """``POST /v1/envs/{id}/pause``: freeze every service (or one) on its
         host, memory and data kept; ``{environment, paused}``."""
         body = {"service": service} if service else {}
-        return self._json("POST", f"/v1/envs/{env_id}/pause", json=body)
+        return (yield from self._j("POST", f"/v1/envs/{env_id}/pause", json=body))
 
-    def resume(self, env_id: str, service: str | None = None) -> dict[str, Any]:
+    def _g_resume(self, env_id: str, service: str | None = None) -> _Op[dict[str, Any]]:
         """``POST /v1/envs/{id}/resume``: thaw what :meth:`pause` froze; ``{environment, resumed}``."""
         body = {"service": service} if service else {}
-        return self._json("POST", f"/v1/envs/{env_id}/resume", json=body)
+        return (yield from self._j("POST", f"/v1/envs/{env_id}/resume", json=body))
 
-    def environment(self, env_id: str) -> dict[str, Any]:
+    def _g_environment(self, env_id: str) -> _Op[dict[str, Any]]:
         """``GET /v1/envs/{id}``: the environment object."""
-        return self._json("GET", f"/v1/envs/{env_id}").get("environment") or {}
+        return (yield from self._j("GET", f"/v1/envs/{env_id}")).get("environment") or {}
 
-    def destroy(self, env_id: str) -> None:
+    def _g_destroy(self, env_id: str) -> _Op[None]:
         """``DELETE /v1/envs/{id}``; returns when the destroy deployment is final."""
         path = f"/v1/envs/{env_id}"
-        doc = self._json("DELETE", path)
+        doc = (yield from self._j("DELETE", path))
         dep = (doc.get("deployment") or {}).get("ID")
         if not dep:
             return
-        final = self.wait_deployment(str(dep), 300)
+        final = (yield from self._g_wait_deployment(str(dep), 300))
         d = final.get("deployment") or {}
         if d.get("Status") != "succeeded":
             raise DenvError("DELETE", path, d.get("Status", "?"),
                             str(d.get("Error") or "destroy did not succeed"))
 
-    def current_version(self, env_id: str) -> str:
-        return str(self.environment(env_id).get("CurrentVersionID") or "")
+    def _g_current_version(self, env_id: str) -> _Op[str]:
+        return str((yield from self._g_environment(env_id)).get("CurrentVersionID") or "")
 
-    def snapshot(self, env_id: str, timeout_sec: int = 300) -> str:
+    def _g_snapshot(self, env_id: str, timeout_sec: int = 300) -> _Op[str]:
         """Capture live state as a new version; its id."""
         path = f"/v1/envs/{env_id}/snapshot"
-        doc = self._json("POST", path)
+        doc = (yield from self._j("POST", path))
         dep_id = self._dep_id(doc, "POST", path)
-        final = self.wait_deployment(dep_id, timeout_sec)
+        final = (yield from self._g_wait_deployment(dep_id, timeout_sec))
         dep = final.get("deployment") or {}
         if dep.get("Status") != "succeeded":
             raise DenvError("POST", path, dep.get("Status", "?"),
@@ -635,28 +852,28 @@ class Client:
             raise DenvError("POST", path, "?", f"snapshot {dep_id} names no version")
         return str(version)
 
-    def fork(
+    def _g_fork(
         self,
         env_id: str,
         name: str | None = None,
         timeout_sec: int = 600,
         live: bool = True,
-    ) -> Sandbox:
+    ) -> _Op[Sandbox]:
         """A new environment from ``env_id``: its live state (snapshot first) or its current version."""
         if live:
-            version = self.snapshot(env_id, timeout_sec=min(timeout_sec, 300) or 300)
+            version = (yield from self._g_snapshot(env_id, timeout_sec=min(timeout_sec, 300) or 300))
         else:
-            version = self.current_version(env_id)
+            version = (yield from self._g_current_version(env_id))
             if not version:
                 raise DenvError("GET", f"/v1/envs/{env_id}", "?", "environment has no current version")
-        return self.sandbox(from_version=version, name=name, timeout_sec=timeout_sec)
+        return (yield from self._g_sandbox(from_version=version, name=name, timeout_sec=timeout_sec))
 
-    def verify(self, env_id: str, resume: bool = False, timeout_sec: int = 900) -> Verdict:
+    def _g_verify(self, env_id: str, resume: bool = False, timeout_sec: int = 900) -> _Op[Verdict]:
         """Run the environment's verifier; the verdict phase's record."""
         path = f"/v1/envs/{env_id}/verify"
-        doc = self._json("POST", path, json={"resume": bool(resume)})
+        doc = (yield from self._j("POST", path, json={"resume": bool(resume)}))
         dep_id = self._dep_id(doc, "POST", path)
-        final = self.wait_deployment(dep_id, timeout_sec)
+        final = (yield from self._g_wait_deployment(dep_id, timeout_sec))
         dep = final.get("deployment") or {}
         status = str(dep.get("Status", ""))
         evidence: dict[str, Any] = {}
@@ -687,16 +904,16 @@ class Client:
 
     # ---- inside an environment ----
 
-    def exec(self, env_id: str, service: str, cmd: Sequence[str], timeout_sec: int = 120) -> ExecResult:
+    def _g_exec(self, env_id: str, service: str, cmd: Sequence[str], timeout_sec: int = 120) -> _Op[ExecResult]:
         if isinstance(cmd, str):
             raise TypeError("denv: exec takes an argv list; use shell_command() for a script")
         path = f"/v1/envs/{env_id}/exec"
         try:
-            doc = self._json(
+            doc = (yield from self._j(
                 "POST", path,
                 json={"service": service, "cmd": [str(c) for c in cmd], "timeout_sec": int(timeout_sec)},
                 timeout=max(30.0, timeout_sec + HTTP_MARGIN),
-            )
+            ))
         except DenvTimeout:
             raise
         except DenvError as e:
@@ -712,14 +929,14 @@ class Client:
 
     # ---- background commands (denv-cp(8), "Background commands") ----
 
-    def start_command(
+    def _g_start_command(
         self,
         env_id: str,
         service: str,
         cmd: Sequence[str],
         timeout_sec: int | None = None,
         idempotency_key: str | None = None,
-    ) -> str:
+    ) -> _Op[str]:
         """Start ``cmd`` in the service and return its id at once; it runs on
         after this call (and this client) have gone."""
         if isinstance(cmd, str):
@@ -727,26 +944,28 @@ class Client:
         body: dict[str, Any] = {"service": service, "cmd": [str(c) for c in cmd]}
         if timeout_sec is not None:
             body["timeout_sec"] = int(timeout_sec)
-        doc = self._json("POST", f"/v1/envs/{env_id}/commands", json=body, idempotency_key=idempotency_key)
+        doc = yield from self._j("POST", f"/v1/envs/{env_id}/commands", json=body, idempotency_key=idempotency_key)
         return str((doc.get("command") or {}).get("id") or "")
 
-    def commands(self, env_id: str) -> list[dict[str, Any]]:
+    def _g_commands(self, env_id: str) -> _Op[list[dict[str, Any]]]:
         """The environment's background commands, oldest first."""
-        return list(self._json("GET", f"/v1/envs/{env_id}/commands").get("commands") or [])
+        doc = yield from self._j("GET", f"/v1/envs/{env_id}/commands")
+        return list(doc.get("commands") or [])
 
-    def command(self, env_id: str, cmd_id: str) -> dict[str, Any]:
+    def _g_command(self, env_id: str, cmd_id: str) -> _Op[dict[str, Any]]:
         """One command: ``state`` (running, exited, lost), ``done``, ``exit_code``, output sizes."""
-        return dict(self._json("GET", f"/v1/envs/{env_id}/commands/{cmd_id}").get("command") or {})
+        doc = yield from self._j("GET", f"/v1/envs/{env_id}/commands/{cmd_id}")
+        return dict(doc.get("command") or {})
 
-    def command_output(
+    def _g_command_output(
         self, env_id: str, cmd_id: str, stdout_offset: int = 0, stderr_offset: int = 0, wait: int = 0,
-    ) -> CommandOutput:
+    ) -> _Op[CommandOutput]:
         """Recorded output from the offsets (at most 1 MiB per stream per call),
         after waiting up to ``wait`` seconds for the command to end."""
         params = {"stdout_offset": str(int(stdout_offset)), "stderr_offset": str(int(stderr_offset)),
                   "wait": str(int(wait))}
-        doc = self._json("GET", f"/v1/envs/{env_id}/commands/{cmd_id}/output", params=params,
-                         timeout=max(self.timeout, wait + HTTP_MARGIN))
+        doc = yield from self._j("GET", f"/v1/envs/{env_id}/commands/{cmd_id}/output", params=params,
+                                 timeout=max(self.timeout, wait + HTTP_MARGIN))
         c = dict(doc.get("command") or {})
         code = c.get("exit_code")
         return CommandOutput(
@@ -757,24 +976,24 @@ class Client:
             raw=c,
         )
 
-    def wait_command(self, env_id: str, cmd_id: str, timeout_sec: int = 600) -> dict[str, Any]:
+    def _g_wait_command(self, env_id: str, cmd_id: str, timeout_sec: int = 600) -> _Op[dict[str, Any]]:
         """Wait up to ``timeout_sec`` (at most 600) for the end; the command
         (``done`` false if it still runs)."""
-        doc = self._json("POST", f"/v1/envs/{env_id}/commands/{cmd_id}/wait",
-                         json={"timeout_sec": int(timeout_sec)},
-                         timeout=max(self.timeout, timeout_sec + HTTP_MARGIN))
+        doc = yield from self._j("POST", f"/v1/envs/{env_id}/commands/{cmd_id}/wait",
+                                 json={"timeout_sec": int(timeout_sec)},
+                                 timeout=max(self.timeout, timeout_sec + HTTP_MARGIN))
         return dict(doc.get("command") or {})
 
-    def signal_command(self, env_id: str, cmd_id: str, signal: str = "TERM") -> dict[str, Any]:
+    def _g_signal_command(self, env_id: str, cmd_id: str, signal: str = "TERM") -> _Op[dict[str, Any]]:
         """Send ``signal`` (HUP INT QUIT KILL TERM USR1 USR2) to the command and what it started."""
-        doc = self._json("POST", f"/v1/envs/{env_id}/commands/{cmd_id}/signal", json={"signal": signal})
+        doc = yield from self._j("POST", f"/v1/envs/{env_id}/commands/{cmd_id}/signal", json={"signal": signal})
         return dict(doc.get("command") or {})
 
-    def kill_command(self, env_id: str, cmd_id: str) -> dict[str, Any]:
+    def _g_kill_command(self, env_id: str, cmd_id: str) -> _Op[dict[str, Any]]:
         """SIGKILL the command's process tree."""
-        return self.signal_command(env_id, cmd_id, "KILL")
+        return (yield from self._g_signal_command(env_id, cmd_id, "KILL"))
 
-    def put_tar(self, env_id: str, service: str, path: str, tar_bytes: bytes, owner: str | None = None) -> None:
+    def _g_put_tar(self, env_id: str, service: str, path: str, tar_bytes: bytes, owner: str | None = None) -> _Op[None]:
         """Extract an archive into ``path`` (created if missing) inside the service.
 
         The archive's owners are kept unless ``owner`` (``"user[:group]"``, names
@@ -782,14 +1001,14 @@ class Client:
         params = {"service": service, "path": path}
         if owner is not None:
             params["owner"] = str(owner)
-        self._request(
+        (yield from self._r(
             "PUT", f"/v1/envs/{env_id}/files", params=params,
             content=bytes(tar_bytes), headers={"Content-Type": "application/x-tar"},
-        )
+        ))
 
-    def get_tar(self, env_id: str, service: str, path: str) -> bytes:
+    def _g_get_tar(self, env_id: str, service: str, path: str) -> _Op[bytes]:
         """A tar of ``path`` (its first entry is ``path`` itself, as ``docker cp`` makes it)."""
-        r = self._request("GET", f"/v1/envs/{env_id}/files", params={"service": service, "path": path})
+        r = (yield from self._r("GET", f"/v1/envs/{env_id}/files", params={"service": service, "path": path}))
         return r.content
 
     @staticmethod
@@ -802,7 +1021,7 @@ class Client:
             raise ValueError(f"denv: {target_path!r} names no file")
         return parent or "/", base
 
-    def put_bytes(
+    def _g_put_bytes(
         self,
         env_id: str,
         service: str,
@@ -811,7 +1030,7 @@ class Client:
         mode: int = 0o644,
         uid: int = 0,
         gid: int = 0,
-    ) -> None:
+    ) -> _Op[None]:
         """Write one file; it is owned by ``uid``:``gid`` (Docker keeps the archive's owner).
 
         Data over ``PART_MAX`` goes up in parts (one archive each, as the API
@@ -819,38 +1038,38 @@ class Client:
         directory and renames onto it."""
         parent, base = self._split(target_path)
         if len(data) > PART_MAX:
-            self._put_parts(env_id, service, target_path, data, mode, uid, gid)
+            (yield from self._g__put_parts(env_id, service, target_path, data, mode, uid, gid))
             return
-        self.put_tar(env_id, service, parent, _one_file_tar(base, data, mode, uid, gid))
+        (yield from self._g_put_tar(env_id, service, parent, _one_file_tar(base, data, mode, uid, gid)))
 
-    def _put_parts(self, env_id: str, service: str, target_path: str, data: bytes,
-                   mode: int, uid: int, gid: int) -> None:
+    def _g__put_parts(self, env_id: str, service: str, target_path: str, data: bytes,
+                   mode: int, uid: int, gid: int) -> _Op[None]:
         tag = os.urandom(16).hex()
         parts = []
         try:
             for i in range(0, len(data), PART_MAX):
                 name = f"{PART_NAME}{tag}.{i // PART_MAX}"
-                self.put_tar(env_id, service, PART_DIR,
-                             _one_file_tar(name, data[i:i + PART_MAX], 0o600, uid, gid))
+                (yield from self._g_put_tar(env_id, service, PART_DIR,
+                             _one_file_tar(name, data[i:i + PART_MAX], 0o600, uid, gid)))
                 parts.append(f"{PART_DIR}/{name}")
-            r = self.exec(env_id, service, ["sh", "-c", JOIN_PARTS, "sh", target_path,
-                                            f"{mode & 0o7777:o}", f"{uid}:{gid}", *parts], timeout_sec=600)
+            r = (yield from self._g_exec(env_id, service, ["sh", "-c", JOIN_PARTS, "sh", target_path,
+                                            f"{mode & 0o7777:o}", f"{uid}:{gid}", *parts], timeout_sec=600))
         finally:
             if parts:
                 try:
-                    self.exec(env_id, service, ["rm", "-f", "--", *parts], timeout_sec=60)
+                    (yield from self._g_exec(env_id, service, ["rm", "-f", "--", *parts], timeout_sec=60))
                 except DenvError:
                     pass  # the join removed them, or the environment is gone
         if r.exit_code != 0:
             raise DenvError("PUT", f"/v1/envs/{env_id}/files", 502,
                             f"env.put: joining {len(parts)} parts into {target_path}: {r.stderr.strip()[:500]}")
 
-    def put_file(self, env_id: str, service: str, source: str | os.PathLike[str], target_path: str,
-                 owner: str | None = None) -> None:
+    def _g_put_file(self, env_id: str, service: str, source: str | os.PathLike[str], target_path: str,
+                 owner: str | None = None) -> _Op[None]:
         src = Path(source)
         data = src.read_bytes()
         if owner is None:
-            self.put_bytes(env_id, service, target_path, data, mode=src.stat().st_mode & 0o7777)
+            (yield from self._g_put_bytes(env_id, service, target_path, data, mode=src.stat().st_mode & 0o7777))
             return
         parent, base = self._split(target_path)
         buf = io.BytesIO()
@@ -860,10 +1079,10 @@ class Client:
             info.mode = src.stat().st_mode & 0o7777
             info.mtime = int(time.time())
             tf.addfile(info, io.BytesIO(data))
-        self.put_tar(env_id, service, parent, buf.getvalue(), owner=owner)
+        (yield from self._g_put_tar(env_id, service, parent, buf.getvalue(), owner=owner))
 
-    def put_dir(self, env_id: str, service: str, source_dir: str | os.PathLike[str], target_dir: str,
-                owner: str | None = None) -> None:
+    def _g_put_dir(self, env_id: str, service: str, source_dir: str | os.PathLike[str], target_dir: str,
+                owner: str | None = None) -> _Op[None]:
         """Upload the contents of ``source_dir`` into ``target_dir`` (not the directory itself);
         ``owner`` as for ``put_tar``."""
         src = Path(source_dir)
@@ -873,9 +1092,9 @@ class Client:
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
             for child in sorted(src.iterdir()):
                 tf.add(child, arcname=child.name, recursive=True)
-        self.put_tar(env_id, service, str(target_dir), buf.getvalue(), owner=owner)
+        (yield from self._g_put_tar(env_id, service, str(target_dir), buf.getvalue(), owner=owner))
 
-    def get_bytes(self, env_id: str, service: str, source_path: str) -> bytes:
+    def _g_get_bytes(self, env_id: str, service: str, source_path: str) -> _Op[bytes]:
         """The contents of the file at ``source_path``, a symbolic link followed.
 
         Raises what ``open()`` would: ``FileNotFoundError``, ``IsADirectoryError``,
@@ -884,10 +1103,10 @@ class Client:
         path = str(source_path)
         for _ in range(MAX_SYMLINKS):
             try:
-                data = self.get_tar(env_id, service, path)
+                data = (yield from self._g_get_tar(env_id, service, path))
             except DenvError as e:
                 if e.status == 413 or "larger than" in e.message.lower():
-                    return self.get_parts(env_id, service, path, self.file_size(env_id, service, path))
+                    return (yield from self._g_get_parts(env_id, service, path, (yield from self._g_file_size(env_id, service, path))))
                 oserr = _os_error(e, source_path)
                 if oserr is None:
                     raise
@@ -907,7 +1126,7 @@ class Client:
                 return f.read() if f is not None else b""
         raise OSError(errno.ELOOP, "Too many levels of symbolic links", source_path)
 
-    def get_parts(self, env_id: str, service: str, path: str, size: int) -> bytes:
+    def _g_get_parts(self, env_id: str, service: str, path: str, size: int) -> _Op[bytes]:
         """The ``size`` bytes of the regular file at ``path``, read in parts of
         ``PART_MAX`` (each cut by ``dd`` into /tmp and fetched as its own archive),
         for a file whose one archive would be over the API's 32 MiB."""
@@ -917,36 +1136,36 @@ class Client:
         for i in range(0, max(size, 1), PART_MAX):
             part = f"{PART_DIR}/{PART_NAME}{tag}.{i // PART_MAX}"
             try:
-                r = self.exec(env_id, service, ["sh", "-c", CUT_PART, "sh", path, part,
-                                                str(i // PART_MAX * step), str(step)], timeout_sec=600)
+                r = (yield from self._g_exec(env_id, service, ["sh", "-c", CUT_PART, "sh", path, part,
+                                                str(i // PART_MAX * step), str(step)], timeout_sec=600))
                 if r.exit_code != 0:
                     raise DenvError("GET", f"/v1/envs/{env_id}/files", 502,
                                     f"env.get: cutting {path} at {i}: {r.stderr.strip()[:500]}")
-                with tarfile.open(fileobj=io.BytesIO(self.get_tar(env_id, service, part)), mode="r:*") as tf:
+                with tarfile.open(fileobj=io.BytesIO((yield from self._g_get_tar(env_id, service, part))), mode="r:*") as tf:
                     m = tf.next()
                     f = tf.extractfile(m) if m is not None else None
                     out += f.read() if f is not None else b""
             finally:
-                self.exec(env_id, service, ["rm", "-f", "--", part], timeout_sec=60)
+                (yield from self._g_exec(env_id, service, ["rm", "-f", "--", part], timeout_sec=60))
         return bytes(out)
 
-    def file_size(self, env_id: str, service: str, path: str) -> int:
-        r = self.exec(env_id, service, ["sh", "-c", 'wc -c <"$1"', "sh", path], timeout_sec=60)
+    def _g_file_size(self, env_id: str, service: str, path: str) -> _Op[int]:
+        r = (yield from self._g_exec(env_id, service, ["sh", "-c", 'wc -c <"$1"', "sh", path], timeout_sec=60))
         try:
             return int(r.stdout.strip())
         except ValueError:
             raise DenvError("GET", f"/v1/envs/{env_id}/files", 502,
                             f"env.get: size of {path}: {r.stderr.strip()[:500]}") from None
 
-    def get_file(self, env_id: str, service: str, source_path: str, target: str | os.PathLike[str]) -> None:
-        data = self.get_bytes(env_id, service, source_path)
+    def _g_get_file(self, env_id: str, service: str, source_path: str, target: str | os.PathLike[str]) -> _Op[None]:
+        data = (yield from self._g_get_bytes(env_id, service, source_path))
         dst = Path(target)
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_bytes(data)
 
-    def get_dir(self, env_id: str, service: str, source_dir: str, target_dir: str | os.PathLike[str]) -> None:
+    def _g_get_dir(self, env_id: str, service: str, source_dir: str, target_dir: str | os.PathLike[str]) -> _Op[None]:
         """Extract the contents of ``source_dir`` under ``target_dir`` (``docker cp src/.``)."""
-        data = self.get_tar(env_id, service, source_dir)
+        data = (yield from self._g_get_tar(env_id, service, source_dir))
         dst = Path(target_dir)
         dst.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
@@ -961,3 +1180,129 @@ class Client:
                 if members[0].isdir() and first and first == base:
                     root = first
             tf.extractall(dst, members=_strip_root(members, root), filter=_tar_member_filter)
+
+
+class Client(_Ops):
+    """A client of one control plane, authenticated by a team API key."""
+
+    def __init__(
+        self,
+        server: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 900.0,
+    ) -> None:
+        key = self._setup(server, api_key, timeout)
+        self._http = httpx.Client(base_url=self.server, headers=_headers(key), timeout=timeout, trust_env=False)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- transport ----
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """One request (keywords: json, params, content, headers, timeout,
+        idempotency_key); a refusal raises DenvError."""
+        args = _http_args(method, self.timeout, kw)
+        with _transport(method, path, args["timeout"], self.server):
+            r = self._http.request(url=path, **args)
+        return _answer(method, path, r)
+
+    def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        return _doc(method, path, self._request(method, path, **kw))
+
+    def _run(self, op: _Op[T]) -> T:
+        """Run an operation to its end: send each request it yields, sleep its pauses."""
+        value: Any = None
+        error: BaseException | None = None
+        while not isinstance(step := _step(op, value, error), _Done):
+            value, error = None, None
+            try:
+                if isinstance(step, _Sleep):
+                    time.sleep(step.sec)
+                else:
+                    value = (self._json if step.as_json else self._request)(step.method, step.path, **step.kw)
+            except DenvError as e:
+                error = e
+        return step.value
+
+
+class AsyncClient(_Ops):
+    """``Client``'s methods as coroutines, on httpx.AsyncClient: many
+    sandboxes at once on one event loop. Use ``async with`` or ``aclose()``."""
+
+    def __init__(
+        self,
+        server: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 900.0,
+    ) -> None:
+        key = self._setup(server, api_key, timeout)
+        self._http = httpx.AsyncClient(base_url=self.server, headers=_headers(key), timeout=timeout,
+                                       trust_env=False)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        args = _http_args(method, self.timeout, kw)
+        with _transport(method, path, args["timeout"], self.server):
+            r = await self._http.request(url=path, **args)
+        return _answer(method, path, r)
+
+    async def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        return _doc(method, path, await self._request(method, path, **kw))
+
+    async def _run(self, op: _Op[T]) -> T:
+        """Client._run, awaiting each request and pause."""
+        value: Any = None
+        error: BaseException | None = None
+        while not isinstance(step := _step(op, value, error), _Done):
+            value, error = None, None
+            try:
+                if isinstance(step, _Sleep):
+                    await asyncio.sleep(step.sec)
+                else:
+                    value = await (self._json if step.as_json else self._request)(step.method, step.path, **step.kw)
+            except DenvError as e:
+                error = e
+        return step.value
+
+
+def _sync(gen: Callable[..., _Op[Any]]) -> Callable[..., Any]:
+    @functools.wraps(gen)
+    def call(self: Client, *args: Any, **kw: Any) -> Any:
+        return self._run(gen(self, *args, **kw))
+    return call
+
+
+def _async(gen: Callable[..., _Op[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(gen)
+    async def call(self: AsyncClient, *args: Any, **kw: Any) -> Any:
+        return await self._run(gen(self, *args, **kw))
+    return call
+
+
+# Each operation under its public name, on both clients.
+for _name in [n for n in vars(_Ops) if n.startswith("_g_")]:
+    _gen = getattr(_Ops, _name)
+    for _cls, _wrap in ((Client, _sync), (AsyncClient, _async)):
+        _f = _wrap(_gen)
+        _f.__name__ = _f.__qualname__ = _name[3:]
+        # The caller gets the operation's result, not the generator.
+        _ret = re.sub(r"^_Op\[(.*)\]$", r"\1", str(_gen.__annotations__.get("return", "Any")))
+        _f.__annotations__ = {**_gen.__annotations__, "return": _ret}
+        _f.__signature__ = inspect.signature(_gen).replace(return_annotation=_ret)  # type: ignore[attr-defined]
+        setattr(_cls, _name[3:], _f)
+del _name, _gen, _cls, _wrap, _f, _ret

@@ -231,6 +231,7 @@ class FakeDenv:
         self.phases: dict[str, list[dict[str, Any]]] = {}
         self.polls: dict[str, int] = {}
         self.projects: set[str] = set()
+        self.batches: dict[str, dict[str, Any]] = {}
         self.running_polls = 1  # GETs of a deployment that still answer "running"
         # (METHOD, regex of path) -> (status, message) or seconds to stall
         self.fail: dict[tuple[str, str], tuple[int, str]] = {}
@@ -359,6 +360,50 @@ class FakeDenv:
 
     # ---- routes ----
 
+    def _batch(self, b: dict[str, Any], q: dict[str, str]) -> tuple[int, Any]:
+        """POST /v1/sandboxes/batch as denv-cp answers it: 202, every member
+        pending; an image with "flaky" in it fails the odd-numbered members."""
+        count = b.get("count")
+        if not isinstance(count, int) or not 1 <= count <= 256:
+            raise ApiError(400, "count must be 1 to 256")
+        prefix = b.get("name_prefix") or f"b-{next(_ids)}-"
+        one = {k: v for k, v in b.items() if k not in ("count", "name_prefix")}
+        members = []
+        for i in range(count):
+            if "flaky" in str(b.get("image")) and i % 2:
+                members.append({"name": f"{prefix}{i}", "environment": new_id("env"), "deployment": new_id("dep"),
+                                "error": "fake: image pull failed"})
+                continue
+            _, doc = self._route("POST", "/v1/sandboxes", q, dict(one, name=f"{prefix}{i}"))
+            members.append({"name": f"{prefix}{i}", "environment": doc["environment"]["ID"],
+                            "deployment": doc["deployment"]["ID"]})
+        bid = new_id("bat")
+        self.batches[bid] = {"ID": bid, "Count": count, "NamePrefix": prefix, "members": members, "polls": 0}
+        return 202, self._batch_view(bid, fresh=True)
+
+    def _batch_view(self, bid: str, fresh: bool = False) -> dict[str, Any]:
+        bt = self.batches.get(bid)
+        if bt is None:
+            raise ApiError(404, "batch not found")
+        if not fresh:
+            bt["polls"] += 1
+        out = []
+        for i, m in enumerate(bt["members"]):
+            o = {"index": i, "name": m["name"], "environment": m["environment"], "deployment": m["deployment"]}
+            env = self.envs.get(m["environment"])
+            if fresh or bt["polls"] <= self.running_polls:
+                o["state"] = "pending"
+            elif "error" in m:
+                o.update(state="failed", error=m["error"])
+            elif env is None or env["Status"] == "destroyed":
+                o["state"] = "destroyed"
+            else:
+                o.update(state="healthy", endpoints=env.get("Endpoints") or {})
+            out.append(o)
+        counts = {k: sum(o["state"] == k for o in out) for k in ("healthy", "failed", "pending", "destroyed")}
+        return {"batch": {"ID": bid, "Count": bt["Count"], "NamePrefix": bt["NamePrefix"]}, "members": out,
+                "counts": counts, "done": counts["pending"] == 0}
+
     def _route(self, method: str, path: str, q: dict[str, str], body: Any) -> tuple[int, Any]:
         b = body if isinstance(body, dict) else {}
         if method == "POST" and path == "/v1/sandboxes":
@@ -389,6 +434,25 @@ class FakeDenv:
                 env["_versions"] = [ver]
                 dep = self._dep("deploy", env["ID"], version=ver)
             return 201, {"environment": self._public(env), "deployment": dep}
+        m = re.fullmatch(r"/v1/envs/([^/]+)/metrics", path)
+        if method == "GET" and m:
+            self._env(m.group(1))
+            return 200, {"environment": m.group(1), "storage": "dir", "sampled_at_ms": 1,
+                         "services": [{"service": "main", "status": "running", "cpu_usec": 10,
+                                       "memory_bytes": 4096, "memory_limit_bytes": None, "pids": 1}],
+                         "volumes": [{"name": "work", "bytes": 4096}]}
+        m = re.fullmatch(r"/v1/envs/([^/]+)/logs", path)
+        if method == "GET" and m:
+            self._env(m.group(1))
+            stamp = "2026-12-02T00:00:00.000000000Z " if q.get("timestamps") == "true" else ""
+            lines = [f"{stamp}line {i}\n" for i in range(3)][-int(q.get("tail", "100")):]
+            return 200, {"environment": m.group(1), "service": q.get("service", "main"),
+                         "stdout": "".join(lines), "stderr": f"{stamp}err\n"}
+        if method == "POST" and path == "/v1/sandboxes/batch":
+            return self._batch(b, q)
+        m = re.fullmatch(r"/v1/batches/([^/]+)", path)
+        if method == "GET" and m:
+            return 200, self._batch_view(m.group(1))
         if method == "POST" and path == "/v1/projects":
             if b.get("name") in self.projects:
                 raise ApiError(409, f"project {b.get('name')} exists")

@@ -16,7 +16,10 @@ from unittest import mock
 
 from fakeapi import KEY, FakeDenv
 
-from denv import Client, DenvError, DenvTimeout, ExecResult, Sandbox, Verdict
+import asyncio
+import inspect
+
+from denv import AsyncClient, Batch, BatchMember, Client, DenvError, DenvTimeout, ExecResult, Sandbox, Verdict
 from denv.client import shell_command
 
 
@@ -278,9 +281,16 @@ class TestExecAndFiles(FakeCase):
                 tf.addfile(info)
             return buf.getvalue()
 
-        real_get = self.c.get_tar
-        with mock.patch.object(self.c, "get_tar",
-                               side_effect=lambda e, s, p: archive(p) if p in answers else real_get(e, s, p)):
+        # get_bytes reads through the get_tar operation (a generator shared by both clients).
+        real_get = self.c._g_get_tar
+
+        def fake_get(e: str, s: str, p: str):  # type: ignore[no-untyped-def]
+            if p in answers:
+                return archive(p)
+            data = yield from real_get(e, s, p)
+            return data
+
+        with mock.patch.object(self.c, "_g_get_tar", fake_get):
             self.assertEqual(self.c.get_bytes(a.id, "main", "/work/link"), b"real")
             self.assertEqual(self.c.get_bytes(a.id, "main", "/work/abs"), b"real")
             with self.assertRaises(OSError) as cm:
@@ -363,6 +373,114 @@ class TestExecAndFiles(FakeCase):
             with self.assertRaises(tarfile.TarError):
                 self.c.get_dir(a.id, "main", "/logs/v", t / "b")
             self.assertFalse((t / "escape").exists())
+
+
+class TestBatch(FakeCase):
+    def test_batch_waits_and_reports_each_change(self) -> None:
+        seen: list[tuple[str, str]] = []
+        b = self.c.batch(5, image="busybox", cmd=["sleep", "1"], name_prefix="r-", idle_ttl_sec=60,
+                         on_change=lambda m: seen.append((m.name, m.state)))
+        self.assertIsInstance(b, Batch)
+        self.assertTrue(b.done and b.id.startswith("bat_"))
+        self.assertEqual([m.name for m in b.members], [f"r-{i}" for i in range(5)])
+        self.assertEqual(len(b.healthy), 5)
+        self.assertTrue(all(isinstance(m, BatchMember) and m.id.startswith("env_") for m in b.members))
+        self.assertEqual(seen, [(f"r-{i}", "pending") for i in range(5)] + [(f"r-{i}", "healthy") for i in range(5)],
+                         "each member is reported pending, then healthy, once each")
+        (r,) = self.fake.calls("POST", "/v1/sandboxes/batch")
+        self.assertEqual(r.body, {"idle_ttl_sec": 60, "egress": "deny", "image": "busybox", "cmd": ["sleep", "1"],
+                                  "count": 5, "name_prefix": "r-"})
+
+    def test_partial_failure_is_per_member(self) -> None:
+        b = self.c.batch(4, image="flaky")
+        self.assertEqual([m.state for m in b.members], ["healthy", "failed", "healthy", "failed"])
+        self.assertEqual([m.error for m in b.failed], ["fake: image pull failed"] * 2)
+
+    def test_no_wait_status_and_timeout(self) -> None:
+        self.fake.running_polls = 1000
+        b = self.c.batch(2, image="a", wait=False)
+        self.assertEqual([m.state for m in b.members], ["pending", "pending"])
+        self.assertFalse(self.c.batch_status(b.id).done)
+        with self.assertRaises(DenvTimeout) as cm:
+            self.c.wait_batch(b.id, timeout_sec=0.05)
+        self.assertIn("2 members still pending", str(cm.exception))
+        with self.assertRaises(ValueError):
+            self.c.batch(2)
+        with self.assertRaises(DenvError) as err:
+            self.c.batch(0, image="a")
+        self.assertEqual(err.exception.status, 400)
+
+    def test_metrics_and_logs(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        m = self.c.metrics(a.id)
+        self.assertEqual((m["services"][0]["status"], m["volumes"][0]["name"]), ("running", "work"))
+        doc = self.c.logs(a.id, service="main", tail=2, timestamps=True, since="2026-12-01T00:00:00.000000000Z")
+        self.assertEqual(doc["stdout"].splitlines()[-1], "2026-12-02T00:00:00.000000000Z line 2")
+        (r,) = self.fake.calls("GET", f"/v1/envs/{a.id}/logs")
+        self.assertEqual(r.query, {"tail": "2", "service": "main", "timestamps": "true",
+                                   "since": "2026-12-01T00:00:00.000000000Z"})
+        self.assertEqual(asyncio.run(self._async_logs(a.id))["stderr"], "err\n")
+
+    async def _async_logs(self, env_id: str) -> dict:  # type: ignore[type-arg]
+        async with AsyncClient(server=self.fake.url, api_key=KEY, timeout=5) as ac:
+            return await ac.logs(env_id)
+
+    def test_idempotency_key_is_sent(self) -> None:
+        self.c.batch(1, image="a", idempotency_key="k-1")
+        (r,) = self.fake.calls("POST", "/v1/sandboxes/batch")
+        self.assertEqual(r.headers["idempotency-key"], "k-1")
+
+
+class TestAsyncClient(FakeCase):
+    def test_same_surface(self) -> None:
+        public = [n for n in dir(Client) if not n.startswith("_") and callable(getattr(Client, n))]
+        for n in public:
+            if n in ("close",):
+                continue
+            self.assertTrue(hasattr(AsyncClient, n), n)
+            self.assertTrue(inspect.iscoroutinefunction(getattr(AsyncClient, n)), n)
+            self.assertEqual(inspect.signature(getattr(AsyncClient, n)), inspect.signature(getattr(Client, n)), n)
+            self.assertEqual(getattr(AsyncClient, n).__doc__, getattr(Client, n).__doc__, n)
+        self.assertIn("sandbox", public)
+        self.assertEqual(str(inspect.signature(Client.snapshot).return_annotation), "str")
+
+    def run_async(self, coro):  # type: ignore[no-untyped-def]
+        return asyncio.run(coro)
+
+    def test_many_sandboxes_at_once(self) -> None:
+        async def main() -> list[ExecResult]:
+            async with AsyncClient(server=self.fake.url, api_key=KEY, timeout=10) as ac:
+                ac.poll_interval = 0.01
+                boxes = await asyncio.gather(*(ac.sandbox(image="busybox", name=f"a{i}") for i in range(10)))
+                self.assertEqual(len({b.id for b in boxes}), 10)
+                await ac.put_bytes(boxes[0].id, "main", "/work/f", b"\x00\xffbytes")
+                self.assertEqual(await ac.get_bytes(boxes[0].id, "main", "/work/f"), b"\x00\xffbytes")
+                ver = await ac.snapshot(boxes[0].id)
+                fork = await ac.sandbox(from_version=ver)
+                self.assertTrue(fork.id.startswith("env_"))
+                b = await ac.batch(3, image="busybox")
+                self.assertEqual(len(b.healthy), 3)
+                out = await asyncio.gather(*(ac.exec(x.id, "main", ["echo", "hi"]) for x in boxes[:3]))
+                await asyncio.gather(*(ac.destroy(x.id) for x in boxes))
+                return list(out)
+        out = self.run_async(main())
+        self.assertEqual(len(out), 3)
+        self.assertEqual(len(self.fake.calls("POST", "/v1/sandboxes")), 11, "the batch is one call")
+
+    def test_errors_are_the_same(self) -> None:
+        async def main() -> None:
+            async with AsyncClient(server=self.fake.url, api_key="dak_wrong", timeout=5) as ac:
+                with self.assertRaises(DenvError) as cm:
+                    await ac.sandbox(image="busybox")
+                self.assertEqual(str(cm.exception), "denv POST /v1/sandboxes: 401 invalid API key")
+            async with AsyncClient(server=self.fake.url, api_key=KEY, timeout=5) as ac:
+                a = await ac.sandbox(image="busybox")
+                with self.assertRaises(FileNotFoundError):
+                    await ac.get_bytes(a.id, "main", "/nope")
+                self.fake.fail = {("POST", f"/v1/envs/{a.id}/exec"): (502, "env.exec: timed out after 1 s")}
+                with self.assertRaises(DenvTimeout):
+                    await ac.exec(a.id, "main", ["sleep", "9"], timeout_sec=1)
+        self.run_async(main())
 
 
 class TestErrors(FakeCase):

@@ -16,7 +16,9 @@ import time
 import unittest
 from pathlib import Path
 
-from denv import Client, DenvError, DenvTimeout
+import asyncio
+
+from denv import AsyncClient, Client, DenvError, DenvTimeout
 
 TOP = Path(os.environ.get("DENV_TOP") or Path(__file__).resolve().parents[2])
 BIN = TOP / "bin" / "denv-cp"
@@ -103,6 +105,38 @@ class TestRealControlPlane(unittest.TestCase):
         with self.assertRaises(DenvError) as cm:
             c.deploy("py-idem", compose + "# another\n", timeout_sec=1, idempotency_key="py-idem-1")
         self.assertEqual(cm.exception.status, 422)
+
+
+    def test_batch_without_host_fails_per_member(self) -> None:
+        c = Client(self.url, KEY, timeout=10)
+        c.poll_interval = 0.05
+        b = c.batch(3, image="denv-test/busybox", name_prefix="py-b-", wait=False)
+        self.assertEqual([(m.name, m.state) for m in b.members], [(f"py-b-{i}", "pending") for i in range(3)])
+        self.assertTrue(b.id.startswith("bat_"))
+        try:
+            b = c.wait_batch(b.id, timeout_sec=20)
+        except DenvTimeout:
+            self.fail("members without a host should fail at place/provision, not stay pending")
+        self.assertEqual(len(b.failed), 3, b)
+        self.assertTrue(all("no connected host" in m.error for m in b.failed), b.failed)
+        with self.assertRaises(DenvError) as cm:
+            c.batch(300, image="denv-test/busybox")
+        self.assertEqual((cm.exception.status, cm.exception.message), (400, "count must be 1 to 256"))
+
+    def test_async_client_against_the_real_server(self) -> None:
+        async def main() -> None:
+            async with AsyncClient(self.url, KEY, timeout=10) as ac:
+                ac.poll_interval = 0.05
+                await asyncio.gather(*(ac.ensure_project(f"py-async-{i}") for i in range(4)))
+                envs = await ac._json("GET", "/v1/projects/py-async-0/envs")
+                alpha = envs["environments"][0]["ID"]
+                self.assertEqual(await ac.current_version(alpha), "")
+                with self.assertRaises(DenvError) as cm:
+                    await ac.environment("env_does_not_exist")
+                self.assertEqual(cm.exception.status, 404)
+                b = await ac.batch(2, image="denv-test/busybox", name_prefix="py-ab-", wait=False)
+                self.assertEqual((await ac.batch_status(b.id)).id, b.id)
+        asyncio.run(main())
 
 
 if __name__ == "__main__":

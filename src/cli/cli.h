@@ -223,6 +223,8 @@ void cli_watch_release(struct cli_watch *w);
  * when that is empty) follows on lines of its own, and with verbose its
  * whole evidence. Returns the number of phases printed. */
 int cli_watch_print(struct cli_watch *w, const struct json *doc, struct buf *out);
+/* Sleep ms milliseconds (between polls). */
+void cli_sleep_ms(int ms);
 /* Whether a deployment status is final. */
 bool cli_status_final(const char *status);
 
@@ -300,6 +302,7 @@ extern const struct cli_cmd cli_cmd_env, cli_cmd_fork, cli_cmd_snapshot, cli_cmd
 extern const struct cli_cmd cli_cmd_files, cli_cmd_deployment, cli_cmd_events;
 extern const struct cli_cmd cli_cmd_quotas;
 extern const struct cli_cmd cli_cmd_import, cli_cmd_export;
+extern const struct cli_cmd cli_cmd_batch, cli_cmd_logs, cli_cmd_metrics;
 /* denv top lives in src/tui (linked into bin/denv, not into the unit tests). */
 extern const struct cli_cmd cli_cmd_top;
 

@@ -248,7 +248,7 @@ static void open_stream(struct waiter *w)
 	buf_release(&url);
 }
 
-static void sleep_ms(int ms)
+void cli_sleep_ms(int ms)
 {
 	poll(NULL, 0, ms);
 }
@@ -259,7 +259,7 @@ static void next_turn(struct waiter *w)
 	int64_t until;
 
 	if (!w->ws) {
-		sleep_ms(CLI_POLL_MS);
+		cli_sleep_ms(CLI_POLL_MS);
 		return;
 	}
 	until = ev_mono_ms() + CLI_STREAM_REFRESH_MS;

@@ -323,8 +323,7 @@ static void park_done(struct cp *cp, const struct cp_result *res, void *arg)
 	free(p);
 }
 
-/* The connected host of env; NULL after answering 502. */
-static const char *env_host(struct cp *cp, struct http_req *req, const struct json *env)
+const char *cp_env_host(struct cp *cp, struct http_req *req, const struct json *env)
 {
 	const char *host = json_get_str(env, "HostID");
 
@@ -385,7 +384,7 @@ static void h_exec(struct cp *cp, struct http_req *req)
 		cp_fail(req, 400, "timeout_sec must be 1 to %d", CP_EXEC_TIMEOUT_MAX_S);
 		goto out;
 	}
-	if (!(host = env_host(cp, req, env)) || cp_quota_exec_take(cp, req, who.team_id) < 0)
+	if (!(host = cp_env_host(cp, req, env)) || cp_quota_exec_take(cp, req, who.team_id) < 0)
 		goto out;
 	payload = cp_obj("service", json_new_str(service), "cmd", json_dup(json_get(body, "cmd")), "timeout_sec",
 			 json_new_int(timeout), NULL);
@@ -438,7 +437,7 @@ static void h_files_put(struct cp *cp, struct http_req *req)
 		http_respond_error(req, 400, "owner must be user[:group]");
 		return;
 	}
-	if (!(host = env_host(cp, req, env)))
+	if (!(host = cp_env_host(cp, req, env)))
 		return;
 	body = http_req_body(req, &len);
 	payload = cp_obj("service", json_new_str(service), NULL);
@@ -461,7 +460,7 @@ static void h_files_get(struct cp *cp, struct http_req *req)
 	struct cp_caller who;
 	const struct json *env;
 
-	if (!(env = live_env(cp, req, &who)) || !files_query(req, &service, &path) || !(host = env_host(cp, req, env)))
+	if (!(env = live_env(cp, req, &who)) || !files_query(req, &service, &path) || !(host = cp_env_host(cp, req, env)))
 		return;
 	park(cp, req, env, host, "env.get",
 	     cp_obj("service", json_new_str(service), "path", json_new_str(path), NULL), NULL, 0, PARK_GET, 0);

@@ -162,8 +162,7 @@ static bool strings_or_null(const struct json *v)
 }
 
 /* The team's project called name, created in txn when missing; its id in out. */
-static void sandbox_project(struct cp *cp, struct st_txn *txn, const char *team_id, const char *name,
-			    char out[ID_MAX])
+void cp_sandbox_project(struct cp *cp, struct st_txn *txn, const char *team_id, const char *name, char out[ID_MAX])
 {
 	const struct json *p = cp_find(cp, "projects", "TeamID", team_id, "Name", name);
 	struct json *row;
@@ -178,19 +177,17 @@ static void sandbox_project(struct cp *cp, struct st_txn *txn, const char *team_
 	st_put(txn, "projects", out, row);
 }
 
-/* The image form. Fills s and txn; -1 after answering. */
-static int image_form(struct cp *cp, struct http_req *req, const char *team_id, const struct json *body,
-		      const char *image, struct sbx *s, struct st_txn **txn)
+int cp_sandbox_image_spec(struct http_req *req, const struct json *body, const char *image, struct json **spec,
+			  const char **project)
 {
-	const char *egress = "deny", *project = "sandboxes", *name = NULL;
-	char pid[ID_MAX], buf[CP_NAME_MAX + 1];
-	struct cp_ttl_req defaults;
-	struct json *compose, *spec = NULL, *env, *params, *resp;
+	const char *egress = "deny";
 	const struct json *envv = json_get(body, "env");
+	struct json *compose;
 	struct err e;
 
-	if (cp_opt_str(req, body, "egress", &egress) < 0 || cp_opt_str(req, body, "project", &project) < 0 ||
-	    cp_opt_str(req, body, "name", &name) < 0)
+	*spec = NULL;
+	*project = "sandboxes";
+	if (cp_opt_str(req, body, "egress", &egress) < 0 || cp_opt_str(req, body, "project", project) < 0)
 		return -1;
 	if (!strings_or_null(json_get(body, "cmd")) || !strings_or_null(json_get(body, "ports")) ||
 	    !strings_or_null(json_get(body, "volumes"))) {
@@ -205,69 +202,113 @@ static int image_form(struct cp *cp, struct http_req *req, const char *team_id, 
 		cp_fail(req, 400, "egress must be deny or allow, got \"%s\"", egress);
 		return -1;
 	}
-	if (!*project)
-		project = "sandboxes";
-	if (!cp_valid_name(project)) {
+	if (!**project)
+		*project = "sandboxes";
+	if (!cp_valid_name(*project)) {
 		cp_fail(req, 400, "project must be 1 to %d letters, digits, '.', '_' or '-'", CP_NAME_MAX);
 		return -1;
 	}
 	compose = image_compose(image, body, egress);
-	if (spec_from_compose(compose, &spec, &e) < 0) {
+	if (spec_from_compose(compose, spec, &e) < 0) {
 		json_free(compose);
 		http_respond_error(req, 400, e.msg);
 		return -1;
 	}
 	json_free(compose);
+	return 0;
+}
+
+void cp_sandbox_image_put(struct cp *cp, struct st_txn *txn, const struct cp_sandbox_new *n, const struct json *spec,
+			  const char *project_id, char env_id[ID_MAX], char dep_id[ID_MAX])
+{
+	struct cp_ttl_req defaults;
+	struct json *env, *params, *resp;
+
+	env = cp_env_new(n->team_id, project_id, n->name, "sandbox");
+	cp_ttl_sandbox_defaults(cp, &defaults);
+	cp_ttl_apply(env, n->ttl, &defaults);
+	json_object_set_bool(env, "Sandbox", true);	/* counted by the sandbox quota */
+	str_copy(env_id, ID_MAX, json_get_str(env, "ID"));
+	st_put(txn, "environments", env_id, env);
+	params = cp_obj("spec", json_dup(spec), "warm", json_new_null(), NULL);
+	if (n->target && *n->target)
+		json_object_set_str(params, "target", n->target);
+	if (n->spread)
+		json_object_set_bool(params, "spread", true);
+	resp = cp_deployment_create(txn, n->team_id, project_id, env_id, "deploy", params);
+	str_copy(dep_id, ID_MAX, json_get_str(json_get(resp, "deployment"), "ID"));
+	json_free(resp);
+}
+
+const struct json *cp_sandbox_version(struct cp *cp, struct http_req *req, const char *team_id, const char *vid)
+{
+	const struct json *v = st_get(cp->db, "versions", vid);
+	const char *snap = json_get_str(v, "Snapshot");
+
+	if (!v || !str_eq(json_get_str(v, "TeamID"), team_id) || !json_get_bool(v, "Healthy", false) || !snap ||
+	    !*snap) {
+		http_respond_error(req, 400, "from_version must be a healthy version of this team");
+		return NULL;
+	}
+	return v;
+}
+
+void cp_sandbox_fork_put(struct cp *cp, struct st_txn *txn, const struct cp_sandbox_new *n, const struct json *v,
+			 char env_id[ID_MAX], char dep_id[ID_MAX])
+{
+	struct cp_ttl_req defaults;
+	struct json *resp, *env;
+
+	/* A sandbox: the server's sandbox TTLs, not the source's. */
+	cp_ttl_sandbox_defaults(cp, &defaults);
+	resp = cp_fork_create_ttl(cp, txn, n->team_id, v, n->name, n->ttl, &defaults, env_id, &env);
+	/* The row again with the sandbox quota's mark (the later put wins). */
+	json_object_set_str(env, "TeamID", n->team_id);
+	json_object_set_bool(env, "Sandbox", true);
+	st_put(txn, "environments", env_id, env);
+	str_copy(dep_id, ID_MAX, json_get_str(json_get(resp, "deployment"), "ID"));
+	json_free(resp);
+}
+
+/* The image form. Fills s and txn; -1 after answering. */
+static int image_form(struct cp *cp, struct http_req *req, const char *team_id, const struct json *body,
+		      const char *image, struct sbx *s, struct st_txn **txn)
+{
+	const char *project, *name = NULL;
+	char pid[ID_MAX], buf[CP_NAME_MAX + 1];
+	struct json *spec;
+	struct cp_sandbox_new n = { team_id, NULL, &s->ttl, s->target, false };
+
+	if (cp_sandbox_image_spec(req, body, image, &spec, &project) < 0 || cp_opt_str(req, body, "name", &name) < 0) {
+		json_free(spec);
+		return -1;
+	}
 	*txn = st_begin(cp->db);
-	sandbox_project(cp, *txn, team_id, project, pid);
-	if (!(name = cp_new_env_name(cp, req, pid, name, "sbx-", buf, sizeof(buf)))) {
+	cp_sandbox_project(cp, *txn, team_id, project, pid);
+	if (!(n.name = cp_new_env_name(cp, req, pid, name, "sbx-", buf, sizeof(buf)))) {
 		st_abort(*txn);
 		json_free(spec);
 		return -1;
 	}
-	env = cp_env_new(team_id, pid, name, "sandbox");
-	cp_ttl_sandbox_defaults(cp, &defaults);
-	cp_ttl_apply(env, &s->ttl, &defaults);
-	json_object_set_bool(env, "Sandbox", true);	/* counted by the sandbox quota */
-	str_copy(s->env_id, sizeof(s->env_id), json_get_str(env, "ID"));
-	st_put(*txn, "environments", s->env_id, env);
-	params = cp_obj("spec", spec, "warm", json_new_null(), NULL);
-	if (*s->target)
-		json_object_set_str(params, "target", s->target);
-	resp = cp_deployment_create(*txn, team_id, pid, s->env_id, "deploy", params);
-	str_copy(s->dep_id, sizeof(s->dep_id), json_get_str(json_get(resp, "deployment"), "ID"));
-	json_free(resp);
+	cp_sandbox_image_put(cp, *txn, &n, spec, pid, s->env_id, s->dep_id);
+	json_free(spec);
 	return 0;
 }
 
 static int version_form(struct cp *cp, struct http_req *req, const char *team_id, const struct json *body,
 			const char *vid, struct sbx *s, struct st_txn **txn)
 {
-	const struct json *v = st_get(cp->db, "versions", vid);
-	const char *name = NULL, *snap = json_get_str(v, "Snapshot");
+	const struct json *v;
+	const char *name = NULL;
 	char buf[CP_NAME_MAX + 1];
-	struct cp_ttl_req defaults;
-	struct json *resp, *env;
+	struct cp_sandbox_new n = { team_id, NULL, &s->ttl, NULL, false };
 
-	if (cp_opt_str(req, body, "name", &name) < 0)
+	if (cp_opt_str(req, body, "name", &name) < 0 || !(v = cp_sandbox_version(cp, req, team_id, vid)))
 		return -1;
-	if (!v || !str_eq(json_get_str(v, "TeamID"), team_id) || !json_get_bool(v, "Healthy", false) || !snap ||
-	    !*snap) {
-		http_respond_error(req, 400, "from_version must be a healthy version of this team");
-		return -1;
-	}
-	if (!(name = cp_new_env_name(cp, req, json_get_str(v, "ProjectID"), name, "sbx-", buf, sizeof(buf))))
+	if (!(n.name = cp_new_env_name(cp, req, json_get_str(v, "ProjectID"), name, "sbx-", buf, sizeof(buf))))
 		return -1;
 	*txn = st_begin(cp->db);
-	/* A sandbox: the server's sandbox TTLs, not the source's. */
-	cp_ttl_sandbox_defaults(cp, &defaults);
-	resp = cp_fork_create_ttl(cp, *txn, team_id, v, name, &s->ttl, &defaults, s->env_id, &env);
-	/* The row again with the sandbox quota's mark (the later put wins). */
-	json_object_set_str(env, "TeamID", team_id);
-	json_object_set_bool(env, "Sandbox", true);
-	st_put(*txn, "environments", s->env_id, env);
-	str_copy(s->dep_id, sizeof(s->dep_id), json_get_str(json_get(resp, "deployment"), "ID"));
-	json_free(resp);
+	cp_sandbox_fork_put(cp, *txn, &n, v, s->env_id, s->dep_id);
 	return 0;
 }
 

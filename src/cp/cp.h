@@ -88,6 +88,14 @@
 #define CP_RESULT_STORE_MAX ((size_t)256 << 10)	/* a bigger command result is stored as its size only */
 #define CP_SANDBOX_TIMEOUT_DEFAULT_S 600	/* POST /v1/sandboxes without timeout_sec */
 #define CP_SANDBOX_TIMEOUT_MAX_S 86400
+#define CP_OBSERVE_TIMEOUT_MS 30000		/* env.metrics, env.logs (api_observe.c) */
+#define CP_LOGS_TAIL_DEFAULT 100		/* GET .../logs without tail */
+#define CP_LOGS_TAIL_MAX 100000			/* the host's own cap is SC_LOGS_TAIL_MAX */
+#define CP_LOGS_FOLLOW_MS 1000			/* follow=true: how often the host is asked for new lines */
+#define CP_LOGS_FOLLOW_TAIL 100000		/* lines asked for per turn after the first */
+#define CP_LOGS_FOLLOW_QUEUED ((size_t)4 << 20)	/* a follower this far behind skips a turn */
+#define CP_LOGS_STAMP_MAX 64			/* docker's log timestamp, fixed-width RFC 3339 */
+#define CP_BATCH_MAX 256			/* members of one POST /v1/sandboxes/batch */
 #define CP_EVENT_SUBS_MAX 1024			/* live event streams at once */
 #define CP_EVENT_SUB_QUEUED ((size_t)8 << 20)	/* a stream that falls this far behind is closed */
 #define CP_XS_MAX 256				/* streamed execs at once (api_exec_stream.c) */
@@ -598,6 +606,38 @@ struct cp_ttl_req;
 struct json *cp_fork_create_ttl(struct cp *cp, struct st_txn *txn, const char *team_id, const struct json *version,
 				const char *name, const struct cp_ttl_req *ttl, const struct cp_ttl_req *base,
 				char env_id[ID_MAX], struct json **env_out);
+/* ---- sandboxes, one or a batch (api_sandboxes.c, api_batch.c) ---- */
+
+/* One sandbox to put into a transaction. */
+struct cp_sandbox_new {
+	const char *team_id;
+	const char *name;
+	const struct cp_ttl_req *ttl;	/* the body's; the server's sandbox defaults fill in */
+	const char *target;		/* cloud name the deploy is pinned to, or NULL */
+	bool spread;			/* place on the connected host with the most room (orch_place.c) */
+};
+/* The image form's spec (caller frees) and project name from body; -1
+ * after answering 400. */
+int cp_sandbox_image_spec(struct http_req *req, const struct json *body, const char *image, struct json **spec,
+			  const char **project);
+/* The team's project called name, created in txn when missing; its id in out. */
+void cp_sandbox_project(struct cp *cp, struct st_txn *txn, const char *team_id, const char *name, char out[ID_MAX]);
+/* An image sandbox's environment and deploy deployment into txn (spec is copied). */
+void cp_sandbox_image_put(struct cp *cp, struct st_txn *txn, const struct cp_sandbox_new *n, const struct json *spec,
+			  const char *project_id, char env_id[ID_MAX], char dep_id[ID_MAX]);
+/* vid when it is a healthy version of team_id, else NULL after answering 400. */
+const struct json *cp_sandbox_version(struct cp *cp, struct http_req *req, const char *team_id, const char *vid);
+/* A fork sandbox of version v into txn. */
+void cp_sandbox_fork_put(struct cp *cp, struct st_txn *txn, const struct cp_sandbox_new *n, const struct json *v,
+			 char env_id[ID_MAX], char dep_id[ID_MAX]);
+int cp_api_batch(struct cp *cp);	/* POST /v1/sandboxes/batch, GET /v1/batches/{id} */
+int cp_api_observe(struct cp *cp);	/* GET /v1/envs/{env}/metrics, /logs */
+/* The route's {env} of the caller's team, not destroyed, without counting
+ * as activity; NULL after answering (ttl.c). */
+const struct json *cp_team_env(struct cp *cp, struct http_req *req);
+/* The connected host of env; NULL after answering 502 (api_ops.c). */
+const char *cp_env_host(struct cp *cp, struct http_req *req, const struct json *env);
+
 /* given when valid and free in the project, else a name made from prefix;
  * NULL after answering 400/409. */
 const char *cp_new_env_name(struct cp *cp, struct http_req *req, const char *project_id, const char *given,

@@ -34,6 +34,7 @@ static const struct table tables[] = {
 	{ "installations", { "TeamID", NULL } },
 	{ "quotas", { NULL } },				/* quota.c: one row per team, id = team id */
 	{ "idempotency", { "Lookup", "Scope", NULL } },	/* idem.c: first answers to Idempotency-Keys */
+	{ "batches", { "TeamID", NULL } },		/* api_batch.c: one row per POST /v1/sandboxes/batch */
 };
 
 int cp_db_open(struct cp *cp, struct err *e)

@@ -80,6 +80,66 @@ static bool first_connected(struct cp_run *r, const char *cloud_id, char out[ID_
 	return *p.host_id != '\0';
 }
 
+/* ---- spread: a batch member goes where there is most room ---- */
+
+struct room {
+	struct cp *cp;
+	const char *team_id;
+	char host_id[ID_MAX];
+	int64_t best_load, best_cpus;	/* the best so far: live environments on it, its CPUs */
+};
+
+struct live_count {
+	const char *host_id;
+	int64_t n;
+};
+
+static int count_live(const char *id, const struct json *row, void *arg)
+{
+	struct live_count *c = arg;
+	const char *st = json_get_str(row, "Status");
+
+	(void)id;
+	if (str_eq(json_get_str(row, "HostID"), c->host_id) && !str_eq(st, "destroyed") && !str_eq(st, "destroying"))
+		c->n++;
+	return 0;
+}
+
+static int pick_room(const char *id, const struct json *row, void *arg)
+{
+	struct room *r = arg;
+	int64_t cpus = json_get_int(json_get(row, "Capabilities"), "cpus", 1);
+	struct live_count c = { id, 0 };
+	struct err e;
+
+	if (host_is_driver(r->cp, row) || !cp_host_connected(r->cp, id))
+		return 0;
+	if (st_scan(r->cp->db, "environments", "TeamID", r->team_id, NULL, count_live, &c, &e) < 0)
+		return 0;
+	int64_t load = c.n;
+
+	cpus = cpus > 0 ? cpus : 1;
+	/* Fewer environments per CPU wins; load/cpus < best_load/best_cpus, without division. */
+	if (!*r->host_id || load * r->best_cpus < r->best_load * cpus) {
+		str_copy(r->host_id, sizeof(r->host_id), id);
+		r->best_load = load;
+		r->best_cpus = cpus;
+	}
+	return 0;
+}
+
+/* The team's connected sidecar with the fewest live environments per CPU. */
+static bool most_room(struct cp_run *r, char out[ID_MAX])
+{
+	struct room p = { r->cp, r->team_id, "", 0, 1 };
+	struct err e;
+
+	if (st_scan(r->cp->db, "hosts", "TeamID", r->team_id, NULL, pick_room, &p, &e) < 0)
+		log_error("orch", "hosts: %s", e.msg);
+	str_copy(out, ID_MAX, p.host_id);
+	return *p.host_id != '\0';
+}
+
 static void use_host(struct cp_run *r, const char *host_id)
 {
 	str_copy(r->host_id, sizeof(r->host_id), host_id);
@@ -118,6 +178,10 @@ void run_place(struct cp_run *r)
 			run_fail(r, NULL, "target \"%s\" (%s): no connected host", target,
 				 cloud ? json_get_str(cloud, "Provider") : "unknown");
 		}
+		return;
+	}
+	if (json_get_bool(r->params, "spread", false) && most_room(r, host)) {
+		placed(r, host, "connected host with the fewest environments per CPU");
 		return;
 	}
 	if (first_connected(r, NULL, host)) {

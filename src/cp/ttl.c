@@ -472,8 +472,7 @@ void cp_ttl_free(struct cp *cp)
 
 /* ---- routes: PATCH /v1/envs/{env}, POST /v1/envs/{env}/touch ---- */
 
-/* The caller's live environment; NULL after answering. */
-static const struct json *ttl_env(struct cp *cp, struct http_req *req)
+const struct json *cp_team_env(struct cp *cp, struct http_req *req)
 {
 	struct cp_caller who;
 	const struct json *env;
@@ -499,7 +498,7 @@ static struct json *ttl_answer(struct cp *cp, const struct json *env)
 
 static void h_touch(struct cp *cp, struct http_req *req)
 {
-	const struct json *env = ttl_env(cp, req);
+	const struct json *env = cp_team_env(cp, req);
 
 	if (!env)
 		return;
@@ -509,7 +508,7 @@ static void h_touch(struct cp *cp, struct http_req *req)
 
 static void h_patch(struct cp *cp, struct http_req *req)
 {
-	const struct json *env = ttl_env(cp, req);
+	const struct json *env = cp_team_env(cp, req);
 	struct json *body = NULL, *row;
 	struct cp_ttl_req set;
 	struct st_txn *txn;

@@ -122,9 +122,19 @@ static bool in_container(const char *kind)
  * with a second exec, which must not wait behind the first, and a wait for a
  * background command must not hold up reading its output. env.pause and
  * env.resume may start beside them too (not the other way round).
+ * env.metrics and env.logs only read, so they run beside anything (a
+ * deploy's logs are wanted while it runs).
  */
+static bool dispatch_is_read(const char *kind)
+{
+	return str_eq(kind, "env.metrics") || str_eq(kind, "env.logs");
+}
+
 bool dispatch_may_overlap(const char *running_kind, const char *queued_kind)
 {
+	/* Reads of what the containers use and print change nothing either way. */
+	if (dispatch_is_read(running_kind) || dispatch_is_read(queued_kind))
+		return true;
 	/* A pause must not wait for a command it would freeze (a long exec, or
 	 * a wait for a background command): it freezes it where it is. */
 	if (str_eq(queued_kind, "env.pause") || str_eq(queued_kind, "env.resume"))

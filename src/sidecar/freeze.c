@@ -159,8 +159,9 @@ static bool plain_path(const char *p)
 	return true;
 }
 
-/* The v1 freezer and the cgroup2 mounts of <proc>/self/mountinfo. */
-static int mounts_load(const struct fz_sys *s, struct fz_mount *m, size_t *n, struct err *e)
+/* The v1 mounts of controller and the cgroup2 mounts of <proc>/self/mountinfo. */
+static int mounts_load(const struct fz_sys *s, const char *controller, struct fz_mount *m, size_t *n,
+		       struct err *e)
 {
 	char path[FZ_PATH_MAX];
 	struct buf b = BUF_INIT;
@@ -185,7 +186,7 @@ static int mounts_load(const struct fz_sys *s, struct fz_mount *m, size_t *n, st
 			;
 		/* id parent dev root point options [optional...] - fstype source superoptions */
 		if (dash + 3 < nf) {
-			if (str_eq(f[dash + 1], "cgroup") && has_token(f[dash + 3], "freezer"))
+			if (str_eq(f[dash + 1], "cgroup") && has_token(f[dash + 3], controller))
 				version = 1;
 			else if (str_eq(f[dash + 1], "cgroup2"))
 				version = 2;
@@ -223,6 +224,14 @@ static int place(const struct fz_sys *s, const struct fz_mount *m, const char *c
 
 int fz_cgroup_of(const struct fz_sys *s, long pid, const char *must_contain, struct fz_cg *out, struct err *e)
 {
+	const struct fz_want freezer = { "freezer", "freezer.state", "cgroup.freeze", W_OK };
+
+	return fz_cgroup_dir(s, pid, &freezer, must_contain, out, e);
+}
+
+int fz_cgroup_dir(const struct fz_sys *s, long pid, const struct fz_want *want, const char *must_contain,
+		  struct fz_cg *out, struct err *e)
+{
 	struct fz_mount *m = xcalloc(FZ_MOUNTS_MAX, sizeof(*m));
 	char path[FZ_PATH_MAX], v1[FZ_PATH_MAX] = "", v2[FZ_PATH_MAX] = "", file[FZ_PATH_MAX + 32];
 	struct buf b = BUF_INIT;
@@ -236,7 +245,7 @@ int fz_cgroup_of(const struct fz_sys *s, long pid, const char *must_contain, str
 		err_set(e, "no main process (pid %ld)", pid);
 		goto out;
 	}
-	if (mounts_load(s, m, &nm, e) < 0)
+	if (mounts_load(s, want->controller, m, &nm, e) < 0)
 		goto out;
 	snprintf(path, sizeof(path), "%s/%ld/cgroup", s->proc, pid);
 	if (read_text(path, FZ_MOUNTINFO_MAX, &b, e) < 0)
@@ -252,7 +261,7 @@ int fz_cgroup_of(const struct fz_sys *s, long pid, const char *must_contain, str
 		if (str_eq(lines[i], "0") && c1[1] == '\0') {
 			str_copy(v2, sizeof(v2), c2 + 1);
 			have_v2 = true;
-		} else if (has_token(c1 + 1, "freezer")) {
+		} else if (has_token(c1 + 1, want->controller)) {
 			str_copy(v1, sizeof(v1), c2 + 1);
 			have_v1 = true;
 		}
@@ -267,8 +276,8 @@ int fz_cgroup_of(const struct fz_sys *s, long pid, const char *must_contain, str
 		for (size_t i = 0; i < nm; i++) {
 			if (m[i].version != version || place(s, &m[i], cg, out->dir, sizeof(out->dir)) < 0)
 				continue;
-			snprintf(file, sizeof(file), "%s/%s", out->dir, version == 1 ? "freezer.state" : "cgroup.freeze");
-			if (access(file, W_OK) == 0) {
+			snprintf(file, sizeof(file), "%s/%s", out->dir, version == 1 ? want->file_v1 : want->file_v2);
+			if (access(file, want->mode) == 0) {
 				out->version = version;
 				break;
 			}
@@ -279,8 +288,8 @@ int fz_cgroup_of(const struct fz_sys *s, long pid, const char *must_contain, str
 			err_set(e, "process %ld is not in the container's cgroup (%s)", pid,
 				have_v1 ? v1 : have_v2 ? v2 : "none");
 		else
-			err_set(e, "no usable cgroup freezer for process %ld (v1 freezer: %s, v2: %s)", pid,
-				have_v1 ? v1 : "none", have_v2 ? v2 : "none");
+			err_set(e, "no usable cgroup %s for process %ld (v1 %s: %s, v2: %s)", want->controller, pid,
+				want->controller, have_v1 ? v1 : "none", have_v2 ? v2 : "none");
 		out->dir[0] = '\0';
 		goto out;
 	}
@@ -517,7 +526,7 @@ int fz_recover(const struct fz_sys *s, const char *path, struct err *e)
 		return 0;
 	}
 	m = xcalloc(FZ_MOUNTS_MAX, sizeof(*m));
-	if (mounts_load(s, m, &nm, e) < 0)
+	if (mounts_load(s, "freezer", m, &nm, e) < 0)
 		goto out;
 	{
 		char tmp[4096];

@@ -117,6 +117,10 @@ struct http_client;
 #define SC_CTL_LINE_MAX ((size_t)64 << 10)	/* one line: the base64 of an exec.in chunk */
 #define SC_CTL_QUEUED_MAX ((size_t)4 << 20)	/* control bytes the agent keeps for a slow worker */
 #define SC_LOG_TAIL_BYTES 800			/* container log quoted in an error */
+#define SC_LOGS_MAX ((size_t)1 << 20)		/* env.logs: bytes kept of stdout and of stderr each */
+#define SC_LOGS_TAIL_DEFAULT 100		/* env.logs without tail */
+#define SC_LOGS_TAIL_MAX 100000
+#define SC_LOGS_STAMP_MAX 64			/* docker's RFC 3339 timestamp with nanoseconds */
 #define SC_FILL_MAX_BYTES ((uint64_t)8 << 30)	/* image content copied into a fresh volume */
 #define SC_SPEC_FILE_MAX ((size_t)8 << 20)	/* an env's spec.json */
 #define SC_FILL_CACHE_ENTRY_MAX ((uint64_t)64 << 20)	/* larger image trees are not kept */
@@ -257,6 +261,9 @@ int cmd_env_bg_get(struct wk *w, const struct json *payload, struct json **resul
 int cmd_env_bg_signal(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+/* metrics.c: env.metrics; logs.c: env.logs (both reads, run beside anything). */
+int cmd_env_metrics(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_env_logs(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 /* snapshot.c: consistent captures, forks and rollbacks over the storage backends. */
 int cmd_env_snapshot(struct wk *w, const struct json *payload, struct json **result, struct err *e);
@@ -678,6 +685,17 @@ void fz_sys_default(struct fz_sys *s);
 /* The freezer cgroup of pid; must_contain (the container id, may be NULL)
  * guards against a pid from another pid namespace. */
 int fz_cgroup_of(const struct fz_sys *s, long pid, const char *must_contain, struct fz_cg *out, struct err *e);
+/* Which cgroup fz_cgroup_dir looks for: a v1 controller's, or the v2 one,
+ * whichever first has its file (file_v1, file_v2) usable for mode (access(2)). */
+struct fz_want {
+	const char *controller;		/* "freezer", "memory", "cpuacct", "pids" */
+	const char *file_v1, *file_v2;
+	int mode;
+};
+/* The cgroup of pid that want names (out->version 1 or 2); fz_cgroup_of is
+ * the freezer's. metrics.c reads the memory, cpuacct and pids ones. */
+int fz_cgroup_dir(const struct fz_sys *s, long pid, const struct fz_want *want, const char *must_contain,
+		  struct fz_cg *out, struct err *e);
 /* "comm\n" of every process in the cgroup, appended to out; -1 if none is visible. */
 int fz_comms(const struct fz_sys *s, const struct fz_cg *cg, struct buf *out, struct err *e);
 /* Freeze all and wait until each is frozen; on failure all are thawed again. */

@@ -33,6 +33,8 @@
 #define STG_CMD_TIMEOUT_MS 120000
 /* Forks of forks are followed this deep when reclaiming a destroyed origin. */
 #define STG_RECLAIM_DEPTH_MAX 64
+#define STG_USAGE_DEPTH_MAX 256		/* directory levels stg_tree_bytes descends */
+#define STG_USAGE_ENTRIES_MAX 10000000	/* entries it counts before giving up */
 
 struct stg;
 
@@ -60,6 +62,8 @@ struct stg_ops {
 	/* Remove the env's volumes. 1 when something had to be kept (zfs: a
 	 * snapshot with clones lives on the volume), 0 when all is gone. */
 	int (*drop_env)(const struct stg *s, const char *env, struct err *e);
+	/* Bytes volume vol of env takes on the backend (env.metrics). */
+	int (*usage)(const struct stg *s, const char *env, const char *vol, int64_t *bytes, struct err *e);
 };
 
 struct stg {
@@ -92,6 +96,12 @@ int stg_copy_tree(const char *src, const char *dst, struct err *e);
  * error, a missing tool, a bug): those stay errors. A verify scores such a
  * failure 0 (refused), since an agent can cause it at will. */
 const char *stg_volume_fault(const struct err *e);
+/* The blocks allocated under path (du's way: st_blocks, links not followed,
+ * one file system, a file with several links counted at each). The dir and
+ * btrfs backends' usage; bytes 0 when path does not exist. */
+int stg_tree_bytes(const char *path, int64_t *bytes, struct err *e);
+/* <voldir of env>/<vol> through the backend's env_prepare, walked. */
+int stg_usage_walk(const struct stg *s, const char *env, const char *vol, int64_t *bytes, struct err *e);
 /* Remove a tree that may hold btrfs subvolumes or read-only snapshots. */
 int stg_remove_tree(const char *path, struct err *e);
 

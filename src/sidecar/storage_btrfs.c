@@ -193,5 +193,5 @@ static int bt_drop_env(const struct stg *s, const char *env, struct err *e)
 
 const struct stg_ops stg_btrfs_ops = {
 	"btrfs", bt_env_prepare, bt_adopt, bt_sync, bt_snapshot, bt_clone, bt_restore,
-	bt_drop_snapshot, bt_drop_env,
+	bt_drop_snapshot, bt_drop_env, stg_usage_walk,
 };

@@ -144,5 +144,5 @@ static int dir_drop_env(const struct stg *s, const char *env, struct err *e)
 
 const struct stg_ops stg_dir_ops = {
 	"dir", dir_env_prepare, dir_adopt, dir_sync, dir_snapshot, dir_clone, dir_restore,
-	dir_drop_snapshot, dir_drop_env,
+	dir_drop_snapshot, dir_drop_env, stg_usage_walk,
 };

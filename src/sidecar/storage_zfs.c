@@ -300,6 +300,26 @@ static int z_drop_env(const struct stg *s, const char *env, struct err *e)
 	return Z(NULL, e, "destroy", "-R", top) < 0 ? -1 : 0;
 }
 
+/* The dataset's own "used" (its snapshots included); a walk of its mount
+ * when zfs cannot say. */
+static int z_usage(const struct stg *s, const char *env, const char *vol, int64_t *bytes, struct err *e)
+{
+	char sub[ZFS_NAME_MAX / 4], ds[ZFS_NAME_MAX], line[64];
+	struct buf b = BUF_INIT;
+	struct err ze;
+	int rc;
+
+	snprintf(sub, sizeof(sub), "vol/%s", vol);
+	ds_env(s, env, sub, ds, sizeof(ds));
+	rc = Z(&b, &ze, "get", "-Hp", "-o", "value", "used", ds);
+	dk_first_line(b.data ? b.data : "", line, sizeof(line));
+	buf_release(&b);
+	if (rc == 0 && str_to_i64(line, bytes) == 0 && *bytes >= 0)
+		return 0;
+	return stg_usage_walk(s, env, vol, bytes, e);
+}
+
 const struct stg_ops stg_zfs_ops = {
 	"zfs", z_env_prepare, z_adopt, z_sync, z_snapshot, z_clone, z_restore, z_drop_snapshot, z_drop_env,
+	z_usage,
 };

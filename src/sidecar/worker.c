@@ -32,6 +32,8 @@ static const struct {
 	{ "env.put", cmd_env_put },
 	{ "env.context", cmd_env_context },
 	{ "env.get", cmd_env_get },
+	{ "env.metrics", cmd_env_metrics },
+	{ "env.logs", cmd_env_logs },
 	{ "env.destroy", cmd_env_destroy },
 	{ "env.snapshot", cmd_env_snapshot },
 	{ "env.fork", cmd_env_fork },

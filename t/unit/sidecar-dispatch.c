@@ -24,6 +24,11 @@ int main(void)
 		{ "env.exec", "env.resume", true },
 		{ "env.pause", "env.exec", false },
 		{ "env.snapshot", "env.pause", false },
+		{ "env.create", "env.logs", true },	/* a deploy's logs while it runs */
+		{ "env.snapshot", "env.metrics", true },
+		{ "env.metrics", "env.destroy", true },	/* a read never holds the lifecycle back */
+		{ "env.logs", "env.exec", true },
+		{ "env.put", "env.get", false },	/* env.get reads a file an env.put may be writing */
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
