@@ -472,6 +472,16 @@ int subnet_pool(struct subnet_pool *p, struct err *e);	/* from DENV_SUBNET_POOL 
 uint32_t subnet_first(const struct subnet_pool *p, const char *project);
 void subnet_block(const struct subnet_pool *p, uint32_t i, char out[SUBNET_CIDR_MAX]);
 
+/* netns.c: fn runs in a forked child inside the network namespace of
+ * process pid, writes a line into msg (n bytes) and returns the child's exit
+ * code (0..119). netns_run gives that code and the line, or -1 and e when
+ * the namespace cannot be entered (not root, no such process), the child
+ * returned NETNS_CANNOT or ran past timeout_ms (it is killed). */
+#define NETNS_MSG_MAX 400
+#define NETNS_CANNOT 120
+typedef int (*netns_fn)(void *arg, char *msg, size_t n);
+int netns_run(int pid, netns_fn fn, void *arg, int64_t timeout_ms, char *msg, size_t n, struct err *e);
+
 /* probe.c */
 struct probe_result {
 	bool reached;
