@@ -1,5 +1,5 @@
 /* probe.c: the egress probe (protections.md 5, DESIGN.md "Sidecar and
- * Docker"). Preferred: a child of the worker enters a running container's
+ * Docker"). Preferred: a child of the worker (netns.c) enters a running container's
  * network namespace (setns on /proc/<pid>/ns/net) and tries a TCP connection
  * to the probe URL itself, 4 s at most: no extra container, and it sees
  * exactly what the stack sees. Fallback (not root, setns refused, a host name
@@ -7,16 +7,12 @@
  * network runs wget against the URL. The result says which way ran. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/proc.h"
