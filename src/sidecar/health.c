@@ -4,8 +4,9 @@
  *  - no healthcheck: running;
  *  - a database's stock healthcheck (ready.c): the database's own answer
  *    from inside the container's network namespace, tried from
- *    RD_GAP_FIRST_MS on; its exec test still runs, from RD_EXEC_BEHIND_MS, in
- *    case the database does not listen on 127.0.0.1;
+ *    RD_GAP_FIRST_MS on. Its exec test runs too, from RD_EXEC_BEHIND_MS on,
+ *    in case the database does not listen on 127.0.0.1, until the database
+ *    answers the native test at all (then its answers decide);
  *  - any healthcheck: its command run through the Engine API's exec, from
  *    RD_GAP_EXEC_FIRST_MS on, backing off;
  *  - Docker's own HEALTHCHECK state turning healthy (the fallback, and
@@ -85,7 +86,6 @@ struct waiter {
 	char state[160];	/* Docker's status/health at the last look */
 };
 
-#define RD_EXEC_BEHIND_MS 1000	/* exec's first try when a native test runs */
 
 static void waiter_init(struct waiter *w, const char *project, const struct json *svc, int64_t now)
 {
@@ -100,11 +100,20 @@ static void waiter_init(struct waiter *w, const char *project, const struct json
 	w->next_exec = now + (w->plan.native != RD_NONE ? RD_EXEC_BEHIND_MS : 0);
 }
 
+/* Whether an earlier wait (for a dependency) already recorded the service. */
+static bool recorded(const struct json *readiness, const char *name)
+{
+	for (size_t i = 0; i < json_len(readiness); i++)
+		if (str_eq(json_get_str(json_at(readiness, i), "service"), name))
+			return true;
+	return false;
+}
+
 static void mark_ready(struct waiter *w, const char *test, const char *detail, int64_t since,
 		       struct json *readiness)
 {
 	w->ready = true;
-	if (!readiness)
+	if (!readiness || recorded(readiness, w->name))
 		return;
 	{
 		struct json *r = json_new_object();
@@ -196,6 +205,8 @@ static void try_due(struct waiter *w, const struct engine_ctr *c, int64_t since,
 		} else if (rc == 1) {
 			mark_ready(w, w->plan.native == RD_POSTGRES ? "postgres" : "redis", detail, since, readiness);
 			return;
+		} else if (rc == 2) {
+			w->plan.exec = false;	/* the database itself answers: its word decides */
 		}
 		w->next_native = now + w->gap_native;
 		w->gap_native = rd_gap_next(w->gap_native, RD_GAP_NATIVE_MAX_MS);

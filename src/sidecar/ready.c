@@ -269,7 +269,7 @@ static int native_child(void *arg, char *msg, size_t n)
 	snprintf(msg, n, "%s on 127.0.0.1:%d: %s", p->native == RD_POSTGRES ? "startup packet" : "PING", p->port,
 		 rc == RD_READY ? "accepting" : rc == RD_NOT_YET ? "starting up" : rc == RD_BAD ? "not the database"
 										    : "no answer");
-	return rc == RD_READY ? RD_EXIT_READY : RD_EXIT_NOT_YET;
+	return rc == RD_READY ? RD_EXIT_READY : rc == RD_NOT_YET ? RD_EXIT_STARTING : RD_EXIT_NOT_YET;
 }
 
 int rd_native(int pid, const struct rd_plan *p, char *detail, size_t n, struct err *e)
@@ -280,5 +280,5 @@ int rd_native(int pid, const struct rd_plan *p, char *detail, size_t n, struct e
 	if (code < 0)
 		return -1;
 	str_copy(detail, n, msg);
-	return code == RD_EXIT_READY;
+	return code == RD_EXIT_READY ? 1 : code == RD_EXIT_STARTING ? 2 : 0;
 }

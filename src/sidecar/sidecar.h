@@ -455,10 +455,11 @@ int fc_restamp(int in, int out, const char *from, const char *to, bool own, long
 #define RD_GAP_NATIVE_MAX_MS 100
 #define RD_GAP_EXEC_FIRST_MS 20		/* first pause between two exec tries */
 #define RD_GAP_EXEC_MAX_MS 1000
+#define RD_EXEC_BEHIND_MS 5000		/* exec's first try beside a native test (slow, and it holds the loop) */
 #define RD_LOOK_MAX_MS 100		/* the longest pause between two looks at Docker's state */
 enum rd_native { RD_NONE, RD_POSTGRES, RD_REDIS };
 enum { RD_BAD = -1, RD_NOT_YET = 0, RD_READY = 1, RD_MORE = 2 };
-enum { RD_EXIT_NOT_YET = 0, RD_EXIT_READY = 10 };
+enum { RD_EXIT_NOT_YET = 0, RD_EXIT_READY = 10, RD_EXIT_STARTING = 11 };
 struct rd_plan {
 	bool exec;			/* it has a healthcheck to run through exec */
 	enum rd_native native;		/* its healthcheck is this database's stock one */
@@ -473,13 +474,16 @@ int rd_pg_answer(const uint8_t *p, size_t n);
 int rd_redis_answer(const char *p, size_t n);
 /* The next pause of a back-off from gap, never above cap. */
 int64_t rd_gap_next(int64_t gap, int64_t cap);
-/* Ask the database in process pid's namespace: 1 ready, 0 not yet (detail
- * says what it answered), -1 and e when the namespace cannot be entered. */
+/* Ask the database in process pid's namespace: 1 ready, 2 it answered that
+ * it is starting, 0 no answer yet (detail says what happened), -1 and e when
+ * the namespace cannot be entered. */
 int rd_native(int pid, const struct rd_plan *p, char *detail, size_t n, struct err *e);
 
 /* health.c: wait until the services (or only the one named) are ready;
  * readiness, when not NULL, gets one {service, test, ready_ms, tries, detail}
- * per service that became ready (health.c says how each test is chosen). */
+ * per service the first time a wait finds it ready (test: running, postgres,
+ * redis, exec or docker; ready_ms since that wait began; health.c says how
+ * each test is chosen). */
 int health_wait(const char *project, const struct json *services, const char *only, struct json *readiness,
 		struct err *e);
 
