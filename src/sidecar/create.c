@@ -347,6 +347,8 @@ static int run(struct create *c, struct json *res, struct err *e)
 		return -1;
 	if (c->from && from_snapshot(c, e) < 0)
 		return -1;
+	if (c->from)
+		pgf_prepare(c->order, c->voldir, res);
 	wk_progress("preparing %zu volume(s) (storage %s)", json_len(json_get(c->spec, "volumes")),
 		    c->stg.ops->name);
 	if (storage_fill_with(&c->stg, c->project, c->w->env, c->voldir, c->spec, c->images, e) < 0)

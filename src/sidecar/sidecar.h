@@ -479,6 +479,17 @@ int64_t rd_gap_next(int64_t gap, int64_t cap);
  * the namespace cannot be entered. */
 int rd_native(int pid, const struct rd_plan *p, char *detail, size_t n, struct err *e);
 
+/* pgfork.c: a PostgreSQL started from a snapshot syncs its data directory
+ * with one syncfs (why, and when, at the top of pgfork.c). pgf_prepare adds
+ * PGF_SYNC_ARG to the command of each such service of order, voldir holding
+ * its volumes, and lists them in res's pg_syncfs. */
+#define PGF_SYNC_ARG "recovery_init_sync_method=syncfs"
+void pgf_prepare(struct json *order, const char *voldir, struct json *res);
+/* PG_VERSION's text to its major version ("15\n" 15, "9.6" 9), -1 when it is none. */
+int pgf_major(const char *text);
+/* Its command runs PostgreSQL's server itself ("postgres", any path). */
+bool pgf_is_postgres(const struct json *svc);
+
 /* health.c: wait until the services (or only the one named) are ready;
  * readiness, when not NULL, gets one {service, test, ready_ms, tries, detail}
  * per service the first time a wait finds it ready (test: running, postgres,

@@ -32,8 +32,10 @@ def svc(name, image, command, health=None, depends=()):
     return s
 
 
-spec = {"version": "ver_ready", "egress": "deny", "volumes": [], "warm": [], "services": [
-    svc("db", "denv-test/debian", ["postgres"], ["CMD-SHELL", "pg_isready -U postgres"]),
+DB = dict(svc("db", "denv-test/debian", ["postgres"], ["CMD-SHELL", "pg_isready -U postgres"]),
+          volumes=["pg:/var/lib/postgresql/data"])
+spec = {"version": "ver_ready", "egress": "deny", "volumes": ["pg"], "warm": [], "services": [
+    DB,
     svc("cache", "denv-test/debian", ["redis-server", "--save", ""], ["CMD", "redis-cli", "ping"]),
     svc("web", "denv-test/busybox", ["sh", "-c", "sleep 1; touch /tmp/ready; exec sleep 3600"],
         ["CMD-SHELL", "test -f /tmp/ready"]),
@@ -64,6 +66,32 @@ try:
     t.ok(rd.get("plain", {}).get("test") == "running", "plain: no healthcheck, ready when running", rd.get("plain"))
     t.ok(all(isinstance(r.get("ready_ms"), int) and r["ready_ms"] >= 0 for r in rd.values()),
          "each record says when (ready_ms)", rd)
+
+    # A fork of the database: PostgreSQL starts in crash recovery, told to
+    # sync its data directory with one syncfs (pgfork.c); its data is there.
+    r, _, _, _ = cp.command("env.exec", env, {"service": "db", "cmd": [
+        "su", "postgres", "-c", "psql -q -h /run/postgresql -c 'CREATE TABLE kept AS SELECT 42 AS n'"],
+        "timeout_sec": 60}, timeout=120)
+    t.ok(r and r["ok"] and r["payload"].get("exit_code") == 0, "a table written in the parent", r)
+    snap = "ver_RS" + secrets.token_hex(3).upper()
+    r, _, _, _ = cp.command("env.snapshot", env, {"name": snap}, timeout=300)
+    t.ok(r and r["ok"], "the parent snapshotted", r)
+    fk = {"from_env": env, "from_snapshot": snap, "services": [DB], "volumes": ["pg"], "egress": "deny"}
+    r, prog, _, _ = cp.command("env.fork", env + "F", fk, timeout=300)
+    p = (r or {}).get("payload") or {}
+    t.ok(r and r["ok"] and p.get("pg_syncfs") == ["db"] and
+         any("one syncfs" in x for x in prog), "the fork's PostgreSQL recovers with one syncfs (pg_syncfs)", (r, prog))
+    fdb = [x for x in p.get("readiness", []) if x.get("service") == "db"]
+    t.ok(fdb and fdb[0].get("test") == "postgres", "the fork's db found ready by its startup packet", fdb)
+    r, _, _, _ = cp.command("env.exec", env + "F", {"service": "db", "cmd": [
+        "su", "postgres", "-c", "psql -qtA -h /run/postgresql -c 'SELECT n FROM kept'; "
+        "psql -qtA -h /run/postgresql -c 'SHOW recovery_init_sync_method'"], "timeout_sec": 60}, timeout=120)
+    t.ok(r and r["ok"] and r["payload"].get("stdout", "").split() == ["42", "syncfs"],
+         "the fork has the parent's table, and its server runs with syncfs", r)
+    spec_file = os.path.join(d.data, "envs", env + "F", "spec.json")
+    t.ok(os.path.exists(spec_file) and "recovery_init_sync_method" not in open(spec_file).read(),
+         "spec.json keeps the command as written", spec_file)
+    cp.command("env.destroy", env + "F", {}, timeout=120)
     cp.command("env.destroy", env, {}, timeout=120)
 
     # A healthcheck that never passes keeps the service not ready: the
@@ -81,4 +109,5 @@ finally:
     d.kill()
     remove_project(env.lower())
     remove_project(env.lower() + "n")
+    remove_project(env.lower() + "f")
 sys.exit(t.done())
