@@ -3,6 +3,9 @@ bench/fork-pg.sh): env.fork over denvd's websocket protocol (fakecp, as in
 bench/fork.py, whose Run this reuses) against snapshot or `cp -a` + two
 `docker run -d` + polling the database every 20 ms with a startup packet
 from the host (the fairest raw readiness: no exec, no Docker interval).
+The baseline's PostgreSQL is given the recovery_init_sync_method=syncfs
+that denvd gives a fork's (pgfork.c), so both do the same work; the same
+baseline without it, PostgreSQL's default, is in the note.
 
 The parent is created, filled (CREATE TABLE ... AS over generate_series)
 and snapshotted once, untimed; the snapshot CHECKPOINTs PostgreSQL first
@@ -44,7 +47,7 @@ def key(backend):
 def declare():
     for b in BACKENDS:
         B.fig(key(b), "fork, quickstart (PostgreSQL 100 MiB + box), %s" % b,
-              ("subvol snapshot" if b == "btrfs" else "cp -a") + " + 2 docker run + 20 ms poll", "s",
+              ("subvol snapshot" if b == "btrfs" else "cp -a") + " + 2 docker run + 20 ms poll (PG syncfs)", "s",
               "ratio<=1.1")
     B.fig("forkpg_btrfs_abs", "fork, quickstart 100 MiB, btrfs (absolute)", "-", "s", "<1")
 
@@ -100,7 +103,9 @@ class PgRun(F.Run):
                                                  "volumes": ["pg"], "egress": "deny"}, timeout=900)
         return B.now() - t0, res, f
 
-    def baseline(self, src, i):
+    def baseline(self, src, i, syncfs=True):
+        """The raw equivalent; with syncfs, PostgreSQL gets the same
+        recovery_init_sync_method as denvd gives a fork's (the same work)."""
         dst = os.path.join(self.raw, "q%d-%s" % (i, secrets.token_hex(3)))
         db, box = B.PREFIX + "db-" + os.path.basename(dst), B.PREFIX + "box-" + os.path.basename(dst)
         t0 = B.now()
@@ -108,7 +113,7 @@ class PgRun(F.Run):
         r = B.sh(*argv, timeout=900)
         B.need(r.returncode == 0, "%s: %s" % (" ".join(argv[:3]), r.stderr.strip()))
         r = B.sh("docker", "run", "-d", "--name", db, "-e", "POSTGRES_PASSWORD=world", "-v", dst + ":" + PGDATA,
-                 IMAGE, "postgres")
+                 IMAGE, "postgres", *(["-c", "recovery_init_sync_method=syncfs"] if syncfs else []))
         B.need(r.returncode == 0, "docker run db: " + r.stderr.strip())
         r = B.sh("docker", "run", "-d", "--name", box, "-u", "1000:1000", IMAGE, "sleep", "infinity")
         B.need(r.returncode == 0, "docker run box: " + r.stderr.strip())
@@ -128,7 +133,7 @@ def one_backend(backend, n):
         run = PgRun(backend)
         run.start()
         p, snap, src, sres = run.parent()
-        forks, bases, steps, ready, recov = [], [], [], [], []
+        forks, bases, plain, steps, ready, recov = [], [], [], [], [], []
         for rnd in range(1 + n):
             for what in (("fork", "base") if rnd % 2 == 0 else ("base", "fork")):
                 F.warm(src)
@@ -147,19 +152,24 @@ def one_backend(backend, n):
                 else:
                     t, td = run.baseline(src, rnd)
                     run.unbaseline(td)
+                    F.warm(src)
+                    tp, td = run.baseline(src, rnd, syncfs=False)
+                    run.unbaseline(td)
                     if rnd:
                         B.base(key(backend), t)
                         bases.append(t)
+                        plain.append(tp)
                 os.sync()
         med = lambda k: B.median([s.get(k, 0) for s in steps])  # noqa: E731
         db_ready = [r2.get("ready_ms") for rs in ready for r2 in rs if r2.get("service") == "db"]
         tests = sorted({r2.get("test") for rs in ready for r2 in rs if r2.get("service") == "db"})
         rec_ms = [r[0] for r in recov if r[0] is not None]
-        B.note("forkpg %s: fork %s s, baseline %s s; denvd's steps (median ms) prepare %.0f, start %.0f "
+        B.note("forkpg %s: fork %s s, baseline %s s (with PostgreSQL's default fsync of every file instead of "
+               "syncfs: %s s); denvd's steps (median ms) prepare %.0f, start %.0f "
                "(db ready before box starts: %s ms by %s), health+probe %.0f; the fork's PostgreSQL "
                "from start to accepting connections %s ms (%s); snapshot checkpoints %s, frozen %s" % (
                    backend, " ".join("%.2f" % x for x in forks), " ".join("%.2f" % x for x in bases),
-                   med("prepare_ms"), med("start_ms"), B.median(db_ready) if db_ready else "?",
+                   " ".join("%.2f" % x for x in plain), med("prepare_ms"), med("start_ms"), B.median(db_ready) if db_ready else "?",
                    "/".join(t for t in tests if t) or "?", med("health_ms"),
                    "%.0f" % B.median(rec_ms) if rec_ms else "?",
                    (recov[-1][1] if recov and recov[-1][1] else "no redo line: a clean start"),
