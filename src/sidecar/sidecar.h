@@ -455,7 +455,7 @@ int fc_restamp(int in, int out, const char *from, const char *to, bool own, long
 #define RD_GAP_NATIVE_MAX_MS 100
 #define RD_GAP_EXEC_FIRST_MS 20		/* first pause between two exec tries */
 #define RD_GAP_EXEC_MAX_MS 1000
-#define RD_EXEC_BEHIND_MS 5000		/* exec's first try beside a native test (slow, and it holds the loop) */
+#define RD_EXEC_BEHIND_MS 10000		/* exec's first try beside a native test (slow, and it holds the loop) */
 #define RD_LOOK_MAX_MS 100		/* the longest pause between two looks at Docker's state */
 enum rd_native { RD_NONE, RD_POSTGRES, RD_REDIS };
 enum { RD_BAD = -1, RD_NOT_YET = 0, RD_READY = 1, RD_MORE = 2 };
