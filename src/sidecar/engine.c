@@ -52,33 +52,67 @@ static bool path_safe(const char *s)
 	return true;
 }
 
-/* GET path on the socket. 1 and *out (200), 0 (404), -1 (anything else:
- * the caller falls back to the CLI). */
-static int api_get(const char *path, struct json **out, struct err *e)
+/* One request on the socket with no body: the HTTP status and the body
+ * in resp, or -1 when the socket cannot be used (e). */
+static int api_call(const char *method, const char *path, struct http_client_resp *resp, struct err *e)
 {
 	char url[640];
 	struct http_client_req req = { 0 };
-	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
 	const char *sock = engine_socket();
-	int rc;
 
 	if (!sock)
 		return err_set(e, "DOCKER_HOST is not a Unix socket");
 	snprintf(url, sizeof(url), "http://docker%s", path);
+	req.method = method;
 	req.url = url;
 	req.unix_socket = sock;
 	req.timeout_ms = (int)SC_DOCKER_QUICK_MS;
-	buf_init(&resp.body, ENGINE_BODY_MAX);
-	if (http_client_do(engine_client(), &req, &resp, e) < 0) {
-		http_client_resp_release(&resp);
+	buf_init(&resp->body, ENGINE_BODY_MAX);
+	if (http_client_do(engine_client(), &req, resp, e) < 0)
 		return -1;
-	}
-	if (resp.status == 404)
+	return resp->status;
+}
+
+/* GET path on the socket. 1 and *out (200), 0 (404), -1 (anything else:
+ * the caller falls back to the CLI). */
+static int api_get(const char *path, struct json **out, struct err *e)
+{
+	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
+	int rc = api_call(NULL, path, &resp, e);
+
+	if (rc == 404)
 		rc = 0;
-	else if (resp.status != 200)
+	else if (rc >= 0 && rc != 200)
 		rc = err_set(e, "engine API GET %s: HTTP %d", path, resp.status);
-	else
+	else if (rc == 200)
 		rc = json_parse(resp.body.data ? resp.body.data : "", resp.body.len, NULL, out, e) < 0 ? -1 : 1;
+	http_client_resp_release(&resp);
+	return rc;
+}
+
+int engine_container_do(const char *name, const char *action, struct err *e)
+{
+	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
+	char path[600];
+	int rc;
+
+	if (!path_safe(name))
+		return 0;
+	snprintf(path, sizeof(path), "/containers/%s/%s", name, action);
+	rc = api_call("POST", path, &resp, e);
+	if (rc < 0) {
+		log_debug("worker", "engine API: %s; using the docker CLI", e->msg);
+		err_clear(e);
+		rc = 0;
+	} else if (rc >= 200 && rc < 300) {
+		rc = 1;
+	} else {
+		char line[300];
+
+		/* Docker's own words, {"message": "..."}, as the CLI would print them. */
+		dk_first_line(resp.body.data ? resp.body.data : "", line, sizeof(line));
+		rc = err_set(e, "%s %s: HTTP %d %s", action, name, resp.status, line);
+	}
 	http_client_resp_release(&resp);
 	return rc;
 }

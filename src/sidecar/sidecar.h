@@ -293,6 +293,9 @@ struct engine_img {
 	char digest[512];	/* its first repo digest (repo@sha256:...), "" for a local image */
 };
 int engine_container(const char *name, struct engine_ctr *c, struct err *e);
+/* POST /containers/<name>/<action> (pause, unpause): 1 done, 0 the API
+ * cannot be used (run the CLI instead), -1 Docker refused it (e). */
+int engine_container_do(const char *name, const char *action, struct err *e);
 int engine_image(const char *ref, struct engine_img *im, struct err *e);
 /* images.c: each service's image (order: the services) on this host, pulled
  * when missing (SC_IMAGE_PULL_MS); *images maps a reference to {id, digest}.
