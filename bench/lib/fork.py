@@ -362,4 +362,5 @@ def body():
                tmp, fs[0].split()[1] if fs and len(fs[0].split()) > 1 else "?"))
 
 
-B.main(body)
+if __name__ == "__main__":  # bench/fork-pg.sh imports Run from here
+    B.main(body)

@@ -213,6 +213,9 @@ static void health(struct cp_run *r)
 
 	if (json_get(create, "timings"))
 		json_object_set_int(ev, "healthy_in_ms", step_ms(create, "health_ms"));
+	/* health.c's record: which test found each service ready, and when. */
+	if (json_get(create, "readiness"))
+		json_object_set(ev, "readiness", json_dup(json_get(create, "readiness")));
 	run_ok(r, ev);
 }
 

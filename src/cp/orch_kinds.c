@@ -82,6 +82,11 @@ static void fork_cloned(struct cp_run *r, const struct cp_result *res)
 		    json_new_str(r->version_id), NULL);
 	if (json_get(res->payload, "clock"))
 		json_object_set(ev, "clock", json_dup(json_get(res->payload, "clock")));
+	/* Where the fork's time went, and which test found each service ready. */
+	if (json_get(res->payload, "timings"))
+		json_object_set(ev, "timings", json_dup(json_get(res->payload, "timings")));
+	if (json_get(res->payload, "readiness"))
+		json_object_set(ev, "readiness", json_dup(json_get(res->payload, "readiness")));
 	run_ok(r, ev);
 }
 

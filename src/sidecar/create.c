@@ -37,6 +37,7 @@ struct create {
 	char envdir[4096], voldir[4200];
 	struct json *spec, *order;
 	struct json *images;	/* image ref -> {id, digest} of those present locally */
+	struct json *readiness;	/* health.c's evidence: which test found each service ready, when */
 	bool deny, internal, networkless;
 	bool fresh;		/* no earlier attempt of this env on this host */
 	int64_t t_begin, t_prepared, t_started;	/* ev_mono_ms at each step's end */
@@ -146,7 +147,7 @@ static int wait_deps(struct create *c, const bool *wave, struct err *e)
 				continue;
 			json_object_set_bool(waited, dn, true);
 			wk_progress("waiting for %s before starting %s", dn, json_get_str(s, "name"));
-			rc = health_wait(c->project, c->order, dn, e);
+			rc = health_wait(c->project, c->order, dn, c->readiness, e);
 		}
 	}
 	json_free(waited);
@@ -350,6 +351,8 @@ static int run(struct create *c, struct json *res, struct err *e)
 		return -1;
 	if (c->from && from_snapshot(c, e) < 0)
 		return -1;
+	if (c->from)
+		pgf_prepare(c->order, c->voldir, res);
 	wk_progress("preparing %zu volume(s) (storage %s)", json_len(json_get(c->spec, "volumes")),
 		    c->stg.ops->name);
 	if (storage_fill_with(&c->stg, c->project, c->w->env, c->voldir, c->spec, c->images, e) < 0)
@@ -365,7 +368,7 @@ static int run(struct create *c, struct json *res, struct err *e)
 		return -1;
 	c->t_started = ev_mono_ms();
 	wk_progress("waiting for health");
-	if (health_wait(c->project, c->order, NULL, e) < 0 ||
+	if (health_wait(c->project, c->order, NULL, c->readiness, e) < 0 ||
 	    fc_check(c->project, json_get(c->spec, "clock"), c->order, res, e) < 0)
 		return -1;
 	if (!(digests = read_digests(c, e)))
@@ -484,6 +487,8 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 		return err_prefix(e, "%s", kind);
 	}
 	res = json_new_object();
+	c.readiness = json_new_array();
+	json_object_set(res, "readiness", c.readiness);	/* res owns it; health.c fills it */
 	if (json_len(builds))
 		json_object_set(res, "builds", builds);
 	else

@@ -65,32 +65,53 @@ static bool path_safe_query(const char *s)
 	return true;
 }
 
-/* GET path on the socket. 1 and *out (200), 0 (404), -1 (anything else:
- * the caller falls back to the CLI). */
-static int api_get(const char *path, struct json **out, struct err *e)
+/* One request on the socket, with a JSON text body or none: the HTTP
+ * status and the body in resp, or -1 when the socket cannot be used (e).
+ * The caller releases resp either way. */
+static int api_do(const char *method, const char *path, const char *text, int timeout_ms,
+		  struct http_client_resp *resp, struct err *e)
 {
+	const char *headers[] = { "Content-Type: application/json", NULL };
 	char url[640];
 	struct http_client_req req = { 0 };
-	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
 	const char *sock = engine_socket();
-	int rc;
 
 	if (!sock)
 		return err_set(e, "DOCKER_HOST is not a Unix socket");
 	snprintf(url, sizeof(url), "http://docker%s", path);
+	req.method = method;
 	req.url = url;
 	req.unix_socket = sock;
-	req.timeout_ms = (int)SC_DOCKER_QUICK_MS;
-	buf_init(&resp.body, ENGINE_BODY_MAX);
-	if (http_client_do(engine_client(), &req, &resp, e) < 0) {
-		http_client_resp_release(&resp);
-		return -1;
+	if (text) {
+		req.headers = headers;
+		req.body = text;
+		req.body_len = strlen(text);
 	}
-	if (resp.status == 404)
+	req.timeout_ms = timeout_ms;
+	buf_init(&resp->body, ENGINE_BODY_MAX);
+	if (http_client_do(engine_client(), &req, resp, e) < 0)
+		return -1;
+	return resp->status;
+}
+
+/* api_do with no body and the quick deadline. */
+static int api_call(const char *method, const char *path, struct http_client_resp *resp, struct err *e)
+{
+	return api_do(method, path, NULL, (int)SC_DOCKER_QUICK_MS, resp, e);
+}
+
+/* GET path on the socket. 1 and *out (200), 0 (404), -1 (anything else:
+ * the caller falls back to the CLI). */
+static int api_get(const char *path, struct json **out, struct err *e)
+{
+	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
+	int rc = api_call(NULL, path, &resp, e);
+
+	if (rc == 404)
 		rc = 0;
-	else if (resp.status != 200)
+	else if (rc >= 0 && rc != 200)
 		rc = err_set(e, "engine API GET %s: HTTP %d", path, resp.status);
-	else
+	else if (rc == 200)
 		rc = json_parse(resp.body.data ? resp.body.data : "", resp.body.len, NULL, out, e) < 0 ? -1 : 1;
 	http_client_resp_release(&resp);
 	return rc;
@@ -104,28 +125,44 @@ int engine_api_get(const char *path, struct json **out, struct err *e)
 
 int engine_api_delete(const char *path, int *status, struct err *e)
 {
-	char url[640];
-	struct http_client_req req = { 0 };
 	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
-	const char *sock = engine_socket();
+	int rc;
 
-	if (!sock)
-		return err_set(e, "DOCKER_HOST is not a Unix socket");
 	if (!path_safe_query(path))
 		return err_set(e, "engine API DELETE: a path we do not send: %.100s", path);
-	snprintf(url, sizeof(url), "http://docker%s", path);
-	req.method = "DELETE";
-	req.url = url;
-	req.unix_socket = sock;
-	req.timeout_ms = (int)SC_DOCKER_QUICK_MS;
-	buf_init(&resp.body, ENGINE_BODY_MAX);
-	if (http_client_do(engine_client(), &req, &resp, e) < 0) {
-		http_client_resp_release(&resp);
-		return -1;
-	}
-	*status = resp.status;
+	rc = api_call("DELETE", path, &resp, e);
 	http_client_resp_release(&resp);
+	if (rc < 0)
+		return -1;
+	*status = rc;
 	return 0;
+}
+
+int engine_container_do(const char *name, const char *action, struct err *e)
+{
+	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
+	char path[600];
+	int rc;
+
+	if (!path_safe(name))
+		return 0;
+	snprintf(path, sizeof(path), "/containers/%s/%s", name, action);
+	rc = api_call("POST", path, &resp, e);
+	if (rc < 0) {
+		log_debug("worker", "engine API: %s; using the docker CLI", e->msg);
+		err_clear(e);
+		rc = 0;
+	} else if (rc >= 200 && rc < 300) {
+		rc = 1;
+	} else {
+		char line[300];
+
+		/* Docker's own words, {"message": "..."}, as the CLI would print them. */
+		dk_first_line(resp.body.data ? resp.body.data : "", line, sizeof(line));
+		rc = err_set(e, "%s %s: HTTP %d %s", action, name, resp.status, line);
+	}
+	http_client_resp_release(&resp);
+	return rc;
 }
 
 /* The same object from the CLI: `docker inspect --type T name` prints a
@@ -218,28 +255,10 @@ int engine_image(const char *ref, struct engine_img *im, struct err *e)
 int engine_api(const char *method, const char *path, const struct json *body, int timeout_ms,
 	       int *status, struct json **out, struct err *e)
 {
-	const char *sock = engine_socket();
-	const char *headers[] = { "Content-Type: application/json", NULL };
-	char url[600];
 	char *text = body ? json_to_string(body, 0) : NULL;
-	struct http_client_req req = { 0 };
 	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
-	int rc;
+	int rc = api_do(method, path, text, timeout_ms, &resp, e) < 0 ? -1 : 0;
 
-	if (!sock) {
-		free(text);
-		return err_set(e, "DOCKER_HOST is not a Unix socket");
-	}
-	snprintf(url, sizeof(url), "http://docker%s", path);
-	req.method = method;
-	req.url = url;
-	req.unix_socket = sock;
-	req.headers = headers;
-	req.body = text;
-	req.body_len = text ? strlen(text) : 0;
-	req.timeout_ms = timeout_ms;
-	buf_init(&resp.body, (size_t)1 << 20);
-	rc = http_client_do(engine_client(), &req, &resp, e);
 	free(text);
 	if (rc == 0) {
 		*status = resp.status;

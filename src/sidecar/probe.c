@@ -1,5 +1,5 @@
 /* probe.c: the egress probe (protections.md 5, DESIGN.md "Sidecar and
- * Docker"). Preferred: a child of the worker enters a running container's
+ * Docker"). Preferred: a child of the worker (netns.c) enters a running container's
  * network namespace (setns on /proc/<pid>/ns/net) and tries a TCP connection
  * to the probe URL itself, 4 s at most: no extra container, and it sees
  * exactly what the stack sees. Fallback (not root, setns refused, a host name
@@ -7,16 +7,12 @@
  * network runs wget against the URL. The result says which way ran. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/proc.h"
@@ -24,7 +20,7 @@
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
 
-enum { PROBE_BLOCKED = 0, PROBE_REACHED = 10, PROBE_CANNOT = 20 };
+enum { PROBE_BLOCKED = 0, PROBE_REACHED = 10 };
 
 struct target {
 	char host[256];
@@ -70,107 +66,59 @@ static int parse_target(const char *url, struct target *t)
 	return 0;
 }
 
-/* In the child: report a line on fd and exit with code. */
-static void child_report(int fd, int code, const char *msg)
+/* Runs in netns_run's child, inside the stack's namespace: connect, send a
+ * request. The exit code is the finding; msg says what happened. */
+static int probe_child(void *arg, char *msg, size_t n)
 {
-	(void)sys_write_all(fd, msg, strlen(msg));
-	_exit(code);
-}
-
-/* Runs in a forked child: enter the namespace, connect, send a request. */
-static void probe_child(int pid, const struct target *t, int rep)
-{
-	char path[64], msg[400];
+	const struct target *t = arg;
 	struct pollfd pfd;
-	int ns, s, rc, soerr = 0;
+	int s, rc, soerr = 0;
 	socklen_t sl = sizeof(soerr);
 
-	snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
-	if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		snprintf(msg, sizeof(msg), "open %s: %s", path, strerror(errno));
-		child_report(rep, PROBE_CANNOT, msg);
-	}
-	if (setns(ns, CLONE_NEWNET) < 0) {
-		snprintf(msg, sizeof(msg), "setns: %s", strerror(errno));
-		child_report(rep, PROBE_CANNOT, msg);
-	}
 	if ((s = socket(t->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0) {
-		snprintf(msg, sizeof(msg), "socket: %s", strerror(errno));
-		child_report(rep, PROBE_CANNOT, msg);
+		snprintf(msg, n, "socket: %s", strerror(errno));
+		return NETNS_CANNOT;
 	}
 	rc = connect(s, (const struct sockaddr *)&t->sa, t->salen);
 	if (rc < 0 && errno != EINPROGRESS) {
-		snprintf(msg, sizeof(msg), "connect %s:%u: %s", t->host, t->port, strerror(errno));
-		child_report(rep, PROBE_BLOCKED, msg);
+		snprintf(msg, n, "connect %s:%u: %s", t->host, t->port, strerror(errno));
+		return PROBE_BLOCKED;
 	}
 	pfd.fd = s;
 	pfd.events = POLLOUT;
 	if (rc < 0 && poll(&pfd, 1, SC_PROBE_TIMEOUT_MS) <= 0) {
-		snprintf(msg, sizeof(msg), "connect %s:%u: no answer within %d s", t->host, t->port,
-			 SC_PROBE_TIMEOUT_MS / 1000);
-		child_report(rep, PROBE_BLOCKED, msg);
+		snprintf(msg, n, "connect %s:%u: no answer within %d s", t->host, t->port, SC_PROBE_TIMEOUT_MS / 1000);
+		return PROBE_BLOCKED;
 	}
 	getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &sl);
 	if (soerr) {
-		snprintf(msg, sizeof(msg), "connect %s:%u: %s", t->host, t->port, strerror(soerr));
-		child_report(rep, PROBE_BLOCKED, msg);
+		snprintf(msg, n, "connect %s:%u: %s", t->host, t->port, strerror(soerr));
+		return PROBE_BLOCKED;
 	}
 	/* A completed TCP handshake means packets left the stack: that is the finding. */
-	snprintf(msg, sizeof(msg), "connected to %s:%u from inside the stack's network", t->host, t->port);
+	snprintf(msg, n, "connected to %s:%u from inside the stack's network", t->host, t->port);
 	{
 		char req[1400];
-		int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", t->path, t->host);
+		int len = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", t->path, t->host);
 
-		if (n > 0 && (size_t)n < sizeof(req))
-			(void)send(s, req, (size_t)n, MSG_NOSIGNAL);
+		if (len > 0 && (size_t)len < sizeof(req))
+			(void)send(s, req, (size_t)len, MSG_NOSIGNAL);
 	}
-	child_report(rep, PROBE_REACHED, msg);
+	return PROBE_REACHED;
 }
 
 /* 0 with r filled, or -1 when this way cannot run (e says why). */
-static int probe_netns(const char *container, const struct target *t, struct probe_result *r, struct err *e)
+static int probe_netns(const char *container, struct target *t, struct probe_result *r, struct err *e)
 {
 	struct engine_ctr c;
-	int pid, fds[2], status = 0;
-	pid_t child;
-	struct pollfd pfd;
-	char msg[400] = "";
-	ssize_t n;
-	size_t len = 0;
-	int64_t deadline;
+	char msg[NETNS_MSG_MAX];
+	int code;
 
 	if (engine_container(container, &c, e) <= 0 || c.pid <= 0)
 		return e->msg[0] ? -1 : err_set(e, "container %s has no process", container);
-	pid = c.pid;
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return err_errno(e, "pipe");
-	if ((child = fork()) < 0) {
-		sys_close(fds[0]);
-		sys_close(fds[1]);
-		return err_errno(e, "fork");
-	}
-	if (child == 0) {
-		sys_close(fds[0]);
-		probe_child(pid, t, fds[1]);
-	}
-	sys_close(fds[1]);
-	deadline = ev_mono_ms() + SC_PROBE_TIMEOUT_MS + 2000;
-	pfd.fd = fds[0];
-	pfd.events = POLLIN;
-	while (len < sizeof(msg) - 1 &&
-	       poll(&pfd, 1, (int)(deadline - ev_mono_ms() > 0 ? deadline - ev_mono_ms() : 0)) > 0) {
-		if ((n = sys_read(fds[0], msg + len, sizeof(msg) - 1 - len)) <= 0)
-			break;
-		len += (size_t)n;
-		msg[len] = '\0';
-	}
-	sys_close(fds[0]);
-	kill(child, SIGKILL);	/* no-op when it already exited */
-	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) == PROBE_CANNOT)
-		return err_set(e, "%s", *msg ? msg : "probe process failed");
-	r->reached = WEXITSTATUS(status) == PROBE_REACHED;
+	if ((code = netns_run(c.pid, probe_child, t, SC_PROBE_TIMEOUT_MS + 2000, msg, sizeof(msg), e)) < 0)
+		return -1;
+	r->reached = code == PROBE_REACHED;
 	str_copy(r->method, sizeof(r->method), "netns");
 	str_copy(r->detail, sizeof(r->detail), msg);
 	return 0;

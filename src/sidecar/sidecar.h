@@ -92,7 +92,7 @@ struct http_client;
 #define SC_DEFAULT_MEMORY_MB 4096
 #define SC_DEFAULT_PIDS 2048
 #define SC_DEFAULT_CPUS 2.0
-#define SC_HEALTH_POLL_MS 300
+#define SC_HEALTH_ARGV_MAX 256		/* words of a CMD healthcheck run through exec */
 #define SC_HEALTH_BASE_MS 60000		/* added to interval * retries */
 #define SC_HEALTH_MAX_MS (10 * 60 * 1000)
 #define SC_HEALTH_DEFAULT_INTERVAL_MS 30000	/* Docker's own default */
@@ -334,6 +334,9 @@ struct engine_img {
 	char digest[512];	/* its first repo digest (repo@sha256:...), "" for a local image */
 };
 int engine_container(const char *name, struct engine_ctr *c, struct err *e);
+/* POST /containers/<name>/<action> (pause, unpause): 1 done, 0 the API
+ * cannot be used (run the CLI instead), -1 Docker refused it (e). */
+int engine_container_do(const char *name, const char *action, struct err *e);
 int engine_image(const char *ref, struct engine_img *im, struct err *e);
 /* images.c: each service's image (order: the services) on this host, pulled
  * when missing (SC_IMAGE_PULL_MS); *images maps a reference to {id, digest}.
@@ -560,8 +563,58 @@ int fc_archive_top(int fd, char *top, size_t size, bool *is_dir, struct err *e);
  * archive's own "./" entry is dropped. 0 or -1 e. */
 int fc_restamp(int in, int out, const char *from, const char *to, bool own, long uid, long gid, struct err *e);
 
-/* health.c */
-int health_wait(const char *project, const struct json *services, const char *only, struct err *e);
+/* ready.c: denvd's own readiness tests (the rules at the top of ready.c). */
+#define RD_PG_PORT 5432
+#define RD_REDIS_PORT 6379
+#define RD_ANSWER_MAX 512		/* bytes of a database's first answer read */
+#define RD_NATIVE_TIMEOUT_MS 500	/* one startup packet or PING */
+#define RD_EXEC_TIMEOUT_MS 10000	/* one healthcheck command through exec */
+#define RD_GAP_FIRST_MS 10		/* first pause between two native tries */
+#define RD_GAP_NATIVE_MAX_MS 100
+#define RD_GAP_EXEC_FIRST_MS 20		/* first pause between two exec tries */
+#define RD_GAP_EXEC_MAX_MS 1000
+#define RD_EXEC_BEHIND_MS 10000		/* exec's first try beside a native test (slow, and it holds the loop) */
+#define RD_LOOK_MAX_MS 100		/* the longest pause between two looks at Docker's state */
+enum rd_native { RD_NONE, RD_POSTGRES, RD_REDIS };
+enum { RD_BAD = -1, RD_NOT_YET = 0, RD_READY = 1, RD_MORE = 2 };
+enum { RD_EXIT_NOT_YET = 0, RD_EXIT_READY = 10, RD_EXIT_STARTING = 11 };
+struct rd_plan {
+	bool exec;			/* it has a healthcheck to run through exec */
+	enum rd_native native;		/* its healthcheck is this database's stock one */
+	int port;			/* the database's port (native) */
+	char user[64];			/* PostgreSQL's user in the startup packet */
+};
+void rd_plan_of(const struct json *svc, struct rd_plan *p);
+/* A protocol 3.0 StartupMessage for user into out: its length, 0 when n is short. */
+size_t rd_pg_startup(const char *user, uint8_t *out, size_t n);
+/* A first answer so far (n bytes): RD_READY, RD_NOT_YET, RD_MORE or RD_BAD. */
+int rd_pg_answer(const uint8_t *p, size_t n);
+int rd_redis_answer(const char *p, size_t n);
+/* The next pause of a back-off from gap, never above cap. */
+int64_t rd_gap_next(int64_t gap, int64_t cap);
+/* Ask the database in process pid's namespace: 1 ready, 2 it answered that
+ * it is starting, 0 no answer yet (detail says what happened), -1 and e when
+ * the namespace cannot be entered. */
+int rd_native(int pid, const struct rd_plan *p, char *detail, size_t n, struct err *e);
+
+/* pgfork.c: a PostgreSQL started from a snapshot syncs its data directory
+ * with one syncfs (why, and when, at the top of pgfork.c). pgf_prepare adds
+ * PGF_SYNC_ARG to the command of each such service of order, voldir holding
+ * its volumes, and lists them in res's pg_syncfs. */
+#define PGF_SYNC_ARG "recovery_init_sync_method=syncfs"
+void pgf_prepare(struct json *order, const char *voldir, struct json *res);
+/* PG_VERSION's text to its major version ("15\n" 15, "9.6" 9), -1 when it is none. */
+int pgf_major(const char *text);
+/* Its command runs PostgreSQL's server itself ("postgres", any path). */
+bool pgf_is_postgres(const struct json *svc);
+
+/* health.c: wait until the services (or only the one named) are ready;
+ * readiness, when not NULL, gets one {service, test, ready_ms, tries, detail}
+ * per service the first time a wait finds it ready (test: running, postgres,
+ * redis, exec or docker; ready_ms since that wait began; health.c says how
+ * each test is chosen). */
+int health_wait(const char *project, const struct json *services, const char *only, struct json *readiness,
+		struct err *e);
 
 /* storage.h: the storage backends (storage_{dir,btrfs,zfs}.c). */
 
@@ -586,6 +639,16 @@ struct subnet_pool {
 int subnet_pool(struct subnet_pool *p, struct err *e);	/* from DENV_SUBNET_POOL */
 uint32_t subnet_first(const struct subnet_pool *p, const char *project);
 void subnet_block(const struct subnet_pool *p, uint32_t i, char out[SUBNET_CIDR_MAX]);
+
+/* netns.c: fn runs in a forked child inside the network namespace of
+ * process pid, writes a line into msg (n bytes) and returns the child's exit
+ * code (0..119). netns_run gives that code and the line, or -1 and e when
+ * the namespace cannot be entered (not root, no such process), the child
+ * returned NETNS_CANNOT or ran past timeout_ms (it is killed). */
+#define NETNS_MSG_MAX 400
+#define NETNS_CANNOT 120
+typedef int (*netns_fn)(void *arg, char *msg, size_t n);
+int netns_run(int pid, netns_fn fn, void *arg, int64_t timeout_ms, char *msg, size_t n, struct err *e);
 
 /* probe.c */
 struct probe_result {

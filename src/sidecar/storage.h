@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 #include "json/json.h"
@@ -89,6 +90,16 @@ int stg_for_env(struct stg *s, const struct wk *w, const char *env, struct err *
  * symlinks (not followed), hard links within the tree, holes of sparse files,
  * xattrs (ACLs included), FIFOs, sockets and device nodes. */
 int stg_copy_tree(const char *src, const char *dst, struct err *e);
+/* The same, saying which way each regular file's data went (files with data only). */
+struct stg_copy_stats {
+	uint64_t bytes;		/* of regular files, holes included */
+	size_t reflinked;	/* FICLONE: extents shared, nothing copied */
+	size_t copy_range;	/* copy_file_range: the kernel copied */
+	size_t read_write;	/* neither worked (another filesystem): read and write */
+};
+int stg_copy_tree_stats(const char *src, const char *dst, struct stg_copy_stats *stats, struct err *e);
+/* "12 files, 100 MiB: 12 reflinked" and the like, for progress lines. */
+void stg_copy_stats_text(const struct stg_copy_stats *st, char *out, size_t n);
 /* Why a copy, capture or clone failed because of what the volumes hold
  * rather than a fault of the host or of denv: a short reason ("disk full",
  * "name too long", "unreadable"), from e->code (the errno the copier kept)

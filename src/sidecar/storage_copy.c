@@ -51,6 +51,7 @@ struct copy {
 	struct link_ent *links;
 	size_t nlinks, cap;
 	char *buf;		/* read/write fallback */
+	struct stg_copy_stats st;
 };
 
 static const char *link_find(struct copy *c, dev_t dev, ino_t ino)
@@ -112,10 +113,15 @@ static int copy_data(struct copy *c, int sfd, int dfd, off_t size, const char *s
 {
 	off_t pos = 0;
 
+	bool rw = false;
+
 	if (size == 0)
 		return 0;
-	if (ioctl(dfd, FICLONE, sfd) == 0)	/* same filesystem with reflinks: shares the extents */
+	c->st.bytes += (uint64_t)size;
+	if (ioctl(dfd, FICLONE, sfd) == 0) {	/* same filesystem with reflinks: shares the extents */
+		c->st.reflinked++;
 		return 0;
+	}
 	while (pos < size) {
 		off_t data = lseek(sfd, pos, SEEK_DATA), hole;
 
@@ -133,6 +139,7 @@ static int copy_data(struct copy *c, int sfd, int dfd, off_t size, const char *s
 			ssize_t n = copy_file_range(sfd, &in, dfd, &out, want, 0);
 
 			if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+				rw = true;
 				n = pread(sfd, c->buf, want, data);
 				if (n > 0) {
 					ssize_t w = 0;
@@ -162,6 +169,10 @@ static int copy_data(struct copy *c, int sfd, int dfd, off_t size, const char *s
 	}
 	if (ftruncate(dfd, size) < 0)	/* a trailing hole */
 		return err_errno(e, "truncate copy of %s", spath);
+	if (rw)
+		c->st.read_write++;
+	else
+		c->st.copy_range++;
 	return 0;
 }
 
@@ -466,6 +477,11 @@ static int copy_walk(struct copy *c, int sfd, int dfd, const struct stat *root, 
 
 int stg_copy_tree(const char *src, const char *dst, struct err *e)
 {
+	return stg_copy_tree_stats(src, dst, NULL, e);
+}
+
+int stg_copy_tree_stats(const char *src, const char *dst, struct stg_copy_stats *stats, struct err *e)
+{
 	struct copy c;
 	struct stat st;
 	int sfd, dfd, rc;
@@ -490,6 +506,8 @@ int stg_copy_tree(const char *src, const char *dst, struct err *e)
 		free(c.links[i].path);
 	free(c.links);
 	free(c.buf);
+	if (stats)
+		*stats = c.st;
 	return rc < 0 ? err_prefix(e, "copy %s", src) : 0;
 }
 
@@ -551,4 +569,12 @@ int stg_run(const char *const *argv, struct buf *out, struct err *e)
 	}
 	proc_result_release(&r);
 	return rc;
+}
+
+void stg_copy_stats_text(const struct stg_copy_stats *st, char *out, size_t n)
+{
+	size_t files = st->reflinked + st->copy_range + st->read_write;
+
+	snprintf(out, n, "%zu file(s), %.1f MiB: %zu reflinked, %zu by copy_file_range, %zu by read/write", files,
+		 (double)st->bytes / (1024.0 * 1024.0), st->reflinked, st->copy_range, st->read_write);
 }

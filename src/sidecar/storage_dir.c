@@ -94,15 +94,21 @@ static int dir_snapshot(const struct stg *s, const char *env, const char *name, 
  * volume or the new one, never half of each. */
 static int copy_into_place(const char *src, const char *dest, struct err *e)
 {
-	char tmp[STG_PATH_MAX + 32], old[STG_PATH_MAX + 32];
+	char tmp[STG_PATH_MAX + 32], old[STG_PATH_MAX + 32], how[160];
 	const char *slash;
+	struct stg_copy_stats st;
+	int64_t t0 = ev_mono_ms();
 
 	if (!(slash = strrchr(dest, '/')))
 		return err_set(e, "bad volume path %s", dest);
 	snprintf(tmp, sizeof(tmp), "%.*s/.copy-%s", (int)(slash - dest), dest, slash + 1);
 	snprintf(old, sizeof(old), "%.*s/.old-%s", (int)(slash - dest), dest, slash + 1);
-	if (fs_remove_all(tmp, e) < 0 || fs_remove_all(old, e) < 0 || stg_copy_tree(src, tmp, e) < 0)
+	if (fs_remove_all(tmp, e) < 0 || fs_remove_all(old, e) < 0 || stg_copy_tree_stats(src, tmp, &st, e) < 0)
 		return -1;
+	/* Which way the data went (a reflink shares extents; copy_file_range
+	 * copies in the kernel; read/write is the slow way): the bench's note. */
+	stg_copy_stats_text(&st, how, sizeof(how));
+	wk_progress("copied %s in %lld ms", how, (long long)(ev_mono_ms() - t0));
 	if (fs_exists(dest) && rename(dest, old) < 0)
 		return err_errno(e, "rename %s", dest);
 	if (rename(tmp, dest) < 0)

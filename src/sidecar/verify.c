@@ -288,27 +288,31 @@ struct collect {
 	bool *missing;
 };
 
+/* docker pause or unpause, through the Engine API where it can be used
+ * (a CLI call costs a process and its start-up: most of a refused verify). */
+static int pause_ctl(const char *cname, const char *action, struct err *e)
+{
+	int rc = engine_container_do(cname, action, e);
+
+	return rc != 0 ? (rc > 0 ? 0 : -1) : dk(NULL, SC_DOCKER_TIMEOUT_MS, e, action, cname, NULL);
+}
+
 static int freeze(struct collect *c, struct err *e)
 {
-	struct buf b = BUF_INIT;
-	char paused[16] = "";
+	struct engine_ctr st;
 	int rc;
 
 	if (wk_container(c->w, "verify.collect", c->svc, c->cname, sizeof(c->cname), e) < 0)
 		return -1;
-	rc = dk(&b, SC_DOCKER_QUICK_MS, e, "inspect", "--type", "container", "--format",
-		"{{.State.Paused}} {{.State.Pid}}", c->cname, NULL);
-	if (rc == 0 && sscanf(b.data, "%15s %ld", paused, &c->pid) != 2)
-		rc = err_set(e, "cannot read the state of %s", c->cname);
-	buf_release(&b);
-	if (rc < 0)
-		return -1;
-	if (str_eq(paused, "true")) {
+	if ((rc = engine_container(c->cname, &st, e)) <= 0)
+		return rc == 0 ? err_set(e, "cannot read the state of %s: no such container", c->cname) : -1;
+	c->pid = st.pid;
+	if (str_eq(st.status, "paused")) {
 		wk_progress("agent service %s is already frozen", c->svc);
 		return 0;
 	}
 	wk_progress("freezing agent service %s", c->svc);
-	return dk(NULL, SC_DOCKER_TIMEOUT_MS, e, "pause", c->cname, NULL);
+	return pause_ctl(c->cname, "pause", e);
 }
 
 /* The declared paths in the frozen container itself. Which of them are
@@ -433,7 +437,7 @@ static void resume_agent(struct collect *c)
 	struct err e2;
 
 	wk_progress("resuming agent service %s", c->svc);
-	if (dk(NULL, SC_DOCKER_TIMEOUT_MS, &e2, "unpause", c->cname, NULL) < 0)
+	if (pause_ctl(c->cname, "unpause", &e2) < 0)
 		wk_progress("resuming %s: %s", c->svc, e2.msg);
 }
 

@@ -71,6 +71,8 @@ ok $? "the prepare phase lasts the host's prepare step, not the start too ($prep
 ok $? "prepare, start and health follow each other"
 [ "$(py "'healthy_in_ms' in $ph[\"health\"][\"Evidence\"]")" = True ]
 ok $? "health's evidence says how long the health step took"
+[ "$(py "{r['service']: r['test'] for r in $ph[\"health\"][\"Evidence\"].get('readiness', [])}.get('db')")" = postgres ]
+ok $? "health's evidence says db was found ready by PostgreSQL's own answer (readiness)"
 
 # ---- warm as a string; without -v long evidence is cut ----
 cat >"$tmp/string.yaml" <<'EOF'

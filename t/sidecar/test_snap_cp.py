@@ -82,6 +82,10 @@ try:
     t.ok(dd.get("deployment", {}).get("Status") == "succeeded" and
          (ph.get("clone") or {}).get("Evidence", {}).get("forked_in_ms", 0) > 0,
          "a fork deployment succeeds (%s)" % summary(dd), dd)
+    cev = (ph.get("clone") or {}).get("Evidence", {})
+    t.ok(set(cev.get("timings", {})) >= {"prepare_ms", "start_ms", "health_ms"} and
+         all(r.get("test") in ("running", "postgres", "redis", "exec", "docker") for r in cev.get("readiness", [])) and
+         cev.get("readiness"), "the clone's evidence has the fork's timings and readiness", cev)
     t.ok(sql(fork, "SELECT x FROM t") == "row-after-deploy", "the fork sees the row of the snapshot")
     sql(fork, "INSERT INTO t VALUES ('fork-row')")
     t.ok(sql(env, "SELECT string_agg(x, ',') FROM t") == "row-after-deploy", "the fork's write is not in the parent")

@@ -177,6 +177,40 @@ static void faults(void)
 	}
 }
 
+/* The stats say how many files had data and which way each went: the
+ * empty file, the directory and the symlink are not counted. */
+static void stats(const char *tmp)
+{
+	char src[4096], dst[4096], path[4200], text[200];
+	static const char data[] = "twelve bytes";
+	struct stg_copy_stats st;
+	struct err e;
+
+	snprintf(src, sizeof(src), "%s/stats-src", tmp);
+	snprintf(dst, sizeof(dst), "%s/stats-dst", tmp);
+	snprintf(path, sizeof(path), "%s/sub", src);
+	if (fs_mkdir_p(path, 0700, &e) < 0) {
+		ok(0, "mkdir: %s", e.msg);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/a", src);
+	fs_write_atomic(path, data, sizeof(data) - 1, 0600, &e);
+	snprintf(path, sizeof(path), "%s/sub/b", src);
+	fs_write_atomic(path, data, sizeof(data) - 1, 0600, &e);
+	snprintf(path, sizeof(path), "%s/empty", src);
+	fs_write_atomic(path, "", 0, 0600, &e);
+	snprintf(path, sizeof(path), "%s/link", src);
+	if (symlink("a", path) < 0)
+		tap_diag("symlink: %s", strerror(errno));
+	memset(&st, 0xff, sizeof(st));
+	ok(stg_copy_tree_stats(src, dst, &st, &e) == 0, "copy with stats");
+	is_int(st.reflinked + st.copy_range + st.read_write, 2, "two files with data counted");
+	is_int(st.bytes, 2 * (sizeof(data) - 1), "their bytes");
+	stg_copy_stats_text(&st, text, sizeof(text));
+	ok(strstr(text, "2 file(s)") && strstr(text, "reflinked") && strstr(text, "copy_file_range"), "text: %s", text);
+	tap_diag("%s (%s)", text, tmp);
+}
+
 int main(void)
 {
 	const char *tmp = tap_tmpdir();
@@ -186,5 +220,6 @@ int main(void)
 	deep(tmp);
 	meta(tmp);
 	faults();
+	stats(tmp);
 	return tap_done();
 }
