@@ -277,9 +277,10 @@ static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 	if (!(argv = spec_warm(warm, "compose: x-denv.warm", e)))
 		return -1;
 	json_object_set(spec, "warm", argv);
-	if (read_clock(json_get(x, "clock"), spec, e) < 0 || read_agent(x, spec, e) < 0)
+	if (read_clock(json_get(x, "clock"), spec, e) < 0 || read_agent(x, spec, e) < 0 ||
+	    read_verifier(x, spec, e) < 0)
 		return -1;
-	return read_verifier(x, spec, e);
+	return spec_promote(json_get(x, "promote"), spec, e);
 }
 
 int spec_from_compose(const struct json *compose, struct json **out, struct err *e)

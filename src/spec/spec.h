@@ -24,6 +24,8 @@
  *                 "collect": ["/home/agent/answer.txt"], "timeout_sec": 600},
  *    "clock": {"mode": "frozen", "at": "2026-01-01T00:00:00Z"}   (absent: real time;
  *             or {"mode": "offset", "offset": "-24h0m0s", "offset_sec": -86400}: spec_clock)
+ *    "promote": {"replays": 3, "soak_sec": 30,     (only with x-denv.promote: spec_promote)
+ *                "invariants": [{"name", "service", "command": [...]}]}
  *    "warnings": ["services.box.comand: unknown key (did you mean command?)",
  *                 "services.db.restart: ignored by denv"]}
  *
@@ -60,6 +62,10 @@
 #define SPEC_SUGGEST_DISTANCE 2		/* edits between a typo and the key suggested */
 #define SPEC_KEY_COMPARE_MAX 64		/* longer keys are never "near" anything */
 #define SPEC_CLOCK_OFFSET_MAX_SEC (3650LL * 86400)	/* x-denv.clock.offset: ten years either way */
+#define SPEC_PROMOTE_REPLAYS_DEFAULT 3	/* x-denv.promote.replays when not declared */
+#define SPEC_PROMOTE_REPLAYS_MAX 20	/* each replay is a collect and a verifier run */
+#define SPEC_PROMOTE_SOAK_MAX_SEC 86400	/* x-denv.promote.soak: a day */
+#define SPEC_PROMOTE_INVARIANTS_MAX 64
 
 /* Resolve a parsed compose document (from yaml_parse) into a Spec.
  * On refusal returns -1 with e->msg the contract's message ("compose: ..."). */
@@ -80,6 +86,11 @@ struct json *spec_warm(const struct json *v, const char *what, struct err *e);
  * seconds, UTC), or {mode: offset, offset, offset_sec}. -1 with e
  * ("compose: x-denv.clock...") for anything else. */
 int spec_clock(const struct json *v, int64_t now_ns, struct json **out, struct err *e);
+
+/* x-denv.promote (promote.c) into the Spec's "promote": {replays,
+ * soak_sec, invariants: [{name, service, command}]}; nothing when v is
+ * absent or null. -1 with e ("compose: x-denv.promote...") otherwise. */
+int spec_promote(const struct json *v, struct json *spec, struct err *e);
 
 /* A service's build: (a context string, or a map of context, dockerfile,
  * args, target) into {context, dockerfile, args, target} (build.c); the
