@@ -31,8 +31,7 @@ static void keep_endpoints(struct cp_run *r, const char *env_id, const struct js
 	cp_update(r->cp, "environments", env_id, cp_obj("Endpoints", endpoints_of(r), NULL));
 }
 
-/* env.fork payload for a new environment from a version's snapshot. */
-static struct json *fork_payload(const char *from_env, const struct json *version)
+struct json *run_fork_payload(const char *from_env, const struct json *version)
 {
 	const struct json *spec = json_get(version, "Spec");
 	const char *egress = json_get_str(spec, "egress");
@@ -89,7 +88,7 @@ static void fork_clone(struct cp_run *r)
 {
 	const struct json *v = st_get(r->cp->db, "versions", r->version_id);
 
-	run_cmd(r, r->env_id, "env.fork", fork_payload(json_get_str(r->ctx, "from_env"), v), 0, fork_cloned);
+	run_cmd(r, r->env_id, "env.fork", run_fork_payload(json_get_str(r->ctx, "from_env"), v), 0, fork_cloned);
 }
 
 static void health_endpoints(struct cp_run *r)
@@ -376,7 +375,7 @@ static void v_clone(struct cp_run *r)
 	txn = st_begin(r->cp->db);
 	st_put(txn, "environments", json_get_str(r->ctx, "grader_env"), g);
 	cp_commit_quiet(txn, "grader environment");
-	payload = fork_payload(r->env_id, v);
+	payload = run_fork_payload(r->env_id, v);
 	json_object_set_bool(payload, "refuse", true);
 	run_cmd(r, json_get_str(r->ctx, "grader_env"), "env.fork", payload, 0, v_cloned);
 }
