@@ -297,6 +297,7 @@ extern const struct cli_cmd cli_cmd_env, cli_cmd_fork, cli_cmd_snapshot, cli_cmd
 	cli_cmd_rollback, cli_cmd_exec;
 extern const struct cli_cmd cli_cmd_files, cli_cmd_deployment, cli_cmd_events;
 extern const struct cli_cmd cli_cmd_quotas;
+extern const struct cli_cmd cli_cmd_promote, cli_cmd_sheet;	/* cmd_promote.c */
 /* denv top lives in src/tui (linked into bin/denv, not into the unit tests). */
 extern const struct cli_cmd cli_cmd_top;
 
