@@ -160,14 +160,15 @@ static int walk(struct dg *d, struct err *e)
 	return rc;
 }
 
-/* The digest of the tree at root as "sha256:<hex>" into out. */
-static int digest_tree(struct dg *d, const char *root, char out[8 + SHA256_HEX_LEN + 1], struct err *e)
+/* The digest of the tree at d's root as "sha256:<hex>" into out. */
+static int digest_tree(struct dg *d, const char *root, char out[STG_DIGEST_MAX], struct err *e)
 {
 	uint8_t sum[SHA256_LEN];
 	int rc;
 
 	buf_truncate(&d->path, 0);
-	buf_adds(&d->path, root);
+	if (buf_adds(&d->path, root) < 0)
+		return err_set(e, "%s: the path is longer than %d bytes", root, STG_PATH_MAX);
 	d->root_len = d->path.len;
 	if (sha256_init(&d->h) < 0)
 		return err_set(e, "sha256: cannot start a digest");
@@ -182,6 +183,34 @@ static int digest_tree(struct dg *d, const char *root, char out[8 + SHA256_HEX_L
 	return 0;
 }
 
+static void dg_init(struct dg *d)
+{
+	memset(d, 0, sizeof(*d));
+	buf_init(&d->path, STG_PATH_MAX + 1);
+	d->chunk = xmalloc(DG_READ_CHUNK);
+}
+
+static void dg_release(struct dg *d)
+{
+	free(d->chunk);
+	buf_release(&d->path);
+}
+
+int stg_digest_tree(const char *root, char out[STG_DIGEST_MAX], uint64_t *files, uint64_t *bytes, struct err *e)
+{
+	struct dg d;
+	int rc;
+
+	dg_init(&d);
+	rc = digest_tree(&d, root, out, e);
+	if (files)
+		*files = d.files;
+	if (bytes)
+		*bytes = d.bytes;
+	dg_release(&d);
+	return rc;
+}
+
 static int digest_all(const struct json *rec, struct json *res, struct err *e)
 {
 	const struct json *vols = json_get(rec, "volumes"), *sets = json_get(rec, "datasets");
@@ -192,12 +221,10 @@ static int digest_all(const struct json *rec, struct json *res, struct err *e)
 	if (json_len(vols) != json_len(sets))
 		return err_set(e, "the snapshot's record lists %zu volumes and %zu datasets", json_len(vols),
 			       json_len(sets));
-	memset(&d, 0, sizeof(d));
-	buf_init(&d.path, STG_PATH_MAX + 1);
-	d.chunk = xmalloc(DG_READ_CHUNK);
+	dg_init(&d);
 	for (size_t i = 0; i < json_len(vols) && rc == 0; i++) {
 		const char *vol = json_at(vols, i)->u.str.s, *tree = json_at(sets, i)->u.str.s;
-		char hex[8 + SHA256_HEX_LEN + 1];
+		char hex[STG_DIGEST_MAX];
 
 		wk_progress("digesting volume %s", vol);
 		if ((rc = digest_tree(&d, tree, hex, e)) < 0)
@@ -207,8 +234,7 @@ static int digest_all(const struct json *rec, struct json *res, struct err *e)
 	}
 	json_object_set_int(res, "files", (int64_t)d.files);
 	json_object_set_int(res, "bytes", (int64_t)d.bytes);
-	free(d.chunk);
-	buf_release(&d.path);
+	dg_release(&d);
 	return rc;
 }
 
