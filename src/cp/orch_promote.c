@@ -20,7 +20,9 @@
  *                     version
  * A failed gate skips the rest (orch.c); the verdict destroys the candidate
  * and the target is untouched. Params {from_env, version, target,
- * target_env}; the deployment's phases are the environment's data sheet
+ * target_env}: target_env is what the target was when the promotion was
+ * asked for; the gates look the target up by name when they run. The
+ * deployment's phases are the environment's data sheet
  * (api_promote.c).
  */
 #include <stdio.h>
@@ -45,6 +47,16 @@ static const struct json *p_spec(struct cp_run *r)
 static const struct json *p_services(struct cp_run *r)
 {
 	return json_get(p_spec(r), "services");
+}
+
+/* The environment now named the target in the project, other than the
+ * candidate (a promotion that applied meanwhile made a new one), or NULL. */
+static const struct json *p_target(struct cp_run *r)
+{
+	const struct json *t = cp_find(r->cp, "environments", "ProjectID", r->project_id, "Name",
+				       json_get_str(r->params, "target"));
+
+	return t && !str_eq(json_get_str(t, "ID"), r->env_id) ? t : NULL;
 }
 
 /* `true` in service svc of the candidate, then fn. */
@@ -320,8 +332,9 @@ static void pi_next(struct cp_run *r)
 
 static void p_invariants(struct cp_run *r)
 {
-	const struct json *target = st_get(r->cp->db, "environments", json_get_str(r->params, "target_env"));
-	const char *tv = json_get_str(target, "CurrentVersionID");
+	const struct json *target = p_target(r);
+	const char *tv = target && !str_eq(json_get_str(target, "Status"), "destroyed") ?
+				 json_get_str(target, "CurrentVersionID") : NULL;
 	struct json *checks = json_new_array();
 
 	/* Against what the target runs now; a first promotion has nothing to keep. */
@@ -386,35 +399,51 @@ static void pa_take_over(struct cp_run *r, const struct json *old)
 			 NULL));
 }
 
+/* The old target row gives up its name (and is marked destroyed): the
+ * row stays, a record of what the target ran. */
+static void pa_retire(struct cp_run *r, const struct json *old)
+{
+	char name[CP_NAME_MAX + 1], prefix[CP_NAME_MAX + 1], id[ID_MAX];
+
+	if (!old)
+		return;
+	str_copy(id, sizeof(id), json_get_str(old, "ID"));
+	snprintf(prefix, sizeof(prefix), "%.*s-was-", CP_NAME_MAX - 5 - CP_SHORT_ID, json_get_str(old, "Name"));
+	cp_short_name(prefix, name, sizeof(name));
+	cp_update(r->cp, "environments", id,
+		  cp_obj("Name", json_new_str(name), "Status", json_new_str("destroyed"), "Endpoints", json_new_object(),
+			 NULL));
+}
+
 static void pa_destroyed(struct cp *cp, const struct cp_result *res, void *arg)
 {
 	struct cp_run *r = arg;
-	const struct json *old = st_get(cp->db, "environments", json_get_str(r->params, "target_env"));
-	char name[CP_NAME_MAX + 1], prefix[CP_NAME_MAX + 1];
+	const struct json *old = st_get(cp->db, "environments", json_get_str(r->ctx, "replacing"));
 
 	r->cmd = NULL;
 	if (!res->ok) {
 		run_fail(r, NULL, "destroying the target's environment %s: %s", json_get_str(old, "ID"), res->error);
 		return;
 	}
-	/* Its name passes to the candidate; the old row keeps a record of it. */
-	snprintf(prefix, sizeof(prefix), "%.*s-was-", CP_NAME_MAX - 5 - CP_SHORT_ID, json_get_str(old, "Name"));
-	cp_short_name(prefix, name, sizeof(name));
-	cp_update(cp, "environments", json_get_str(old, "ID"),
-		  cp_obj("Name", json_new_str(name), "Status", json_new_str("destroyed"), "Endpoints", json_new_object(),
-			 NULL));
-	pa_take_over(r, st_get(cp->db, "environments", json_get_str(r->params, "target_env")));
+	pa_retire(r, old);
+	pa_take_over(r, st_get(cp->db, "environments", json_get_str(r->ctx, "replacing")));
 }
 
 static void p_apply(struct cp_run *r)
 {
-	const struct json *old = st_get(r->cp->db, "environments", json_get_str(r->params, "target_env"));
+	const struct json *old = p_target(r);
 	const char *host = json_get_str(old, "HostID");
 
-	if (!old || str_eq(json_get_str(old, "Status"), "destroyed")) {
+	if (!old) {
 		pa_take_over(r, NULL);
 		return;
 	}
+	if (str_eq(json_get_str(old, "Status"), "destroyed")) {	/* destroyed by hand: only its name is left */
+		pa_retire(r, old);
+		pa_take_over(r, NULL);
+		return;
+	}
+	json_object_set_str(r->ctx, "replacing", json_get_str(old, "ID"));
 	if (host && *host && !cp_host_connected(r->cp, host)) {
 		run_fail(r, NULL, "the target's host %s is not connected; the target is left as it is", host);
 		return;

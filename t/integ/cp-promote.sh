@@ -248,6 +248,27 @@ ok $? "gate.invariants fails: nothing disabled, egress was opened"
 run promote pro open fresh
 ok $rc "the same version promotes to a new target, which has nothing to keep (exit $rc)"
 
+# ---- a target destroyed by hand, and two promotions racing to one target ----
+run env destroy pro/fresh
+stack_wait_destroyed pro/fresh
+run promote pro alpha fresh
+ok $rc "promoting to a target destroyed by hand passes (exit $rc)"
+dep_doc
+[ "$(py '[p["Evidence"] for p in d["phases"] if p["Name"] == "apply"][0]["replaced"]')" = None ]
+ok $? "apply: nothing running was replaced"
+denv project envs pro >"$tmp/doc" 2>/dev/null
+[ "$(py 'sorted(e["Status"] for e in d["environments"] if e["Name"] == "fresh")')" = "['running']" ] &&
+	[ "$(py 'len([e for e in d["environments"] if e["Name"].startswith("fresh-was-") and e["Status"] == "destroyed"])')" = 1 ]
+ok $? "one live fresh; the one destroyed by hand has a -was- name of its own"
+run promote --wait=false pro alpha race
+d1=$(stack_json 'd["deployment"]["ID"]' <"$tmp/out")
+run promote --wait=false pro alpha race
+d2=$(stack_json 'd["deployment"]["ID"]' <"$tmp/out")
+for d in $d1 $d2; do denv deployment watch "$d" >/dev/null 2>&1; done
+denv project envs pro >"$tmp/doc" 2>/dev/null
+[ "$(py 'len([e for e in d["environments"] if e["Name"] == "race" and e["Status"] == "running"])')" = 1 ]
+ok $? "two promotions racing to one target leave one live environment of that name"
+
 # ---- gate.soak: a service that exits ----
 compose 'echo 1 > /logs/verifier/reward.txt' '' '["sleep", "6"]' | sed 's/soak: 2s/soak: 12s/' >"$tmp/soak.yaml"
 run deploy --project pro --env soak -f "$tmp/soak.yaml"
