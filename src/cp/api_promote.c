@@ -16,20 +16,6 @@
 
 /* ---- POST /v1/envs/{env}/promote {target, version} ---- */
 
-static const struct json *promote_source(struct cp *cp, struct http_req *req, struct cp_caller *who)
-{
-	const struct json *env;
-
-	if (cp_auth(cp, req, CP_AUTH_TEAM, who) < 0)
-		return NULL;
-	env = cp_team_row(cp, req, "environments", who->team_id, http_req_param(req, "env"), "environment");
-	if (env && str_eq(json_get_str(env, "Status"), "destroyed")) {
-		http_respond_error(req, 409, "environment is destroyed");
-		return NULL;
-	}
-	return env;
-}
-
 /* The version to promote: given (a healthy snapshot of env), else env's current. */
 static const struct json *promote_version(struct cp *cp, struct http_req *req, const struct json *env,
 					  const char *vid)
@@ -56,7 +42,7 @@ static void h_promote(struct cp *cp, struct http_req *req)
 	struct cp_caller who;
 	struct st_txn *txn;
 
-	if (!(env = promote_source(cp, req, &who)) || cp_body(req, &body) < 0)
+	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
 	if (cp_req_str(req, body, "target", &target) < 0 || cp_opt_str(req, body, "version", &vid) < 0)
 		goto out;

@@ -582,6 +582,10 @@ const char *cp_new_env_name(struct cp *cp, struct http_req *req, const char *pro
  * for none) against new_spec. Appends {name, ok, detail} per check to
  * checks; returns how many failed. */
 int cp_promote_invariants(const struct json *old_spec, const struct json *new_spec, struct json *checks);
+/* The caller's environment {env}, not destroyed, its TTL's activity noted
+ * (api_ops.c: every route that acts on an environment); NULL after
+ * answering 401, 404 or 409. */
+const struct json *cp_live_env(struct cp *cp, struct http_req *req, struct cp_caller *who);
 /* POST /v1/envs/{env}/promote, GET /v1/envs/{env}/sheet. */
 int cp_api_promote(struct cp *cp);
 

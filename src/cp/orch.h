@@ -101,6 +101,12 @@ int64_t run_duration_ms(const struct json *v, bool number_is_ms);
 /* env.fork payload for a new environment from a version's snapshot (orch_kinds.c). */
 struct json *run_fork_payload(const char *from_env, const struct json *version);
 
+/* Destroy env_id, an environment the run made for itself on r->host_id (a
+ * grader's fork, a promotion's candidate), without waiting: marked
+ * destroyed when the host has done it, a warning in the log if it fails.
+ * Nothing when env_id is empty or the host is not connected. */
+void run_destroy_helper(struct cp_run *r, const char *env_id);
+
 /* The evidence of an env.snapshot result; fallback_name when it names no snapshot. */
 struct json *run_snapshot_evidence(const struct json *payload, const char *fallback_name);
 /* The snapshot phase of deploy and snapshot: env.snapshot named after the version. */

@@ -415,15 +415,22 @@ static void v_grade(struct cp_run *r)
 		0, v_graded);
 }
 
-static void grader_destroyed(struct cp *cp, const struct cp_result *res, void *arg)
+static void helper_destroyed(struct cp *cp, const struct cp_result *res, void *arg)
 {
 	char *env_id = arg;
 
 	if (res->ok)
 		cp_update(cp, "environments", env_id, cp_obj("Status", json_new_str("destroyed"), NULL));
 	else
-		log_warn("orch", "grader environment %s: destroy: %s", env_id, res->error);
+		log_warn("orch", "environment %s: destroy: %s", env_id, res->error);
 	free(env_id);
+}
+
+void run_destroy_helper(struct cp_run *r, const char *env_id)
+{
+	if (env_id && *env_id && *r->host_id && cp_host_connected(r->cp, r->host_id))
+		cp_cmd_send(r->cp, r->host_id, env_id, "env.destroy", json_new_object(), NULL, 0, helper_destroyed,
+			    xstrdup(env_id));
 }
 
 static void v_verdict(struct cp_run *r)
@@ -456,9 +463,7 @@ static void v_verdict(struct cp_run *r)
 		json_object_set_str(ev, "fault", fault && *fault ? fault : "host");
 	}
 	/* The grader's fork is not kept. */
-	if (grader && *r->host_id && cp_host_connected(r->cp, r->host_id))
-		cp_cmd_send(r->cp, r->host_id, grader, "env.destroy", json_new_object(), NULL, 0, grader_destroyed,
-			    xstrdup(grader));
+	run_destroy_helper(r, grader);
 	run_done(r, r->failed ? "failed" : "succeeded", ev);
 }
 

@@ -458,17 +458,6 @@ static void p_apply(struct cp_run *r)
 
 /* ---- verdict ---- */
 
-static void candidate_destroyed(struct cp *cp, const struct cp_result *res, void *arg)
-{
-	char *env_id = arg;
-
-	if (res->ok)
-		cp_update(cp, "environments", env_id, cp_obj("Status", json_new_str("destroyed"), NULL));
-	else
-		log_warn("orch", "promote candidate %s: destroy: %s", env_id, res->error);
-	free(env_id);
-}
-
 /* {gate: status} from the phase rows. */
 static struct json *gate_statuses(struct cp_run *r)
 {
@@ -495,9 +484,7 @@ static void p_verdict(struct cp_run *r)
 	}
 	/* The candidate is not kept; the target still runs what it ran. */
 	run_env(r, cp_obj("Status", json_new_str("failed"), NULL));
-	if (*r->host_id && cp_host_connected(r->cp, r->host_id))
-		cp_cmd_send(r->cp, r->host_id, r->env_id, "env.destroy", json_new_object(), NULL, 0, candidate_destroyed,
-			    xstrdup(r->env_id));
+	run_destroy_helper(r, r->env_id);
 	run_done(r, "failed", ev);
 }
 

@@ -192,18 +192,23 @@ target_kept() {
 	env_doc pro/staging
 	[ "$(py 'd["environment"]["ID"], d["environment"]["Status"]')" = "('$staging2', 'running')" ]
 }
+# promote_fails ENV GATE TEXT WHAT: promoting pro/ENV to staging fails at
+# GATE with TEXT in the reason; three checks.
+promote_fails() {
+	run promote pro "$1" staging
+	[ "$rc" = 1 ]
+	ok $? "$4 fails the promotion (exit $rc)"
+	failed_at "$2" "$3"
+	ok $? "$2 fails: $3"
+	target_kept
+	ok $? "the target is left as it was"
+}
 
 # ---- gate.consistency: the snapshot's copy changed ----
 snapdir="$tmp/data/snaps/$alpha/$ver/home"
 if [ -d "$snapdir" ]; then
 	echo planted >"$snapdir/planted.txt"
-	run promote pro alpha staging
-	[ "$rc" = 1 ]
-	ok $? "a changed snapshot fails the promotion (exit $rc)"
-	failed_at gate.consistency "dataset home is sha256:"
-	ok $? "gate.consistency fails: dataset home differs from the recorded digest"
-	target_kept
-	ok $? "the target is left as it was"
+	promote_fails alpha gate.consistency "dataset home is sha256:" "a changed snapshot"
 	rm -f "$snapdir/planted.txt"
 else
 	ok 1 "the dir backend keeps the snapshot at $snapdir"
@@ -213,38 +218,23 @@ fi
 compose 'head -c 4 /dev/urandom | od -An -tu4 | tr -d \" \" > /logs/verifier/reward.txt' >"$tmp/rand.yaml"
 run deploy --project pro --env rand -f "$tmp/rand.yaml"
 ok $rc "deploy pro/rand (exit $rc)"
-run promote pro rand staging
-[ "$rc" = 1 ]
-ok $? "a varying reward fails the promotion (exit $rc)"
-failed_at gate.replay "replay 2 gave reward"
-ok $? "gate.replay fails: replay 2's reward differs from replay 1's"
+promote_fails rand gate.replay "replay 2 gave reward" "a varying reward"
+dep_doc
 [ "$(phase gate.invariants)" = "skipped|" ] && [ "$(phase apply)" = "skipped|" ]
 ok $? "the gates after it are skipped"
-target_kept
-ok $? "the target is left as it was"
 
 # ---- gate.invariants: a declared check fails ----
 sed 's|command: "test -d /home/agent" }|command: "test -d /home/agent" }\n      - { name: answer-key, service: box, command: "test -e /answer-key" }|' \
 	"$tmp/good.yaml" >"$tmp/inv.yaml"
 run deploy --project pro --env inv -f "$tmp/inv.yaml"
 ok $rc "deploy pro/inv (exit $rc)"
-run promote pro inv staging
-[ "$rc" = 1 ]
-ok $? "a failing declared invariant fails the promotion (exit $rc)"
-failed_at gate.invariants "answer-key: exited 1"
-ok $? "gate.invariants fails: answer-key exited 1"
-target_kept
-ok $? "the target is left as it was"
+promote_fails inv gate.invariants "answer-key: exited 1" "a failing declared invariant"
 
 # ---- gate.invariants: egress opened against what the target runs ----
 sed 's|^x-denv:|x-denv:\n  egress: allow|' "$tmp/good.yaml" >"$tmp/open.yaml"
 run deploy --project pro --env open -f "$tmp/open.yaml"
 ok $rc "deploy pro/open with egress allowed (exit $rc)"
-run promote pro open staging
-[ "$rc" = 1 ]
-ok $? "opening egress fails the promotion to staging (exit $rc)"
-failed_at gate.invariants "nothing disabled: egress was opened (deny to allow)"
-ok $? "gate.invariants fails: nothing disabled, egress was opened"
+promote_fails open gate.invariants "nothing disabled: egress was opened (deny to allow)" "opening egress"
 run promote pro open fresh
 ok $rc "the same version promotes to a new target, which has nothing to keep (exit $rc)"
 
@@ -273,28 +263,17 @@ ok $? "two promotions racing to one target leave one live environment of that na
 compose 'echo 1 > /logs/verifier/reward.txt' '' '["sleep", "6"]' | sed 's/soak: 2s/soak: 12s/' >"$tmp/soak.yaml"
 run deploy --project pro --env soak -f "$tmp/soak.yaml"
 ok $rc "deploy pro/soak, whose service exits after 6 s (exit $rc)"
-run promote pro soak staging
-[ "$rc" = 1 ]
-ok $? "a service gone by the soak's end fails the promotion (exit $rc)"
-failed_at gate.soak "service box did not answer after the soak"
-ok $? "gate.soak fails: box did not answer after 12 s"
-target_kept
-ok $? "the target is left as it was"
+promote_fails soak gate.soak "service box did not answer after the soak" "a service gone by the soak's end"
 
 # ---- gate.fork: the version's snapshot is gone from the host ----
 env_doc pro/soak
 snap="$tmp/data/snaps/$(py 'd["environment"]["ID"]')/$(py 'd["environment"]["CurrentVersionID"]')"
 if [ -d "$snap" ]; then
 	rm -rf "$snap"
-	run promote pro soak staging
-	[ "$rc" = 1 ]
-	ok $? "a version whose snapshot is gone fails the promotion (exit $rc)"
-	failed_at gate.fork ""
-	ok $? "gate.fork fails with the fork's error"
+	promote_fails soak gate.fork "not found on this host" "a version whose snapshot is gone"
+	dep_doc
 	[ "$(phase gate.consistency)" = "skipped|" ]
 	ok $? "the gates after it are skipped"
-	target_kept
-	ok $? "the target is left as it was"
 else
 	ok 1 "the dir backend keeps the snapshot at $snap"
 fi
