@@ -303,6 +303,7 @@ extern const struct cli_cmd cli_cmd_files, cli_cmd_deployment, cli_cmd_events;
 extern const struct cli_cmd cli_cmd_quotas;
 extern const struct cli_cmd cli_cmd_import, cli_cmd_export;
 extern const struct cli_cmd cli_cmd_batch, cli_cmd_logs, cli_cmd_metrics;
+extern const struct cli_cmd cli_cmd_promote, cli_cmd_sheet;	/* cmd_promote.c */
 /* denv top lives in src/tui (linked into bin/denv, not into the unit tests). */
 extern const struct cli_cmd cli_cmd_top;
 

@@ -12,8 +12,7 @@
 #include "base/str.h"
 #include "cp/cp.h"
 
-/* The caller's environment, not destroyed; NULL after answering. */
-static const struct json *live_env(struct cp *cp, struct http_req *req, struct cp_caller *who)
+const struct json *cp_live_env(struct cp *cp, struct http_req *req, struct cp_caller *who)
 {
 	const struct json *env;
 
@@ -97,7 +96,7 @@ static void h_fork(struct cp *cp, struct http_req *req)
 	struct json *body = NULL, *resp;
 	struct st_txn *txn;
 
-	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
 	if (cp_opt_str(req, body, "name", &name) < 0 || cp_opt_str(req, body, "version", &vid) < 0 ||
 	    cp_ttl_read(req, body, &ttl) < 0)
@@ -129,7 +128,7 @@ static void h_snapshot(struct cp *cp, struct http_req *req)
 	struct st_txn *txn;
 	char env_id[ID_MAX], vid[ID_MAX];
 
-	if (!(env = live_env(cp, req, &who)))
+	if (!(env = cp_live_env(cp, req, &who)))
 		return;
 	cur = st_get(cp->db, "versions", json_get_str(env, "CurrentVersionID"));
 	if (!cur) {
@@ -156,7 +155,7 @@ static void h_rollback(struct cp *cp, struct http_req *req)
 	struct st_txn *txn;
 	char env_id[ID_MAX];
 
-	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
 	if (cp_req_str(req, body, "version", &vid) < 0)
 		goto out;
@@ -193,7 +192,7 @@ static void h_verify(struct cp *cp, struct http_req *req)
 	struct st_txn *txn;
 	char env_id[ID_MAX], vid[ID_MAX];
 
-	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
 	if (cp_opt_bool(req, body, "resume", &resume) < 0)
 		goto out;
@@ -235,7 +234,7 @@ static void h_destroy(struct cp *cp, struct http_req *req)
 	struct st_txn *txn;
 	char env_id[ID_MAX];
 
-	if (!(env = live_env(cp, req, &who)))
+	if (!(env = cp_live_env(cp, req, &who)))
 		return;
 	str_copy(env_id, sizeof(env_id), json_get_str(env, "ID"));
 	txn = st_begin(cp->db);
@@ -372,7 +371,7 @@ static void h_exec(struct cp *cp, struct http_req *req)
 	const struct json *env;
 	struct json *body = NULL, *payload;
 
-	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
 	if (cp_req_str(req, body, "service", &service) < 0 || cp_opt_int(req, body, "timeout_sec", &timeout) < 0)
 		goto out;
@@ -420,7 +419,7 @@ static void h_files_put(struct cp *cp, struct http_req *req)
 	size_t len;
 	const char *body;
 
-	if (!(env = live_env(cp, req, &who)))
+	if (!(env = cp_live_env(cp, req, &who)))
 		return;
 	/* target (docker cp's rules) instead of path (a directory to extract into). */
 	service = http_req_query(req, "service");
@@ -460,7 +459,7 @@ static void h_files_get(struct cp *cp, struct http_req *req)
 	struct cp_caller who;
 	const struct json *env;
 
-	if (!(env = live_env(cp, req, &who)) || !files_query(req, &service, &path) || !(host = cp_env_host(cp, req, env)))
+	if (!(env = cp_live_env(cp, req, &who)) || !files_query(req, &service, &path) || !(host = cp_env_host(cp, req, env)))
 		return;
 	park(cp, req, env, host, "env.get",
 	     cp_obj("service", json_new_str(service), "path", json_new_str(path), NULL), NULL, 0, PARK_GET, 0);

@@ -102,6 +102,8 @@
 #define CP_XS_QUEUED ((size_t)4 << 20)		/* output waiting for a slow exec stream client: over it, the stream is dropped */
 #define CP_XS_MAX_MESSAGE ((size_t)1 << 20)	/* the client's one message: the command */
 #define CP_SHORT_ID 6				/* characters of a ULID used in generated names */
+#define CP_PROMOTE_DETAIL_MAX 256		/* one invariant finding, as the data sheet shows it */
+#define CP_PROMOTE_CHECK_TIMEOUT_S 120		/* one declared invariant's command */
 
 /* TTLs (ttl.c, denv-cp(8) "TTLs"). */
 #define CP_TTL_MAX_S (30 * 24 * 3600)		/* highest idle_ttl_sec and max_ttl_sec */
@@ -642,6 +644,19 @@ const char *cp_env_host(struct cp *cp, struct http_req *req, const struct json *
  * NULL after answering 400/409. */
 const char *cp_new_env_name(struct cp *cp, struct http_req *req, const char *project_id, const char *given,
 			    const char *prefix, char *buf, size_t n);
+
+/* ---- promote (promote.c, orch_promote.c, api_promote.c) ---- */
+
+/* gate.invariants' built-in checks: old_spec (what the target runs; NULL
+ * for none) against new_spec. Appends {name, ok, detail} per check to
+ * checks; returns how many failed. */
+int cp_promote_invariants(const struct json *old_spec, const struct json *new_spec, struct json *checks);
+/* The caller's environment {env}, not destroyed, its TTL's activity noted
+ * (api_ops.c: every route that acts on an environment); NULL after
+ * answering 401, 404 or 409. */
+const struct json *cp_live_env(struct cp *cp, struct http_req *req, struct cp_caller *who);
+/* POST /v1/envs/{env}/promote, GET /v1/envs/{env}/sheet. */
+int cp_api_promote(struct cp *cp);
 
 /* ---- templates (templates.c) ---- */
 

@@ -342,7 +342,7 @@ static int add_routes(struct cp *cp)
 	int (*groups[])(struct cp *) = {
 		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
 		cp_api_events, cp_api_hosts, cp_api_github, cp_api_ops, cp_api_bg, cp_api_pause, cp_api_sandboxes,
-		cp_api_batch, cp_api_observe,
+		cp_api_batch, cp_api_observe, cp_api_promote,
 		cp_api_contexts, cp_api_ttl, cp_api_quotas, cp_hub_routes, cp_web_device, cp_auth_github,
 		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
 	};

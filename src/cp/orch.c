@@ -25,6 +25,7 @@ struct cp_watch {
 
 static const struct run_kind *const kinds[] = {
 	&cp_kind_deploy, &cp_kind_fork, &cp_kind_snapshot, &cp_kind_rollback, &cp_kind_verify, &cp_kind_destroy,
+	&cp_kind_promote,
 };
 
 static const struct run_kind *kind_of(const char *name)
@@ -220,6 +221,7 @@ static void run_free(struct cp_run *r)
 			break;
 		}
 	cp_cmd_cancel(r->cmd);
+	ev_timer_stop(r->cp->ev, &r->soak_timer);
 	run_place_free(r);
 	json_free(r->params);
 	json_free(r->ctx);
@@ -336,7 +338,7 @@ void cp_orch_kick(struct cp *cp, const char *env_id)
 		return;
 	k = kind_of(json_get_str(p.dep, "Kind"));
 	if (!k) {
-		/* promote has phases but no route starts it; anything else is a bug. */
+		/* A kind a newer control plane wrote: nothing here can run it. */
 		cp_update(cp, "deployments", json_get_str(p.dep, "ID"),
 			  cp_obj("Status", json_new_str("failed"), "Error",
 				 json_new_str("this deployment kind is not available yet"), "FinishedAt", cp_now_json(),

@@ -49,11 +49,13 @@ struct cp_run {
 	int64_t handover_ns;		/* run_handover: when this phase ends and the next starts, 0 = now */
 	int64_t phase_started_ns;	/* when the current phase started */
 	run_phase_fn after_ship;	/* run_ship_contexts: what runs once every context is on the host */
+	struct ev_timer soak_timer;	/* promote's gate.soak */
+	int step_i;			/* promote: the replay, check or service a gate is at */
 	struct cp_run *next;
 };
 
 extern const struct run_kind cp_kind_deploy, cp_kind_fork, cp_kind_snapshot, cp_kind_rollback,
-	cp_kind_verify, cp_kind_destroy;
+	cp_kind_verify, cp_kind_destroy, cp_kind_promote;
 
 /* End the current phase. evidence is taken (NULL: null). */
 void run_ok(struct cp_run *r, struct json *evidence);
@@ -95,6 +97,15 @@ int64_t run_took_ms(const struct cp_run *r);
 void run_env(struct cp_run *r, struct json *fields);
 /* A Go-style duration ("1.5s"), a number of seconds or of milliseconds, in ms. */
 int64_t run_duration_ms(const struct json *v, bool number_is_ms);
+
+/* env.fork payload for a new environment from a version's snapshot (orch_kinds.c). */
+struct json *run_fork_payload(const char *from_env, const struct json *version);
+
+/* Destroy env_id, an environment the run made for itself on r->host_id (a
+ * grader's fork, a promotion's candidate), without waiting: marked
+ * destroyed when the host has done it, a warning in the log if it fails.
+ * Nothing when env_id is empty or the host is not connected. */
+void run_destroy_helper(struct cp_run *r, const char *env_id);
 
 /* The evidence of an env.snapshot result; fallback_name when it names no snapshot. */
 struct json *run_snapshot_evidence(const struct json *payload, const char *fallback_name);

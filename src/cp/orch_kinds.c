@@ -31,8 +31,7 @@ static void keep_endpoints(struct cp_run *r, const char *env_id, const struct js
 	cp_update(r->cp, "environments", env_id, cp_obj("Endpoints", endpoints_of(r), NULL));
 }
 
-/* env.fork payload for a new environment from a version's snapshot. */
-static struct json *fork_payload(const char *from_env, const struct json *version)
+struct json *run_fork_payload(const char *from_env, const struct json *version)
 {
 	const struct json *spec = json_get(version, "Spec");
 	const char *egress = json_get_str(spec, "egress");
@@ -94,7 +93,7 @@ static void fork_clone(struct cp_run *r)
 {
 	const struct json *v = st_get(r->cp->db, "versions", r->version_id);
 
-	run_cmd(r, r->env_id, "env.fork", fork_payload(json_get_str(r->ctx, "from_env"), v), 0, fork_cloned);
+	run_cmd(r, r->env_id, "env.fork", run_fork_payload(json_get_str(r->ctx, "from_env"), v), 0, fork_cloned);
 }
 
 static void health_endpoints(struct cp_run *r)
@@ -381,7 +380,7 @@ static void v_clone(struct cp_run *r)
 	txn = st_begin(r->cp->db);
 	st_put(txn, "environments", json_get_str(r->ctx, "grader_env"), g);
 	cp_commit_quiet(txn, "grader environment");
-	payload = fork_payload(r->env_id, v);
+	payload = run_fork_payload(r->env_id, v);
 	json_object_set_bool(payload, "refuse", true);
 	run_cmd(r, json_get_str(r->ctx, "grader_env"), "env.fork", payload, 0, v_cloned);
 }
@@ -421,15 +420,22 @@ static void v_grade(struct cp_run *r)
 		0, v_graded);
 }
 
-static void grader_destroyed(struct cp *cp, const struct cp_result *res, void *arg)
+static void helper_destroyed(struct cp *cp, const struct cp_result *res, void *arg)
 {
 	char *env_id = arg;
 
 	if (res->ok)
 		cp_update(cp, "environments", env_id, cp_obj("Status", json_new_str("destroyed"), NULL));
 	else
-		log_warn("orch", "grader environment %s: destroy: %s", env_id, res->error);
+		log_warn("orch", "environment %s: destroy: %s", env_id, res->error);
 	free(env_id);
+}
+
+void run_destroy_helper(struct cp_run *r, const char *env_id)
+{
+	if (env_id && *env_id && *r->host_id && cp_host_connected(r->cp, r->host_id))
+		cp_cmd_send(r->cp, r->host_id, env_id, "env.destroy", json_new_object(), NULL, 0, helper_destroyed,
+			    xstrdup(env_id));
 }
 
 static void v_verdict(struct cp_run *r)
@@ -462,9 +468,7 @@ static void v_verdict(struct cp_run *r)
 		json_object_set_str(ev, "fault", fault && *fault ? fault : "host");
 	}
 	/* The grader's fork is not kept. */
-	if (grader && *r->host_id && cp_host_connected(r->cp, r->host_id))
-		cp_cmd_send(r->cp, r->host_id, grader, "env.destroy", json_new_object(), NULL, 0, grader_destroyed,
-			    xstrdup(grader));
+	run_destroy_helper(r, grader);
 	run_done(r, r->failed ? "failed" : "succeeded", ev);
 }
 

@@ -269,6 +269,8 @@ int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **resu
 int cmd_env_snapshot(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_fork(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_rollback(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+/* digest.c: env.digest, the content digest of each volume of a snapshot. */
+int cmd_env_digest(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 /* verify.c: collecting the agent's submission and running the grader. */
 int cmd_verify_collect(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_verify_run(struct wk *w, const struct json *payload, struct json **result, struct err *e);

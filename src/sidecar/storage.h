@@ -113,6 +113,13 @@ const char *stg_volume_fault(const struct err *e);
 int stg_tree_bytes(const char *path, int64_t *bytes, struct err *e);
 /* <voldir of env>/<vol> through the backend's env_prepare, walked. */
 int stg_usage_walk(const struct stg *s, const char *env, const char *vol, int64_t *bytes, struct err *e);
+/* digest.c: one SHA-256 over the tree at root ("sha256:<hex>" into out):
+ * per entry, in bytewise name order below each directory, its path below
+ * root, type and mode, owner, size, and a regular file's bytes or a link's
+ * target; times are left out. Nothing is followed; only regular files are
+ * opened. files and bytes (may be NULL) count what was hashed. */
+#define STG_DIGEST_MAX (7 + 64 + 1)	/* "sha256:", 64 hex digits, NUL */
+int stg_digest_tree(const char *root, char out[STG_DIGEST_MAX], uint64_t *files, uint64_t *bytes, struct err *e);
 /* Remove a tree that may hold btrfs subvolumes or read-only snapshots. */
 int stg_remove_tree(const char *path, struct err *e);
 

@@ -15,7 +15,8 @@
  * prefer to a 0. missing is settled for every path before the walk, so it
  * does not depend on where a refusal stopped it. The agent stays frozen:
  * unfreezing is the snapshot's business (keep_paused), or, on a refusal
- * (no snapshot follows), resume's here.
+ * (no snapshot follows), resume's here; thaw (promote's replays, which
+ * grade a fork and take no snapshot) unpauses it after any collect.
  * The outcome is kept as <data>/verify/<id>/collect.json for verify.run.
  *
  * run, on the grader's fork (same host): with refused (in the payload, or
@@ -283,6 +284,7 @@ struct collect {
 	long pid;
 	size_t npaths;
 	bool resume;			/* unpause the agent when refused */
+	bool thaw;			/* unpause it after any collect: no snapshot follows (promote's replays) */
 	char **rel;			/* normalised paths */
 	const char **decl;		/* as declared */
 	bool *missing;
@@ -527,7 +529,7 @@ static int collect_run(struct collect *c, struct json **result, struct err *e)
 		json_free(res);
 		goto out;
 	}
-	if (json_len(json_get(res, "refused")) && c->resume)
+	if ((json_len(json_get(res, "refused")) && c->resume) || c->thaw)
 		resume_agent(c);
 	*result = res;
 out:
@@ -547,6 +549,7 @@ int cmd_verify_collect(struct wk *w, const struct json *payload, struct json **r
 	c.id = json_get_str(payload, "id");
 	c.svc = json_get_str(payload, "agent_service");
 	c.resume = json_get_bool(payload, "resume", false);
+	c.thaw = json_get_bool(payload, "thaw", false);
 	if (!sc_safe_id(c.id))
 		return err_set(e, "verify.collect: payload.id must be a verify id");
 	if (!c.svc || !*c.svc)

@@ -38,6 +38,7 @@ static const struct {
 	{ "env.snapshot", cmd_env_snapshot },
 	{ "env.fork", cmd_env_fork },
 	{ "env.rollback", cmd_env_rollback },
+	{ "env.digest", cmd_env_digest },
 	{ "verify.collect", cmd_verify_collect },
 	{ "verify.run", cmd_verify_run },
 };

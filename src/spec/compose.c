@@ -278,9 +278,9 @@ static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 		return -1;
 	json_object_set(spec, "warm", argv);
 	if (read_clock(json_get(x, "clock"), spec, e) < 0 || spec_disk(json_get(x, "disk"), spec, e) < 0 ||
-	    read_agent(x, spec, e) < 0)
+	    read_agent(x, spec, e) < 0 || read_verifier(x, spec, e) < 0)
 		return -1;
-	return read_verifier(x, spec, e);
+	return spec_promote(json_get(x, "promote"), spec, e);
 }
 
 int spec_from_compose(const struct json *compose, struct json **out, struct err *e)

@@ -107,7 +107,11 @@ static const struct spec_key volume_keys[] = {
 static const struct spec_key xdenv_keys[] = {
 	{ "kind", R, NULL }, { "egress", R, NULL }, { "warm", R, NULL }, { "agent", R, NULL },
 	{ "verifier", R, NULL }, { "clock", R, NULL }, { "runtime", R, NULL }, { "disk", R, NULL },
-	{ NULL, R, NULL },
+	{ "promote", R, NULL }, { NULL, R, NULL },
+};
+
+static const struct spec_key promote_keys[] = {
+	{ "replays", R, NULL }, { "soak", R, NULL }, { "invariants", R, NULL }, { NULL, R, NULL },
 };
 
 /* A service's own x-denv block. */
@@ -316,6 +320,7 @@ void spec_check_keys(const struct json *compose, const struct json *spec, struct
 	check_level(&w, json_get(x, "agent"), "x-denv.agent", agent_keys, false);
 	check_level(&w, json_get(x, "clock"), "x-denv.clock", clock_keys, false);
 	check_level(&w, json_get(x, "verifier"), "x-denv.verifier", verifier_keys, false);
+	check_level(&w, json_get(x, "promote"), "x-denv.promote", promote_keys, false);
 	if (w.dropped) {
 		char line[SPEC_WARNING_MAX];
 		snprintf(line, sizeof(line), "%zu more warnings not shown", w.dropped);

@@ -25,6 +25,8 @@
  *    "disk_mb": 2048,   (x-denv.disk; absent: the host's default cap)
  *    "clock": {"mode": "frozen", "at": "2026-01-01T00:00:00Z"}   (absent: real time;
  *             or {"mode": "offset", "offset": "-24h0m0s", "offset_sec": -86400}: spec_clock)
+ *    "promote": {"replays": 3, "soak_sec": 30,     (only with x-denv.promote: spec_promote)
+ *                "invariants": [{"name", "service", "command": [...]}]}
  *    "warnings": ["services.box.comand: unknown key (did you mean command?)",
  *                 "services.db.restart: ignored by denv"]}
  *
@@ -63,6 +65,10 @@
 #define SPEC_CLOCK_OFFSET_MAX_SEC (3650LL * 86400)	/* x-denv.clock.offset: ten years either way */
 #define SPEC_MIN_DISK_MB 16		/* x-denv.disk: an ext4 image smaller than this has no room for a journal */
 #define SPEC_MAX_DISK_MB (16LL << 20)	/* x-denv.disk: 16 TiB */
+#define SPEC_PROMOTE_REPLAYS_DEFAULT 3	/* x-denv.promote.replays when not declared */
+#define SPEC_PROMOTE_REPLAYS_MAX 20	/* each replay is a collect and a verifier run */
+#define SPEC_PROMOTE_SOAK_MAX_SEC 86400	/* x-denv.promote.soak: a day */
+#define SPEC_PROMOTE_INVARIANTS_MAX 64
 
 /* Resolve a parsed compose document (from yaml_parse) into a Spec.
  * On refusal returns -1 with e->msg the contract's message ("compose: ..."). */
@@ -95,6 +101,10 @@ int spec_disk(const struct json *v, struct json *spec, struct err *e);
 
 /* "2g", "512m", "1024k", "1.5g" or a number of bytes (caps.c); powers of 1024. */
 int spec_size_bytes(const struct json *v, double *bytes);
+/* x-denv.promote (promote.c) into the Spec's "promote": {replays,
+ * soak_sec, invariants: [{name, service, command}]}; nothing when v is
+ * absent or null. -1 with e ("compose: x-denv.promote...") otherwise. */
+int spec_promote(const struct json *v, struct json *spec, struct err *e);
 
 /* A service's build: (a context string, or a map of context, dockerfile,
  * args, target) into {context, dockerfile, args, target} (build.c); the

@@ -3,7 +3,8 @@
 # images and grades as its comments say. A control plane on a temporary
 # store and a sidecar joined to it (t/lib/stack.sh), then for each example:
 # deploy --wait, the environment running on a healthy version, what warm
-# seeded, the verifier's reward before and after the agent's work, destroy.
+# seeded, the verifier's reward before and after the agent's work (and for
+# ops-world the README's promote and sheet), destroy.
 # Real denv-cp, denvd and Docker.
 suite=examples
 . "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
@@ -22,7 +23,7 @@ sys.exit(0 if env.get("Status") == "running" and cur and cur[0].get("Healthy") i
 EOF
 }
 
-echo "1..17"
+echo "1..19"
 if ! sh "$top/t/images.sh" --quiet >"$tmp/images.log" 2>&1; then
 	echo "ok 1 # SKIP Docker or the local images are not usable here: $(tail -n 1 "$tmp/images.log")"
 	exit 0
@@ -82,13 +83,19 @@ ok $r "ops-world: the reference solution refunds the other ten (got '$out')"
 denv verify ops-world/alpha >"$tmp/ow-verify2.log" 2>&1
 grep -q '^reward: 1 ' "$tmp/ow-verify2.log"
 ok $? "ops-world: verify after the work gives reward 1" "$tmp/ow-verify2.log"
+# The README's promotion: the gates on a fresh fork of alpha's version.
+denv promote ops-world alpha staging >"$tmp/ow-promote.log" 2>&1
+ok $? "ops-world: promote alpha staging passes every gate" "$tmp/ow-promote.log"
+denv sheet ops-world/staging >"$tmp/ow-sheet.log" 2>&1 && grep -q '^  5 held ' "$tmp/ow-sheet.log" &&
+	grep -Eq '^ +gate.replay +ok .*"rewards":\[0,0,0\]' "$tmp/ow-sheet.log"
+ok $? "ops-world: the sheet shows egress held and three replays at reward 0" "$tmp/ow-sheet.log"
 
 # ---- destroy ----
 r=0
-for e in quickstart/alpha ops-world/alpha; do
+for e in quickstart/alpha ops-world/alpha ops-world/staging; do
 	denv env destroy "$e" >/dev/null 2>&1 || r=1
 done
-for e in quickstart/alpha ops-world/alpha; do
+for e in quickstart/alpha ops-world/alpha ops-world/staging; do
 	stack_wait_destroyed "$e" || r=1
 done
-ok $r "both environments destroyed"
+ok $r "every environment destroyed"
