@@ -40,52 +40,59 @@ const char *engine_socket(void)
 	return str_has_prefix(h, "unix://") && h[7] ? h + 7 : NULL;
 }
 
-/* Names and references we put in a URL path: nothing that needs escaping. */
-static bool path_safe(const char *s)
+/* Letters, digits and the characters of extra only, at most max bytes. */
+static bool only_chars(const char *s, size_t max, const char *extra)
 {
-	if (!s || !*s || strlen(s) > 400)
+	if (!s || !*s || strlen(s) > max)
 		return false;
 	for (const char *p = s; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      strchr("._-/:@", *p)))
+		      strchr(extra, *p)))
 			return false;
 	return true;
 }
 
-/* A path with a query of our own making: path_safe plus ?=&%. */
+/* Names and references we put in a URL path: nothing that needs escaping. */
+static bool path_safe(const char *s)
+{
+	return only_chars(s, 400, "._-/:@");
+}
+
+/* A path with a query of our own making (percent-encoded already). */
 static bool path_safe_query(const char *s)
 {
-	if (!s || !*s || strlen(s) > 600)
-		return false;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      strchr("._-/:@?=&%", *p)))
-			return false;
-	return true;
+	return only_chars(s, 600, "._-/:@?=&%");
+}
+
+/* method path on the socket, the answer in resp (release it after any return). */
+static int api_call(const char *method, const char *path, struct http_client_resp *resp, struct err *e)
+{
+	char url[640];
+	struct http_client_req req = { 0 };
+	const char *sock = engine_socket();
+
+	buf_init(&resp->body, ENGINE_BODY_MAX);
+	if (!sock)
+		return err_set(e, "DOCKER_HOST is not a Unix socket");
+	if (snprintf(url, sizeof(url), "http://docker%s", path) >= (int)sizeof(url))
+		return err_set(e, "engine API %s: path too long", method);
+	req.method = method;
+	req.url = url;
+	req.unix_socket = sock;
+	req.timeout_ms = (int)SC_DOCKER_QUICK_MS;
+	return http_client_do(engine_client(), &req, resp, e);
 }
 
 /* GET path on the socket. 1 and *out (200), 0 (404), -1 (anything else:
  * the caller falls back to the CLI). */
 static int api_get(const char *path, struct json **out, struct err *e)
 {
-	char url[640];
-	struct http_client_req req = { 0 };
 	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
-	const char *sock = engine_socket();
 	int rc;
 
-	if (!sock)
-		return err_set(e, "DOCKER_HOST is not a Unix socket");
-	snprintf(url, sizeof(url), "http://docker%s", path);
-	req.url = url;
-	req.unix_socket = sock;
-	req.timeout_ms = (int)SC_DOCKER_QUICK_MS;
-	buf_init(&resp.body, ENGINE_BODY_MAX);
-	if (http_client_do(engine_client(), &req, &resp, e) < 0) {
-		http_client_resp_release(&resp);
-		return -1;
-	}
-	if (resp.status == 404)
+	if (api_call("GET", path, &resp, e) < 0)
+		rc = -1;
+	else if (resp.status == 404)
 		rc = 0;
 	else if (resp.status != 200)
 		rc = err_set(e, "engine API GET %s: HTTP %d", path, resp.status);
@@ -103,28 +110,15 @@ int engine_api_get(const char *path, struct json **out, struct err *e)
 
 int engine_api_delete(const char *path, int *status, struct err *e)
 {
-	char url[640];
-	struct http_client_req req = { 0 };
 	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
-	const char *sock = engine_socket();
+	int rc;
 
-	if (!sock)
-		return err_set(e, "DOCKER_HOST is not a Unix socket");
 	if (!path_safe_query(path))
 		return err_set(e, "engine API DELETE: a path we do not send: %.100s", path);
-	snprintf(url, sizeof(url), "http://docker%s", path);
-	req.method = "DELETE";
-	req.url = url;
-	req.unix_socket = sock;
-	req.timeout_ms = (int)SC_DOCKER_QUICK_MS;
-	buf_init(&resp.body, ENGINE_BODY_MAX);
-	if (http_client_do(engine_client(), &req, &resp, e) < 0) {
-		http_client_resp_release(&resp);
-		return -1;
-	}
+	rc = api_call("DELETE", path, &resp, e);
 	*status = resp.status;
 	http_client_resp_release(&resp);
-	return 0;
+	return rc < 0 ? -1 : 0;
 }
 
 /* The same object from the CLI: `docker inspect --type T name` prints a
