@@ -338,6 +338,24 @@ def sandbox_env_ids(b: Backend, project: str = "inspect") -> dict[str, str]:
     return {e["ID"]: e.get("Status", "") for e in doc.get("environments") or []}
 
 
+def inspect_eval(cwd: Path, task_file: str, log_dir: Path) -> Any:
+    """``inspect eval task_file --max-sandboxes 1`` in cwd: its log, once it succeeded with accuracy 1.0."""
+    env = dict(os.environ, NO_COLOR="1", INSPECT_DISPLAY="plain")
+    env.pop("INSPECT_EVAL_MODEL", None)
+    r = subprocess.run([str(VENV_BIN / "inspect"), "eval", task_file, "--log-dir", str(log_dir),
+                        "--max-sandboxes", "1"],
+                       capture_output=True, text=True, timeout=900, env=env, cwd=cwd)
+    logs = sorted(log_dir.glob("*.eval"))
+    assert logs, f"no eval log\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    from inspect_ai.log import read_eval_log
+    log = read_eval_log(str(logs[-1]))
+    assert log.status == "success", f"{log.error}\n{r.stderr[-2000:]}"
+    assert log.results is not None
+    acc = log.results.scores[0].metrics["accuracy"].value
+    assert acc == 1.0, [s.scores for s in log.samples or []]
+    return log
+
+
 def check_inspect(b: Backend) -> None:
     def run() -> None:
         b.sandboxes_usable()
@@ -346,19 +364,7 @@ def check_inspect(b: Backend) -> None:
         try:
             shutil.copy(HERE / "fixtures" / "inspect" / "marker_task.py", tmp / "marker_task.py")
             (tmp / "denv.yaml").write_text(f"image: {BUSYBOX}\nvolumes: [/work]\n")
-            env = dict(os.environ, NO_COLOR="1", INSPECT_DISPLAY="plain")
-            env.pop("INSPECT_EVAL_MODEL", None)
-            r = subprocess.run([str(VENV_BIN / "inspect"), "eval", "marker_task.py", "--log-dir", str(tmp / "logs"),
-                                "--max-sandboxes", "1"],
-                               capture_output=True, text=True, timeout=900, env=env, cwd=tmp)
-            logs = sorted((tmp / "logs").glob("*.eval"))
-            assert logs, f"no eval log\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
-            from inspect_ai.log import read_eval_log
-            log = read_eval_log(str(logs[-1]))
-            assert log.status == "success", f"{log.error}\n{r.stderr[-2000:]}"
-            assert log.results is not None
-            acc = log.results.scores[0].metrics["accuracy"].value
-            assert acc == 1.0, [s.scores for s in log.samples or []]
+            log = inspect_eval(tmp, "marker_task.py", tmp / "logs")
             after = sandbox_env_ids(b)
             new = {k: v for k, v in after.items() if k not in before}
             assert len(new) == 2, f"one environment per sample expected: {new}"
@@ -419,19 +425,7 @@ def check_inspect_compose(b: Backend) -> None:
             shutil.copytree(HERE / "fixtures" / "inspect" / "compose_build", task_dir)
             # This run's own content: a new context digest, so the first sample builds.
             (task_dir / "app" / "run.txt").write_text(f"{tmp}\n")
-            env = dict(os.environ, NO_COLOR="1", INSPECT_DISPLAY="plain")
-            env.pop("INSPECT_EVAL_MODEL", None)
-            r = subprocess.run([str(VENV_BIN / "inspect"), "eval", "build_task.py", "--log-dir", str(tmp / "logs"),
-                                "--max-sandboxes", "1"],
-                               capture_output=True, text=True, timeout=900, env=env, cwd=task_dir)
-            logs = sorted((tmp / "logs").glob("*.eval"))
-            assert logs, f"no eval log\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
-            from inspect_ai.log import read_eval_log
-            log = read_eval_log(str(logs[-1]))
-            assert log.status == "success", f"{log.error}\n{r.stderr[-2000:]}"
-            assert log.results is not None
-            acc = log.results.scores[0].metrics["accuracy"].value
-            assert acc == 1.0, [s.scores for s in log.samples or []]
+            log = inspect_eval(task_dir, "build_task.py", tmp / "logs")
             # (the project's own first environment, made with it, is not a sample's)
             new = [k for k in sandbox_env_ids(b) if k not in before
                    and str(b.c.environment(k).get("Name", "")).startswith("insp-")]

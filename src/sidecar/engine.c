@@ -41,28 +41,28 @@ const char *engine_socket(void)
 	return str_has_prefix(h, "unix://") && h[7] ? h + 7 : NULL;
 }
 
-/* Names and references we put in a URL path: nothing that needs escaping. */
-static bool path_safe(const char *s)
+/* Letters, digits and the characters of extra only, at most max bytes. */
+static bool only_chars(const char *s, size_t max, const char *extra)
 {
-	if (!s || !*s || strlen(s) > 400)
+	if (!s || !*s || strlen(s) > max)
 		return false;
 	for (const char *p = s; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      strchr("._-/:@", *p)))
+		      strchr(extra, *p)))
 			return false;
 	return true;
 }
 
-/* A path with a query of our own making: path_safe plus ?=&%. */
+/* Names and references we put in a URL path: nothing that needs escaping. */
+static bool path_safe(const char *s)
+{
+	return only_chars(s, 400, "._-/:@");
+}
+
+/* A path with a query of our own making (percent-encoded already). */
 static bool path_safe_query(const char *s)
 {
-	if (!s || !*s || strlen(s) > 600)
-		return false;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      strchr("._-/:@?=&%", *p)))
-			return false;
-	return true;
+	return only_chars(s, 600, "._-/:@?=&%");
 }
 
 /* One request on the socket, with a JSON text body or none: the HTTP
@@ -76,9 +76,11 @@ static int api_do(const char *method, const char *path, const char *text, int ti
 	struct http_client_req req = { 0 };
 	const char *sock = engine_socket();
 
+	buf_init(&resp->body, ENGINE_BODY_MAX);
 	if (!sock)
 		return err_set(e, "DOCKER_HOST is not a Unix socket");
-	snprintf(url, sizeof(url), "http://docker%s", path);
+	if (snprintf(url, sizeof(url), "http://docker%s", path) >= (int)sizeof(url))
+		return err_set(e, "engine API %s: path too long", method ? method : "GET");
 	req.method = method;
 	req.url = url;
 	req.unix_socket = sock;
@@ -88,7 +90,6 @@ static int api_do(const char *method, const char *path, const char *text, int ti
 		req.body_len = strlen(text);
 	}
 	req.timeout_ms = timeout_ms;
-	buf_init(&resp->body, ENGINE_BODY_MAX);
 	if (http_client_do(engine_client(), &req, resp, e) < 0)
 		return -1;
 	return resp->status;
