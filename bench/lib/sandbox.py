@@ -70,7 +70,8 @@ def body():
     finally:
         s.close()
     if PHASES:
-        B.note("sandbox: where the time goes (median phase durations from the deployment record): " +
+        B.note("sandbox: the container is created and started on dockerd's API socket (src/sidecar/engine_run.c), "
+               "not by a docker run process; where the time goes (median phase durations from the deployment record): " +
                ", ".join("%s %.0f ms" % (k, B.median(v)) for k, v in PHASES.items() if B.median(v) >= 1))
 
 

@@ -48,20 +48,18 @@ same() {
 	[ -n "$a" ] && [ "$a" = "$b" ] || { echo "# api: $a" >&2; echo "# cli: $b" >&2; return 1; }
 }
 
-out=$("$helper" $(none_args "$p-none-api"))
-ok $([ "$out" = api ]; echo $?) "a networkless service goes through the API ($out)"
-docker $(none_args "$p-none-cli") >/dev/null 2>&1
-ok $?  "the CLI runs the same argv"
-same "$p-none-api" "$p-none-cli"
-ok $? "and both containers have the same config, caps, mounts, health and hosts"
-
+# both_ways ARGS-FN KIND WHAT: the argv through the API, the same through the CLI, compared.
+both_ways() {
+	out=$("$helper" $($1 "$p-$2-api"))
+	ok $([ "$out" = api ]; echo $?) "$3 goes through the API ($out)"
+	docker $($1 "$p-$2-cli") >/dev/null 2>&1
+	ok $? "the CLI runs the same argv"
+	same "$p-$2-api" "$p-$2-cli"
+	ok $? "and both containers have the same $4"
+}
+both_ways none_args none "a networkless service" "config, caps, mounts, health and hosts"
 docker network create "${p}_default" >/dev/null 2>&1
-out=$("$helper" $(net_args "$p-net-api"))
-ok $([ "$out" = api ]; echo $?) "a service on a network with ports goes through the API ($out)"
-docker $(net_args "$p-net-cli") >/dev/null 2>&1
-ok $? "the CLI runs the same argv"
-same "$p-net-api" "$p-net-cli"
-ok $? "the same network, alias and 127.0.0.1 port bindings"
+both_ways net_args net "a service on a network with ports" "network, alias and 127.0.0.1 port bindings"
 
 out=$("$helper" run -d --name "$p-odd" --network none --privileged x denv-test/busybox true)
 ok $([ "$out" = cli ] && [ -z "$(docker ps -aq --filter "name=^$p-odd")" ]; echo $?) \
