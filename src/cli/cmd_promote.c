@@ -119,6 +119,7 @@ static void print_lines(const struct json *s)
 		       json_get_bool(p, "held", false) ? "held" : "NOT held", s_or(p, "name", "?"), b.data);
 		buf_release(&b);
 	}
+	print_compact("caps", json_get(s, "caps"));
 	print_compact("egress", json_get(s, "egress"));
 	print_compact("clock", json_get(s, "clock"));
 	print_compact("verifier", json_get(s, "verifier"));
