@@ -121,7 +121,10 @@ static void print_lines(const struct json *s)
 	}
 	print_compact("caps", json_get(s, "caps"));
 	print_compact("egress", json_get(s, "egress"));
-	print_compact("clock", json_get(s, "clock"));
+	if (!json_get(s, "clock") || json_get(s, "clock")->type == JSON_NULL)
+		printf("%-12s real\n", "clock");
+	else
+		print_compact("clock", json_get(s, "clock"));
 	print_compact("verifier", json_get(s, "verifier"));
 	if (!promo || promo->type == JSON_NULL) {
 		printf("%-12s none: not made by a promote\n", "promotion");
