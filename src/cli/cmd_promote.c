@@ -119,8 +119,12 @@ static void print_lines(const struct json *s)
 		       json_get_bool(p, "held", false) ? "held" : "NOT held", s_or(p, "name", "?"), b.data);
 		buf_release(&b);
 	}
+	print_compact("caps", json_get(s, "caps"));
 	print_compact("egress", json_get(s, "egress"));
-	print_compact("clock", json_get(s, "clock"));
+	if (!json_get(s, "clock") || json_get(s, "clock")->type == JSON_NULL)
+		printf("%-12s real\n", "clock");
+	else
+		print_compact("clock", json_get(s, "clock"));
 	print_compact("verifier", json_get(s, "verifier"));
 	if (!promo || promo->type == JSON_NULL) {
 		printf("%-12s none: not made by a promote\n", "promotion");

@@ -130,12 +130,25 @@ static struct json *protection(int n, const char *name, bool held, struct json *
 		      evidence, NULL);
 }
 
+/* {service: resources} (memory_mb, pids, cpus; 0 is the host's default). */
+static struct json *caps_of(const struct json *spec)
+{
+	struct json *caps = json_new_object();
+
+	for (size_t i = 0; i < json_len(json_get(spec, "services")); i++) {
+		const struct json *s = json_at(json_get(spec, "services"), i);
+
+		json_object_set(caps, json_get_str(s, "name"), dup_or_null(json_get(s, "resources")));
+	}
+	return caps;
+}
+
 /* The five protections (concepts.md), each with what shows it holds. */
 static struct json *protections(const struct json *spec, const char *probe)
 {
 	const char *agent = json_get_str(json_get(spec, "agent"), "service");
 	const struct json *svc = agent ? spec_service(spec, agent) : NULL, *vf = json_get(spec, "verifier");
-	struct json *list = json_new_array(), *caps = json_new_object();
+	struct json *list = json_new_array();
 
 	json_array_push(list, protection(1, "the agent is never root", agent && svc,
 					 cp_obj("service", json_new_str(agent ? agent : ""), "user",
@@ -147,13 +160,8 @@ static struct json *protections(const struct json *spec, const char *probe)
 	json_array_push(list, protection(3, "special files in submissions are refused", vf != NULL,
 					 cp_obj("collect", dup_or_null(json_get(vf, "collect")), "refused",
 						json_new_str("symlink, fifo, device, socket: reward 0"), NULL)));
-	for (size_t i = 0; i < json_len(json_get(spec, "services")); i++) {
-		const struct json *s = json_at(json_get(spec, "services"), i);
-
-		json_object_set(caps, json_get_str(s, "name"), dup_or_null(json_get(s, "resources")));
-	}
 	json_array_push(list, protection(4, "memory, process and CPU caps on every service", true,
-					 cp_obj("caps", caps, "zero", json_new_str("the host's default"), NULL)));
+					 cp_obj("caps", caps_of(spec), "zero", json_new_str("the host's default"), NULL)));
 	json_array_push(list, protection(5, "egress is denied and probed",
 					 str_eq(json_get_str(spec, "egress"), "deny") && probe &&
 						 str_has_prefix(probe, "denied"),
@@ -231,6 +239,7 @@ static void h_sheet(struct cp *cp, struct http_req *req)
 	json_object_set(s, "images", dup_or_null(json_get(fork_ev ? fork_ev : made_ev, "digests")));
 	json_object_set(s, "datasets", datasets_of(v, phase_evidence(cp, made, "snapshot")));
 	json_object_set(s, "protections", protections(spec, probe));
+	json_object_set(s, "caps", caps_of(spec));
 	json_object_set(s, "egress", cp_obj("policy", json_new_str(json_get_str(spec, "egress")), "probe",
 					    probe ? json_new_str(probe) : json_new_null(), NULL));
 	json_object_set(s, "clock", dup_or_null(json_get(spec, "clock")));

@@ -154,6 +154,8 @@ ok $? "the five protections hold"
 ok $? "protection 1's evidence: the agent's user"
 [ "$(py '[p for p in d["sheet"]["protections"] if p["n"] == 4][0]["evidence"]["caps"]["box"]["pids"]')" = 64 ]
 ok $? "protection 4's evidence: the caps of each service"
+[ "$(py 'd["sheet"]["caps"]["box"]["memory_mb"], d["sheet"]["caps"]["box"]["pids"]')" = "(128, 64)" ]
+ok $? "caps: box's memory and pids limits"
 [ "$(py 'd["sheet"]["egress"]["policy"], d["sheet"]["egress"]["probe"]')" = "('deny', 'denied (verified)')" ]
 ok $? "egress: denied and the probe's finding"
 [ "$(py 'd["sheet"]["verifier"]["collect"]')" = "['/home/agent/answer.txt']" ]
