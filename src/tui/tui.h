@@ -153,24 +153,34 @@ void top_move(struct top *t, int delta);
 /* Whether the row text matches the filter (case-insensitive substring). */
 bool top_match(const char *text, const char *filter);
 
-/* ---- rendering (render.c) ---- */
+/* ---- cells (cells.c) ---- */
+
+/* A pane's column: its head and width (cells incl. the gap after; 0: the
+ * rest of the line; -1: the timeline). Each pane's list ends at head NULL. */
+struct top_col {
+	const char *head;
+	int width;
+};
+extern const struct top_col *const top_pane_cols[P_COUNT];
 
 /* The text of cell col of item in pane (what the filter also matches). */
 void top_cells(const struct top *t, int pane, const struct json *item, char cells[TOP_MAX_CELLS][TOP_CELL_MAX],
 	       int *ncells);
-/* Draw the whole screen into f (its size is the terminal's). */
-void top_render(struct top *t, struct tui_frame *f);
-/* --once: the height every row needs at width w. */
-int top_once_height(const struct top *t, int w);
-/* Lines of the detail overlay's text. */
-void top_detail_text(const struct top *t, struct buf *out);
-
 /* Short forms used in cells (exposed for the detail overlay). */
 void top_short_id(const char *id, char *out, size_t n);
 void top_fmt_age(int64_t ms, char *out, size_t n);
 void top_fmt_took(int64_t ms, char *out, size_t n);
 /* RFC 3339 field of obj in Unix ms, or -1. */
 int64_t top_time_ms(const struct json *obj, const char *key);
+
+/* ---- rendering (render.c) ---- */
+
+/* Draw the whole screen into f (its size is the terminal's). */
+void top_render(struct top *t, struct tui_frame *f);
+/* --once: the height every row needs at width w. */
+int top_once_height(const struct top *t, int w);
+/* Lines of the detail overlay's text. */
+void top_detail_text(const struct top *t, struct buf *out);
 
 /* ---- network (net.c) ---- */
 

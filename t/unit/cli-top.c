@@ -1,5 +1,5 @@
 /*
- * Unit tests: the pure parts of `denv top` (src/tui/frame.c, model.c,
+ * Unit tests: the pure parts of `denv top` (src/tui/frame.c, cells.c, model.c,
  * render.c): cell formats, the ASCII-only frame, filters, selection kept by
  * id and follow, the timeline's scale, and the 80x24 layout.
  *
@@ -17,6 +17,7 @@
 #include "tap.h"
 
 #include "tui/frame.c"
+#include "tui/cells.c"
 #include "tui/model.c"
 #include "tui/render.c"
 
