@@ -535,12 +535,8 @@ int cmd_env_create(struct wk *w, const struct json *payload, struct json **resul
 	/* env.create with from_snapshot is a fork whose source env is not named. */
 	if (!sc_safe_id(snap))
 		return err_set(e, "env.create: from_snapshot \"%s\" is not a snapshot name", snap);
-	if (snap_find(w, NULL, snap, src_env, sizeof(src_env), &rec, e) < 0)
+	if (snap_from(w, NULL, snap, &from, src_env, sizeof(src_env), &rec, e) < 0)
 		return err_prefix(e, "env.create");
-	memset(&from, 0, sizeof(from));
-	from.env = src_env;
-	from.name = snap;
-	from.storage = json_get_str(rec, "storage");
 	rc = create_stack(w, "env.create", payload, &from, result, e);
 	json_free(rec);
 	return rc;

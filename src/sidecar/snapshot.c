@@ -62,7 +62,6 @@
 #define SNAP_HEALTH_POLL_MS 200
 #define SNAP_CHECKPOINT_TIMEOUT_MS 300000	/* one database's checkpoint */
 #define SNAP_BGSAVE_POLL_MS 50
-#define SNAP_RECORD_MAX ((size_t)8 << 20)
 #define SNAP_MAX_SERVICES 64
 
 struct svc_state {
@@ -89,75 +88,6 @@ static void sleep_ms(int64_t ms)
 static void fmt_ms(int64_t ms, char *out, size_t n)
 {
 	clock_format_duration(ms, out, n);
-}
-
-/* ---- records ---- */
-
-static void snap_dir(const char *data, const char *env, const char *name, char *out, size_t n)
-{
-	snprintf(out, n, "%s/snaps/%s/%s", data, env, name);
-}
-
-static int read_json(const char *path, struct json **out, struct err *e)
-{
-	return json_parse_file(path, SNAP_RECORD_MAX, out, e) < 0 ? err_prefix(e, "%s", path) : 0;
-}
-
-static int write_json(const char *path, const struct json *j, struct err *e)
-{
-	char *text = json_to_string(j, JSON_PRETTY);
-	int rc = fs_write_atomic(path, text, strlen(text), 0600, e);
-
-	free(text);
-	return rc;
-}
-
-/* 1 and *rec when (env, name) has a record, 0 when not. */
-static int record_load(const char *data, const char *env, const char *name, struct json **rec, struct err *e)
-{
-	char path[STG_PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/snaps/%s/%s/snapshot.json", data, env, name);
-	if (!fs_exists(path))
-		return 0;
-	return read_json(path, rec, e) < 0 ? -1 : 1;
-}
-
-int snap_find(const struct wk *w, const char *hint_env, const char *name, char *env_out, size_t n,
-	      struct json **rec, struct err *e)
-{
-	const char *first[2] = { hint_env, w->env };
-	char dir[STG_PATH_MAX];
-	DIR *d;
-	struct dirent *de;
-	int rc;
-
-	if (!sc_safe_id(name))
-		return err_set(e, "\"%s\" is not a snapshot name", name ? name : "");
-	for (int i = 0; i < 2; i++) {
-		if (!first[i] || !sc_safe_id(first[i]))
-			continue;
-		if ((rc = record_load(w->data, first[i], name, rec, e)) != 0) {
-			if (rc > 0)
-				str_copy(env_out, n, first[i]);
-			return rc > 0 ? 0 : -1;
-		}
-	}
-	snprintf(dir, sizeof(dir), "%s/snaps", w->data);
-	if ((d = opendir(dir))) {
-		while ((de = readdir(d))) {
-			if (!sc_safe_id(de->d_name))
-				continue;
-			if ((rc = record_load(w->data, de->d_name, name, rec, e)) != 0) {
-				if (rc > 0)
-					str_copy(env_out, n, de->d_name);
-				closedir(d);
-				return rc > 0 ? 0 : -1;
-			}
-		}
-		closedir(d);
-	}
-	return err_set(e, "snapshot %s not found on this host", name);
 }
 
 /* ---- containers ---- */
@@ -722,7 +652,7 @@ static int snapshot_run(struct wk *w, const char *name, const struct json *keep,
 	json_object_set(rec, "spec", json_dup(spec));
 	snap_dir(w->data, w->env, name, dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/snapshot.json", dir);
-	if (fs_mkdir_p(dir, 0700, e) < 0 || write_json(path, rec, e) < 0) {
+	if (fs_mkdir_p(dir, 0700, e) < 0 || snap_write_json(path, rec, e) < 0) {
 		struct err e2;
 
 		stg.ops->drop_snapshot(&stg, w->env, name, &e2);
@@ -775,7 +705,7 @@ int cmd_env_snapshot(struct wk *w, const struct json *payload, struct json **res
 			       name ? name : "");
 	if (keep && keep->type != JSON_ARRAY)
 		return err_set(e, "env.snapshot: keep_paused must be a list of services");
-	if ((rc = record_load(w->data, w->env, name, &rec, e)) != 0) {
+	if ((rc = snap_record_load(w->data, w->env, name, &rec, e)) != 0) {
 		/* Taken already (a command re-sent under another id): the same answer. */
 		if (rc > 0) {
 			*result = evidence(rec);
@@ -808,12 +738,8 @@ int cmd_env_fork(struct wk *w, const struct json *payload, struct json **result,
 		return err_set(e, "env.fork: from_snapshot must name a snapshot, got \"%s\"", snap ? snap : "");
 	if (from_env && str_eq(from_env, w->env))
 		return err_set(e, "env.fork: an environment cannot be forked into itself");
-	if (snap_find(w, from_env, snap, src_env, sizeof(src_env), &rec, e) < 0)
+	if (snap_from(w, from_env, snap, &from, src_env, sizeof(src_env), &rec, e) < 0)
 		return err_prefix(e, "env.fork");
-	memset(&from, 0, sizeof(from));
-	from.env = src_env;
-	from.name = snap;
-	from.storage = json_get_str(rec, "storage");
 	/* The services and volumes are the version's: the payload's, else the record's. */
 	spec = json_dup(json_len(json_get(payload, "services")) ? payload : json_get(rec, "spec"));
 	if (!json_get_str(payload, "egress") && json_get_str(json_get(rec, "spec"), "egress"))
@@ -854,18 +780,14 @@ int cmd_env_rollback(struct wk *w, const struct json *payload, struct json **res
 		return err_set(e, "env.rollback: snapshot must name a snapshot, got \"%s\"", snap ? snap : "");
 	/* Its own snapshots first, then the one it was forked from. */
 	snprintf(path, sizeof(path), "%s/envs/%s/origin.json", w->data, w->env);
-	if (fs_exists(path) && read_json(path, &origin, e) < 0)
+	if (fs_exists(path) && snap_read_json(path, &origin, e) < 0)
 		return err_prefix(e, "env.rollback");
-	rc = snap_find(w, w->env, snap, src_env, sizeof(src_env), &rec, e);
+	rc = snap_from(w, w->env, snap, &from, src_env, sizeof(src_env), &rec, e);
 	if (rc < 0 && origin && json_get_str(origin, "env"))
-		rc = snap_find(w, json_get_str(origin, "env"), snap, src_env, sizeof(src_env), &rec, e);
+		rc = snap_from(w, json_get_str(origin, "env"), snap, &from, src_env, sizeof(src_env), &rec, e);
 	json_free(origin);
 	if (rc < 0)
 		return err_prefix(e, "env.rollback");
-	memset(&from, 0, sizeof(from));
-	from.env = src_env;
-	from.name = snap;
-	from.storage = json_get_str(rec, "storage");
 	from.restore = true;
 	spec = json_dup(json_get(rec, "spec"));
 	if (!spec || spec->type != JSON_OBJECT) {
@@ -906,7 +828,7 @@ static bool has_dependent(const char *data, const char *env, const char *snap, c
 		if (!sc_safe_id(de->d_name) || str_eq(de->d_name, except))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/origin.json", dir, de->d_name);
-		if (!fs_exists(path) || read_json(path, &o, &e) < 0)
+		if (!fs_exists(path) || snap_read_json(path, &o, &e) < 0)
 			continue;
 		found = str_eq(json_get_str(o, "env"), env) && (!snap || str_eq(json_get_str(o, "snapshot"), snap));
 		json_free(o);
@@ -972,7 +894,7 @@ static int reclaim(struct wk *w, const char *env, const char *except, int depth,
 
 	snprintf(dir, sizeof(dir), "%s/snaps/%s", w->data, env);
 	snprintf(mark, sizeof(mark), "%s/retired.json", dir);
-	if (read_json(mark, &r, e) < 0)
+	if (snap_read_json(mark, &r, e) < 0)
 		return -1;
 	if (stg_open(&stg, w, json_get_str(r, "storage"), e) < 0 ||
 	    (kept = drop_unreferenced(w, &stg, env, except, e)) < 0) {
@@ -998,7 +920,7 @@ int snap_destroy_env(struct wk *w, const char *env, struct err *e)
 	int kept;
 
 	snprintf(path, sizeof(path), "%s/envs/%s/origin.json", w->data, env);
-	if (fs_exists(path) && read_json(path, &origin, e) < 0)
+	if (fs_exists(path) && snap_read_json(path, &origin, e) < 0)
 		return -1;
 	if (stg_for_env(&stg, w, env, e) < 0 || (kept = drop_unreferenced(w, &stg, env, env, e)) < 0) {
 		json_free(origin);
@@ -1010,7 +932,7 @@ int snap_destroy_env(struct wk *w, const char *env, struct err *e)
 		json_object_set_str(mark, "storage", stg.ops->name);
 		json_object_set(mark, "origin", origin ? json_dup(origin) : json_new_null());
 		snprintf(path, sizeof(path), "%s/retired.json", dir);
-		if (write_json(path, mark, e) < 0) {
+		if (snap_write_json(path, mark, e) < 0) {
 			json_free(mark);
 			json_free(origin);
 			return -1;

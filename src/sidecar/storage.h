@@ -156,12 +156,25 @@ int create_stack(struct wk *w, const char *kind, const struct json *spec, const 
  * "environment ... does not exist on this host". */
 int create_read_spec(const struct wk *w, const char *env, struct json **spec, struct err *e);
 
-/* snapshot.c */
+/* snaprec.c: snapshot records. */
+#define SC_SNAP_RECORD_MAX ((size_t)8 << 20)	/* one snapshot.json */
+/* <data>/snaps/<env>/<name>: the snapshot's directory. */
+void snap_dir(const char *data, const char *env, const char *name, char *out, size_t n);
+int snap_read_json(const char *path, struct json **out, struct err *e);
+int snap_write_json(const char *path, const struct json *j, struct err *e);
+/* 1 and *rec when (env, name) has a record, 0 when not, -1 on error. */
+int snap_record_load(const char *data, const char *env, const char *name, struct json **rec, struct err *e);
 /* The record of snapshot name: looked for under hint_env, then env, then
  * every environment (names are version ids, unique on a host). 0 and *rec
  * (the caller frees) with its env in env_out, or -1. */
 int snap_find(const struct wk *w, const char *hint_env, const char *name, char *env_out, size_t n,
 	      struct json **rec, struct err *e);
+/* snap_find, then *from set to clone from it (env_out, name, its storage;
+ * restore false); *rec must outlive *from. */
+int snap_from(const struct wk *w, const char *hint_env, const char *name, struct create_from *from, char *env_out,
+	      size_t n, struct json **rec, struct err *e);
+
+/* snapshot.c */
 /* env.destroy's storage part: the env's volumes, and its snapshots that no
  * live fork depends on; what is kept is reclaimed when its last fork goes. */
 int snap_destroy_env(struct wk *w, const char *env, struct err *e);
