@@ -52,6 +52,8 @@ MAX_SYMLINKS = 40
 FINAL_STATUSES = ("succeeded", "failed", "rolled_back")
 # Extra seconds on top of a server-side wait before the HTTP request gives up.
 HTTP_MARGIN = 60.0
+# The longest wait_sec of GET /v1/batches/{id} that wait_batch asks for (denv-cp allows 60).
+BATCH_WAIT_MAX = 30
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -726,9 +728,13 @@ class _Ops:
         final = yield from self._g_wait_batch(batch.id, timeout_sec, on_change)
         return final
 
-    def _g_batch_status(self, batch_id: str) -> _Op[Batch]:
-        """``GET /v1/batches/{id}``: each member's state now."""
-        doc = yield from self._j("GET", f"/v1/batches/{batch_id}")
+    def _g_batch_status(self, batch_id: str, wait_sec: int = 0) -> _Op[Batch]:
+        """``GET /v1/batches/{id}``: each member's state now; with
+        ``wait_sec``, once a pending member's deployment ends (or after that
+        long)."""
+        params = {"wait_sec": str(int(wait_sec))} if wait_sec else None
+        doc = yield from self._j("GET", f"/v1/batches/{batch_id}", params=params,
+                                 timeout=max(self.timeout, wait_sec + HTTP_MARGIN))
         return Batch.of(doc)
 
     def _g_wait_batch(
@@ -741,10 +747,14 @@ class _Ops:
         deadline = time.monotonic() + timeout_sec
         seen: dict[int, str] = {}
         while True:
-            b = yield from self._g_batch_status(batch_id)
+            # The server holds the GET until a member's deployment ends.
+            wait = int(min(BATCH_WAIT_MAX, max(0.0, deadline - time.monotonic())))
+            b = yield from self._g_batch_status(batch_id, wait_sec=wait if seen else 0)
+            changed = False
             for m in b.members:
                 if seen.get(m.index) != m.state:
                     seen[m.index] = m.state
+                    changed = True
                     if on_change:
                         on_change(m)
             if b.done:
@@ -753,7 +763,8 @@ class _Ops:
                 raise DenvTimeout("GET", f"/v1/batches/{batch_id}", "timeout",
                                   f"{sum(m.state == 'pending' for m in b.members)} members still pending "
                                   f"after {timeout_sec:g} s")
-            yield _Sleep(self.poll_interval)
+            if not changed:
+                yield _Sleep(self.poll_interval)
 
     def _g_metrics(self, env_id: str) -> _Op[dict[str, Any]]:
         """``GET /v1/envs/{id}/metrics``: what the environment uses now,

@@ -10,6 +10,7 @@
 #include "json/json.h"
 
 #define BATCH_WAIT_DEFAULT_S 600	/* --wait without --timeout */
+#define BATCH_WAIT_S 30			/* wait_sec of one GET (under the CLI's HTTP timeout) */
 
 /* The POST body from the flags and the command tail; CLI_USAGE with e. */
 static int batch_body(const struct cli_args *a, struct json **out, struct err *e)
@@ -46,10 +47,12 @@ static int batch_body(const struct cli_args *a, struct json **out, struct err *e
 	return 0;
 }
 
-/* One line per member whose state changed since seen (a string per index). */
-static void print_changes(const struct json *view, struct json *seen)
+/* One line per member whose state changed since seen (a string per index);
+ * whether any did. */
+static bool print_changes(const struct json *view, struct json *seen)
 {
 	const struct json *ms = json_get(view, "members");
+	bool changed = false;
 
 	for (size_t i = 0; i < json_len(ms); i++) {
 		const struct json *m = json_at(ms, i);
@@ -60,10 +63,12 @@ static void print_changes(const struct json *view, struct json *seen)
 		if (str_eq(json_get_str(seen, key), state))
 			continue;
 		json_object_set_str(seen, key, state);
+		changed = true;
 		printf("%s %s %s%s%s\n", json_get_str(m, "name"), json_get_str(m, "environment"), state,
 		       err ? ": " : "", err ? err : "");
 	}
 	fflush(stdout);
+	return changed;
 }
 
 /* Poll the batch until no member is pending; 0 when all are healthy. */
@@ -74,21 +79,30 @@ static int batch_follow(struct cli *c, const char *id, int64_t timeout_s, struct
 	int64_t deadline = ev_mono_ms() + timeout_s * 1000;
 	int rc = -1;
 
-	buf_adds(&path, "/v1/batches/");
-	cli_escape(&path, id);
-	for (;;) {
+	for (bool first = true;; first = false) {
+		int64_t left = (deadline - ev_mono_ms()) / 1000;
+
+		/* After the first look the server holds the GET until a member's
+		 * deployment ends (wait_sec), so a line comes as each one does. */
+		buf_reset(&path);
+		buf_adds(&path, "/v1/batches/");
+		cli_escape(&path, id);
+		if (!first && left > 0)
+			buf_addf(&path, "?wait_sec=%lld", (long long)(left < BATCH_WAIT_S ? left : BATCH_WAIT_S));
 		json_free(view);
 		view = NULL;
 		if (cli_call(c, "GET", path.data, NULL, &view, e) < 0)
 			goto out;
-		print_changes(view, seen);
+		bool changed = print_changes(view, seen);
+
 		if (json_get_bool(view, "done", false))
 			break;
 		if (ev_mono_ms() >= deadline) {
 			err_set(e, "batch %s: members still pending after %lld s", id, (long long)timeout_s);
 			goto out;
 		}
-		cli_sleep_ms(CLI_POLL_MS);
+		if (!changed)
+			cli_sleep_ms(CLI_POLL_MS);
 	}
 	{
 		const struct json *counts = json_get(view, "counts");

@@ -4,7 +4,9 @@
  * The answer (202) comes as soon as every member's environment and
  * deployment are stored; GET /v1/batches/{id} then reports each member's
  * state as its own deployment goes on (pending, healthy, failed, destroyed),
- * so one member's failure never hides the others. The members' deployments
+ * so one member's failure never hides the others. With ?wait_sec=N the GET
+ * is held until a pending member's deployment ends (or N seconds), so a
+ * client sees each member as it becomes healthy without polling. The members' deployments
  * also emit the usual events on the live stream.
  *
  * Image members are deployed with spread: each goes to the connected host
@@ -236,15 +238,116 @@ out:
 	json_free(body);
 }
 
+/* ---- GET with wait_sec: answered when a member's deployment ends ---- */
+
+struct bwait {
+	struct cp *cp;
+	struct http_req *req;		/* NULL once the client went away */
+	struct ev_timer timer;
+	char id[ID_MAX];
+	size_t n;
+	struct cp_watch *w[CP_BATCH_MAX];	/* NULL once fired (the orchestrator frees it) */
+	char dep[CP_BATCH_MAX][ID_MAX];
+	bool deferred;			/* the answer is due at the end of this turn */
+};
+
+static void bwait_free(struct bwait *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (b->w[i])
+			cp_orch_unwatch(b->cp, b->w[i]);
+	ev_timer_stop(b->cp->ev, &b->timer);
+	free(b);
+}
+
+/* At the end of the turn (never inside the orchestrator's walk of its
+ * watches, which unwatching would change under it), or when wait_sec ran out. */
+static void bwait_answer(struct ev *ev, void *arg)
+{
+	struct bwait *b = arg;
+	const struct json *row = st_get(b->cp->db, "batches", b->id);
+
+	(void)ev;
+	if (b->req) {
+		http_req_on_gone(b->req, NULL, NULL);
+		if (row)
+			cp_reply(b->req, 200, batch_view(b->cp, row, true));
+		else
+			http_respond_error(b->req, 404, "batch not found");
+	}
+	bwait_free(b);
+}
+
+static void bwait_fired(struct cp *cp, const struct json *dep, void *arg)
+{
+	struct bwait *b = arg;
+
+	for (size_t i = 0; i < b->n; i++)
+		if (b->w[i] && str_eq(b->dep[i], json_get_str(dep, "ID")))
+			b->w[i] = NULL;
+	if (!b->deferred) {
+		b->deferred = true;
+		ev_timer_stop(cp->ev, &b->timer);
+		ev_defer(cp->ev, bwait_answer, b);
+	}
+}
+
+static void bwait_gone(struct http_req *req, void *arg)
+{
+	struct bwait *b = arg;
+
+	http_respond_error(req, 504, "client went away");
+	b->req = NULL;
+	if (!b->deferred)	/* else the deferred answer frees it */
+		bwait_free(b);
+}
+
+/* Park the request until one of the pending members' deployments ends, or wait_s. */
+static void batch_wait(struct cp *cp, struct http_req *req, const struct json *row, int64_t wait_s)
+{
+	const struct json *ms = json_get(row, "Members");
+	struct bwait *b = xcalloc(1, sizeof(*b));
+
+	b->cp = cp;
+	b->req = req;
+	str_copy(b->id, sizeof(b->id), json_get_str(row, "ID"));
+	for (size_t i = 0; i < json_len(ms) && b->n < CP_BATCH_MAX; i++) {
+		const char *dep_id = json_get_str(json_at(ms, i), "DeploymentID");
+		const struct json *dep = st_get(cp->db, "deployments", dep_id);
+		const struct json *env = st_get(cp->db, "environments", json_get_str(json_at(ms, i), "EnvID"));
+
+		if (!str_eq(member_state(env, dep), "pending"))
+			continue;
+		str_copy(b->dep[b->n], sizeof(b->dep[b->n]), dep_id);
+		b->w[b->n] = cp_orch_watch(cp, dep_id, bwait_fired, b);
+		b->n++;
+	}
+	ev_timer_start(cp->ev, &b->timer, wait_s * 1000, bwait_answer, b);
+	http_req_on_gone(req, bwait_gone, b);
+}
+
 static void h_batch_get(struct cp *cp, struct http_req *req)
 {
 	struct cp_caller who;
 	const struct json *row;
+	const char *wait = http_req_query(req, "wait_sec");
+	int64_t wait_s = 0;
+	struct json *view;
 
 	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0 ||
 	    !(row = cp_team_row(cp, req, "batches", who.team_id, http_req_param(req, "id"), "batch")))
 		return;
-	cp_reply(req, 200, batch_view(cp, row, true));
+	if (wait && *wait && (str_to_i64(wait, &wait_s) < 0 || wait_s < 0 || wait_s > CP_BATCH_WAIT_MAX_S)) {
+		cp_fail(req, 400, "wait_sec must be 0 to %d", CP_BATCH_WAIT_MAX_S);
+		return;
+	}
+	view = batch_view(cp, row, true);
+	if (wait_s == 0 || json_get_bool(view, "done", false)) {
+		cp_reply(req, 200, view);
+		return;
+	}
+	json_free(view);
+	batch_wait(cp, req, row, wait_s);
 }
 
 int cp_api_batch(struct cp *cp)

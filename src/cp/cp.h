@@ -96,6 +96,7 @@
 #define CP_LOGS_FOLLOW_QUEUED ((size_t)4 << 20)	/* a follower this far behind skips a turn */
 #define CP_LOGS_STAMP_MAX 64			/* docker's log timestamp, fixed-width RFC 3339 */
 #define CP_BATCH_MAX 256			/* members of one POST /v1/sandboxes/batch */
+#define CP_BATCH_WAIT_MAX_S 60		/* GET /v1/batches/{id}?wait_sec= */
 #define CP_EVENT_SUBS_MAX 1024			/* live event streams at once */
 #define CP_EVENT_SUB_QUEUED ((size_t)8 << 20)	/* a stream that falls this far behind is closed */
 #define CP_XS_MAX 256				/* streamed execs at once (api_exec_stream.c) */

@@ -64,7 +64,7 @@ wait_done() {
 }
 busybox='"image":"denv-test/busybox:latest","cmd":["sleep","3600"]'
 
-echo "1..27"
+echo "1..30"
 if ! stack_start; then
 	echo "Bail out! stack did not start"
 	exit 1
@@ -180,6 +180,20 @@ ok $? "a batch with an Idempotency-Key: 202"
 api POST /v1/sandboxes/batch "{$busybox,\"count\":2,\"name_prefix\":\"idem-\"}" "Idempotency-Key: batch-k1"
 [ "$code" = 202 ] && [ "$(j .batch.ID)" = "$one" ] && [ "$(j '[.members[].environment] | join(",")')" = "$m1" ]
 ok $? "its replay gets the same batch and members"
+# ---- wait_sec: held until a member's deployment ends ----
+api POST /v1/sandboxes/batch "{$busybox,\"count\":2,\"name_prefix\":\"w-\"}"
+w=$(j .batch.ID)
+api GET "/v1/batches/$w?wait_sec=61"
+[ "$code" = 400 ] && [ "$(j .error)" = "wait_sec must be 0 to 60" ]
+ok $? "wait_sec over 60: 400"
+api GET "/v1/batches/$w?wait_sec=60"
+[ "$code" = 200 ] && [ "$(j '[.members[] | select(.state != "pending")] | length')" -ge 1 ]
+ok $? "wait_sec: the answer comes with a member no longer pending"
+wait_done "$w"
+api GET "/v1/batches/$w?wait_sec=60"
+[ "$code" = 200 ] && [ "$(j .done)" = true ] && [ "$(j .counts.healthy)" = 2 ]
+ok $? "wait_sec on a finished batch answers at once"
+
 # ---- the CLI ----
 denv batch create --image denv-test/busybox:latest -n 3 --name-prefix cli- -- sleep 3600 >"$tmp/out" 2>&1
 rc=$?
