@@ -13,7 +13,7 @@
 #include "cp/cp.h"
 
 /* The caller's environment, not destroyed; NULL after answering. */
-static const struct json *live_env(struct cp *cp, struct http_req *req, struct cp_caller *who)
+const struct json *cp_live_env(struct cp *cp, struct http_req *req, struct cp_caller *who)
 {
 	const struct json *env;
 
@@ -97,7 +97,7 @@ static void h_fork(struct cp *cp, struct http_req *req)
 	struct json *body = NULL, *resp;
 	struct st_txn *txn;
 
-	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
 	if (cp_opt_str(req, body, "name", &name) < 0 || cp_opt_str(req, body, "version", &vid) < 0 ||
 	    cp_ttl_read(req, body, &ttl) < 0)
@@ -129,7 +129,7 @@ static void h_snapshot(struct cp *cp, struct http_req *req)
 	struct st_txn *txn;
 	char env_id[ID_MAX], vid[ID_MAX];
 
-	if (!(env = live_env(cp, req, &who)))
+	if (!(env = cp_live_env(cp, req, &who)))
 		return;
 	cur = st_get(cp->db, "versions", json_get_str(env, "CurrentVersionID"));
 	if (!cur) {
@@ -156,7 +156,7 @@ static void h_rollback(struct cp *cp, struct http_req *req)
 	struct st_txn *txn;
 	char env_id[ID_MAX];
 
-	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
 	if (cp_req_str(req, body, "version", &vid) < 0)
 		goto out;
@@ -193,7 +193,7 @@ static void h_verify(struct cp *cp, struct http_req *req)
 	struct st_txn *txn;
 	char env_id[ID_MAX], vid[ID_MAX];
 
-	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
 	if (cp_opt_bool(req, body, "resume", &resume) < 0)
 		goto out;
@@ -235,7 +235,7 @@ static void h_destroy(struct cp *cp, struct http_req *req)
 	struct st_txn *txn;
 	char env_id[ID_MAX];
 
-	if (!(env = live_env(cp, req, &who)))
+	if (!(env = cp_live_env(cp, req, &who)))
 		return;
 	str_copy(env_id, sizeof(env_id), json_get_str(env, "ID"));
 	txn = st_begin(cp->db);
@@ -323,8 +323,7 @@ static void park_done(struct cp *cp, const struct cp_result *res, void *arg)
 	free(p);
 }
 
-/* The connected host of env; NULL after answering 502. */
-static const char *env_host(struct cp *cp, struct http_req *req, const struct json *env)
+const char *cp_env_host(struct cp *cp, struct http_req *req, const struct json *env)
 {
 	const char *host = json_get_str(env, "HostID");
 
@@ -373,7 +372,7 @@ static void h_exec(struct cp *cp, struct http_req *req)
 	const struct json *env;
 	struct json *body = NULL, *payload;
 
-	if (!(env = live_env(cp, req, &who)) || cp_body(req, &body) < 0)
+	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
 	if (cp_req_str(req, body, "service", &service) < 0 || cp_opt_int(req, body, "timeout_sec", &timeout) < 0)
 		goto out;
@@ -385,7 +384,7 @@ static void h_exec(struct cp *cp, struct http_req *req)
 		cp_fail(req, 400, "timeout_sec must be 1 to %d", CP_EXEC_TIMEOUT_MAX_S);
 		goto out;
 	}
-	if (!(host = env_host(cp, req, env)) || cp_quota_exec_take(cp, req, who.team_id) < 0)
+	if (!(host = cp_env_host(cp, req, env)) || cp_quota_exec_take(cp, req, who.team_id) < 0)
 		goto out;
 	payload = cp_obj("service", json_new_str(service), "cmd", json_dup(json_get(body, "cmd")), "timeout_sec",
 			 json_new_int(timeout), NULL);
@@ -421,7 +420,7 @@ static void h_files_put(struct cp *cp, struct http_req *req)
 	size_t len;
 	const char *body;
 
-	if (!(env = live_env(cp, req, &who)))
+	if (!(env = cp_live_env(cp, req, &who)))
 		return;
 	/* target (docker cp's rules) instead of path (a directory to extract into). */
 	service = http_req_query(req, "service");
@@ -438,7 +437,7 @@ static void h_files_put(struct cp *cp, struct http_req *req)
 		http_respond_error(req, 400, "owner must be user[:group]");
 		return;
 	}
-	if (!(host = env_host(cp, req, env)))
+	if (!(host = cp_env_host(cp, req, env)))
 		return;
 	body = http_req_body(req, &len);
 	payload = cp_obj("service", json_new_str(service), NULL);
@@ -461,7 +460,7 @@ static void h_files_get(struct cp *cp, struct http_req *req)
 	struct cp_caller who;
 	const struct json *env;
 
-	if (!(env = live_env(cp, req, &who)) || !files_query(req, &service, &path) || !(host = env_host(cp, req, env)))
+	if (!(env = cp_live_env(cp, req, &who)) || !files_query(req, &service, &path) || !(host = cp_env_host(cp, req, env)))
 		return;
 	park(cp, req, env, host, "env.get",
 	     cp_obj("service", json_new_str(service), "path", json_new_str(path), NULL), NULL, 0, PARK_GET, 0);
