@@ -380,6 +380,7 @@ struct engine_exec {
 	bool timed_out;
 	struct mux mux;
 	bool stdin_closed, killed;	/* interactive: 'e' and 'k' came */
+	bool ctl_gone;			/* interactive: the control FIFO has no writer */
 	struct buf ctl;			/* interactive: control bytes short of a line */
 	/* Set: called with dockerd's exec id once it exists, before the start. */
 	void (*on_created)(void *arg, const char *exec_id);

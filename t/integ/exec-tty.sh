@@ -10,37 +10,7 @@
 set -u
 top=${DENV_TOP:-$(pwd)}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-exec-tty.XXXXXX")
-. "$top/t/lib/stack.sh"
-PATH=$top/bin:$PATH
-PY=$top/python/.venv/bin/python
-t=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		echo "not ok $t - $2"
-		for f in out err; do [ -s "$tmp/$f" ] && sed -n "1,12s/^/#   $f: /p" "$tmp/$f"; done
-	fi
-}
-api() {
-	code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $DENV_API_KEY" \
-		-H 'Content-Type: application/json' ${3:+--data "$3"} "$DENV_SERVER$2")
-}
-cleanup() {
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-if [ "$(id -u)" != 0 ] || ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs root and Docker with the fixture images"
-	exit 0
-fi
-stack_start >"$tmp/start.log" 2>&1
-ok $? "control plane up, sidecar joined"
-denv project create tt >/dev/null
+. "$top/t/lib/box.sh"
 cat >"$tmp/compose.yaml" <<'YAML'
 services:
   box:
@@ -48,9 +18,7 @@ services:
     user: "1000:1000"
     command: ["sleep", "infinity"]
 YAML
-denv deploy --project tt --env t1 -f "$tmp/compose.yaml" >"$tmp/deploy.log" 2>&1
-ok $? "deploy tt/t1"
-env_id=$(denv env get tt/t1 | stack_json 'd["environment"]["ID"]')
+box_up tt t1 "$tmp/compose.yaml"
 
 # ---- -i: stdin's bytes, and its end ----
 "$PY" -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * 64)' >"$tmp/all"
