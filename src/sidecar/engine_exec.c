@@ -212,8 +212,15 @@ static int ctl_line(const char *id, struct stream *s, const char *l, size_t n, s
 			resize(id, rows, cols);
 		return 0;
 	case SC_CTL_KILL:
-		if (engine_exec_state(id, &pid, &running, &ie) == 0 && running && pid > 1)
-			sc_kill_tree((pid_t)pid, SIGKILL);
+		/* Right after the start dockerd may not know the pid yet: ask
+		 * again, a bounded number of times, before giving up on it. */
+		for (int i = 0; i < SC_CTL_KILL_TRIES; i++) {
+			if (engine_exec_state(id, &pid, &running, &ie) == 0 && running && pid > 1) {
+				sc_kill_tree((pid_t)pid, SIGKILL);
+				break;
+			}
+			(void)ev_wait_fd(-1, 0, ev_mono_ms() + SC_CTL_KILL_WAIT_MS);
+		}
 		r->killed = true;
 		return 0;
 	}

@@ -38,6 +38,35 @@ denv exec --service box tt/t1 -- sh -c 'cat; echo no-stdin' </dev/zero >"$tmp/ou
 [ "$(cat "$tmp/out")" = no-stdin ]
 ok $? "without -i the command's stdin is empty"
 
+# ---- Python: denv.stream with stdin, and kill ----
+PYTHONPATH=$top/python "$PY" - "$env_id" >"$tmp/out" 2>"$tmp/err" <<'PYEOF'
+import sys
+from denv import Client
+from denv.stream import exec_stream
+env = sys.argv[1]
+c = Client()
+s = exec_stream(c, env, "box", ["sh", "-c", "read a; echo got:$a; cat"], timeout_sec=60, stdin=True)
+s.write(b"hi\n")
+it = iter(s)
+first = next(it)            # the answer to our line, before we send the rest
+assert first == ("stdout", b"got:hi\n"), first
+s.write(bytes(range(256)) * 200)
+s.close_stdin()
+rest = b"".join(d for _, d in it)
+assert rest == bytes(range(256)) * 200, len(rest)
+assert s.exit_code == 0, s.exit_code
+k = exec_stream(c, env, "box", ["sleep", "300"], timeout_sec=600, stdin=True)
+k.kill()
+for _ in k:
+    pass
+assert k.exit_code not in (None, 0) and not k.timed_out, (k.exit_code, k.timed_out)
+t = exec_stream(c, env, "box", ["sh", "-c", "sleep 0.5; stty size"], tty=True, rows=33, cols=77)
+assert b"".join(d for _, d in t).strip() == b"33 77", "tty size"
+print("py ok")
+PYEOF
+[ "$(cat "$tmp/out")" = "py ok" ]
+ok $? "Python denv.stream: stdin answered in order, 51200 bytes back intact, kill ends it, tty of 33x77"
+
 # ---- -it under a pseudo-terminal ----
 "$PY" - "$top/bin/denv" "$env_id" >"$tmp/pty.log" 2>&1 <<'PYEOF'
 import fcntl, os, pty, select, struct, sys, termios, time
