@@ -41,6 +41,23 @@ printf 'a\000b\377\n' >"$tmp/want-err"
 cmp -s "$tmp/err" "$tmp/want-err"
 ok $? "stderr's bytes intact (NUL, 0xff)"
 
+# ---- bg output -f: what comes, as it comes, until the end ----
+run bg start --service box bg/b1 -- sh -c \
+	'echo first; i=0; while [ ! -e /tmp/go3 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo second'
+idf=$(cat "$tmp/out")
+mkfifo "$tmp/ffifo"
+denv bg output -f bg/b1 "$idf" >"$tmp/ffifo" 2>"$tmp/err" &
+fpid=$!
+{
+	read -r l1
+	[ "$l1" = first ] && docker exec "$ctr" touch /tmp/go3
+	cat >"$tmp/frest"
+} <"$tmp/ffifo"
+wait "$fpid"
+frc=$?
+[ "$l1" = first ] && [ "$(cat "$tmp/frest")" = second ] && [ "$frc" = 0 ]
+ok $? "bg output -f: the first line before the command could end, the rest after, then exit 0 (got '$l1', exit $frc)"
+
 # ---- the REST shape: offsets, sizes, done ----
 api GET "/v1/envs/$env_id/commands/$id/output?stdout_offset=4&stderr_offset=1"
 [ "$code" = 200 ] && [ "$(j 'd["command"]["encoding"]')" = base64 ] &&
@@ -49,8 +66,8 @@ ok $? "output from offsets: the rest, and the next offsets (code $code)"
 [ "$(j 'd["command"]["done"], d["command"]["exit_code"], d["command"]["state"]')" = "True 7 exited" ]
 ok $? "the answer says done, exit 7, exited"
 api GET "/v1/envs/$env_id/commands"
-[ "$code" = 200 ] && [ "$(j '[c["id"] for c in d["commands"]]')" = "['$id']" ]
-ok $? "list names the command (code $code)"
+[ "$code" = 200 ] && [ "$(j '[c["id"] for c in d["commands"]]')" = "['$id', '$idf']" ]
+ok $? "list names both commands, oldest first (code $code)"
 api GET "/v1/envs/$env_id/commands/bg_01JD3W5ZQ9X4M8B2Y7C6V0T1RS"
 [ "$code" = 404 ] && grep -q 'no background command' "$tmp/out"
 ok $? "an unknown id is 404 (code $code)"
