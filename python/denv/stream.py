@@ -7,6 +7,10 @@ only (a small RFC 6455 client: one text message out, text messages in).
     for stream, data in s:          # ("stdout" | "stderr", bytes), as it arrives
         ...
     s.exit_code, s.timed_out        # once the iteration has ended
+
+With ``stdin=True`` the command's stdin is open: ``s.write(b"...")``,
+``s.close_stdin()``; with ``tty=True`` it runs on a terminal (``s.resize``);
+``s.kill()`` kills it, and so does closing the stream before its end.
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ from denv.client import Client, DenvError, DenvTimeout
 
 # One frame from the server: the base64 of 32 KiB plus its members (xframe.h).
 FRAME_MAX = 64 << 10
+# Raw bytes in one exec.in frame (XF_CHUNK_MAX).
+CHUNK_MAX = 32 << 10
 
 
 class ExecStream:
@@ -35,6 +41,32 @@ class ExecStream:
         self._seq = 0
         self.exit_code: int | None = None
         self.timed_out = False
+
+    # ---- input (exec_stream(stdin=True) or tty=True) ----
+
+    def _frame(self, doc: dict[str, object]) -> None:
+        try:
+            _send_text(self._sock, json.dumps(doc).encode())
+        except OSError as e:
+            raise DenvError("GET", self._path, "stream", f"cannot send: {e}") from None
+
+    def write(self, data: bytes) -> None:
+        """Bytes for the command's stdin (sent in 32 KiB frames)."""
+        for off in range(0, len(data), CHUNK_MAX):
+            part = bytes(data[off:off + CHUNK_MAX])
+            self._frame({"type": "exec.in", "data": base64.b64encode(part).decode()})
+
+    def close_stdin(self) -> None:
+        """The end of the command's stdin."""
+        self._frame({"type": "exec.in", "eof": True})
+
+    def resize(self, rows: int, cols: int) -> None:
+        """The terminal's new size (tty=True)."""
+        self._frame({"type": "exec.resize", "rows": int(rows), "cols": int(cols)})
+
+    def kill(self) -> None:
+        """Kill the command now; the iteration then ends with its exit code."""
+        self._frame({"type": "exec.kill"})
 
     def _recv(self, n: int) -> bytes:
         while len(self._buf) < n:
@@ -62,8 +94,11 @@ class ExecStream:
                 op, data = self._message()
                 if op == 0x8:
                     raise DenvError("GET", self._path, "stream", "the stream closed before the command ended")
+                if op == 0x9:  # a ping: answered, or the server drops a long command's stream
+                    _send_frame(self._sock, 0x8A, data)
+                    continue
                 if op != 0x1:
-                    continue  # pings: the server's keepalive needs no answer within a command's life
+                    continue
                 f = json.loads(data)
                 kind = f.get("type")
                 if kind == "exec.out":
@@ -84,17 +119,24 @@ class ExecStream:
 
 
 def _send_text(sock: socket.socket, payload: bytes) -> None:
+    _send_frame(sock, 0x81, payload)
+
+
+def _send_frame(sock: socket.socket, first: int, payload: bytes) -> None:
     mask = os.urandom(4)
     n = len(payload)
-    head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else
+    head = bytes([first]) + (bytes([0x80 | n]) if n < 126 else
                             bytes([0x80 | 126]) + struct.pack(">H", n) if n < 65536 else
                             bytes([0x80 | 127]) + struct.pack(">Q", n))
     sock.sendall(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
 
 
 def exec_stream(client: Client, env_id: str, service: str, cmd: Sequence[str],
-                timeout_sec: int = 120) -> ExecStream:
-    """Start cmd in service of env_id; the answer yields its output as it comes."""
+                timeout_sec: int = 120, stdin: bool = False, tty: bool = False,
+                rows: int | None = None, cols: int | None = None) -> ExecStream:
+    """Start cmd in service of env_id; the answer yields its output as it comes.
+    ``stdin``: its stdin is open for :meth:`ExecStream.write`; ``tty``: it runs
+    on a terminal of ``rows`` x ``cols`` (its stderr then joins stdout)."""
     if isinstance(cmd, str):
         raise TypeError("denv: exec_stream takes an argv list")
     u = urlsplit(client.server)
@@ -125,6 +167,12 @@ def exec_stream(client: Client, env_id: str, service: str, cmd: Sequence[str],
         except ValueError:
             msg = rest[:200].decode(errors="replace")
         raise DenvError("GET", path, int(status[1]) if len(status) > 1 and status[1].isdigit() else "?", msg)
-    _send_text(sock, json.dumps({"service": service, "cmd": [str(c) for c in cmd],
-                                 "timeout_sec": int(timeout_sec)}).encode())
+    first: dict[str, object] = {"service": service, "cmd": [str(c) for c in cmd], "timeout_sec": int(timeout_sec)}
+    if stdin:
+        first["stdin"] = True
+    if tty:
+        first["tty"] = True
+        if rows and cols:
+            first["rows"], first["cols"] = int(rows), int(cols)
+    _send_text(sock, json.dumps(first).encode())
     return ExecStream(sock, path, rest)

@@ -14,6 +14,7 @@ backends stand in for a host:
 from __future__ import annotations
 
 import io
+import base64
 import itertools
 import json
 import re
@@ -500,6 +501,9 @@ class FakeDenv:
                 dep["Status"] = dep.pop("_final")
             return 200, {"deployment": {k: v for k, v in dep.items() if not k.startswith("_")},
                          "phases": self.phases[dep["ID"]]}
+        m = re.fullmatch(r"/v1/envs/([^/]+)/commands(?:/([^/]+)(/[a-z]+)?)?", path)
+        if m:
+            return self._commands(method, self._env(m.group(1)), m.group(2), m.group(3) or "", q, b)
         m = re.fullmatch(r"/v1/envs/([^/]+)(/[a-z]+)?", path)
         if not m:
             raise ApiError(404, f"no route {method} {path}")
@@ -533,6 +537,14 @@ class FakeDenv:
             if self.verify_status != "succeeded":
                 dep["Error"] = "grade: grader failed"
             return 202, {"deployment": dep, "phases": self.phases[dep["ID"]]}
+        if method == "POST" and sub in ("/pause", "/resume"):
+            paused = set(env.get("PausedServices") or [])
+            svcs = [b["service"]] if b.get("service") else ["box"]
+            changed = [x for x in svcs if (x not in paused) == (sub == "/pause")]
+            paused = paused | set(svcs) if sub == "/pause" else paused - set(svcs)
+            env["PausedServices"] = sorted(paused)
+            env["Paused"] = bool(paused)
+            return 200, {"environment": self._public(env), sub[1:] + "d": changed}
         if method == "POST" and sub == "/exec":
             cmd = b.get("cmd")
             if not isinstance(cmd, list) or not cmd:
@@ -554,6 +566,42 @@ class FakeDenv:
             if method == "GET":
                 return 200, self.backend.get(env["ID"], q["service"], q["path"])
         raise ApiError(404, f"no route {method} {path}")
+
+    # Background commands: run to their end at once through the backend's exec.
+    def _commands(self, method: str, env: dict[str, Any], cid: str | None, sub: str, q: dict[str, str],
+                  b: Any) -> tuple[int, Any]:
+        cmds = env.setdefault("_commands", {})
+        if method == "POST" and cid is None:
+            res = self.backend.exec(env["ID"], b.get("service", ""), b.get("cmd"), int(b.get("timeout_sec") or 120))
+            c = {"id": new_id("bg"), "service": b.get("service"), "cmd": b.get("cmd"), "state": "exited",
+                 "done": True, "exit_code": res[0], "_out": [res[1].encode(), res[2].encode()]}
+            cmds[c["id"]] = c
+            return 201, {"command": self._cmd(c)}
+        if method == "GET" and cid is None:
+            return 200, {"commands": [self._cmd(c) for c in cmds.values()]}
+        c = cmds.get(cid or "")
+        if c is None:
+            raise ApiError(404, f"no background command {cid} in environment {env['ID']}")
+        if method == "GET" and sub == "/output":
+            doc = self._cmd(c)
+            doc["encoding"] = "base64"
+            for i, name in enumerate(("stdout", "stderr")):
+                off = int(q.get(f"{name}_offset") or 0)
+                part = c["_out"][i][off:]
+                doc[name] = base64.b64encode(part).decode()
+                doc[f"{name}_offset"] = off + len(part)
+            return 200, {"command": doc}
+        if (method == "GET" and sub == "") or (method == "POST" and sub == "/wait"):
+            return 200, {"command": self._cmd(c)}
+        if method == "POST" and sub == "/signal":
+            raise ApiError(409, f"background command {cid} has ended")
+        raise ApiError(404, f"no route {method} commands/{cid}{sub}")
+
+    @staticmethod
+    def _cmd(c: dict[str, Any]) -> dict[str, Any]:
+        d = {k: v for k, v in c.items() if not k.startswith("_")}
+        d["stdout_bytes"], d["stderr_bytes"] = len(c["_out"][0]), len(c["_out"][1])
+        return d
 
     @staticmethod
     def _public(env: dict[str, Any]) -> dict[str, Any]:

@@ -483,6 +483,44 @@ class TestAsyncClient(FakeCase):
         self.run_async(main())
 
 
+class TestBackgroundAndPause(FakeCase):
+    def test_background_command_round_trip(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        self.fake.backend.exec_fn = lambda env, svc, cmd, t: (3, "hello world", "warn")
+        cid = self.c.start_command(a.id, "box", ["sh", "-c", "x"], timeout_sec=60, idempotency_key="k1")
+        start = self.fake.calls("POST", r"/v1/envs/[^/]+/commands")[-1]
+        self.assertEqual(start.body, {"service": "box", "cmd": ["sh", "-c", "x"], "timeout_sec": 60})
+        self.assertEqual(start.headers.get("idempotency-key"), "k1")
+        self.assertEqual([c["id"] for c in self.c.commands(a.id)], [cid])
+        self.assertEqual(self.c.command(a.id, cid)["exit_code"], 3)
+        o = self.c.command_output(a.id, cid)
+        self.assertEqual((o.stdout, o.stderr, o.done, o.exit_code, o.stdout_offset), (b"hello world", b"warn", True, 3, 11))
+        o2 = self.c.command_output(a.id, cid, stdout_offset=6, stderr_offset=4, wait=5)
+        self.assertEqual((o2.stdout, o2.stderr), (b"world", b""))
+        q = self.fake.calls("GET", r".*/output")[-1].query
+        self.assertEqual(q, {"stdout_offset": "6", "stderr_offset": "4", "wait": "5"})
+        self.assertTrue(self.c.wait_command(a.id, cid, timeout_sec=7)["done"])
+        self.assertEqual(self.fake.calls("POST", r".*/wait")[-1].body, {"timeout_sec": 7})
+        with self.assertRaises(DenvError) as cm:
+            self.c.kill_command(a.id, cid)
+        self.assertEqual(cm.exception.status, 409)
+        self.assertEqual(self.fake.calls("POST", r".*/signal")[-1].body, {"signal": "KILL"})
+        with self.assertRaises(DenvError) as cm:
+            self.c.command(a.id, "bg_nope")
+        self.assertEqual(cm.exception.status, 404)
+        with self.assertRaises(TypeError):
+            self.c.start_command(a.id, "box", "echo hi")  # type: ignore[arg-type]
+
+    def test_pause_resume(self) -> None:
+        a = self.c.sandbox(image="busybox")
+        r = self.c.pause(a.id)
+        self.assertEqual((r["paused"], r["environment"]["Paused"]), (["box"], True))
+        self.assertEqual(self.fake.calls("POST", r".*/pause")[-1].body, {})
+        r = self.c.resume(a.id, service="box")
+        self.assertEqual((r["resumed"], r["environment"]["Paused"]), (["box"], False))
+        self.assertEqual(self.fake.calls("POST", r".*/resume")[-1].body, {"service": "box"})
+
+
 class TestErrors(FakeCase):
     def test_bad_key_is_401(self) -> None:
         c = Client(server=self.fake.url, api_key="dak_wrong", timeout=5)

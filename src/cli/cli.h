@@ -252,6 +252,8 @@ bool cli_exec_timed_out(int status, const char *msg);
 /* The command's exit code (0-255) from a {exit_code, ...} answer; -1 with e
  * when the host reported none. */
 int cli_exec_code(const struct json *resp, struct err *e);
+/* {service, cmd: the positionals after the environment, timeout_sec (when > 0)}. */
+struct json *cli_exec_body(const struct cli_args *a, const char *service, int64_t timeout_s);
 /* exec_stream.c: run body ({service, cmd, timeout_sec}) in env_id through the
  * streamed exec, writing its output as it arrives. The command's code (or
  * CLI_EXEC_TIMEOUT with e), -1 with e, or CLI_EXEC_NO_STREAM when the stream

@@ -33,7 +33,7 @@ static int bg_path(struct cli *c, const char *ref, const char *cmd, const char *
 static int run_start(struct cli *c, const struct cli_args *a, struct err *e)
 {
 	const char *service = cli_flag_str(a, "service"), *timeout = cli_flag_str(a, "timeout");
-	struct json *body, *cmd, *resp = NULL;
+	struct json *body, *resp = NULL;
 	struct buf path = BUF_INIT;
 	int64_t t = 0;
 	int rc = -1;
@@ -42,14 +42,7 @@ static int run_start(struct cli *c, const struct cli_args *a, struct err *e)
 		return err_set(e, "bg start: --service is required"), CLI_USAGE;
 	if (timeout && (str_to_i64(timeout, &t) < 0 || t <= 0))
 		return err_set(e, "bg start: --timeout must be a positive number of seconds"), CLI_USAGE;
-	body = json_new_object();
-	cmd = json_new_array();
-	json_object_set_str(body, "service", service);
-	for (int i = 1; i < a->npos; i++)
-		json_array_push(cmd, json_new_str(a->pos[i]));
-	json_object_set(body, "cmd", cmd);
-	if (t > 0)
-		json_object_set_int(body, "timeout_sec", t);
+	body = cli_exec_body(a, service, t);
 	if (bg_path(c, a->pos[0], NULL, NULL, &path, e) == 0 && cli_call(c, "POST", path.data, body, &resp, e) == 0) {
 		if (cli_flag_bool(a, "json", false))
 			rc = cli_print_json(resp, e);

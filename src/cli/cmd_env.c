@@ -349,6 +349,19 @@ static void name_as_given(struct err *e, const char *id, const char *ref)
 	buf_release(&b);
 }
 
+struct json *cli_exec_body(const struct cli_args *a, const char *service, int64_t timeout_s)
+{
+	struct json *body = json_new_object(), *cmd = json_new_array();
+
+	json_object_set_str(body, "service", service);
+	for (int i = 1; i < a->npos; i++)
+		json_array_push(cmd, json_new_str(a->pos[i]));
+	json_object_set(body, "cmd", cmd);
+	if (timeout_s > 0)
+		json_object_set_int(body, "timeout_sec", timeout_s);
+	return body;
+}
+
 /* Returns the exit code to pass on, -1, or CLI_RUN_USAGE (cli_cmd.own_fail). */
 static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 {
@@ -356,7 +369,7 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 	bool as_json = cli_flag_bool(a, "json", false);
 	bool interactive = cli_flag_bool(a, "interactive", false), tty = cli_flag_bool(a, "tty", false);
 	char id[CLI_ID_MAX] = "";
-	struct json *body, *cmd, *resp = NULL;
+	struct json *body, *resp = NULL;
 	struct buf path = BUF_INIT;
 	int64_t t = 0;
 	int rc = -1;
@@ -365,14 +378,7 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 		return err_set(e, "exec: --service is required"), CLI_RUN_USAGE;
 	if (timeout && (str_to_i64(timeout, &t) < 0 || t <= 0))
 		return err_set(e, "exec: --timeout must be a positive number of seconds"), CLI_RUN_USAGE;
-	body = json_new_object();
-	cmd = json_new_array();
-	json_object_set_str(body, "service", service);
-	for (int i = 1; i < a->npos; i++)
-		json_array_push(cmd, json_new_str(a->pos[i]));
-	json_object_set(body, "cmd", cmd);
-	if (t > 0)
-		json_object_set_int(body, "timeout_sec", t);
+	body = cli_exec_body(a, service, t);
 	if (interactive)
 		json_object_set_bool(body, "stdin", true);
 	if (tty) {

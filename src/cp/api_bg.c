@@ -62,28 +62,9 @@ static void bg_done(struct cp *cp, const struct cp_result *res, void *arg)
 static const struct json *bg_env(struct cp *cp, struct http_req *req, const char **host)
 {
 	struct cp_caller who;
-	const struct json *env;
+	const struct json *env = cp_live_env(cp, req, &who);
 
-	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
-		return NULL;
-	env = cp_team_row(cp, req, "environments", who.team_id, http_req_param(req, "env"), "environment");
-	if (!env)
-		return NULL;
-	if (str_eq(json_get_str(env, "Status"), "destroyed")) {
-		http_respond_error(req, 409, "environment is destroyed");
-		return NULL;
-	}
-	*host = json_get_str(env, "HostID");
-	if (!*host || !**host) {
-		http_respond_error(req, 502, "the environment has no host; deploy it first");
-		return NULL;
-	}
-	if (!cp_host_connected(cp, *host)) {
-		cp_fail(req, 502, "host %s is not connected", *host);
-		return NULL;
-	}
-	cp_ttl_activity(cp, json_get_str(env, "ID"));
-	return env;
+	return env && (*host = cp_env_host(cp, req, env)) ? env : NULL;
 }
 
 static void send_bg(struct cp *cp, struct http_req *req, const struct json *env, const char *host, const char *kind,

@@ -12,6 +12,7 @@
 #include "base/str.h"
 #include "cp/cp.h"
 
+/* The caller's environment, not destroyed; NULL after answering. */
 const struct json *cp_live_env(struct cp *cp, struct http_req *req, struct cp_caller *who)
 {
 	const struct json *env;

@@ -138,31 +138,13 @@ static void h_pause_or_resume(struct cp *cp, struct http_req *req, bool pause)
 	struct json *body = NULL;
 	struct pause_call *c;
 
-	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
+	/* Both are activity (cp_live_env): a resumed environment starts its idle clock anew. */
+	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
-	env = cp_team_row(cp, req, "environments", who.team_id, http_req_param(req, "env"), "environment");
-	if (!env || cp_body(req, &body) < 0)
-		return;
-	if (cp_opt_str(req, body, "service", &service) < 0)
-		goto out;
-	if (str_eq(json_get_str(env, "Status"), "destroyed")) {
-		http_respond_error(req, 409, "environment is destroyed");
-		goto out;
+	if (cp_opt_str(req, body, "service", &service) == 0 && (host = cp_env_host(cp, req, env))) {
+		c = send_pause(cp, host, json_get_str(env, "ID"), pause, service, req);
+		http_req_on_gone(req, pause_gone, c);
 	}
-	host = json_get_str(env, "HostID");
-	if (!host || !*host) {
-		http_respond_error(req, 502, "the environment has no host; deploy it first");
-		goto out;
-	}
-	if (!cp_host_connected(cp, host)) {
-		cp_fail(req, 502, "host %s is not connected", host);
-		goto out;
-	}
-	/* Both are activity: a resumed environment starts its idle clock anew. */
-	cp_ttl_activity(cp, json_get_str(env, "ID"));
-	c = send_pause(cp, host, json_get_str(env, "ID"), pause, service, req);
-	http_req_on_gone(req, pause_gone, c);
-out:
 	json_free(body);
 }
 

@@ -480,6 +480,11 @@ const struct json *cp_find(struct cp *cp, const char *table, const char *field, 
 const struct json *cp_team_project(struct cp *cp, struct http_req *req, const char *team_id, const char *ref);
 const struct json *cp_team_row(struct cp *cp, struct http_req *req, const char *table, const char *team_id,
 			       const char *id, const char *what);
+/* The caller's environment of the {env} path, not destroyed (409), its use
+ * counted as activity (ttl.c); NULL after answering. */
+const struct json *cp_live_env(struct cp *cp, struct http_req *req, struct cp_caller *who);
+/* The connected host of env; NULL after answering 502. */
+const char *cp_env_host(struct cp *cp, struct http_req *req, const struct json *env);
 
 /* ---- deployments (deploy.c) ---- */
 

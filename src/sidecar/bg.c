@@ -271,6 +271,8 @@ static int spawn(const struct wk *w, const char *id, const char *cname, const ch
 		msg[n] = '\0';
 		return err_set(e, "%s", msg);
 	}
+	/* Not a word in time: it must not run on with no record of it. */
+	kill(pid, SIGKILL);
 	return err_set(e, "the command's supervisor did not start it within %d s", BG_READY_MS / 1000);
 }
 

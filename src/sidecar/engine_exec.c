@@ -173,8 +173,15 @@ static int ctl_line(const char *id, struct stream *s, const char *l, size_t n, s
 			resize(id, rows, cols);
 		return 0;
 	case SC_CTL_KILL:
-		if (engine_exec_state(id, &pid, &running, &ie) == 0 && running && pid > 1)
-			sc_kill_tree((pid_t)pid, SIGKILL);
+		/* Right after the start dockerd may not know the pid yet: ask
+		 * again, a bounded number of times, before giving up on it. */
+		for (int i = 0; i < SC_CTL_KILL_TRIES; i++) {
+			if (engine_exec_state(id, &pid, &running, &ie) == 0 && running && pid > 1) {
+				sc_kill_tree((pid_t)pid, SIGKILL);
+				break;
+			}
+			(void)ev_wait_fd(-1, 0, ev_mono_ms() + SC_CTL_KILL_WAIT_MS);
+		}
 		r->killed = true;
 		return 0;
 	}
@@ -188,6 +195,12 @@ static int ctl_input(const char *id, struct stream *s, const struct engine_tty *
 	char tmp[8192], *nl;
 	ssize_t n = sys_read(t->ctl_fd, tmp, sizeof(tmp));
 
+	/* No writer any more (the agent went away): the command runs on, and
+	 * the FIFO, which would now poll readable for ever, is not watched. */
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		r->ctl_gone = true;
+		return 0;
+	}
 	if (n > 0 && buf_add(&r->ctl, tmp, (size_t)n) < 0) {
 		log_warn("worker", "exec %s: a control line over %zu bytes dropped", id, SC_CTL_LINE_MAX);
 		buf_reset(&r->ctl);
@@ -248,7 +261,7 @@ static int attach(const char *id, int64_t deadline, const struct engine_tty *t, 
 			err_errno(e, "exec output");
 			goto out;
 		}
-		if (t && t->ctl_fd >= 0) {
+		if (t && t->ctl_fd >= 0 && !r->ctl_gone) {
 			int w = wait_two(stream_fd(s), t->ctl_fd, deadline);
 
 			if (w == 0) {

@@ -40,11 +40,15 @@ int runner_lock_busy(const char *data, const char *id)
 	return rc;
 }
 
+/* The command's input file, and its control FIFO if it had one (a worker
+ * left by an earlier agent leaves that behind too). */
 static void remove_cmd_file(const char *data, const char *id)
 {
 	char path[4096];
 
 	if (cmdlog_path(data, id, ".cmd", path, sizeof(path)) == 0)
+		unlink(path);
+	if (cmdlog_path(data, id, ".ctl", path, sizeof(path)) == 0)
 		unlink(path);
 }
 

@@ -114,6 +114,8 @@ struct http_client;
 #define SC_CTL_EOF 'e'
 #define SC_CTL_RESIZE 'r'			/* 'r' ROWS ' ' COLS */
 #define SC_CTL_KILL 'k'
+#define SC_CTL_KILL_TRIES 40			/* looks for the pid of an exec just started */
+#define SC_CTL_KILL_WAIT_MS 50			/* between them */
 #define SC_CTL_LINE_MAX ((size_t)64 << 10)	/* one line: the base64 of an exec.in chunk */
 #define SC_CTL_QUEUED_MAX ((size_t)4 << 20)	/* control bytes the agent keeps for a slow worker */
 #define SC_LOG_TAIL_BYTES 800			/* container log quoted in an error */
@@ -416,6 +418,7 @@ struct engine_exec {
 	bool timed_out;
 	struct mux mux;
 	bool stdin_closed, killed;	/* interactive: 'e' and 'k' came */
+	bool ctl_gone;			/* interactive: the control FIFO has no writer */
 	struct buf ctl;			/* interactive: control bytes short of a line */
 	/* Set: called with dockerd's exec id once it exists, before the start. */
 	void (*on_created)(void *arg, const char *exec_id);

@@ -9,40 +9,7 @@
 set -u
 top=${DENV_TOP:-$(pwd)}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-exec-bg.XXXXXX")
-. "$top/t/lib/stack.sh"
-PATH=$top/bin:$PATH
-PY=$top/python/.venv/bin/python
-t=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		echo "not ok $t - $2"
-		for f in out err; do [ -s "$tmp/$f" ] && sed -n "1,12s/^/#   $f: /p" "$tmp/$f"; done
-	fi
-}
-run() { denv "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
-api() { # api METHOD PATH [BODY]: answer in $tmp/out, status in $code
-	code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $DENV_API_KEY" \
-		-H 'Content-Type: application/json' ${3:+--data "$3"} "$DENV_SERVER$2")
-}
-jq_out() { "$PY" -c "import json,sys; d=json.load(open('$tmp/out')); print($1)"; }
-cleanup() {
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-if [ "$(id -u)" != 0 ] || ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs root and Docker with the fixture images"
-	exit 0
-fi
-stack_start >"$tmp/start.log" 2>&1
-ok $? "control plane up, sidecar joined"
-
-denv project create bg >/dev/null
+. "$top/t/lib/box.sh"
 cat >"$tmp/compose.yaml" <<'YAML'
 services:
   box:
@@ -50,11 +17,7 @@ services:
     user: "1000:1000"
     command: ["sleep", "infinity"]
 YAML
-denv deploy --project bg --env b1 -f "$tmp/compose.yaml" >"$tmp/deploy.log" 2>&1
-ok $? "deploy bg/b1"
-env_id=$(denv env get bg/b1 | stack_json 'd["environment"]["ID"]')
-ctr=$(docker ps -q --filter "label=com.docker.compose.project=$(echo "$env_id" | tr 'A-Z' 'a-z')" \
-	--filter label=com.docker.compose.service=box | head -n 1)
+box_up bg b1 "$tmp/compose.yaml"
 
 # ---- output read after the starting client has gone ----
 # The command waits for a marker the test makes only once the client has exited.
@@ -78,16 +41,33 @@ printf 'a\000b\377\n' >"$tmp/want-err"
 cmp -s "$tmp/err" "$tmp/want-err"
 ok $? "stderr's bytes intact (NUL, 0xff)"
 
+# ---- bg output -f: what comes, as it comes, until the end ----
+run bg start --service box bg/b1 -- sh -c \
+	'echo first; i=0; while [ ! -e /tmp/go3 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo second'
+idf=$(cat "$tmp/out")
+mkfifo "$tmp/ffifo"
+denv bg output -f bg/b1 "$idf" >"$tmp/ffifo" 2>"$tmp/err" &
+fpid=$!
+{
+	read -r l1
+	[ "$l1" = first ] && docker exec "$ctr" touch /tmp/go3
+	cat >"$tmp/frest"
+} <"$tmp/ffifo"
+wait "$fpid"
+frc=$?
+[ "$l1" = first ] && [ "$(cat "$tmp/frest")" = second ] && [ "$frc" = 0 ]
+ok $? "bg output -f: the first line before the command could end, the rest after, then exit 0 (got '$l1', exit $frc)"
+
 # ---- the REST shape: offsets, sizes, done ----
 api GET "/v1/envs/$env_id/commands/$id/output?stdout_offset=4&stderr_offset=1"
-[ "$code" = 200 ] && [ "$(jq_out 'd["command"]["encoding"]')" = base64 ] &&
-	[ "$(jq_out '__import__("base64").b64decode(d["command"]["stdout"]).decode()')" = two ] && [ "$(jq_out 'd["command"]["stdout_offset"], d["command"]["stdout_bytes"], d["command"]["stderr_offset"]')" = "8 8 5" ]
+[ "$code" = 200 ] && [ "$(j 'd["command"]["encoding"]')" = base64 ] &&
+	[ "$(j '__import__("base64").b64decode(d["command"]["stdout"]).decode()')" = two ] && [ "$(j 'd["command"]["stdout_offset"], d["command"]["stdout_bytes"], d["command"]["stderr_offset"]')" = "8 8 5" ]
 ok $? "output from offsets: the rest, and the next offsets (code $code)"
-[ "$(jq_out 'd["command"]["done"], d["command"]["exit_code"], d["command"]["state"]')" = "True 7 exited" ]
+[ "$(j 'd["command"]["done"], d["command"]["exit_code"], d["command"]["state"]')" = "True 7 exited" ]
 ok $? "the answer says done, exit 7, exited"
 api GET "/v1/envs/$env_id/commands"
-[ "$code" = 200 ] && [ "$(jq_out '[c["id"] for c in d["commands"]]')" = "['$id']" ]
-ok $? "list names the command (code $code)"
+[ "$code" = 200 ] && [ "$(j '[c["id"] for c in d["commands"]]')" = "['$id', '$idf']" ]
+ok $? "list names both commands, oldest first (code $code)"
 api GET "/v1/envs/$env_id/commands/bg_01JD3W5ZQ9X4M8B2Y7C6V0T1RS"
 [ "$code" = 404 ] && grep -q 'no background command' "$tmp/out"
 ok $? "an unknown id is 404 (code $code)"
@@ -122,13 +102,13 @@ ok $? "sleep and cat are gone (the tree was killed, not only sh)"
 
 # ---- an idempotent start: same key, same command ----
 api POST "/v1/envs/$env_id/commands" '{"service":"box","cmd":["true"]}'
-first=$(jq_out 'd["command"]["id"]')
+first=$(j 'd["command"]["id"]')
 code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X POST -H "Authorization: Bearer $DENV_API_KEY" \
 	-H 'Idempotency-Key: bg-k1' --data '{"service":"box","cmd":["sleep","1"]}' "$DENV_SERVER/v1/envs/$env_id/commands")
-k1=$(jq_out 'd["command"]["id"]')
+k1=$(j 'd["command"]["id"]')
 code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X POST -H "Authorization: Bearer $DENV_API_KEY" \
 	-H 'Idempotency-Key: bg-k1' --data '{"service":"box","cmd":["sleep","1"]}' "$DENV_SERVER/v1/envs/$env_id/commands")
-[ "$code" = 201 ] && [ "$(jq_out 'd["command"]["id"]')" = "$k1" ] && [ "$k1" != "$first" ]
+[ "$code" = 201 ] && [ "$(j 'd["command"]["id"]')" = "$k1" ] && [ "$k1" != "$first" ]
 ok $? "a retried start with its Idempotency-Key answers the same id (code $code)"
 
 # ---- Python: one client starts it and exits, a second reads it ----

@@ -9,41 +9,8 @@
 set -u
 top=${DENV_TOP:-$(pwd)}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-exec-pause.XXXXXX")
-. "$top/t/lib/stack.sh"
-PATH=$top/bin:$PATH
-PY=$top/python/.venv/bin/python
-t=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		echo "not ok $t - $2"
-		for f in out err; do [ -s "$tmp/$f" ] && sed -n "1,12s/^/#   $f: /p" "$tmp/$f"; done
-	fi
-}
-run() { denv "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
-api() {
-	code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $DENV_API_KEY" \
-		-H 'Content-Type: application/json' ${3:+--data "$3"} "$DENV_SERVER$2")
-}
-j() { "$PY" -c "import json,sys; d=json.load(open('$tmp/out')); print($1)"; }
+. "$top/t/lib/box.sh"
 state() { docker inspect -f '{{.State.Status}}' "$1" 2>/dev/null; }
-cleanup() {
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-if [ "$(id -u)" != 0 ] || ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs root and Docker with the fixture images"
-	exit 0
-fi
-stack_start >"$tmp/start.log" 2>&1
-ok $? "control plane up, sidecar joined"
-
-denv project create pz >/dev/null
 cat >"$tmp/compose.yaml" <<'YAML'
 services:
   box:
@@ -56,9 +23,7 @@ services:
 volumes:
   work: {}
 YAML
-denv deploy --project pz --env p1 -f "$tmp/compose.yaml" >"$tmp/deploy.log" 2>&1
-ok $? "deploy pz/p1 (two services, a volume)"
-env_id=$(denv env get pz/p1 | stack_json 'd["environment"]["ID"]')
+box_up pz p1 "$tmp/compose.yaml"
 proj=$(echo "$env_id" | tr 'A-Z' 'a-z')
 box=$(docker ps -q --filter "label=com.docker.compose.project=$proj" --filter label=com.docker.compose.service=box)
 side=$(docker ps -q --filter "label=com.docker.compose.project=$proj" --filter label=com.docker.compose.service=side)

@@ -10,37 +10,7 @@
 set -u
 top=${DENV_TOP:-$(pwd)}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-exec-tty.XXXXXX")
-. "$top/t/lib/stack.sh"
-PATH=$top/bin:$PATH
-PY=$top/python/.venv/bin/python
-t=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		echo "not ok $t - $2"
-		for f in out err; do [ -s "$tmp/$f" ] && sed -n "1,12s/^/#   $f: /p" "$tmp/$f"; done
-	fi
-}
-api() {
-	code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $DENV_API_KEY" \
-		-H 'Content-Type: application/json' ${3:+--data "$3"} "$DENV_SERVER$2")
-}
-cleanup() {
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-if [ "$(id -u)" != 0 ] || ! sh "$top/t/docker-up.sh" all >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs root and Docker with the fixture images"
-	exit 0
-fi
-stack_start >"$tmp/start.log" 2>&1
-ok $? "control plane up, sidecar joined"
-denv project create tt >/dev/null
+. "$top/t/lib/box.sh"
 cat >"$tmp/compose.yaml" <<'YAML'
 services:
   box:
@@ -48,9 +18,7 @@ services:
     user: "1000:1000"
     command: ["sleep", "infinity"]
 YAML
-denv deploy --project tt --env t1 -f "$tmp/compose.yaml" >"$tmp/deploy.log" 2>&1
-ok $? "deploy tt/t1"
-env_id=$(denv env get tt/t1 | stack_json 'd["environment"]["ID"]')
+box_up tt t1 "$tmp/compose.yaml"
 
 # ---- -i: stdin's bytes, and its end ----
 "$PY" -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * 64)' >"$tmp/all"
@@ -69,6 +37,35 @@ ok $? "-i: the end of our stdin ends the command's (cat returns)"
 denv exec --service box tt/t1 -- sh -c 'cat; echo no-stdin' </dev/zero >"$tmp/out" 2>"$tmp/err"
 [ "$(cat "$tmp/out")" = no-stdin ]
 ok $? "without -i the command's stdin is empty"
+
+# ---- Python: denv.stream with stdin, and kill ----
+PYTHONPATH=$top/python "$PY" - "$env_id" >"$tmp/out" 2>"$tmp/err" <<'PYEOF'
+import sys
+from denv import Client
+from denv.stream import exec_stream
+env = sys.argv[1]
+c = Client()
+s = exec_stream(c, env, "box", ["sh", "-c", "read a; echo got:$a; cat"], timeout_sec=60, stdin=True)
+s.write(b"hi\n")
+it = iter(s)
+first = next(it)            # the answer to our line, before we send the rest
+assert first == ("stdout", b"got:hi\n"), first
+s.write(bytes(range(256)) * 200)
+s.close_stdin()
+rest = b"".join(d for _, d in it)
+assert rest == bytes(range(256)) * 200, len(rest)
+assert s.exit_code == 0, s.exit_code
+k = exec_stream(c, env, "box", ["sleep", "300"], timeout_sec=600, stdin=True)
+k.kill()
+for _ in k:
+    pass
+assert k.exit_code not in (None, 0) and not k.timed_out, (k.exit_code, k.timed_out)
+t = exec_stream(c, env, "box", ["sh", "-c", "sleep 0.5; stty size"], tty=True, rows=33, cols=77)
+assert b"".join(d for _, d in t).strip() == b"33 77", "tty size"
+print("py ok")
+PYEOF
+[ "$(cat "$tmp/out")" = "py ok" ]
+ok $? "Python denv.stream: stdin answered in order, 51200 bytes back intact, kill ends it, tty of 33x77"
 
 # ---- -it under a pseudo-terminal ----
 "$PY" - "$top/bin/denv" "$env_id" >"$tmp/pty.log" 2>&1 <<'PYEOF'
