@@ -3,14 +3,17 @@
 # Source it with $suite set; it makes $tmp, sources stack.sh and sets the trap.
 #   needs: $suite (names the temp dir: denv-$suite.XXXXXX)
 #   sets:  top, tmp, t (tests so far), failed (failures so far)
-#   hooks: suite_cleanup, if the script defines it, runs after stack_stop and
-#          before $tmp is removed (kill a listener, remove built images).
+#   hooks: suite_cleanup, when the script defines it again, runs after
+#          stack_stop and before $tmp is removed (kill a listener, remove
+#          built images).
 # The helpers below write a command's output to $tmp/out and $tmp/err, so a
 # failing ok shows what the command said without each test echoing it.
 set -u
 top=${DENV_TOP:-$(pwd)}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-$suite.XXXXXX")
 . "$top/t/lib/stack.sh"
+# denv is bin/denv itself, not a shell function: `denv ... &` then gives
+# $! the CLI's own pid, so a test can kill the client.
 PATH=$top/bin:$PATH
 PY=$top/python/.venv/bin/python
 t=0
@@ -34,9 +37,11 @@ ok() {
 	[ -s "$tmp/err" ] && sed -n '1,12s/^/#   err: /p' "$tmp/err"
 }
 
+# A script that has more to undo defines its own suite_cleanup after this.
+suite_cleanup() { :; }
 suite_stop() {
 	stack_stop
-	if command -v suite_cleanup >/dev/null 2>&1; then suite_cleanup; fi
+	suite_cleanup
 	rm -rf "$tmp"
 }
 trap suite_stop EXIT
@@ -57,7 +62,6 @@ suite_done() {
 	exit $?
 }
 
-denv() { "$top/bin/denv" "$@"; }
 # run ARGS...: denv with stdout and stderr in $tmp/out and $tmp/err; $rc.
 run() {
 	"$top/bin/denv" "$@" >"$tmp/out" 2>"$tmp/err"
