@@ -51,6 +51,7 @@ int sc_config_parse(int argc, char **argv, struct sc_config *c, struct err *e)
 		{ "probe-image", offsetof(struct sc_config, probe_image), NULL },
 		{ "probe-url", offsetof(struct sc_config, probe_url), NULL },
 		{ "probe-mode", offsetof(struct sc_config, probe_mode), NULL },
+		{ "runtime", offsetof(struct sc_config, runtime), NULL },
 		{ "root", offsetof(struct sc_config, root), NULL },
 	};
 
@@ -184,6 +185,8 @@ void sc_config_defaults(struct sc_config *c)
 		c->probe_url = env_or("DENV_PROBE_URL", SC_PROBE_URL_DEFAULT);
 	if (!c->probe_mode)
 		c->probe_mode = env_or("DENV_PROBE_MODE", "auto");
+	if (!c->runtime)
+		c->runtime = env_or("DENV_RUNTIME", "runc");
 }
 
 bool sc_probe_mode_ok(const char *mode)

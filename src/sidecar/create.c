@@ -332,6 +332,8 @@ static int run(struct create *c, struct json *res, struct err *e)
 
 	/* Images first: a missing one fails before anything is made, and
 	 * before an earlier attempt's stack is taken down. */
+	if (rt_prepare(c->w, c->spec, c->order, res, e) < 0)
+		return -1;
 	wk_progress("checking the image(s) of %zu service(s)", json_len(c->order));
 	if (images_ensure(c->order, &c->images, e) < 0)
 		return -1;

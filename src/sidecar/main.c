@@ -30,6 +30,8 @@ static const char usage_text[] =
 	"  --probe-image IMG  egress probe image (DENV_PROBE_IMAGE; default busybox)\n"
 	"  --probe-url URL    egress probe URL (DENV_PROBE_URL; default http://1.1.1.1/)\n"
 	"  --probe-mode M     auto, netns or container (DENV_PROBE_MODE; default auto)\n"
+	"  --runtime R        runc or gvisor: services that declare no x-denv.runtime (DENV_RUNTIME;\n"
+	"                     default runc); with runsc installed, denvd registers it with Docker\n"
 	"  -v                 debug logging\n"
 	"\n"
 	"environment: DENV_SUBNET_POOL, the IPv4 range environment networks take /25s from\n"
@@ -71,6 +73,10 @@ int main(int argc, char **argv)
 	}
 	log_set_level(c.verbose ? LOG_DEBUG : LOG_INFO);
 	sc_config_defaults(&c);
+	if (!rt_name_ok(c.runtime)) {
+		fprintf(stderr, "denvd %s: --runtime %s: must be runc or gvisor\n", verb, c.runtime);
+		return 2;
+	}
 	if (str_eq(verb, "install")) {
 		if (install_run(&c, "/proc/self/exe", &e) < 0) {
 			fprintf(stderr, "denvd install: %s\n", e.msg);
@@ -79,6 +85,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* gVisor is an option, not a need: without it runc services still run. */
+	if (rt_register(NULL, &e) < 0)
+		log_warn("denvd", "gVisor is not available to Docker: %s", e.msg);
 	if (agent_run(&c, &e) < 0) {
 		log_error("denvd", "%s", e.msg);
 		sc_config_release(&c);

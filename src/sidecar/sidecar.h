@@ -133,6 +133,7 @@ struct sc_config {
 	const char *probe_image;
 	const char *probe_url;
 	const char *probe_mode;		/* auto | netns | container */
+	const char *runtime;		/* runc | gvisor: a service's runtime when it declares none */
 	const char *root;		/* install --root DIR (tests) */
 	bool server_flag, data_flag, zfs_flag;
 	bool leaky_network;		/* test only: never make the network internal */
@@ -204,6 +205,8 @@ void spools_sweep(struct spools *s, int64_t now);
 struct wk {
 	const char *data;
 	const char *probe_image, *probe_url, *probe_mode, *zfs_pool, *btrfs_root;
+	const char *runtime;		/* the host's default runtime (runtime.c) */
+	bool ctr_gvisor;		/* the container wk_container last found runs under runsc */
 	bool leaky_network;
 	const char *id, *kind, *env;
 	struct json *cmd;
@@ -287,6 +290,7 @@ struct engine_ctr {
 	int exit_code;
 	int pid;		/* 0 when not running */
 	char env[SC_ID_MAX];	/* its ai.denv.env label, "" when none */
+	bool gvisor;		/* it runs under runsc (runtime.c) */
 };
 struct engine_img {
 	char id[80];		/* sha256:... */
@@ -387,6 +391,36 @@ int fc_prepare(const struct json *clock, struct json *order, struct err *e);
 void fc_run_args(const struct json *svc, struct argv *a);
 int fc_check(const char *project, const struct json *clock, const struct json *order, struct json *res,
 	     struct err *e);
+
+/* runtime.c: runc or gVisor's runsc per service (why runsc's arguments are
+ * what they are, at the top of runtime.c). rt_register adds runsc to
+ * dockerd's daemon.json and reloads dockerd with SIGHUP when runsc is
+ * installed and Docker does not list it: 1 registered, 0 nothing to do (no
+ * runsc, or already there), -1 with e. Under root (install --root) it only
+ * writes the file. rt_prepare stamps each service of order with the runtime
+ * it runs under (its own, else w->runtime) and sets res.runtime, the
+ * evidence {service: runtime}; -1 when gvisor is asked for and Docker has
+ * no runsc. rt_run_args adds --runtime runsc to a gVisor service's run. */
+#define RT_RUNSC_DOCKER_NAME "runsc"
+#define RT_DAEMON_JSON "/etc/docker/daemon.json"
+#define RT_DOCKER_PIDFILE "/var/run/docker.pid"
+#define RT_DAEMON_JSON_MAX ((size_t)1 << 20)
+#define RT_RELOAD_WAIT_MS 10000		/* dockerd listing runsc after SIGHUP */
+#define RT_RELOAD_POLL_MS 200
+const char *rt_runsc_binary(void);
+int rt_docker_has(const char *name, struct err *e);	/* 1, 0, or -1 with e */
+void rt_capabilities(struct json *caps);		/* caps.runtimes: ["runc", "gvisor"?] */
+bool rt_name_ok(const char *name);			/* runc | gvisor */
+int rt_register(const char *root, struct err *e);
+int rt_prepare(const struct wk *w, const struct json *spec, struct json *order, struct json *res, struct err *e);
+void rt_run_args(const struct json *svc, struct argv *a);
+/* "exec -u 0" for denvd's own file work in a container (stat, cat, mkdir);
+ * under gVisor with "--privileged" too: runsc gives an exec as root in a
+ * non-root service no capabilities at all, not Docker's default set, so
+ * root could not even create a directory in the agent's home. The
+ * privilege stays inside gVisor's sandbox, and only denvd's own fixed
+ * commands get it. */
+void rt_root_exec_args(bool gvisor, struct argv *a);
 
 /* passwd.c: a service's `user` to uid and gid by Docker's rules, from the
  * image's /etc/passwd and /etc/group (the rules and the parser's strictness
