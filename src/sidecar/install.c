@@ -5,7 +5,8 @@
  * touch the real system.
  *
  * Every flag of join/run reaches the installed service: --server, --token,
- * --data, --zfs-pool, --btrfs-root, --probe-image, --probe-url, --probe-mode, --runtime
+ * --data, --zfs-pool, --btrfs-root, --probe-image, --probe-url, --probe-mode, --runtime,
+ * --disk-limit
  * (and DENV_SUBNET_POOL) as lines of denvd.env; --state and -v on the unit's
  * ExecStart; --env-file is read now, so what it set is saved like the rest.
  * --root and --test-leaky-network are not for a service: not saved.
@@ -76,6 +77,7 @@ static int write_env(const struct sc_config *c, struct err *e)
 	    (!str_eq(c->probe_url, SC_PROBE_URL_DEFAULT) && env_line(&b, "DENV_PROBE_URL", c->probe_url, e) < 0) ||
 	    (!str_eq(c->probe_mode, "auto") && env_line(&b, "DENV_PROBE_MODE", c->probe_mode, e) < 0) ||
 	    (!str_eq(c->runtime, "runc") && env_line(&b, "DENV_RUNTIME", c->runtime, e) < 0) ||
+	    (c->disk_limit && *c->disk_limit && env_line(&b, "DENV_DISK_LIMIT", c->disk_limit, e) < 0) ||
 	    (getenv("DENV_SUBNET_POOL") && *getenv("DENV_SUBNET_POOL") &&
 	     env_line(&b, "DENV_SUBNET_POOL", getenv("DENV_SUBNET_POOL"), e) < 0)) {
 		memset(b.data, 0, b.len);

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
+#include "spec/spec.h"
 
 static const char usage_text[] =
 	"usage: denvd join --server URL --token T [OPTIONS]\n"
@@ -32,6 +33,8 @@ static const char usage_text[] =
 	"  --probe-mode M     auto, netns or container (DENV_PROBE_MODE; default auto)\n"
 	"  --runtime R        runc or gvisor: services that declare no x-denv.runtime (DENV_RUNTIME;\n"
 	"                     default runc); with runsc installed, denvd registers it with Docker\n"
+	"  --disk-limit SIZE  disk cap of an environment that declares no x-denv.disk, e.g. 10g\n"
+	"                     (DENV_DISK_LIMIT; default none)\n"
 	"  -v                 debug logging\n"
 	"\n"
 	"environment: DENV_SUBNET_POOL, the IPv4 range environment networks take /25s from\n"
@@ -75,6 +78,11 @@ int main(int argc, char **argv)
 	sc_config_defaults(&c);
 	if (!rt_name_ok(c.runtime)) {
 		fprintf(stderr, "denvd %s: --runtime %s: must be runc or gvisor\n", verb, c.runtime);
+		return 2;
+	}
+	if (c.disk_limit && *c.disk_limit && sc_parse_disk_mb(c.disk_limit, &(int64_t){ 0 }) < 0) {
+		fprintf(stderr, "denvd %s: --disk-limit %s: must be a size like 10g or 512m, at least %d MiB\n", verb,
+			c.disk_limit, SPEC_MIN_DISK_MB);
 		return 2;
 	}
 	if (str_eq(verb, "install")) {

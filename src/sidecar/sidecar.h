@@ -134,6 +134,7 @@ struct sc_config {
 	const char *probe_url;
 	const char *probe_mode;		/* auto | netns | container */
 	const char *runtime;		/* runc | gvisor: a service's runtime when it declares none */
+	const char *disk_limit;		/* --disk-limit SIZE: the default disk cap per environment */
 	const char *root;		/* install --root DIR (tests) */
 	bool server_flag, data_flag, zfs_flag;
 	bool leaky_network;		/* test only: never make the network internal */
@@ -207,6 +208,7 @@ struct wk {
 	const char *probe_image, *probe_url, *probe_mode, *zfs_pool, *btrfs_root;
 	const char *runtime;		/* the host's default runtime (runtime.c) */
 	bool ctr_gvisor;		/* the container wk_container last found runs under runsc */
+	int64_t disk_limit_mb;		/* the host's default disk cap per environment; 0: none (disk.c) */
 	bool leaky_network;
 	const char *id, *kind, *env;
 	struct json *cmd;
@@ -421,6 +423,25 @@ void rt_run_args(const struct json *svc, struct argv *a);
  * privilege stays inside gVisor's sandbox, and only denvd's own fixed
  * commands get it. */
 void rt_root_exec_args(bool gvisor, struct argv *a);
+
+/* disk.c: the environment's disk cap and denvd's own reserve (why an ext4
+ * image per environment, at the top of disk.c). disk_cap_mb: the Spec's
+ * disk_mb, else the host's default (0: none). disk_prepare, after the
+ * backend's env_prepare, puts voldir on an image of mb MiB (dir backend) and
+ * sets res.disk {limit_mb, mechanism, enforced, used_mb}; declared says the
+ * env asked for it (refused where the backend cannot cap). disk_release
+ * unmounts and removes the image. disk_reserve_check refuses new work below
+ * SC_DISK_RESERVE_MB free under the data dir. */
+#define SC_DISK_RESERVE_MB 256
+struct stg;
+int64_t disk_cap_mb(const struct wk *w, const struct json *spec);
+int disk_free_mb(const char *path, int64_t *mb, struct err *e);
+int disk_reserve_check(const char *data, struct err *e);
+int disk_prepare(const struct wk *w, const struct stg *s, const char *env, const char *voldir, int64_t mb,
+		 bool declared, struct json *res, struct err *e);
+int disk_release(const char *data, const char *env, struct err *e);
+/* "2g", "512m" or bytes into MiB; -1 for anything else (or under 16 MiB). */
+int sc_parse_disk_mb(const char *s, int64_t *mb);
 
 /* passwd.c: a service's `user` to uid and gid by Docker's rules, from the
  * image's /etc/passwd and /etc/group (the rules and the parser's strictness

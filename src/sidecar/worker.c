@@ -101,6 +101,10 @@ static int parse_args(int argc, char **argv, struct wk *w)
 			w->probe_mode = v;
 		else if (str_eq(a, "--runtime"))
 			w->runtime = v;
+		else if (str_eq(a, "--disk-limit")) {
+			if (sc_parse_disk_mb(v, &w->disk_limit_mb) < 0)
+				return -1;
+		}
 		else if (str_eq(a, "--zfs-pool"))
 			w->zfs_pool = v;
 		else if (str_eq(a, "--btrfs-root"))

@@ -75,7 +75,7 @@ try:
     # exec` in the same container pass. Not understood yet, so each is a
     # known failure (TODO) until it is.
     r = ex("box", ["sh", "-c", "echo 42 > ~/answer.txt && cat ~/answer.txt"])
-    hv = os.path.join(d.data, "volumes", env, "home")
+    hv = os.path.join(d.data, "envs", env, "vol", "home")
     t.todo(r.get("stdout") == "42\n" and os.path.exists(hv + "/answer.txt") and os.stat(hv + "/answer.txt").st_uid == 1000,
          "the home volume is written through gVisor's gofer as uid 1000", (r, hv))
     buf = io.BytesIO()
