@@ -458,6 +458,7 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 	/* A fork uses its snapshot's backend; anything else the env's own. */
 	if ((from && !from->restore ? stg_open(&c.stg, w, from->storage, e) : stg_for_env(&c.stg, w, w->env, e)) < 0)
 		return err_prefix(e, "%s", kind);
+	c.stg.disk_mb = disk_cap_mb(w, payload);
 	c.deny = !str_eq(egress, "allow");
 	c.internal = c.deny && !w->leaky_network;
 	if (c.deny && w->leaky_network)

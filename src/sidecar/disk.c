@@ -10,9 +10,10 @@
  * written), and a full volume is ENOSPC inside the environment only. All
  * volumes of an env share the one image, so the cap is the environment's.
  * Snapshots are copies out of it, forks copies into their own image; the
- * image goes with the env. Other backends do not enforce a cap yet: an env
- * that declares one is refused there, a host default is noted in the
- * evidence as not enforced.
+ * image goes with the env. On btrfs the cap is a qgroup over the env's
+ * subvolumes (stg_btrfs_cap). zfs does not enforce one yet: an env that
+ * declares one is refused there, a host default is noted in the evidence
+ * as not enforced.
  *
  * The reserve: env.create refuses new work while the data dir has less
  * than SC_DISK_RESERVE_MB free, so that the command log and the records of
@@ -132,6 +133,14 @@ int disk_prepare(const struct wk *w, const struct stg *s, const char *env, const
 		return 0;
 	ev = json_new_object();
 	json_object_set(res, "disk", ev);
+	if (str_eq(s->ops->name, "btrfs")) {
+		if (stg_btrfs_cap(s, env, mb, e) < 0)
+			return -1;
+		evidence(ev, mb, "btrfs qgroup", true, voldir);
+		json_object_del(ev, "used_mb");	/* statvfs sees the filesystem, not the qgroup */
+		wk_progress("disk cap %lld MiB: a btrfs qgroup over the env's subvolumes", (long long)mb);
+		return 0;
+	}
 	if (!str_eq(s->ops->name, "dir")) {
 		if (declared)
 			return err_set(e, "x-denv.disk: storage %s does not enforce a disk cap yet (dir does)", s->ops->name);
