@@ -431,11 +431,12 @@ void rt_root_exec_args(bool gvisor, struct argv *a);
  * sets res.disk {limit_mb, mechanism, enforced, used_mb}; declared says the
  * env asked for it (refused where the backend cannot cap). disk_release
  * unmounts and removes the image. disk_reserve_check refuses new work below
- * SC_DISK_RESERVE_MB free under the data dir. */
+ * SC_DISK_RESERVE_MB free under the data dir (an eighth of a filesystem
+ * smaller than 2 GiB), with e->code ENOSPC. */
 #define SC_DISK_RESERVE_MB 256
+#define SC_DISK_RESERVE_SHARE 8		/* at most an eighth of a small data filesystem */
 struct stg;
 int64_t disk_cap_mb(const struct wk *w, const struct json *spec);
-int disk_free_mb(const char *path, int64_t *mb, struct err *e);
 int disk_reserve_check(const char *data, struct err *e);
 int disk_prepare(const struct wk *w, const struct stg *s, const char *env, const char *voldir, int64_t mb,
 		 bool declared, struct json *res, struct err *e);
