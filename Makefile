@@ -60,7 +60,7 @@ BENCH_BINS = $(BENCHES:%=$(BUILD)/bench/%)
 FUZZERS = $(patsubst fuzz/%.c,%,$(filter-out fuzz/replay.c,$(wildcard fuzz/*.c)))
 REPLAY_BINS = $(FUZZERS:%=$(BUILD)/replay/%)
 
-.PHONY: all check check-run units lint fuzz install clean demo images bench e2e-frameworks
+.PHONY: all check check-run units lint fuzz install clean demo images bench e2e-frameworks protections
 all: $(BINS)
 
 # Everything but these needs ./configure's config.mk.
@@ -159,6 +159,11 @@ check-run: all units
 
 lint:
 	@sh t/lint.sh
+
+# The protections table: the five protections and Karotte's attacks, per
+# runtime (runc, gvisor) and storage (dir, btrfs); printed at check's end too.
+protections: all
+	@DENV_TOP=$(CURDIR) PATH=$(CURDIR)/bin:$(CURDIR)/python/.venv/bin:$$PATH sh t/protections.sh
 
 fuzz:
 	@test -n "$(FUZZ_CC)" || { echo "make fuzz needs clang with libFuzzer (Debian: clang libclang-rt-14-dev), then ./configure"; exit 1; }

@@ -47,6 +47,7 @@ tmux:/usr/bin/tmux
 jq:/usr/bin/jq
 chromium:/usr/bin/chromium
 libfaketime:/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+runsc:/usr/bin/runsc
 "
 bench_pkgs="wrk:/usr/bin/wrk nginx:/usr/sbin/nginx"
 # What the programs themselves run (denvd: docker, iptables for the host

@@ -57,6 +57,14 @@ summary="$summary; replay $n targets"
 # (a flake) still shows its not-ok line and the diagnostics under it.
 prove_flags="--failures --comments" run_prove integration 1 $(ls t/integ/*.sh 2>/dev/null)
 
+# Last, so that it is what a reader sees: the protections table.
+echo "== protections"
+pt=$(mktemp)
+if sh t/protections.sh >"$pt" 2>&1; then pstatus=ok; else pstatus=FAIL; failed="$failed protections"; fi
+grep '^#' "$pt"
+summary="$summary; protections $pstatus ($(grep -c '^ok' "$pt") of $(grep -c '^\(not \)\{0,1\}ok' "$pt") cells pass)"
+rm -f "$pt"
+
 summary=${summary#; }
 if [ -n "$failed" ]; then
 	echo "make check: FAILED:$failed ($summary)"

@@ -12,6 +12,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
+#include "spec/spec.h"
 
 /* Longest line of an --env-file. */
 #define ENV_FILE_MAX ((size_t)64 << 10)
@@ -51,6 +52,8 @@ int sc_config_parse(int argc, char **argv, struct sc_config *c, struct err *e)
 		{ "probe-image", offsetof(struct sc_config, probe_image), NULL },
 		{ "probe-url", offsetof(struct sc_config, probe_url), NULL },
 		{ "probe-mode", offsetof(struct sc_config, probe_mode), NULL },
+		{ "runtime", offsetof(struct sc_config, runtime), NULL },
+		{ "disk-limit", offsetof(struct sc_config, disk_limit), NULL },
 		{ "root", offsetof(struct sc_config, root), NULL },
 	};
 
@@ -184,6 +187,23 @@ void sc_config_defaults(struct sc_config *c)
 		c->probe_url = env_or("DENV_PROBE_URL", SC_PROBE_URL_DEFAULT);
 	if (!c->probe_mode)
 		c->probe_mode = env_or("DENV_PROBE_MODE", "auto");
+	if (!c->runtime)
+		c->runtime = env_or("DENV_RUNTIME", "runc");
+	if (!c->disk_limit)
+		c->disk_limit = env_or("DENV_DISK_LIMIT", "");
+}
+
+int sc_parse_disk_mb(const char *s, int64_t *mb)
+{
+	struct json *v = json_new_str(s ? s : "");
+	double bytes = 0;
+	int rc = spec_size_bytes(v, &bytes);
+
+	json_free(v);
+	if (rc < 0 || bytes < SPEC_MIN_DISK_MB * 1048576.0 || bytes / 1048576.0 > (double)SPEC_MAX_DISK_MB)
+		return -1;
+	*mb = (int64_t)(bytes / 1048576.0);
+	return 0;
 }
 
 bool sc_probe_mode_ok(const char *mode)

@@ -337,6 +337,8 @@ static int run(struct create *c, struct json *res, struct err *e)
 
 	/* Images first: a missing one fails before anything is made, and
 	 * before an earlier attempt's stack is taken down. */
+	if (rt_prepare(c->w, c->spec, c->order, res, e) < 0 || disk_reserve_check(c->w->data, e) < 0)
+		return -1;
 	wk_progress("checking the image(s) of %zu service(s)", json_len(c->order));
 	if (images_ensure(c->order, &c->images, e) < 0)
 		return -1;
@@ -347,6 +349,8 @@ static int run(struct create *c, struct json *res, struct err *e)
 	if (!c->fresh && dk_project_down(c->project, e) < 0)
 		return err_prefix(e, "removing an earlier attempt");
 	if (c->stg.ops->env_prepare(&c->stg, c->w->env, c->voldir, sizeof(c->voldir), e) < 0 ||
+	    disk_prepare(c->w, &c->stg, c->w->env, c->voldir, disk_cap_mb(c->w, c->spec),
+			 json_get_int(c->spec, "disk_mb", 0) > 0, res, e) < 0 ||
 	    write_files(c, e) < 0)
 		return -1;
 	if (c->from && from_snapshot(c, e) < 0)
@@ -461,6 +465,7 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 	/* A fork uses its snapshot's backend; anything else the env's own. */
 	if ((from && !from->restore ? stg_open(&c.stg, w, from->storage, e) : stg_for_env(&c.stg, w, w->env, e)) < 0)
 		return err_prefix(e, "%s", kind);
+	c.stg.disk_mb = disk_cap_mb(w, payload);
 	c.deny = !str_eq(egress, "allow");
 	c.internal = c.deny && !w->leaky_network;
 	if (c.deny && w->leaky_network)

@@ -225,6 +225,7 @@ int engine_container(const char *name, struct engine_ctr *c, struct err *e)
 
 		str_copy(c->env, sizeof(c->env), env ? env : "");
 	}
+	c->gvisor = str_eq(json_get_str(json_get(o, "HostConfig"), "Runtime"), RT_RUNSC_DOCKER_NAME);
 	json_free(o);
 	if (!*c->status)
 		return err_set(e, "container %s: no state in its inspect output", name);

@@ -34,6 +34,7 @@ static int container_of(struct wk *w, const char *kind, const char *svc, bool pa
 	err_clear(&ie);
 	if (engine_container(out, &c, &ie) <= 0)
 		return err_set(e, "%s: environment %s has no service \"%s\" running", kind, w->env, svc);
+	w->ctr_gvisor = c.gvisor;
 	if (!str_eq(c.env, w->env))
 		return err_set(e, "%s: container %s does not belong to environment %s", kind, out, w->env);
 	/* Only verify pauses a service (docker pause: collect freezes the agent,

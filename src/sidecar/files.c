@@ -55,16 +55,33 @@ int sc_spool_check(const char *kind, const struct json *p, const struct json *sp
 	return 0;
 }
 
+/* cmd run as root in cname (rt_root_exec_args: privileged under gVisor). */
+static int root_exec(const struct wk *w, const char *cname, struct buf *out, int64_t ms, struct err *e,
+		     const char *const *cmd)
+{
+	struct argv a;
+	int rc;
+
+	av_init(&a);
+	rt_root_exec_args(w->ctr_gvisor, &a);
+	av_add(&a, cname);
+	for (size_t i = 0; cmd[i]; i++)
+		av_add(&a, cmd[i]);
+	rc = dk_run(&a, ms, out, e);
+	av_release(&a);
+	return rc;
+}
+
 /* What path is in the container (as root, symlinks followed): st->exists
  * false when it is missing. 0, or -1 e (no stat in the image, say). */
-static int ctr_stat(const char *cname, const char *path, struct fc_stat *st, struct err *e)
+static int ctr_stat(const struct wk *w, const char *cname, const char *path, struct fc_stat *st, struct err *e)
 {
+	const char *cmd[] = { "stat", "-L", "-c", "%f %u %g", "--", path, NULL };
 	struct buf out = BUF_INIT;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
-	rc = dk(&out, SC_DOCKER_QUICK_MS, e, "exec", "-u", "0", cname, "stat", "-L", "-c", "%f %u %g", "--", path,
-		NULL);
+	rc = root_exec(w, cname, &out, SC_DOCKER_QUICK_MS, e, cmd);
 	if (rc < 0 && (strstr(e->msg, "No such file or directory") || strstr(e->msg, "Not a directory"))) {
 		err_clear(e);
 		rc = 0;
@@ -76,13 +93,15 @@ static int ctr_stat(const char *cname, const char *path, struct fc_stat *st, str
 }
 
 /* One of the container's /etc files, or none (NULL, 0) when it cannot be read. */
-static void ctr_file(const char *cname, const char *path, struct buf *b, const char **p, size_t *n)
+static void ctr_file(const struct wk *w, const char *cname, const char *path, struct buf *b, const char **p,
+		     size_t *n)
 {
+	const char *cmd[] = { "cat", "--", path, NULL };
 	struct err ignore;
 
 	*p = NULL;
 	*n = 0;
-	if (dk(b, SC_DOCKER_QUICK_MS, &ignore, "exec", "-u", "0", cname, "cat", "--", path, NULL) == 0 &&
+	if (root_exec(w, cname, b, SC_DOCKER_QUICK_MS, &ignore, cmd) == 0 &&
 	    b->len <= PW_FILE_MAX) {
 		*p = b->data ? b->data : "";
 		*n = b->len;
@@ -91,7 +110,7 @@ static void ctr_file(const char *cname, const char *path, struct buf *b, const c
 
 /* owner ("user[:group]", names or numbers, by Docker's rules for `user`)
  * to ids, names from the container's own /etc/passwd and /etc/group. */
-static int resolve_owner(const char *cname, const char *owner, long *uid, long *gid, struct err *e)
+static int resolve_owner(const struct wk *w, const char *cname, const char *owner, long *uid, long *gid, struct err *e)
 {
 	struct buf bufs[2] = { BUF_INIT, BUF_INIT };
 	struct pw_files f = { 0 };
@@ -100,9 +119,9 @@ static int resolve_owner(const char *cname, const char *owner, long *uid, long *
 	if (!*owner || need < 0)
 		return err_set(e, "env.put: owner \"%.80s\": give user[:group], as names or numbers", owner);
 	if (need & PW_NEED_PASSWD)
-		ctr_file(cname, "/etc/passwd", &bufs[0], &f.passwd, &f.passwd_len);
+		ctr_file(w, cname, "/etc/passwd", &bufs[0], &f.passwd, &f.passwd_len);
 	if (need & PW_NEED_GROUP)
-		ctr_file(cname, "/etc/group", &bufs[1], &f.group, &f.group_len);
+		ctr_file(w, cname, "/etc/group", &bufs[1], &f.group, &f.group_len);
 	rc = pw_resolve(owner, &f, uid, gid, e);
 	buf_release(&bufs[0]);
 	buf_release(&bufs[1]);
@@ -110,7 +129,7 @@ static int resolve_owner(const char *cname, const char *owner, long *uid, long *
 }
 
 /* target: docker cp's rules (files_cp.c) into plan; *dir_src from the archive. */
-static int plan_target(const char *cname, const char *target, int fd, char *top, size_t tsize,
+static int plan_target(const struct wk *w, const char *cname, const char *target, int fd, char *top, size_t tsize,
 		       struct fc_plan *plan, struct err *e)
 {
 	char parent[FC_PATH_MAX + 1], base[FC_NAME_MAX + 1];
@@ -121,9 +140,9 @@ static int plan_target(const char *cname, const char *target, int fd, char *top,
 		return err_prefix(e, "env.put");
 	if (fc_archive_top(fd, top, tsize, &dir_src, e) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 		return err_prefix(e, "env.put");
-	if (ctr_stat(cname, target, &t, e) < 0)
+	if (ctr_stat(w, cname, target, &t, e) < 0)
 		return -1;
-	if (!(t.exists && t.is_dir) && ctr_stat(cname, parent, &pst, e) < 0)
+	if (!(t.exists && t.is_dir) && ctr_stat(w, cname, parent, &pst, e) < 0)
 		return -1;
 	return fc_plan(target, dir_src, &t, &pst, plan, e) < 0 ? err_prefix(e, "env.put") : 0;
 }
@@ -207,18 +226,18 @@ int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, 
 		goto out;
 	}
 	if (target) {
-		if (plan_target(cname, target, fd, top, sizeof(top), &plan, e) < 0)
+		if (plan_target(w, cname, target, fd, top, sizeof(top), &plan, e) < 0)
 			goto out;
 		own = true;
 		uid = plan.uid;
 		gid = plan.gid;
-	} else if (dk(NULL, SC_DOCKER_TIMEOUT_MS, e, "exec", "-u", "0", cname, "mkdir", "-p", "--", path, NULL) < 0) {
+	} else if (root_exec(w, cname, NULL, SC_DOCKER_TIMEOUT_MS, e, (const char *const[]){ "mkdir", "-p", "--", path, NULL }) < 0) {
 		err_prefix(e, "env.put: creating %s", path);
 		goto out;
 	} else {
 		str_copy(plan.dir, sizeof(plan.dir), path);
 	}
-	if (owner && resolve_owner(cname, owner, &uid, &gid, e) < 0)
+	if (owner && resolve_owner(w, cname, owner, &uid, &gid, e) < 0)
 		goto out;
 	own = own || owner;
 	if ((own || plan.rename[0]) &&

@@ -74,6 +74,8 @@ struct json *sc_capabilities(const struct sc_config *c)
 	json_object_set_str(j, "docker", docker);
 	json_object_set_bool(j, "compose", docker[0] && probe_cmd(cv, NULL, 0) == 0);
 	json_object_set_bool(j, "netns", str_eq(os, "linux") && geteuid() == 0 && fs_exists("/proc/self/ns/net"));
+	rt_capabilities(j);
+	json_object_set_str(j, "runtime", c->runtime && *c->runtime ? c->runtime : "runc");
 	json_object_set_str(j, "denvd_version", DENVD_VERSION);
 	return j;
 }
@@ -97,6 +99,7 @@ int cmd_host_report(struct wk *w, const struct json *payload, struct json **resu
 	c.data_dir = w->data;
 	c.zfs_pool = w->zfs_pool;
 	c.btrfs_root = w->btrfs_root;
+	c.runtime = w->runtime;
 	*result = json_new_object();
 	json_object_set(*result, "capabilities", sc_capabilities(&c));
 	return 0;

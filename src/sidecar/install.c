@@ -5,10 +5,12 @@
  * touch the real system.
  *
  * Every flag of join/run reaches the installed service: --server, --token,
- * --data, --zfs-pool, --btrfs-root, --probe-image, --probe-url, --probe-mode
+ * --data, --zfs-pool, --btrfs-root, --probe-image, --probe-url, --probe-mode, --runtime,
+ * --disk-limit
  * (and DENV_SUBNET_POOL) as lines of denvd.env; --state and -v on the unit's
  * ExecStart; --env-file is read now, so what it set is saved like the rest.
- * --root and --test-leaky-network are not for a service: not saved. */
+ * --root and --test-leaky-network are not for a service: not saved.
+ * With runsc installed, gVisor is registered with Docker (runtime.c). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +76,8 @@ static int write_env(const struct sc_config *c, struct err *e)
 	     env_line(&b, "DENV_PROBE_IMAGE", c->probe_image, e) < 0) ||
 	    (!str_eq(c->probe_url, SC_PROBE_URL_DEFAULT) && env_line(&b, "DENV_PROBE_URL", c->probe_url, e) < 0) ||
 	    (!str_eq(c->probe_mode, "auto") && env_line(&b, "DENV_PROBE_MODE", c->probe_mode, e) < 0) ||
+	    (!str_eq(c->runtime, "runc") && env_line(&b, "DENV_RUNTIME", c->runtime, e) < 0) ||
+	    (c->disk_limit && *c->disk_limit && env_line(&b, "DENV_DISK_LIMIT", c->disk_limit, e) < 0) ||
 	    (getenv("DENV_SUBNET_POOL") && *getenv("DENV_SUBNET_POOL") &&
 	     env_line(&b, "DENV_SUBNET_POOL", getenv("DENV_SUBNET_POOL"), e) < 0)) {
 		memset(b.data, 0, b.len);
@@ -177,6 +181,14 @@ int install_run(struct sc_config *c, const char *self, struct err *e)
 		return -1;
 	if (copy_self(c, self, e) < 0 || write_env(c, e) < 0 || write_unit(c, e) < 0)
 		return -1;
+	switch (rt_register(c->root, e)) {
+	case 1:
+		printf("registered gVisor (runsc) with Docker%s\n", c->root ? " (daemon.json only)" : "");
+		break;
+	case -1:
+		fprintf(stderr, "denvd install: gVisor not registered: %s\n", e->msg);
+		break;
+	}
 	if (c->root) {
 		printf("installed under %s (systemctl skipped)\n", c->root);
 		return 0;

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
+#include "spec/spec.h"
 
 static const char usage_text[] =
 	"usage: denvd join --server URL --token T [OPTIONS]\n"
@@ -30,6 +31,10 @@ static const char usage_text[] =
 	"  --probe-image IMG  egress probe image (DENV_PROBE_IMAGE; default busybox)\n"
 	"  --probe-url URL    egress probe URL (DENV_PROBE_URL; default http://1.1.1.1/)\n"
 	"  --probe-mode M     auto, netns or container (DENV_PROBE_MODE; default auto)\n"
+	"  --runtime R        runc or gvisor: services that declare no x-denv.runtime (DENV_RUNTIME;\n"
+	"                     default runc); with runsc installed, denvd registers it with Docker\n"
+	"  --disk-limit SIZE  disk cap of an environment that declares no x-denv.disk, e.g. 10g\n"
+	"                     (DENV_DISK_LIMIT; default none)\n"
 	"  -v                 debug logging\n"
 	"\n"
 	"environment: DENV_SUBNET_POOL, the IPv4 range environment networks take /25s from\n"
@@ -71,6 +76,15 @@ int main(int argc, char **argv)
 	}
 	log_set_level(c.verbose ? LOG_DEBUG : LOG_INFO);
 	sc_config_defaults(&c);
+	if (!rt_name_ok(c.runtime)) {
+		fprintf(stderr, "denvd %s: --runtime %s: must be runc or gvisor\n", verb, c.runtime);
+		return 2;
+	}
+	if (c.disk_limit && *c.disk_limit && sc_parse_disk_mb(c.disk_limit, &(int64_t){ 0 }) < 0) {
+		fprintf(stderr, "denvd %s: --disk-limit %s: must be a size like 10g or 512m, at least %d MiB\n", verb,
+			c.disk_limit, SPEC_MIN_DISK_MB);
+		return 2;
+	}
 	if (str_eq(verb, "install")) {
 		if (install_run(&c, "/proc/self/exe", &e) < 0) {
 			fprintf(stderr, "denvd install: %s\n", e.msg);
@@ -79,6 +93,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* gVisor is an option, not a need: without it runc services still run. */
+	if (rt_register(NULL, &e) < 0)
+		log_warn("denvd", "gVisor is not available to Docker: %s", e.msg);
 	if (agent_run(&c, &e) < 0) {
 		log_error("denvd", "%s", e.msg);
 		sc_config_release(&c);

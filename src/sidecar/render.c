@@ -236,6 +236,7 @@ int render_run_argv(const char *project, const char *env, const struct json *svc
 		av_addf(a, "%s=%s", envs->u.obj.m[i].key, v->type == JSON_STRING ? v->u.str.s : "");
 	}
 	fc_run_args(svc, a);	/* after env: its LD_PRELOAD is the one that holds */
+	rt_run_args(svc, a);
 	if (volume_args(svc, voldir, a, e) < 0)
 		return -1;
 	for (size_t i = 0; publish && i < json_len(ports); i++) {
@@ -290,6 +291,8 @@ static void y_service(struct buf *b, const char *project, const char *env, const
 	y_str(b, json_get_str(s, "image"));
 	buf_adds(b, "\n    container_name: ");
 	y_str(b, cname);
+	if (str_eq(json_get_str(s, "runtime"), "gvisor"))
+		buf_adds(b, "\n    runtime: " RT_RUNSC_DOCKER_NAME);
 	if (user && *user) {
 		buf_adds(b, "\n    user: ");
 		y_str(b, user);

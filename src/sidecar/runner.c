@@ -330,6 +330,12 @@ int runner_start(struct job *j, struct err *e)
 	argv[n++] = c->probe_url;
 	argv[n++] = "--probe-mode";
 	argv[n++] = c->probe_mode;
+	argv[n++] = "--runtime";
+	argv[n++] = c->runtime;
+	if (c->disk_limit && *c->disk_limit) {
+		argv[n++] = "--disk-limit";
+		argv[n++] = c->disk_limit;
+	}
 	if (c->zfs_pool && *c->zfs_pool) {
 		argv[n++] = "--zfs-pool";
 		argv[n++] = c->zfs_pool;

@@ -160,6 +160,8 @@ struct sc_config {
 	const char *probe_image;
 	const char *probe_url;
 	const char *probe_mode;		/* auto | netns | container */
+	const char *runtime;		/* runc | gvisor: a service's runtime when it declares none */
+	const char *disk_limit;		/* --disk-limit SIZE: the default disk cap per environment */
 	const char *root;		/* install --root DIR (tests) */
 	bool server_flag, data_flag, zfs_flag;
 	bool leaky_network;		/* test only: never make the network internal */
@@ -233,6 +235,9 @@ void spools_sweep(struct spools *s, int64_t now);
 struct wk {
 	const char *data;
 	const char *probe_image, *probe_url, *probe_mode, *zfs_pool, *btrfs_root;
+	const char *runtime;		/* the host's default runtime (runtime.c) */
+	bool ctr_gvisor;		/* the container wk_container last found runs under runsc */
+	int64_t disk_limit_mb;		/* the host's default disk cap per environment; 0: none (disk.c) */
 	bool leaky_network;
 	const char *id, *kind, *env;
 	struct json *cmd;
@@ -332,6 +337,7 @@ struct engine_ctr {
 	int exit_code;
 	int pid;		/* 0 when not running */
 	char env[SC_ID_MAX];	/* its ai.denv.env label, "" when none */
+	bool gvisor;		/* it runs under runsc (runtime.c) */
 };
 struct engine_img {
 	char id[80];		/* sha256:... */
@@ -510,6 +516,56 @@ int fc_prepare(const struct json *clock, struct json *order, struct err *e);
 void fc_run_args(const struct json *svc, struct argv *a);
 int fc_check(const char *project, const struct json *clock, const struct json *order, struct json *res,
 	     struct err *e);
+
+/* runtime.c: runc or gVisor's runsc per service (why runsc's arguments are
+ * what they are, at the top of runtime.c). rt_register adds runsc to
+ * dockerd's daemon.json and reloads dockerd with SIGHUP when runsc is
+ * installed and Docker does not list it: 1 registered, 0 nothing to do (no
+ * runsc, or already there), -1 with e. Under root (install --root) it only
+ * writes the file. rt_prepare stamps each service of order with the runtime
+ * it runs under (its own, else w->runtime) and sets res.runtime, the
+ * evidence {service: runtime}; -1 when gvisor is asked for and Docker has
+ * no runsc. rt_run_args adds --runtime runsc to a gVisor service's run. */
+#define RT_RUNSC_DOCKER_NAME "runsc"
+#define RT_DAEMON_JSON "/etc/docker/daemon.json"
+#define RT_DOCKER_PIDFILE "/var/run/docker.pid"
+#define RT_DAEMON_JSON_MAX ((size_t)1 << 20)
+#define RT_RELOAD_WAIT_MS 10000		/* dockerd listing runsc after SIGHUP */
+#define RT_RELOAD_POLL_MS 200
+const char *rt_runsc_binary(void);
+int rt_docker_has(const char *name, struct err *e);	/* 1, 0, or -1 with e */
+void rt_capabilities(struct json *caps);		/* caps.runtimes: ["runc", "gvisor"?] */
+bool rt_name_ok(const char *name);			/* runc | gvisor */
+int rt_register(const char *root, struct err *e);
+int rt_prepare(const struct wk *w, const struct json *spec, struct json *order, struct json *res, struct err *e);
+void rt_run_args(const struct json *svc, struct argv *a);
+/* "exec -u 0" for denvd's own file work in a container (stat, cat, mkdir);
+ * under gVisor with "--privileged" too: runsc gives an exec as root in a
+ * non-root service no capabilities at all, not Docker's default set, so
+ * root could not even create a directory in the agent's home. The
+ * privilege stays inside gVisor's sandbox, and only denvd's own fixed
+ * commands get it. */
+void rt_root_exec_args(bool gvisor, struct argv *a);
+
+/* disk.c: the environment's disk cap and denvd's own reserve (why an ext4
+ * image per environment, at the top of disk.c). disk_cap_mb: the Spec's
+ * disk_mb, else the host's default (0: none). disk_prepare, after the
+ * backend's env_prepare, puts voldir on an image of mb MiB (dir backend) and
+ * sets res.disk {limit_mb, mechanism, enforced, used_mb}; declared says the
+ * env asked for it (refused where the backend cannot cap). disk_release
+ * unmounts and removes the image. disk_reserve_check refuses new work below
+ * SC_DISK_RESERVE_MB free under the data dir (an eighth of a filesystem
+ * smaller than 2 GiB), with e->code ENOSPC. */
+#define SC_DISK_RESERVE_MB 256
+#define SC_DISK_RESERVE_SHARE 8		/* at most an eighth of a small data filesystem */
+struct stg;
+int64_t disk_cap_mb(const struct wk *w, const struct json *spec);
+int disk_reserve_check(const char *data, struct err *e);
+int disk_prepare(const struct wk *w, const struct stg *s, const char *env, const char *voldir, int64_t mb,
+		 bool declared, struct json *res, struct err *e);
+int disk_release(const char *data, const char *env, struct err *e);
+/* "2g", "512m" or bytes into MiB; -1 for anything else (or under 16 MiB). */
+int sc_parse_disk_mb(const char *s, int64_t *mb);
 
 /* passwd.c: a service's `user` to uid and gid by Docker's rules, from the
  * image's /etc/passwd and /etc/group (the rules and the parser's strictness

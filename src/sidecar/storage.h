@@ -71,6 +71,7 @@ struct stg {
 	const struct stg_ops *ops;
 	const char *data;	/* denvd's data dir */
 	const char *root;	/* btrfs: --btrfs-root; zfs: the pool */
+	int64_t disk_mb;	/* the env's disk cap (disk.c); 0: none */
 };
 
 extern const struct stg_ops stg_dir_ops, stg_btrfs_ops, stg_zfs_ops;
@@ -130,6 +131,12 @@ int stg_run(const char *const *argv, struct buf *out, struct err *e);
 
 /* storage_btrfs.c: true when path is on a btrfs filesystem. */
 bool stg_btrfs_path(const char *path);
+/* The env's disk cap on btrfs: quotas enabled on the filesystem, a level-1
+ * qgroup for the env (its id from the env's name) limited to mb MiB, and
+ * every volume subvolume of the env assigned to it as it is made (adopt,
+ * clone, restore). Snapshots are not assigned: they do not count. Writes
+ * past the cap fail with EDQUOT inside the environment. */
+int stg_btrfs_cap(const struct stg *s, const char *env, int64_t mb, struct err *e);
 
 /* storage_dir.c: syncfs the filesystem holding <top>/envs/<env>/vol (the dir
  * and btrfs backends keep every volume of an env on one filesystem). */

@@ -18,6 +18,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "base/crypto.h"
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
@@ -83,6 +84,57 @@ int stg_remove_tree(const char *path, struct err *e)
 	return fs_remove_all(path, e);
 }
 
+/* "1/<n>": n from the env's name, 44 bits (qgroup ids are 48). */
+static void bt_qgroup(const char *env, char *out, size_t n)
+{
+	char hex[65];
+	uint64_t id = 0;
+
+	if (sha256_hex(env, strlen(env), hex) < 0)
+		hex[0] = '\0';
+	for (size_t i = 0; i < 11 && hex[i]; i++)
+		id = id * 16 + (uint64_t)(hex[i] <= '9' ? hex[i] - '0' : hex[i] - 'a' + 10);
+	snprintf(out, n, "1/%llu", (unsigned long long)(id ? id : 1));
+}
+
+int stg_btrfs_cap(const struct stg *s, const char *env, int64_t mb, struct err *e)
+{
+	char group[40], size[32];
+	const char *enable[] = { "btrfs", "quota", "enable", s->root, NULL };
+	const char *create[] = { "btrfs", "qgroup", "create", group, s->root, NULL };
+	const char *limit[] = { "btrfs", "qgroup", "limit", size, group, s->root, NULL };
+	struct err e2;
+
+	bt_qgroup(env, group, sizeof(group));
+	snprintf(size, sizeof(size), "%lldM", (long long)mb);
+	if (stg_run(enable, NULL, e) < 0)
+		return err_prefix(e, "disk cap: enabling btrfs quotas");
+	(void)stg_run(create, NULL, &e2);	/* there already: a rollback of the env */
+	return stg_run(limit, NULL, e) < 0 ? err_prefix(e, "disk cap: qgroup %s", group) : 0;
+}
+
+/* A new subvolume of a capped env joins the env's qgroup. */
+static int bt_assign(const struct stg *s, const char *env, const char *path, struct err *e)
+{
+	char group[40], src[40];
+	struct buf out = BUF_INIT;
+	const char *rootid[] = { "btrfs", "inspect-internal", "rootid", path, NULL };
+	const char *assign[] = { "btrfs", "qgroup", "assign", src, group, s->root, NULL };
+	int rc;
+
+	if (s->disk_mb <= 0)
+		return 0;
+	if (stg_run(rootid, &out, e) < 0) {
+		buf_release(&out);
+		return err_prefix(e, "disk cap");
+	}
+	snprintf(src, sizeof(src), "0/%s", str_trim(out.data ? out.data : ""));
+	buf_release(&out);
+	bt_qgroup(env, group, sizeof(group));
+	rc = stg_run(assign, NULL, e);
+	return rc < 0 ? err_prefix(e, "disk cap: %s into %s", path, group) : 0;
+}
+
 static int bt_env_prepare(const struct stg *s, const char *env, char *voldir, size_t n, struct err *e)
 {
 	if ((size_t)snprintf(voldir, n, "%s/envs/%s/vol", s->root, env) >= n)
@@ -98,7 +150,7 @@ static int bt_adopt(const struct stg *s, const char *env, const char *vol, const
 	const char *argv[] = { "btrfs", "subvolume", "create", dest, NULL };
 
 	snprintf(dest, sizeof(dest), "%s/envs/%s/vol/%s", s->root, env, vol);
-	if (stg_run(argv, NULL, e) < 0)
+	if (stg_run(argv, NULL, e) < 0 || bt_assign(s, env, dest, e) < 0)
 		return -1;
 	if (stg_copy_tree(tree, dest, e) < 0) {
 		struct err e2;
@@ -147,9 +199,9 @@ static int bt_clone(const struct stg *s, const char *from_env, const char *name,
 	snprintf(dst, sizeof(dst), "%s/envs/%s/vol/%s", s->root, env, vol);
 	if (!is_subvol(src))
 		return err_set(e, "snapshot %s has no volume \"%s\" (%s)", name, vol, src);
-	if (stg_remove_tree(dst, e) < 0)
+	if (stg_remove_tree(dst, e) < 0 || stg_run(argv, NULL, e) < 0)
 		return -1;
-	return stg_run(argv, NULL, e);
+	return bt_assign(s, env, dst, e);
 }
 
 /* The new state is snapshotted beside the volume, then swapped in: a
@@ -166,7 +218,8 @@ static int bt_restore(const struct stg *s, const char *from_env, const char *nam
 	snprintf(dst, sizeof(dst), "%s/envs/%s/vol/%s", s->root, env, vol);
 	if (!is_subvol(src))
 		return err_set(e, "snapshot %s has no volume \"%s\" (%s)", name, vol, src);
-	if (stg_remove_tree(tmp, e) < 0 || stg_remove_tree(old, e) < 0 || stg_run(argv, NULL, e) < 0)
+	if (stg_remove_tree(tmp, e) < 0 || stg_remove_tree(old, e) < 0 || stg_run(argv, NULL, e) < 0 ||
+	    bt_assign(s, env, tmp, e) < 0)
 		return -1;
 	if (fs_exists(dst) && rename(dst, old) < 0)
 		return err_errno(e, "rename %s", dst);

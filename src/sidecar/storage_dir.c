@@ -145,6 +145,8 @@ static int dir_drop_env(const struct stg *s, const char *env, struct err *e)
 	char path[STG_PATH_MAX];
 
 	snprintf(path, sizeof(path), "%s/envs/%s/vol", s->data, env);
+	if (disk_release(s->data, env, e) < 0)
+		return -1;
 	return fs_remove_all(path, e) < 0 ? -1 : 0;
 }
 

@@ -108,6 +108,12 @@ static int parse_args(int argc, char **argv, struct wk *w)
 			w->probe_url = v;
 		else if (str_eq(a, "--probe-mode"))
 			w->probe_mode = v;
+		else if (str_eq(a, "--runtime"))
+			w->runtime = v;
+		else if (str_eq(a, "--disk-limit")) {
+			if (sc_parse_disk_mb(v, &w->disk_limit_mb) < 0)
+				return -1;
+		}
 		else if (str_eq(a, "--zfs-pool"))
 			w->zfs_pool = v;
 		else if (str_eq(a, "--btrfs-root"))
@@ -141,6 +147,7 @@ int worker_main(int argc, char **argv)
 	w.probe_image = SC_PROBE_IMAGE_DEFAULT;
 	w.probe_url = SC_PROBE_URL_DEFAULT;
 	w.probe_mode = "auto";
+	w.runtime = "runc";
 	if (parse_args(argc, argv, &w) < 0) {
 		fprintf(stderr, "denvd __worker: bad arguments (this verb is for denvd itself)\n");
 		return 2;

@@ -180,6 +180,11 @@ def attacks(env, name):
     t.ok(not rows and not forks and paused, "no grader fork; the agent is still paused", (rows, forks, cname))
 
 
+# The fork stops at its copy, or before it at denvd's reserve for its own
+# log (disk.c): either way the disk is full and the score 0.
+FORK_FULL = (["volume home: disk full"], ["fork: disk full"])
+
+
 def diskfill(env, name):
     r = sh_box(env, "echo 42 > $HOME/answer.txt; dd if=/dev/zero of=$HOME/fill bs=1M 2>&1; df -k $HOME | tail -1")
     t.diag("fill: %s" % (r.get("stdout", "").strip().splitlines()[-1:],))
@@ -201,8 +206,8 @@ def diskfill(env, name):
     rc, out, dd, ph, v = verify(env)
     clone = (ph.get("clone") or {}).get("Evidence") or {}
     t.ok(dd.get("deployment", {}).get("Status") == "succeeded" and v.get("reward") == 0 and
-         v.get("source") == "refused" and v.get("refused") == ["volume home: disk full"] and
-         (ph.get("snapshot") or {}).get("Status") == "ok" and clone.get("refused") == ["volume home: disk full"] and
+         v.get("source") == "refused" and v.get("refused") in FORK_FULL and
+         (ph.get("snapshot") or {}).get("Status") == "ok" and clone.get("refused") in FORK_FULL and
          (ph.get("grade") or {}).get("Status") == "skipped",
          "the fork runs out of disk: reward 0, source refused, grade skipped", (v, ph.get("clone")))
     grader = clone.get("grader_env")

@@ -132,8 +132,40 @@ static void test_state(void)
 	unsetenv("DENV_SERVER");
 }
 
+/* --disk-limit and DENV_DISK_LIMIT: a size in MiB, at least SPEC_MIN_DISK_MB. */
+static void test_disk_limit(void)
+{
+	static const struct {
+		const char *in;
+		int64_t want;	/* -1: refused */
+	} cases[] = {
+		{ "10g", 10240 }, { "512m", 512 }, { "16m", 16 }, { "1073741824", 1024 }, { "1.5G", 1536 },
+		{ "15m", -1 }, { "0", -1 }, { "", -1 }, { "lots", -1 }, { "10 g", -1 }, { "-1g", -1 }, { "17t", -1 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int64_t mb = -7;
+		int rc = sc_parse_disk_mb(cases[i].in, &mb);
+
+		if (cases[i].want >= 0)
+			ok(rc == 0 && mb == cases[i].want, "--disk-limit %s is %lld MiB (%lld)", cases[i].in,
+			   (long long)cases[i].want, (long long)mb);
+		else
+			ok(rc < 0 && mb == -7, "--disk-limit \"%s\" is refused", cases[i].in);
+	}
+}
+
+/* x-denv.runtime's names as denvd knows them. */
+static void test_runtime_names(void)
+{
+	ok(rt_name_ok("runc") && rt_name_ok("gvisor"), "runc and gvisor are runtimes");
+	ok(!rt_name_ok("runsc") && !rt_name_ok("") && !rt_name_ok("kata"), "runsc (Docker's name), \"\" and kata are not");
+}
+
 int main(void)
 {
+	test_disk_limit();
+	test_runtime_names();
 	test_urls();
 	test_ids();
 	test_flags();

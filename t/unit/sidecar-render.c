@@ -100,6 +100,7 @@ static void test_argv(void)
 	ok(has_seq(&a, "--health-cmd", "'pg_isready' '-U' 'it'\\''s'") && has_seq(&a, "--health-interval", "1s") &&
 	   has_seq(&a, "--health-retries", "5"), "CMD healthcheck quoted for the shell");
 	ok(!has_seq(&a, "-p", NULL) && !has_seq(&a, "--user", NULL), "no ports published when egress is denied; no user");
+	ok(!has_seq(&a, "--runtime", NULL), "runc is Docker's default: no --runtime");
 	ok(n >= 2 && strcmp(a.v[n - 2], "denv-test/debian") == 0 && strcmp(a.v[n - 1], "postgres") == 0,
 	   "image, then the command");
 	av_release(&a);
@@ -112,6 +113,12 @@ static void test_argv(void)
 	   has_seq(&a, "--network", "none") && !has_seq(&a, "--network-alias", NULL) &&
 	   has_seq(&a, "--add-host", "db:127.0.0.1") &&
 	   !has_seq(&a, "--network", "env_x_default"), "networkless: Docker's none network, no alias");
+	av_release(&a);
+	av_init(&a);
+	json_object_set_str(svc, "runtime", "gvisor");
+	ok(render_run_argv("env_x", "ENV_X", svc, "/d/vol", false, false, &a, &e) == 0 &&
+	   has_seq(&a, "--runtime", "runsc"), "a gVisor service runs with --runtime runsc");
+	json_object_set_str(svc, "runtime", "runc");
 	av_release(&a);
 	av_init(&a);
 	ok(render_run_argv("env_x", "ENV_X", box, "/d/vol", false, false, &a, &e) < 0 && strstr(e.msg, "name:/path"),
