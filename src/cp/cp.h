@@ -731,12 +731,14 @@ void cp_machine_cancel(struct cp_machine_call *call);
 /* The client for calls to providers, made on first use. */
 struct http_aclient *cp_aclient(struct cp *cp);
 
-/* ---- hosted provider drivers (driver_e2b.c) ---- */
+/* ---- hosted provider drivers (driver_e2b.c, driver_daytona.c) ---- */
 
 /* A command run by the control plane against a provider. fn gets the
  * outcome once, never from inside the start call: ok with the result payload
  * (and an archive in data for env.get), or the error. */
-struct cp_drv_op;
+struct cp_drv_op {
+	void (*cancel)(struct cp_drv_op *op);	/* the driver's own, first in its operation */
+};
 typedef void (*cp_drv_fn)(struct cp *cp, bool ok, const char *error, const struct json *payload,
 			  const struct buf *data, void *arg);
 /* Start kind for env_id on the E2B target of cloud. NULL with refused filled
@@ -745,8 +747,39 @@ typedef void (*cp_drv_fn)(struct cp *cp, bool ok, const char *error, const struc
 struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
 			       const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
 			       void *arg, char *refused, size_t n);
+/* Likewise on a Daytona target (driver_daytona.c). */
+struct cp_drv_op *cp_daytona_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
+				   const struct json *payload, const struct buf *data, int64_t timeout_ms,
+				   cp_drv_fn fn, void *arg, char *refused, size_t n);
 /* Drop an operation in flight: fn is not called. NULL is fine. */
 void cp_drv_cancel(struct cp_drv_op *op);
+
+/* ---- what the drivers share (driver.c) ---- */
+
+/* One file of env.put's archive: its path in the sandbox and its bytes. */
+struct cp_drv_file {
+	char *path;
+	struct buf data;
+};
+/* s into out as a URL query value ('/' kept). */
+void cp_drv_query_escape(struct buf *out, const char *s);
+/* A rendered service env ({NAME: value} or ["NAME=value"]) as an object; never NULL. */
+struct json *cp_drv_env_object(const struct json *env);
+/* The argv that starts a service's command (string or array) detached from
+ * the call that runs it; NULL when the service has no command. */
+struct json *cp_drv_background_argv(const struct json *command);
+/* b as a JSON string, each byte that is not valid UTF-8 as U+FFFD. */
+struct json *cp_drv_text(const struct buf *b);
+/* "STATUS Text[: the body's message]" in one line, for an error. */
+void cp_drv_provider_says(const struct http_client_resp *resp, char *out, size_t n);
+/* Split a tar into files under base (up to max; regular files and
+ * directories only, provider names the API in the refusal). 0, or -1 with
+ * msg; files[0..*nfiles) are filled either way: release them. */
+int cp_drv_unpack(const struct buf *tar, const char *base, const char *provider, struct cp_drv_file *files,
+		  size_t max, size_t *nfiles, char *msg, size_t n);
+void cp_drv_files_release(struct cp_drv_file *files, size_t n);
+/* out (initialised here) = a tar of one file named path's last part. 0 or -1 with e. */
+int cp_drv_tar_one(struct buf *out, const char *path, const void *data, size_t len, struct err *e);
 
 /* ---- token checks at connect (token_check.c) ---- */
 

@@ -28,9 +28,7 @@
 #include "base/enc.h"
 #include "base/log.h"
 #include "base/str.h"
-#include "base/utf8.h"
 #include "cp/cp.h"
-#include "tar/tar.h"
 
 #define E2B_ENVD_PORT 49983			/* envd's port in every sandbox (the SDK's envd_port) */
 #define E2B_DEFAULT_DOMAIN "e2b.app"		/* the SDK's E2B_DOMAIN default */
@@ -43,12 +41,8 @@
 
 enum step { S_CREATE, S_COMMAND, S_EXEC, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
 
-struct e2b_file {
-	char *path;
-	struct buf data;
-};
-
-struct cp_drv_op {
+struct e2b_op {
+	struct cp_drv_op base;	/* first: cp_drv_cancel reaches op_free through it */
 	struct cp *cp;
 	enum step step;
 	char env_id[ID_MAX];
@@ -58,7 +52,7 @@ struct cp_drv_op {
 	char access[256];	/* envd access token */
 	char domain[128];
 	struct json *payload;
-	struct e2b_file files[E2B_FILES_MAX];
+	struct cp_drv_file files[E2B_FILES_MAX];
 	size_t nfiles, next;
 	int64_t started_ns;
 	int64_t timeout_ms;
@@ -73,27 +67,12 @@ struct cp_drv_op {
 	void *arg;
 };
 
-static void query_escape(struct buf *out, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~/", c))
-			buf_addch(out, (char)c);
-		else
-			buf_addf(out, "%%%02X", c);
-	}
-}
-
-static void op_free(struct cp_drv_op *op)
+static void op_free(struct e2b_op *op)
 {
 	ev_timer_stop(op->cp->ev, &op->timer);
 	if (op->call)
 		http_acall_cancel(op->call);
-	for (size_t i = 0; i < op->nfiles; i++) {
-		free(op->files[i].path);
-		buf_release(&op->files[i].data);
-	}
+	cp_drv_files_release(op->files, op->nfiles);
 	json_free(op->payload);
 	json_free(op->result);
 	json_free(op->created);
@@ -103,9 +82,14 @@ static void op_free(struct cp_drv_op *op)
 	free(op);
 }
 
+static void cancel(struct cp_drv_op *base)
+{
+	op_free((struct e2b_op *)base);
+}
+
 static void deliver(struct ev *ev, void *arg)
 {
-	struct cp_drv_op *op = arg;
+	struct e2b_op *op = arg;
 
 	(void)ev;
 	op->fn(op->cp, op->ok, op->ok ? NULL : op->error, op->result, op->out.len ? &op->out : NULL, op->arg);
@@ -113,7 +97,7 @@ static void deliver(struct ev *ev, void *arg)
 }
 
 /* Finish from the loop, never from inside the caller's call. */
-static void done(struct cp_drv_op *op, bool ok, struct json *result)
+static void done(struct e2b_op *op, bool ok, struct json *result)
 {
 	op->ok = ok;
 	json_free(op->result);
@@ -121,8 +105,8 @@ static void done(struct cp_drv_op *op, bool ok, struct json *result)
 	ev_timer_start(op->cp->ev, &op->timer, 0, deliver, op);
 }
 
-static void fail(struct cp_drv_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(struct cp_drv_op *op, const char *fmt, ...)
+static void fail(struct e2b_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct e2b_op *op, const char *fmt, ...)
 {
 	va_list ap;
 	char msg[ERR_MSG_MAX];
@@ -135,30 +119,10 @@ static void fail(struct cp_drv_op *op, const char *fmt, ...)
 	done(op, false, NULL);
 }
 
-/* E2B's error body {code, message}, or envd's, in one line. */
-static void provider_says(const struct http_client_resp *resp, char *out, size_t n)
-{
-	struct json *doc = NULL;
-	struct err pe;
-	const char *m;
-
-	snprintf(out, n, "%d %s", resp->status, http_status_text(resp->status));
-	if (resp->body.len && json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) == 0 &&
-	    (m = json_get_str(doc, "message")) && *m) {
-		size_t k = strlen(out);
-
-		snprintf(out + k, n - k, ": %.200s", m);
-		for (char *q = out + k; *q; q++)
-			if ((unsigned char)*q < 0x20)
-				*q = ' ';
-	}
-	json_free(doc);
-}
-
 static void answered(const struct http_client_resp *resp, const struct err *e, void *arg);
 
 /* One call to the REST API (api true) or to the sandbox's envd. */
-static int call(struct cp_drv_op *op, const char *method, bool api, const char *path, const char *ctype,
+static int call(struct e2b_op *op, const char *method, bool api, const char *path, const char *ctype,
 		const void *body, size_t len, size_t max_body)
 {
 	struct cp *cp = op->cp;
@@ -219,7 +183,7 @@ static int call(struct cp_drv_op *op, const char *method, bool api, const char *
 	return 0;
 }
 
-static int call_json(struct cp_drv_op *op, const char *method, const char *path, const struct json *body)
+static int call_json(struct e2b_op *op, const char *method, const char *path, const struct json *body)
 {
 	char *text = body ? json_to_string(body, JSON_COMPACT) : NULL;
 	int rc = call(op, method, true, path, body ? "application/json" : NULL, text, text ? strlen(text) : 0,
@@ -231,7 +195,7 @@ static int call_json(struct cp_drv_op *op, const char *method, const char *path,
 
 /* ---- the environment's sandbox ---- */
 
-static int load_sandbox(struct cp_drv_op *op)
+static int load_sandbox(struct e2b_op *op)
 {
 	const struct json *env = st_get(op->cp->db, "environments", op->env_id);
 	const struct json *d = json_get(env, "Driver");
@@ -247,72 +211,40 @@ static int load_sandbox(struct cp_drv_op *op)
 
 /* ---- env.create ---- */
 
-static void start_create(struct cp_drv_op *op)
+static void start_create(struct e2b_op *op)
 {
 	const struct json *services = json_get(op->payload, "services");
 	const struct json *s = json_at(services, 0);
 	const char *image = json_get_str(s, "image");
 	const struct json *env = json_get(s, "env");
-	struct json *body, *vars = json_new_object();
+	struct json *body, *vars;
 
 	if (json_len(services) != 1) {
-		json_free(vars);
 		fail(op, "e2b runs one container per environment; use your machines for multi-service stacks "
 			 "(%zu services declared)", json_len(services));
 		return;
 	}
 	if (!image || !*image) {
-		json_free(vars);
 		fail(op, "service %s has no image to use as the E2B template", json_get_str(s, "name"));
 		return;
 	}
-	/* env is {NAME: value} or ["NAME=value"] as rendered; E2B wants an object. */
-	for (size_t i = 0; env && i < json_len(env); i++) {
-		if (env->type == JSON_OBJECT && env->u.obj.m[i].val->type == JSON_STRING) {
-			json_object_set(vars, env->u.obj.m[i].key, json_dup(env->u.obj.m[i].val));
-		} else if (env->type == JSON_ARRAY && json_at(env, i)->type == JSON_STRING) {
-			const char *kv = json_at(env, i)->u.str.s, *eq = strchr(kv, '=');
-
-			if (eq && eq > kv) {
-				char key[256];
-
-				snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
-				json_object_set_str(vars, key, eq + 1);
-			}
-		}
-	}
+	vars = cp_drv_env_object(env);	/* E2B wants an object */
 	body = cp_obj("templateID", json_new_str(image), "timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), "metadata",
 		      cp_obj("denv_env", json_new_str(op->env_id), NULL), "envVars", vars, NULL);
 	call_json(op, "POST", "/v2/sandboxes", body);
 	json_free(body);
 }
 
-static void start_exec(struct cp_drv_op *op, const struct json *cmd);
+static void start_exec(struct e2b_op *op, const struct json *cmd);
 
-/* The service's command runs in the background, as a container's would: a
- * shell starts it detached and exits, so the stream ends at once. */
-static void start_command(struct cp_drv_op *op, struct json *res)
+/* The service's command runs in the background, as a container's would. */
+static void start_command(struct e2b_op *op, struct json *res)
 {
-	const struct json *c = json_get(json_at(json_get(op->payload, "services"), 0), "command");
-	struct json *argv;
+	struct json *argv = cp_drv_background_argv(json_get(json_at(json_get(op->payload, "services"), 0), "command"));
 
-	if (!c || (c->type == JSON_ARRAY && !json_len(c)) || (c->type == JSON_STRING && !*c->u.str.s) ||
-	    (c->type != JSON_ARRAY && c->type != JSON_STRING)) {
+	if (!argv) {
 		done(op, true, res);
 		return;
-	}
-	argv = json_new_array();
-	json_array_push(argv, json_new_str("/bin/sh"));
-	json_array_push(argv, json_new_str("-c"));
-	if (c->type == JSON_STRING) {
-		json_array_push(argv, json_new_str("sh -c \"$1\" >/dev/null 2>&1 </dev/null &"));
-		json_array_push(argv, json_new_str("sh"));
-		json_array_push(argv, json_dup(c));
-	} else {
-		json_array_push(argv, json_new_str("\"$@\" >/dev/null 2>&1 </dev/null &"));
-		json_array_push(argv, json_new_str("sh"));
-		for (size_t i = 0; i < json_len(c); i++)
-			json_array_push(argv, json_dup(json_at(c, i)));
 	}
 	op->created = res;
 	op->step = S_COMMAND;
@@ -320,7 +252,7 @@ static void start_command(struct cp_drv_op *op, struct json *res)
 	json_free(argv);
 }
 
-static void created(struct cp_drv_op *op, const struct http_client_resp *resp)
+static void created(struct e2b_op *op, const struct http_client_resp *resp)
 {
 	struct json *doc = NULL, *res;
 	struct err pe;
@@ -354,7 +286,7 @@ static void created(struct cp_drv_op *op, const struct http_client_resp *resp)
 
 /* ---- env.exec: a Connect server stream in the JSON codec ---- */
 
-static void start_exec(struct cp_drv_op *op, const struct json *cmd)
+static void start_exec(struct e2b_op *op, const struct json *cmd)
 {
 	struct json *args = json_new_array(), *msg;
 	struct buf b = BUF_INIT;
@@ -387,33 +319,6 @@ static void start_exec(struct cp_drv_op *op, const struct json *cmd)
 	buf_release(&b);
 }
 
-/* Output as a JSON string: the store and the API carry UTF-8 only, so a
- * byte that is not part of a valid sequence becomes U+FFFD. */
-static struct json *text_of(const struct buf *b)
-{
-	const unsigned char *p = (const unsigned char *)b->data;
-	struct buf t = BUF_INIT;
-	struct json *j;
-	size_t i = 0, k;
-
-	if (utf8_valid(b->data, b->len))
-		return json_new_strn(b->data, b->len);
-	buf_init(&t, 0);
-	while (i < b->len) {
-		k = utf8_seq_len(p + i, b->len - i);
-		if (k) {
-			buf_add(&t, p + i, k);
-			i += k;
-		} else {
-			buf_add(&t, "\xEF\xBF\xBD", 3);
-			i++;
-		}
-	}
-	j = json_new_strn(t.data, t.len);
-	buf_release(&t);
-	return j;
-}
-
 /* One StartResponse event into the result; -1 with msg on a malformed one. */
 static int exec_event(const struct json *m, struct buf *out, struct buf *errb, int64_t *code, bool *ended)
 {
@@ -435,7 +340,7 @@ static int exec_event(const struct json *m, struct buf *out, struct buf *errb, i
 	return 0;
 }
 
-static void exec_answered(struct cp_drv_op *op, const struct http_client_resp *resp)
+static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp)
 {
 	const unsigned char *p = (const unsigned char *)resp->body.data;
 	size_t len = resp->body.len, off = 0;
@@ -493,59 +398,17 @@ static void exec_answered(struct cp_drv_op *op, const struct http_client_resp *r
 		return;
 	}
 	done(op, true,
-	     cp_obj("exit_code", json_new_int(code), "stdout", text_of(&out), "stderr", text_of(&errb), NULL));
+	     cp_obj("exit_code", json_new_int(code), "stdout", cp_drv_text(&out), "stderr", cp_drv_text(&errb), NULL));
 	buf_release(&out);
 	buf_release(&errb);
 }
 
 /* ---- env.put: the archive's files one at a time ---- */
 
-static int unpack(struct cp_drv_op *op, const struct buf *tar, char *msg, size_t n)
-{
-	struct tar_reader *r = tar_reader_new();
-	const char *base = json_get_str(op->payload, "path");
-	size_t off = 0, used;
-	struct tar_event ev;
-	struct err e;
-	int k, rc = -1;
-
-	while ((k = tar_reader_feed(r, tar->data + off, tar->len - off, &used, &ev, &e)) > 0 || k == TAR_EV_MORE) {
-		off += used;
-		if (k == TAR_EV_END || (k == TAR_EV_MORE && off >= tar->len))
-			break;
-		if (k == TAR_EV_ENTRY && ev.entry->type == TAR_REG) {
-			struct buf path = BUF_INIT;
-
-			if (op->nfiles >= E2B_FILES_MAX) {
-				snprintf(msg, n, "more than %d files in one archive", E2B_FILES_MAX);
-				goto out;
-			}
-			buf_addf(&path, "%s/%s", base, ev.entry->path);
-			op->files[op->nfiles].path = buf_detach(&path, NULL);
-			buf_init(&op->files[op->nfiles].data, CP_ARCHIVE_MAX);
-			op->nfiles++;
-		} else if (k == TAR_EV_ENTRY && ev.entry->type != TAR_DIR) {
-			snprintf(msg, n, "%.200s: only files and directories travel through E2B's files API",
-				 ev.entry->path);
-			goto out;
-		} else if (k == TAR_EV_DATA && op->nfiles && tar_reader_entry(r)->type == TAR_REG) {
-			buf_add(&op->files[op->nfiles - 1].data, ev.data, ev.len);
-		}
-	}
-	if (k < 0 || tar_reader_finish(r, &e) < 0) {
-		snprintf(msg, n, "the archive: %.300s", e.msg);
-		goto out;
-	}
-	rc = 0;
-out:
-	tar_reader_free(r);
-	return rc;
-}
-
-static void put_next(struct cp_drv_op *op)
+static void put_next(struct e2b_op *op)
 {
 	struct buf path = BUF_INIT;
-	struct e2b_file *f;
+	struct cp_drv_file *f;
 
 	if (op->next >= op->nfiles) {
 		done(op, true, cp_obj("path", json_new_str(json_get_str(op->payload, "path")), "files",
@@ -554,40 +417,31 @@ static void put_next(struct cp_drv_op *op)
 	}
 	f = &op->files[op->next++];
 	buf_addf(&path, "/files?path=");
-	query_escape(&path, f->path);
+	cp_drv_query_escape(&path, f->path);
 	call(op, "POST", false, path.data, "application/octet-stream", f->data.data, f->data.len, CP_PROVIDER_BODY_MAX);
 	buf_release(&path);
 }
 
 /* ---- env.get: one file, handed back as a tar of it ---- */
 
-static void start_get(struct cp_drv_op *op)
+static void start_get(struct e2b_op *op)
 {
 	struct buf path = BUF_INIT;
 
 	buf_addf(&path, "/files?path=");
-	query_escape(&path, json_get_str(op->payload, "path"));
+	cp_drv_query_escape(&path, json_get_str(op->payload, "path"));
 	call(op, "GET", false, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
 	buf_release(&path);
 }
 
-static void got(struct cp_drv_op *op, const struct http_client_resp *resp)
+static void got(struct e2b_op *op, const struct http_client_resp *resp)
 {
-	const char *p = json_get_str(op->payload, "path"), *name = strrchr(p, '/');
-	struct tar_writer *w;
-	struct tar_meta m = { 0 };
 	struct err e;
 
-	name = name && name[1] ? name + 1 : p;
-	buf_init(&op->out, CP_ARCHIVE_MAX);
-	m.mtime = clock_now_ns() / 1000000000;
-	w = tar_writer_new_buf(&op->out);
-	if (tar_write_file(w, name, &m, resp->body.data, resp->body.len, &e) < 0 || tar_writer_finish(w, &e) < 0) {
-		tar_writer_free(w);
+	if (cp_drv_tar_one(&op->out, json_get_str(op->payload, "path"), resp->body.data, resp->body.len, &e) < 0) {
 		fail(op, "%s", e.msg);
 		return;
 	}
-	tar_writer_free(w);
 	done(op, true, json_new_object());
 }
 
@@ -595,7 +449,7 @@ static void got(struct cp_drv_op *op, const struct http_client_resp *resp)
 
 static void answered(const struct http_client_resp *resp, const struct err *e, void *arg)
 {
-	struct cp_drv_op *op = arg;
+	struct e2b_op *op = arg;
 	char says[ERR_MSG_MAX];
 	char path[256];
 
@@ -609,7 +463,7 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 		return;
 	}
 	if (resp->status < 200 || resp->status > 299) {
-		provider_says(resp, says, sizeof(says));
+		cp_drv_provider_says(resp, says, sizeof(says));
 		fail(op, "E2B answered %s", says);
 		return;
 	}
@@ -654,7 +508,7 @@ static const char *const e2b_fork_refused =
 	"E2B has no fork: pause/resume continues the same sandbox and cannot branch it; use your machines or "
 	"Daytona for forks";
 
-static void begin(struct cp_drv_op *op, const struct buf *data)
+static void begin(struct e2b_op *op, const struct buf *data)
 {
 	char path[256], msg[ERR_MSG_MAX];
 
@@ -676,7 +530,8 @@ static void begin(struct cp_drv_op *op, const struct buf *data)
 	case S_PUT:
 		if (!json_get_str(op->payload, "path") || !data) {
 			fail(op, "path and an archive are required");
-		} else if (unpack(op, data, msg, sizeof(msg)) < 0) {
+		} else if (cp_drv_unpack(data, json_get_str(op->payload, "path"), "E2B", op->files, E2B_FILES_MAX,
+					 &op->nfiles, msg, sizeof(msg)) < 0) {
 			fail(op, "%s", msg);
 		} else {
 			put_next(op);
@@ -713,7 +568,7 @@ struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const ch
 		{ "env.get", S_GET },	    { "env.snapshot", S_PAUSE }, { "env.destroy", S_DESTROY },
 	};
 	const char *token = json_get_str(json_get(cloud, "Config"), "token");
-	struct cp_drv_op *op;
+	struct e2b_op *op;
 	size_t i;
 
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !str_eq(kinds[i].kind, kind); i++)
@@ -745,12 +600,7 @@ struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const ch
 	buf_init(&op->out, 0);
 	op->fn = fn;
 	op->arg = arg;
+	op->base.cancel = cancel;
 	begin(op, data);
-	return op;
-}
-
-void cp_drv_cancel(struct cp_drv_op *op)
-{
-	if (op)
-		op_free(op);
+	return &op->base;
 }
