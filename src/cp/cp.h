@@ -736,11 +736,29 @@ struct http_aclient *cp_aclient(struct cp *cp);
 /* A command run by the control plane against a provider. fn gets the
  * outcome once, never from inside the start call: ok with the result payload
  * (and an archive in data for env.get), or the error. */
-struct cp_drv_op {
-	void (*cancel)(struct cp_drv_op *op);	/* the driver's own, first in its operation */
-};
 typedef void (*cp_drv_fn)(struct cp *cp, bool ok, const char *error, const struct json *payload,
 			  const struct buf *data, void *arg);
+/* What every driver's operation has, first in the driver's own struct
+ * (driver.c runs its life: cp_drv_init, then exactly one cp_drv_done or
+ * cp_drv_fail, or a cp_drv_cancel). */
+struct cp_drv_op {
+	void (*release)(struct cp_drv_op *op);	/* the driver's own parts, and the struct */
+	struct cp *cp;
+	const char *provider;	/* "e2b": the first word of every error */
+	char env_id[ID_MAX];
+	char kind[32];
+	char token[256];	/* the cloud's key, wiped at the end */
+	struct json *payload;	/* the command's, a copy */
+	int64_t started_ns, timeout_ms;	/* timeout_ms: each call's */
+	struct http_acall *call;	/* the call in flight, cancelled at the end */
+	struct ev_timer timer;	/* completion from the loop; a driver may use it to wait before */
+	bool ok;
+	char error[ERR_MSG_MAX];
+	struct json *result;
+	struct buf out;		/* env.get's archive */
+	cp_drv_fn fn;
+	void *arg;
+};
 /* Start kind for env_id on the E2B target of cloud. NULL with refused filled
  * when E2B cannot do it (fork, verify: the words of targets.md); fn is then
  * never called. data is env.put's archive (read during the call only). */
@@ -761,6 +779,18 @@ struct cp_drv_file {
 	char *path;
 	struct buf data;
 };
+/* Fill op's common part; timeout_ms is CP_PROVIDER_TIMEOUT_MS, or the
+ * caller's when that is shorter. */
+void cp_drv_init(struct cp_drv_op *op, struct cp *cp, const char *provider, const char *kind, const char *env_id,
+		 const char *token, const struct json *payload, int64_t timeout_ms, cp_drv_fn fn, void *arg,
+		 void (*release)(struct cp_drv_op *op));
+/* The cloud's token, or NULL with refused filled when it cannot be sent. */
+const char *cp_drv_token(const struct json *cloud, const char *provider, const char *kind, char *refused, size_t n);
+/* Finish from the loop, never from inside the caller's call: fn gets ok and
+ * result (owned here), then op is freed. */
+void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result);
+/* Finish with "provider: kind: message" (logged). */
+void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s into out as a URL query value ('/' kept). */
 void cp_drv_query_escape(struct buf *out, const char *s);
 /* A rendered service env ({NAME: value} or ["NAME=value"]) as an object; never NULL. */

@@ -3,20 +3,103 @@
  * driver_daytona.c) do alike: the environment's variables as an object, the
  * service's command started in the background, env.put's archive split into
  * files (the providers' files APIs take one file at a time), env.get's file
- * handed back as a tar of it, output as valid UTF-8, and the provider's
- * error message in one line.
+ * handed back as a tar of it, output as valid UTF-8, the provider's
+ * error message in one line, and an operation's life from start to the
+ * one answer.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/str.h"
 #include "base/utf8.h"
 #include "cp/cp.h"
 #include "tar/tar.h"
 
 #define DRV_ENV_KEY_MAX 256	/* one variable's name */
+#define DRV_TOKEN_MAX 200	/* a token that fits a header line */
+
+void cp_drv_init(struct cp_drv_op *op, struct cp *cp, const char *provider, const char *kind, const char *env_id,
+		 const char *token, const struct json *payload, int64_t timeout_ms, cp_drv_fn fn, void *arg,
+		 void (*release)(struct cp_drv_op *op))
+{
+	op->release = release;
+	op->cp = cp;
+	op->provider = provider;
+	str_copy(op->env_id, sizeof(op->env_id), env_id ? env_id : "");
+	str_copy(op->kind, sizeof(op->kind), kind);
+	str_copy(op->token, sizeof(op->token), token);
+	op->payload = payload ? json_dup(payload) : json_new_object();
+	op->timeout_ms = CP_PROVIDER_TIMEOUT_MS;
+	if (timeout_ms > 0 && timeout_ms < op->timeout_ms)
+		op->timeout_ms = timeout_ms;
+	op->started_ns = clock_now_ns();
+	buf_init(&op->out, 0);
+	op->fn = fn;
+	op->arg = arg;
+}
+
+const char *cp_drv_token(const struct json *cloud, const char *provider, const char *kind, char *refused, size_t n)
+{
+	const char *token = json_get_str(json_get(cloud, "Config"), "token");
+
+	if (!token || !*token || strcspn(token, "\r\n") != strlen(token) || strlen(token) >= DRV_TOKEN_MAX) {
+		snprintf(refused, n, "%s: %s: the target's cloud has no usable token", provider, kind);
+		return NULL;
+	}
+	return token;
+}
+
+static void drv_free(struct cp_drv_op *op)
+{
+	ev_timer_stop(op->cp->ev, &op->timer);
+	if (op->call)
+		http_acall_cancel(op->call);
+	json_free(op->payload);
+	json_free(op->result);
+	buf_release(&op->out);
+	memset(op->token, 0, sizeof(op->token));
+	op->release(op);
+}
+
+static void deliver(struct ev *ev, void *arg)
+{
+	struct cp_drv_op *op = arg;
+
+	(void)ev;
+	op->fn(op->cp, op->ok, op->ok ? NULL : op->error, op->result, op->out.len ? &op->out : NULL, op->arg);
+	drv_free(op);
+}
+
+void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result)
+{
+	op->ok = ok;
+	json_free(op->result);
+	op->result = result;
+	ev_timer_start(op->cp->ev, &op->timer, 0, deliver, op);
+}
+
+void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...)
+{
+	va_list ap;
+	char msg[ERR_MSG_MAX];
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(op->error, sizeof(op->error), "%s: %s: %.400s", op->provider, op->kind, msg);
+	log_info(op->provider, "%s", op->error);
+	cp_drv_done(op, false, NULL);
+}
+
+void cp_drv_cancel(struct cp_drv_op *op)
+{
+	if (op)
+		drv_free(op);
+}
 
 void cp_drv_query_escape(struct buf *out, const char *s)
 {
@@ -187,8 +270,3 @@ int cp_drv_tar_one(struct buf *out, const char *path, const void *data, size_t l
 	return rc;
 }
 
-void cp_drv_cancel(struct cp_drv_op *op)
-{
-	if (op)
-		op->cancel(op);
-}

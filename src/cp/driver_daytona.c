@@ -24,7 +24,6 @@
  * its payload alone. Verify and the rest are refused as targets.md says.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,78 +46,22 @@
 enum step { S_CREATE, S_WAIT, S_COMMAND, S_EXEC, S_PUT, S_GET, S_SNAPSHOT, S_SNAP_WAIT, S_FORK, S_DESTROY };
 
 struct dtn_op {
-	struct cp_drv_op base;	/* first: cp_drv_cancel reaches op_free through it */
-	struct cp *cp;
+	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
 	enum step step;
-	char env_id[ID_MAX];
-	char kind[32];
-	char token[256];
 	char sandbox[128];
 	char toolbox[DTN_URL_MAX];	/* the sandbox's toolboxProxyUrl */
 	char snap[DTN_NAME_MAX];
-	struct json *payload;
 	struct cp_drv_file files[DTN_FILES_MAX];
 	size_t nfiles, next;
-	int64_t started_ns, deadline_ns;
-	int64_t timeout_ms;
-	struct http_acall *call;
-	struct ev_timer timer;	/* completion from the loop, and the pause between polls */
-	bool ok;
-	char error[ERR_MSG_MAX];
-	struct json *result;
-	struct buf out;		/* env.get's archive */
-	cp_drv_fn fn;
-	void *arg;
+	int64_t deadline_ns;	/* of the wait for a start or a snapshot */
 };
 
-static void op_free(struct dtn_op *op)
+static void release(struct cp_drv_op *d)
 {
-	ev_timer_stop(op->cp->ev, &op->timer);
-	if (op->call)
-		http_acall_cancel(op->call);
+	struct dtn_op *op = (struct dtn_op *)d;
+
 	cp_drv_files_release(op->files, op->nfiles);
-	json_free(op->payload);
-	json_free(op->result);
-	buf_release(&op->out);
-	memset(op->token, 0, sizeof(op->token));
 	free(op);
-}
-
-static void cancel(struct cp_drv_op *base)
-{
-	op_free((struct dtn_op *)base);
-}
-
-static void deliver(struct ev *ev, void *arg)
-{
-	struct dtn_op *op = arg;
-
-	(void)ev;
-	op->fn(op->cp, op->ok, op->ok ? NULL : op->error, op->result, op->out.len ? &op->out : NULL, op->arg);
-	op_free(op);
-}
-
-/* Finish from the loop, never from inside the caller's call. */
-static void done(struct dtn_op *op, bool ok, struct json *result)
-{
-	op->ok = ok;
-	json_free(op->result);
-	op->result = result;
-	ev_timer_start(op->cp->ev, &op->timer, 0, deliver, op);
-}
-
-static void fail(struct dtn_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(struct dtn_op *op, const char *fmt, ...)
-{
-	va_list ap;
-	char msg[ERR_MSG_MAX];
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	snprintf(op->error, sizeof(op->error), "daytona: %s: %.400s", op->kind, msg);
-	log_info("daytona", "%s", op->error);
-	done(op, false, NULL);
 }
 
 static void answered(const struct http_client_resp *resp, const struct err *e, void *arg);
@@ -127,7 +70,7 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 static int call(struct dtn_op *op, const char *method, bool toolbox, const char *path, const char *ctype,
 		const void *body, size_t len, size_t max_body)
 {
-	struct cp *cp = op->cp;
+	struct cp *cp = op->d.cp;
 	char url[DTN_URL_MAX], auth[DTN_HEADER_MAX], type[DTN_HEADER_MAX];
 	const char *headers[5];
 	size_t nh = 0;
@@ -138,10 +81,10 @@ static int call(struct dtn_op *op, const char *method, bool toolbox, const char 
 			: snprintf(url, sizeof(url), "%s%s", cp->cfg.daytona_api_url, path);
 
 	if (k < 0 || (size_t)k >= sizeof(url)) {
-		fail(op, "%s %s: the URL is longer than %d bytes", method, toolbox ? "toolbox" : path, DTN_URL_MAX);
+		cp_drv_fail(&op->d, "%s %s: the URL is longer than %d bytes", method, toolbox ? "toolbox" : path, DTN_URL_MAX);
 		return -1;
 	}
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", op->token);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", op->d.token);
 	headers[nh++] = auth;
 	if (ctype) {
 		snprintf(type, sizeof(type), "Content-Type: %s", ctype);
@@ -155,11 +98,11 @@ static int call(struct dtn_op *op, const char *method, bool toolbox, const char 
 	req.headers = headers;
 	req.body = body;
 	req.body_len = len;
-	req.timeout_ms = (int)op->timeout_ms;
-	op->call = http_aclient_do(cp_aclient(cp), &req, max_body, answered, op, &e);
+	req.timeout_ms = (int)op->d.timeout_ms;
+	op->d.call = http_aclient_do(cp_aclient(cp), &req, max_body, answered, op, &e);
 	memset(auth, 0, sizeof(auth));
-	if (!op->call) {
-		fail(op, "%s %s: %s", method, toolbox ? "toolbox" : path, e.msg);
+	if (!op->d.call) {
+		cp_drv_fail(&op->d, "%s %s: %s", method, toolbox ? "toolbox" : path, e.msg);
 		return -1;
 	}
 	return 0;
@@ -179,7 +122,7 @@ static int call_json(struct dtn_op *op, const char *method, bool toolbox, const 
 
 static int load_sandbox(struct dtn_op *op)
 {
-	const struct json *env = st_get(op->cp->db, "environments", op->env_id);
+	const struct json *env = st_get(op->d.cp->db, "environments", op->d.env_id);
 	const struct json *d = json_get(env, "Driver");
 	const char *id = json_get_str(d, "sandbox_id"), *tb = json_get_str(d, "toolbox_url");
 
@@ -204,22 +147,22 @@ static void snap_name(char *out, size_t n, const char *env, const char *name)
 
 static void start_sandbox(struct dtn_op *op, const char *from_snapshot)
 {
-	const struct json *services = json_get(op->payload, "services");
+	const struct json *services = json_get(op->d.payload, "services");
 	const struct json *s = json_at(services, 0);
 	const char *image = json_get_str(s, "image");
 	struct json *body;
 
 	if (json_len(services) != 1) {
-		fail(op, "daytona runs one container per environment; use your machines for multi-service stacks "
+		cp_drv_fail(&op->d, "daytona runs one container per environment; use your machines for multi-service stacks "
 			 "(%zu services declared)", json_len(services));
 		return;
 	}
 	if (!from_snapshot && (!image || !*image)) {
-		fail(op, "service %s has no image to build the Daytona sandbox from", json_get_str(s, "name"));
+		cp_drv_fail(&op->d, "service %s has no image to build the Daytona sandbox from", json_get_str(s, "name"));
 		return;
 	}
 	body = cp_obj("env", cp_drv_env_object(json_get(s, "env")), "labels",
-		      cp_obj("denv_env", json_new_str(op->env_id), NULL), NULL);
+		      cp_obj("denv_env", json_new_str(op->d.env_id), NULL), NULL);
 	if (from_snapshot) {
 		json_object_set_str(body, "snapshot", from_snapshot);
 	} else {
@@ -240,20 +183,20 @@ static void start_exec(struct dtn_op *op, const struct json *cmd, int64_t timeou
 /* The sandbox is up: record it, then start the service's command. */
 static void started(struct dtn_op *op)
 {
-	const struct json *c = json_get(json_at(json_get(op->payload, "services"), 0), "command");
+	const struct json *c = json_get(json_at(json_get(op->d.payload, "services"), 0), "command");
 	struct json *argv = cp_drv_background_argv(c);
 	char took[32];
 
-	snprintf(took, sizeof(took), "%.3fs", (double)(clock_now_ns() - op->started_ns) / 1e9);
-	json_free(op->result);
-	op->result = cp_obj("endpoints", json_new_object(), op->step == S_WAIT && op->snap[0] ? "forked_in" : "started_in",
+	snprintf(took, sizeof(took), "%.3fs", (double)(clock_now_ns() - op->d.started_ns) / 1e9);
+	json_free(op->d.result);
+	op->d.result = cp_obj("endpoints", json_new_object(), op->step == S_WAIT && op->snap[0] ? "forked_in" : "started_in",
 			    json_new_str(took), "digests", json_new_object(), "storage", json_new_str("daytona"), "egress",
 			    json_new_str("limited"), "sandbox_id", json_new_str(op->sandbox), NULL);
 	if (!argv) {
-		struct json *res = op->result;
+		struct json *res = op->d.result;
 
-		op->result = NULL;
-		done(op, true, res);
+		op->d.result = NULL;
+		cp_drv_done(&op->d, true, res);
 		return;
 	}
 	op->step = S_COMMAND;
@@ -280,7 +223,7 @@ static void state_answered(struct dtn_op *op, const struct http_client_resp *res
 
 	if (json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0 || !(state = json_get_str(doc, "state"))) {
 		json_free(doc);
-		fail(op, "Daytona answered %d without a sandbox state", resp->status);
+		cp_drv_fail(&op->d, "Daytona answered %d without a sandbox state", resp->status);
 		return;
 	}
 	if (op->step == S_CREATE || op->step == S_FORK) {
@@ -289,34 +232,34 @@ static void state_answered(struct dtn_op *op, const struct http_client_resp *res
 		if (!id || !*id || strlen(id) >= sizeof(op->sandbox) || !tb ||
 		    (strncmp(tb, "https://", 8) && strncmp(tb, "http://", 7)) || strlen(tb) >= sizeof(op->toolbox) / 2) {
 			json_free(doc);
-			fail(op, "POST /sandbox answered %d without a sandbox id and toolboxProxyUrl", resp->status);
+			cp_drv_fail(&op->d, "POST /sandbox answered %d without a sandbox id and toolboxProxyUrl", resp->status);
 			return;
 		}
 		str_copy(op->sandbox, sizeof(op->sandbox), id);
 		str_copy(op->toolbox, sizeof(op->toolbox), tb);
 		while (strlen(op->toolbox) && op->toolbox[strlen(op->toolbox) - 1] == '/')
 			op->toolbox[strlen(op->toolbox) - 1] = '\0';
-		cp_update(op->cp, "environments", op->env_id,
+		cp_update(op->d.cp, "environments", op->d.env_id,
 			  cp_obj("Driver", cp_obj("provider", json_new_str("daytona"), "sandbox_id", json_new_str(id),
 						  "toolbox_url", json_new_str(op->toolbox), NULL), NULL));
-		log_info("daytona", "env %s: sandbox %s created%s%s", op->env_id, id, op->snap[0] ? " from snapshot " : "",
+		log_info("daytona", "env %s: sandbox %s created%s%s", op->d.env_id, id, op->snap[0] ? " from snapshot " : "",
 			 op->snap);
 		op->step = S_WAIT;
 	}
 	if (str_eq(state, "error") || str_eq(state, "build_failed") || str_eq(state, "destroyed")) {
 		const char *why = json_get_str(doc, "errorReason");
 
-		fail(op, "sandbox %s is %s%s%.200s", op->sandbox, state, why && *why ? ": " : "", why ? why : "");
+		cp_drv_fail(&op->d, "sandbox %s is %s%s%.200s", op->sandbox, state, why && *why ? ": " : "", why ? why : "");
 	} else if (op->step == S_WAIT && str_eq(state, "started")) {
 		started(op);
 	} else if (op->step == S_SNAP_WAIT && !str_eq(state, "snapshotting")) {
-		done(op, true, cp_obj("snapshot", json_new_str(json_get_str(op->payload, "name")), "datasets",
+		cp_drv_done(&op->d, true, cp_obj("snapshot", json_new_str(json_get_str(op->d.payload, "name")), "datasets",
 				      json_new_int(1), "consistent", json_new_bool(true), "how",
 				      json_new_str("daytona snapshot"), "provider_snapshot", json_new_str(op->snap), NULL));
 	} else if (clock_now_ns() > op->deadline_ns) {
-		fail(op, "sandbox %s still %s after %d s", op->sandbox, state, DTN_WAIT_MAX_MS / 1000);
+		cp_drv_fail(&op->d, "sandbox %s still %s after %d s", op->sandbox, state, DTN_WAIT_MAX_MS / 1000);
 	} else {
-		ev_timer_start(op->cp->ev, &op->timer, DTN_POLL_MS, look, op);
+		ev_timer_start(op->d.cp->ev, &op->d.timer, DTN_POLL_MS, look, op);
 	}
 	json_free(doc);
 }
@@ -350,7 +293,7 @@ static void start_exec(struct dtn_op *op, const struct json *cmd, int64_t timeou
 	for (size_t i = 0; strings && i < json_len(cmd); i++)
 		strings = json_at(cmd, i)->type == JSON_STRING;
 	if (!strings) {
-		fail(op, "cmd must be a non-empty array of strings");
+		cp_drv_fail(&op->d, "cmd must be a non-empty array of strings");
 		return;
 	}
 	shell_line(&line, cmd);
@@ -370,25 +313,25 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 	if (json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0 ||
 	    !(out = json_get(doc, "result")) || out->type != JSON_STRING) {
 		json_free(doc);
-		fail(op, "process/execute answered %d without a result", resp->status);
+		cp_drv_fail(&op->d, "process/execute answered %d without a result", resp->status);
 		return;
 	}
 	code = json_get_int(doc, "exitCode", json_get_int(doc, "code", -1));
 	if (op->step == S_COMMAND) {
-		res = op->result;
-		op->result = NULL;
+		res = op->d.result;
+		op->d.result = NULL;
 		json_free(doc);
 		if (code != 0) {
 			json_free(res);
-			fail(op, "the service's command did not start (exit %" PRId64 ")", code);
+			cp_drv_fail(&op->d, "the service's command did not start (exit %" PRId64 ")", code);
 		} else {
-			done(op, true, res);
+			cp_drv_done(&op->d, true, res);
 		}
 		return;
 	}
 	res = cp_obj("exit_code", json_new_int(code), "stdout", json_dup(out), "stderr", json_new_str(""), NULL);
 	json_free(doc);
-	done(op, true, res);
+	cp_drv_done(&op->d, true, res);
 }
 
 /* ---- env.put: the archive's files one at a time, multipart ---- */
@@ -401,14 +344,14 @@ static void put_next(struct dtn_op *op)
 	unsigned tries = 0;
 
 	if (op->next >= op->nfiles) {
-		done(op, true, cp_obj("path", json_new_str(json_get_str(op->payload, "path")), "files",
+		cp_drv_done(&op->d, true, cp_obj("path", json_new_str(json_get_str(op->d.payload, "path")), "files",
 				      json_new_int((int64_t)op->nfiles), NULL));
 		return;
 	}
 	f = &op->files[op->next++];
 	/* a boundary the file's bytes do not contain */
 	do
-		snprintf(boundary, sizeof(boundary), "denv-%016" PRIx64 "-%u", (uint64_t)op->started_ns, tries++);
+		snprintf(boundary, sizeof(boundary), "denv-%016" PRIx64 "-%u", (uint64_t)op->d.started_ns, tries++);
 	while (f->data.len && memmem(f->data.data, f->data.len, boundary, strlen(boundary)));
 	buf_init(&body, CP_ARCHIVE_MAX + 1024);
 	buf_addf(&body, "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"file\"\r\n"
@@ -430,18 +373,18 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 	struct dtn_op *op = arg;
 	char says[ERR_MSG_MAX];
 
-	op->call = NULL;
+	op->d.call = NULL;
 	if (!resp) {
-		fail(op, "cannot reach Daytona: %.300s", e ? e->msg : "request failed");
+		cp_drv_fail(&op->d, "cannot reach Daytona: %.300s", e ? e->msg : "request failed");
 		return;
 	}
 	if (op->step == S_DESTROY && resp->status == 404) {
-		done(op, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
+		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
 		return;
 	}
 	if (resp->status < 200 || resp->status > 299) {
 		cp_drv_provider_says(resp, says, sizeof(says));
-		fail(op, "Daytona answered %s", says);
+		cp_drv_fail(&op->d, "Daytona answered %s", says);
 		return;
 	}
 	switch (op->step) {
@@ -464,14 +407,14 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 	case S_GET: {
 		struct err te;
 
-		if (cp_drv_tar_one(&op->out, json_get_str(op->payload, "path"), resp->body.data, resp->body.len, &te) < 0)
-			fail(op, "%s", te.msg);
+		if (cp_drv_tar_one(&op->d.out, json_get_str(op->d.payload, "path"), resp->body.data, resp->body.len, &te) < 0)
+			cp_drv_fail(&op->d, "%s", te.msg);
 		else
-			done(op, true, json_new_object());
+			cp_drv_done(&op->d, true, json_new_object());
 		break;
 	}
 	case S_DESTROY:
-		done(op, true, cp_obj("destroyed", json_new_str(""), NULL));
+		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));
 		break;
 	}
 }
@@ -483,7 +426,7 @@ static void begin_get(struct dtn_op *op)
 	struct buf path = BUF_INIT;
 
 	buf_adds(&path, "/files/download?path=");
-	cp_drv_query_escape(&path, json_get_str(op->payload, "path"));
+	cp_drv_query_escape(&path, json_get_str(op->d.payload, "path"));
 	call(op, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
 	buf_release(&path);
 }
@@ -498,39 +441,39 @@ static void begin(struct dtn_op *op, const struct buf *data)
 		return;
 	}
 	if (op->step == S_FORK) {
-		snap_name(op->snap, sizeof(op->snap), json_get_str(op->payload, "from_env"),
-			  json_get_str(op->payload, "from_snapshot"));
+		snap_name(op->snap, sizeof(op->snap), json_get_str(op->d.payload, "from_env"),
+			  json_get_str(op->d.payload, "from_snapshot"));
 		start_sandbox(op, op->snap);
 		return;
 	}
 	if (load_sandbox(op) < 0) {
 		if (op->step == S_DESTROY)
-			done(op, true, cp_obj("destroyed", json_new_str(""), NULL));	/* never created */
+			cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* never created */
 		else
-			fail(op, "environment %s has no Daytona sandbox (its create did not finish)", op->env_id);
+			cp_drv_fail(&op->d, "environment %s has no Daytona sandbox (its create did not finish)", op->d.env_id);
 		return;
 	}
 	switch (op->step) {
 	case S_EXEC:
-		start_exec(op, json_get(op->payload, "cmd"), json_get_int(op->payload, "timeout_sec", DTN_EXEC_TIMEOUT_S));
+		start_exec(op, json_get(op->d.payload, "cmd"), json_get_int(op->d.payload, "timeout_sec", DTN_EXEC_TIMEOUT_S));
 		break;
 	case S_PUT:
-		if (!json_get_str(op->payload, "path") || !data)
-			fail(op, "path and an archive are required");
-		else if (cp_drv_unpack(data, json_get_str(op->payload, "path"), "Daytona", op->files, DTN_FILES_MAX,
+		if (!json_get_str(op->d.payload, "path") || !data)
+			cp_drv_fail(&op->d, "path and an archive are required");
+		else if (cp_drv_unpack(data, json_get_str(op->d.payload, "path"), "Daytona", op->files, DTN_FILES_MAX,
 				       &op->nfiles, msg, sizeof(msg)) < 0)
-			fail(op, "%s", msg);
+			cp_drv_fail(&op->d, "%s", msg);
 		else
 			put_next(op);
 		break;
 	case S_GET:
-		if (!json_get_str(op->payload, "path"))
-			fail(op, "path is required");
+		if (!json_get_str(op->d.payload, "path"))
+			cp_drv_fail(&op->d, "path is required");
 		else
 			begin_get(op);
 		break;
 	case S_SNAPSHOT:
-		snap_name(op->snap, sizeof(op->snap), op->env_id, json_get_str(op->payload, "name"));
+		snap_name(op->snap, sizeof(op->snap), op->d.env_id, json_get_str(op->d.payload, "name"));
 		op->deadline_ns = clock_now_ns() + (int64_t)DTN_WAIT_MAX_MS * 1000000;
 		snprintf(path, sizeof(path), "/sandbox/%s/snapshot", op->sandbox);
 		b = cp_obj("name", json_new_str(op->snap), NULL);
@@ -557,7 +500,7 @@ struct cp_drv_op *cp_daytona_start(struct cp *cp, const struct json *cloud, cons
 		{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	    { "env.put", S_PUT },	   { "env.get", S_GET },
 		{ "env.snapshot", S_SNAPSHOT }, { "env.fork", S_FORK }, { "env.destroy", S_DESTROY },
 	};
-	const char *token = json_get_str(json_get(cloud, "Config"), "token");
+	const char *token;
 	struct dtn_op *op;
 	size_t i;
 
@@ -567,27 +510,16 @@ struct cp_drv_op *cp_daytona_start(struct cp *cp, const struct json *cloud, cons
 		snprintf(refused, n, "daytona: %s: not supported on daytona yet", kind);
 		return NULL;
 	}
-	if (!token || !*token || strcspn(token, "\r\n") != strlen(token) || strlen(token) >= 200) {
-		snprintf(refused, n, "daytona: %s: the target's cloud has no usable token", kind);
+	if (!(token = cp_drv_token(cloud, "daytona", kind, refused, n)))
 		return NULL;
-	}
 	op = xcalloc(1, sizeof(*op));
-	op->base.cancel = cancel;
-	op->cp = cp;
+	cp_drv_init(&op->d, cp, "daytona", kind, env_id, token, payload, timeout_ms, fn, arg, release);
 	op->step = kinds[i].step;
-	str_copy(op->env_id, sizeof(op->env_id), env_id ? env_id : "");
-	str_copy(op->kind, sizeof(op->kind), kind);
-	str_copy(op->token, sizeof(op->token), token);
-	op->payload = payload ? json_dup(payload) : json_new_object();
-	op->timeout_ms = op->step == S_EXEC
-				 ? json_get_int(op->payload, "timeout_sec", DTN_EXEC_TIMEOUT_S) * 1000 + DTN_EXTRA_MS
-				 : CP_PROVIDER_TIMEOUT_MS;
-	if (timeout_ms > 0 && timeout_ms < op->timeout_ms)
-		op->timeout_ms = timeout_ms;
-	op->started_ns = clock_now_ns();
-	buf_init(&op->out, 0);
-	op->fn = fn;
-	op->arg = arg;
+	if (op->step == S_EXEC) {
+		int64_t own = json_get_int(op->d.payload, "timeout_sec", DTN_EXEC_TIMEOUT_S) * 1000 + DTN_EXTRA_MS;
+
+		op->d.timeout_ms = timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
+	}
 	begin(op, data);
-	return &op->base;
+	return &op->d;
 }

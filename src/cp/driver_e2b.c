@@ -19,7 +19,6 @@
  * verify among them, is refused with the words of targets.md.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,81 +41,24 @@
 enum step { S_CREATE, S_COMMAND, S_EXEC, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
 
 struct e2b_op {
-	struct cp_drv_op base;	/* first: cp_drv_cancel reaches op_free through it */
-	struct cp *cp;
+	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
 	enum step step;
-	char env_id[ID_MAX];
-	char kind[32];
-	char token[256];
 	char sandbox[128];
 	char access[256];	/* envd access token */
 	char domain[128];
-	struct json *payload;
 	struct cp_drv_file files[E2B_FILES_MAX];
 	size_t nfiles, next;
-	int64_t started_ns;
-	int64_t timeout_ms;
-	struct http_acall *call;
-	struct ev_timer timer;	/* completion from the loop when no call is needed */
-	bool ok;
-	char error[ERR_MSG_MAX];
-	struct json *result;
 	struct json *created;	/* env.create's result while the service's command starts */
-	struct buf out;		/* env.get's archive */
-	cp_drv_fn fn;
-	void *arg;
 };
 
-static void op_free(struct e2b_op *op)
+static void release(struct cp_drv_op *d)
 {
-	ev_timer_stop(op->cp->ev, &op->timer);
-	if (op->call)
-		http_acall_cancel(op->call);
+	struct e2b_op *op = (struct e2b_op *)d;
+
 	cp_drv_files_release(op->files, op->nfiles);
-	json_free(op->payload);
-	json_free(op->result);
 	json_free(op->created);
-	buf_release(&op->out);
-	memset(op->token, 0, sizeof(op->token));
 	memset(op->access, 0, sizeof(op->access));
 	free(op);
-}
-
-static void cancel(struct cp_drv_op *base)
-{
-	op_free((struct e2b_op *)base);
-}
-
-static void deliver(struct ev *ev, void *arg)
-{
-	struct e2b_op *op = arg;
-
-	(void)ev;
-	op->fn(op->cp, op->ok, op->ok ? NULL : op->error, op->result, op->out.len ? &op->out : NULL, op->arg);
-	op_free(op);
-}
-
-/* Finish from the loop, never from inside the caller's call. */
-static void done(struct e2b_op *op, bool ok, struct json *result)
-{
-	op->ok = ok;
-	json_free(op->result);
-	op->result = result;
-	ev_timer_start(op->cp->ev, &op->timer, 0, deliver, op);
-}
-
-static void fail(struct e2b_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(struct e2b_op *op, const char *fmt, ...)
-{
-	va_list ap;
-	char msg[ERR_MSG_MAX];
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	snprintf(op->error, sizeof(op->error), "e2b: %s: %.400s", op->kind, msg);
-	log_info("e2b", "%s", op->error);
-	done(op, false, NULL);
 }
 
 static void answered(const struct http_client_resp *resp, const struct err *e, void *arg);
@@ -125,7 +67,7 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 static int call(struct e2b_op *op, const char *method, bool api, const char *path, const char *ctype,
 		const void *body, size_t len, size_t max_body)
 {
-	struct cp *cp = op->cp;
+	struct cp *cp = op->d.cp;
 	char url[E2B_URL_MAX], h[6][E2B_HEADER_MAX];
 	const char *headers[8];
 	size_t nh = 0;
@@ -140,7 +82,7 @@ static int call(struct e2b_op *op, const char *method, bool api, const char *pat
 		snprintf(url, sizeof(url), "https://%d-%s.%s%s", E2B_ENVD_PORT, op->sandbox,
 			 op->domain[0] ? op->domain : E2B_DEFAULT_DOMAIN, path);
 	if (api) {
-		snprintf(h[nh], sizeof(h[nh]), "X-API-KEY: %s", op->token);
+		snprintf(h[nh], sizeof(h[nh]), "X-API-KEY: %s", op->d.token);
 		headers[nh] = h[nh];
 		nh++;
 	} else {
@@ -173,11 +115,11 @@ static int call(struct e2b_op *op, const char *method, bool api, const char *pat
 	req.headers = headers;
 	req.body = body;
 	req.body_len = len;
-	req.timeout_ms = (int)op->timeout_ms;
-	op->call = http_aclient_do(cp_aclient(cp), &req, max_body, answered, op, &e);
+	req.timeout_ms = (int)op->d.timeout_ms;
+	op->d.call = http_aclient_do(cp_aclient(cp), &req, max_body, answered, op, &e);
 	memset(h, 0, sizeof(h));
-	if (!op->call) {
-		fail(op, "%s %s: %s", method, api ? path : "envd", e.msg);
+	if (!op->d.call) {
+		cp_drv_fail(&op->d, "%s %s: %s", method, api ? path : "envd", e.msg);
 		return -1;
 	}
 	return 0;
@@ -197,7 +139,7 @@ static int call_json(struct e2b_op *op, const char *method, const char *path, co
 
 static int load_sandbox(struct e2b_op *op)
 {
-	const struct json *env = st_get(op->cp->db, "environments", op->env_id);
+	const struct json *env = st_get(op->d.cp->db, "environments", op->d.env_id);
 	const struct json *d = json_get(env, "Driver");
 	const char *id = json_get_str(d, "sandbox_id");
 
@@ -213,24 +155,24 @@ static int load_sandbox(struct e2b_op *op)
 
 static void start_create(struct e2b_op *op)
 {
-	const struct json *services = json_get(op->payload, "services");
+	const struct json *services = json_get(op->d.payload, "services");
 	const struct json *s = json_at(services, 0);
 	const char *image = json_get_str(s, "image");
 	const struct json *env = json_get(s, "env");
 	struct json *body, *vars;
 
 	if (json_len(services) != 1) {
-		fail(op, "e2b runs one container per environment; use your machines for multi-service stacks "
+		cp_drv_fail(&op->d, "e2b runs one container per environment; use your machines for multi-service stacks "
 			 "(%zu services declared)", json_len(services));
 		return;
 	}
 	if (!image || !*image) {
-		fail(op, "service %s has no image to use as the E2B template", json_get_str(s, "name"));
+		cp_drv_fail(&op->d, "service %s has no image to use as the E2B template", json_get_str(s, "name"));
 		return;
 	}
 	vars = cp_drv_env_object(env);	/* E2B wants an object */
 	body = cp_obj("templateID", json_new_str(image), "timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), "metadata",
-		      cp_obj("denv_env", json_new_str(op->env_id), NULL), "envVars", vars, NULL);
+		      cp_obj("denv_env", json_new_str(op->d.env_id), NULL), "envVars", vars, NULL);
 	call_json(op, "POST", "/v2/sandboxes", body);
 	json_free(body);
 }
@@ -240,10 +182,10 @@ static void start_exec(struct e2b_op *op, const struct json *cmd);
 /* The service's command runs in the background, as a container's would. */
 static void start_command(struct e2b_op *op, struct json *res)
 {
-	struct json *argv = cp_drv_background_argv(json_get(json_at(json_get(op->payload, "services"), 0), "command"));
+	struct json *argv = cp_drv_background_argv(json_get(json_at(json_get(op->d.payload, "services"), 0), "command"));
 
 	if (!argv) {
-		done(op, true, res);
+		cp_drv_done(&op->d, true, res);
 		return;
 	}
 	op->created = res;
@@ -262,18 +204,18 @@ static void created(struct e2b_op *op, const struct http_client_resp *resp)
 	if (json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0 ||
 	    !(id = json_get_str(doc, "sandboxID")) || !*id) {
 		json_free(doc);
-		fail(op, "POST /v2/sandboxes answered %d without a sandboxID", resp->status);
+		cp_drv_fail(&op->d, "POST /v2/sandboxes answered %d without a sandboxID", resp->status);
 		return;
 	}
 	tok = json_get_str(doc, "envdAccessToken");
 	dom = json_get_str(doc, "domain");
-	cp_update(op->cp, "environments", op->env_id,
+	cp_update(op->d.cp, "environments", op->d.env_id,
 		  cp_obj("Driver", cp_obj("provider", json_new_str("e2b"), "sandbox_id", json_new_str(id), "access_token",
 					  json_new_str(tok ? tok : ""), "domain", json_new_str(dom ? dom : ""), NULL),
 			 NULL));
-	log_info("e2b", "env %s: sandbox %s created from template %s", op->env_id, id,
+	log_info("e2b", "env %s: sandbox %s created from template %s", op->d.env_id, id,
 		 json_get_str(doc, "templateID") ? json_get_str(doc, "templateID") : "?");
-	snprintf(started, sizeof(started), "%.3fs", (double)(clock_now_ns() - op->started_ns) / 1e9);
+	snprintf(started, sizeof(started), "%.3fs", (double)(clock_now_ns() - op->d.started_ns) / 1e9);
 	res = cp_obj("endpoints", json_new_object(), "started_in", json_new_str(started), "digests", json_new_object(),
 		     "storage", json_new_str("e2b"), "egress", json_new_str("provider network config"), "sandbox_id",
 		     json_new_str(id), NULL);
@@ -296,7 +238,7 @@ static void start_exec(struct e2b_op *op, const struct json *cmd)
 
 	if (!json_len(cmd) || json_at(cmd, 0)->type != JSON_STRING) {
 		json_free(args);
-		fail(op, "cmd must be a non-empty array of strings");
+		cp_drv_fail(&op->d, "cmd must be a non-empty array of strings");
 		return;
 	}
 	for (size_t i = 1; i < json_len(cmd); i++)
@@ -380,7 +322,7 @@ static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp
 	if (emsg[0]) {
 		buf_release(&out);
 		buf_release(&errb);
-		fail(op, "%s", emsg);
+		cp_drv_fail(&op->d, "%s", emsg);
 		return;
 	}
 	if (op->step == S_COMMAND) {
@@ -391,13 +333,13 @@ static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp
 		buf_release(&errb);
 		if (code != 0) {
 			json_free(res);
-			fail(op, "the service's command did not start (exit %" PRId64 ")", code);
+			cp_drv_fail(&op->d, "the service's command did not start (exit %" PRId64 ")", code);
 		} else {
-			done(op, true, res);
+			cp_drv_done(&op->d, true, res);
 		}
 		return;
 	}
-	done(op, true,
+	cp_drv_done(&op->d, true,
 	     cp_obj("exit_code", json_new_int(code), "stdout", cp_drv_text(&out), "stderr", cp_drv_text(&errb), NULL));
 	buf_release(&out);
 	buf_release(&errb);
@@ -411,7 +353,7 @@ static void put_next(struct e2b_op *op)
 	struct cp_drv_file *f;
 
 	if (op->next >= op->nfiles) {
-		done(op, true, cp_obj("path", json_new_str(json_get_str(op->payload, "path")), "files",
+		cp_drv_done(&op->d, true, cp_obj("path", json_new_str(json_get_str(op->d.payload, "path")), "files",
 				      json_new_int((int64_t)op->nfiles), NULL));
 		return;
 	}
@@ -429,7 +371,7 @@ static void start_get(struct e2b_op *op)
 	struct buf path = BUF_INIT;
 
 	buf_addf(&path, "/files?path=");
-	cp_drv_query_escape(&path, json_get_str(op->payload, "path"));
+	cp_drv_query_escape(&path, json_get_str(op->d.payload, "path"));
 	call(op, "GET", false, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
 	buf_release(&path);
 }
@@ -438,11 +380,11 @@ static void got(struct e2b_op *op, const struct http_client_resp *resp)
 {
 	struct err e;
 
-	if (cp_drv_tar_one(&op->out, json_get_str(op->payload, "path"), resp->body.data, resp->body.len, &e) < 0) {
-		fail(op, "%s", e.msg);
+	if (cp_drv_tar_one(&op->d.out, json_get_str(op->d.payload, "path"), resp->body.data, resp->body.len, &e) < 0) {
+		cp_drv_fail(&op->d, "%s", e.msg);
 		return;
 	}
-	done(op, true, json_new_object());
+	cp_drv_done(&op->d, true, json_new_object());
 }
 
 /* ---- answers ---- */
@@ -453,18 +395,18 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 	char says[ERR_MSG_MAX];
 	char path[256];
 
-	op->call = NULL;
+	op->d.call = NULL;
 	if (!resp) {
-		fail(op, "cannot reach E2B: %.300s", e ? e->msg : "request failed");
+		cp_drv_fail(&op->d, "cannot reach E2B: %.300s", e ? e->msg : "request failed");
 		return;
 	}
 	if (op->step == S_DESTROY && resp->status == 404) {
-		done(op, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
+		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
 		return;
 	}
 	if (resp->status < 200 || resp->status > 299) {
 		cp_drv_provider_says(resp, says, sizeof(says));
-		fail(op, "E2B answered %s", says);
+		cp_drv_fail(&op->d, "E2B answered %s", says);
 		return;
 	}
 	switch (op->step) {
@@ -492,12 +434,12 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 		}
 		break;
 	case S_RESUME:
-		done(op, true,
-		     cp_obj("snapshot", json_new_str(json_get_str(op->payload, "name")), "datasets", json_new_int(1),
+		cp_drv_done(&op->d, true,
+		     cp_obj("snapshot", json_new_str(json_get_str(op->d.payload, "name")), "datasets", json_new_int(1),
 			    "consistent", json_new_bool(true), "how", json_new_str("pause/resume"), NULL));
 		break;
 	case S_DESTROY:
-		done(op, true, cp_obj("destroyed", json_new_str(""), NULL));
+		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));
 		break;
 	}
 }
@@ -518,28 +460,28 @@ static void begin(struct e2b_op *op, const struct buf *data)
 	}
 	if (load_sandbox(op) < 0) {
 		if (op->step == S_DESTROY)
-			done(op, true, cp_obj("destroyed", json_new_str(""), NULL));	/* never created */
+			cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* never created */
 		else
-			fail(op, "environment %s has no E2B sandbox (its create did not finish)", op->env_id);
+			cp_drv_fail(&op->d, "environment %s has no E2B sandbox (its create did not finish)", op->d.env_id);
 		return;
 	}
 	switch (op->step) {
 	case S_EXEC:
-		start_exec(op, json_get(op->payload, "cmd"));
+		start_exec(op, json_get(op->d.payload, "cmd"));
 		break;
 	case S_PUT:
-		if (!json_get_str(op->payload, "path") || !data) {
-			fail(op, "path and an archive are required");
-		} else if (cp_drv_unpack(data, json_get_str(op->payload, "path"), "E2B", op->files, E2B_FILES_MAX,
+		if (!json_get_str(op->d.payload, "path") || !data) {
+			cp_drv_fail(&op->d, "path and an archive are required");
+		} else if (cp_drv_unpack(data, json_get_str(op->d.payload, "path"), "E2B", op->files, E2B_FILES_MAX,
 					 &op->nfiles, msg, sizeof(msg)) < 0) {
-			fail(op, "%s", msg);
+			cp_drv_fail(&op->d, "%s", msg);
 		} else {
 			put_next(op);
 		}
 		break;
 	case S_GET:
-		if (!json_get_str(op->payload, "path"))
-			fail(op, "path is required");
+		if (!json_get_str(op->d.payload, "path"))
+			cp_drv_fail(&op->d, "path is required");
 		else
 			start_get(op);
 		break;
@@ -567,7 +509,7 @@ struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const ch
 		{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	{ "env.put", S_PUT },
 		{ "env.get", S_GET },	    { "env.snapshot", S_PAUSE }, { "env.destroy", S_DESTROY },
 	};
-	const char *token = json_get_str(json_get(cloud, "Config"), "token");
+	const char *token;
 	struct e2b_op *op;
 	size_t i;
 
@@ -581,26 +523,16 @@ struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const ch
 		snprintf(refused, n, "e2b: %s: not supported on e2b yet", kind);
 		return NULL;
 	}
-	if (!token || !*token || strcspn(token, "\r\n") != strlen(token) || strlen(token) >= 200) {
-		snprintf(refused, n, "e2b: %s: the target's cloud has no usable token", kind);
+	if (!(token = cp_drv_token(cloud, "e2b", kind, refused, n)))
 		return NULL;
-	}
 	op = xcalloc(1, sizeof(*op));
-	op->cp = cp;
+	cp_drv_init(&op->d, cp, "e2b", kind, env_id, token, payload, timeout_ms, fn, arg, release);
 	op->step = kinds[i].step;
-	str_copy(op->env_id, sizeof(op->env_id), env_id ? env_id : "");
-	str_copy(op->kind, sizeof(op->kind), kind);
-	str_copy(op->token, sizeof(op->token), token);
-	op->payload = payload ? json_dup(payload) : json_new_object();
-	op->timeout_ms = op->step == S_EXEC ? json_get_int(op->payload, "timeout_sec", 120) * 1000 + E2B_EXTRA_MS
-					    : CP_PROVIDER_TIMEOUT_MS;
-	if (timeout_ms > 0 && timeout_ms < op->timeout_ms)
-		op->timeout_ms = timeout_ms;
-	op->started_ns = clock_now_ns();
-	buf_init(&op->out, 0);
-	op->fn = fn;
-	op->arg = arg;
-	op->base.cancel = cancel;
+	if (op->step == S_EXEC) {
+		int64_t own = json_get_int(op->d.payload, "timeout_sec", 120) * 1000 + E2B_EXTRA_MS;
+
+		op->d.timeout_ms = timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
+	}
 	begin(op, data);
-	return &op->base;
+	return &op->d;
 }
