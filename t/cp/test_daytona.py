@@ -7,20 +7,16 @@ forked into a new sandbox from that snapshot, refuses verify with the words
 of targets.md, and is destroyed. Prints TAP; run by t/integ/cp-daytona.sh.
 Loopback only.
 """
-import io
 import os
-import subprocess
 import sys
-import tarfile
-import tempfile
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fakes"))
 import cp_harness as T  # noqa: E402  (Server, store seeding)
-import tap  # noqa: E402
+import drv_harness as D  # noqa: E402
+from drv_harness import settled, tar_of, untar  # noqa: E402
 from cp_harness import BOOT_KEY, err_of  # noqa: E402
 from tap import ok, is_  # noqa: E402
 from fake_daytona import FakeDaytona  # noqa: E402
@@ -35,26 +31,7 @@ TWO = """services:
 """
 
 
-def tar_of(name, data):
-    b = io.BytesIO()
-    with tarfile.open(fileobj=b, mode="w") as t:
-        i = tarfile.TarInfo(name)
-        i.size = len(data)
-        t.addfile(i, io.BytesIO(data))
-    return b.getvalue()
 
-
-def untar(raw):
-    with tarfile.open(fileobj=io.BytesIO(raw)) as t:
-        return {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
-
-
-def settled(s, st, doc, timeout=60):
-    """The deployment a 202 started, waited for; else the answer itself."""
-    d = doc.get("deployment") if isinstance(doc, dict) else None
-    if st in (200, 201, 202) and d:
-        return T.wait_deployment(s, d["ID"] if isinstance(d, dict) else d, timeout=timeout)
-    return doc
 
 
 def exec_(s, env, cmd):
@@ -165,35 +142,10 @@ def run(s, f):
     destroy(s, f, fork, fork_sid)
 
 
+
 def main():
-    if not os.access(T.BIN, os.X_OK):
-        print("1..0 # SKIP %s is not built" % T.BIN)
-        return 0
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode != 0:
-        print("1..0 # SKIP the fake's sandboxes need Docker and %s" % IMAGE)
-        return 0
-    tmp = tempfile.mkdtemp(prefix="denv-cp-daytona-")
     f = FakeDaytona(key=KEY)
-    env = {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_TEAM": "acme", "DENV_DAYTONA_API_URL": f.url}
-    s = None
-    try:
-        s = T.Server(os.path.join(tmp, "store"), env)
-        run(s, f)
-        is_(s.stop(), 0, "SIGTERM: exit 0")
-        log = s.stderr()
-        ok(KEY not in log, "no token in the log")
-        ok("ERROR: AddressSanitizer" not in log and "runtime error:" not in log, "no sanitizer report")
-        s = None
-    except Exception:
-        ok(False, "test run raised", traceback.format_exc())
-        if s is not None:
-            print("# denv-cp stderr tail:")
-            for line in s.stderr().splitlines()[-30:]:
-                print("#   " + line)
-            s.proc.kill()
-    finally:
-        f.stop()
-    return tap.finish(tmp)
+    return D.main("daytona", IMAGE, f, {"DENV_DAYTONA_API_URL": f.url}, run, lambda f: [KEY])
 
 
 if __name__ == "__main__":
