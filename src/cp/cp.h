@@ -791,6 +791,11 @@ const char *cp_drv_token(const struct json *cloud, const char *provider, const c
 void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result);
 /* Finish with "provider: kind: message" (logged). */
 void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A call's answer: true when it is a 2xx for the driver to read; else op
+ * is finished here (failed in name's words, or done when env.destroy finds
+ * the sandbox already gone). */
+bool cp_drv_answered(struct cp_drv_op *op, const char *name, const struct http_client_resp *resp,
+		     const struct err *e);
 /* s into out as a URL query value ('/' kept). */
 void cp_drv_query_escape(struct buf *out, const char *s);
 /* A rendered service env ({NAME: value} or ["NAME=value"]) as an object; never NULL. */

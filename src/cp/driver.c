@@ -95,6 +95,28 @@ void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...)
 	cp_drv_done(op, false, NULL);
 }
 
+bool cp_drv_answered(struct cp_drv_op *op, const char *name, const struct http_client_resp *resp,
+		     const struct err *e)
+{
+	char says[ERR_MSG_MAX];
+
+	op->call = NULL;
+	if (!resp) {
+		cp_drv_fail(op, "cannot reach %s: %.300s", name, e ? e->msg : "request failed");
+		return false;
+	}
+	if (str_eq(op->kind, "env.destroy") && resp->status == 404) {
+		cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
+		return false;
+	}
+	if (resp->status < 200 || resp->status > 299) {
+		cp_drv_provider_says(resp, says, sizeof(says));
+		cp_drv_fail(op, "%s answered %s", name, says);
+		return false;
+	}
+	return true;
+}
+
 void cp_drv_cancel(struct cp_drv_op *op)
 {
 	if (op)

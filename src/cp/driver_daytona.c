@@ -371,22 +371,9 @@ static void put_next(struct dtn_op *op)
 static void answered(const struct http_client_resp *resp, const struct err *e, void *arg)
 {
 	struct dtn_op *op = arg;
-	char says[ERR_MSG_MAX];
 
-	op->d.call = NULL;
-	if (!resp) {
-		cp_drv_fail(&op->d, "cannot reach Daytona: %.300s", e ? e->msg : "request failed");
+	if (!cp_drv_answered(&op->d, "Daytona", resp, e))
 		return;
-	}
-	if (op->step == S_DESTROY && resp->status == 404) {
-		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
-		return;
-	}
-	if (resp->status < 200 || resp->status > 299) {
-		cp_drv_provider_says(resp, says, sizeof(says));
-		cp_drv_fail(&op->d, "Daytona answered %s", says);
-		return;
-	}
 	switch (op->step) {
 	case S_CREATE:
 	case S_FORK:

@@ -392,23 +392,10 @@ static void got(struct e2b_op *op, const struct http_client_resp *resp)
 static void answered(const struct http_client_resp *resp, const struct err *e, void *arg)
 {
 	struct e2b_op *op = arg;
-	char says[ERR_MSG_MAX];
 	char path[256];
 
-	op->d.call = NULL;
-	if (!resp) {
-		cp_drv_fail(&op->d, "cannot reach E2B: %.300s", e ? e->msg : "request failed");
+	if (!cp_drv_answered(&op->d, "E2B", resp, e))
 		return;
-	}
-	if (op->step == S_DESTROY && resp->status == 404) {
-		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
-		return;
-	}
-	if (resp->status < 200 || resp->status > 299) {
-		cp_drv_provider_says(resp, says, sizeof(says));
-		cp_drv_fail(&op->d, "E2B answered %s", says);
-		return;
-	}
 	switch (op->step) {
 	case S_CREATE:
 		created(op, resp);
