@@ -117,6 +117,12 @@ def refusals(s, f, env):
     st, doc, _ = s.call("POST", "/v1/sandboxes", key=BOOT_KEY, body={"image": "nosuch/image:1", "timeout_sec": 60})
     ok(st == 502 and "daytona: env.create: Daytona answered 400 Bad Request: Failed to pull image nosuch/image:1"
        in (err_of(doc) or ""), "an image Daytona cannot pull: 502 with Daytona's answer", (st, doc))
+    f.start_error = "no capacity in region us"
+    st, doc, _ = s.call("POST", "/v1/sandboxes", key=BOOT_KEY, body={"image": IMAGE, "timeout_sec": 60})
+    f.start_error = None
+    ok(st == 502 and "daytona: env.create: sandbox " in (err_of(doc) or "") and
+       (err_of(doc) or "").endswith(" is error: no capacity in region us"),
+       "a sandbox that ends in error while starting: 502 with Daytona's reason", (st, doc))
     s.call("POST", "/v1/projects", key=BOOT_KEY, body={"name": "two"})
     st, doc, _ = s.call("POST", "/v1/projects/two/deploy", key=BOOT_KEY, body={"compose": TWO})
     d = settled(s, st, doc, timeout=30)

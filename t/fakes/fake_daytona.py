@@ -34,8 +34,9 @@ models/execute_request.py, execute_response.py):
 
 Here toolboxProxyUrl is this server's own /api/toolbox. Knobs: `key` (the
 one accepted), `sandboxes` (list items answered), `polls` (GETs a new
-sandbox answers "creating" before "started"), and FakeAPI's `plan` and
-`delay`. Run it: python3 t/fakes/fake_daytona.py [port].
+sandbox answers "creating" before "started"), `start_error` (when set, a
+new sandbox ends in state "error" with it as errorReason), and FakeAPI's
+`plan` and `delay`. Run it: python3 t/fakes/fake_daytona.py [port].
 """
 import email.parser
 import os
@@ -63,6 +64,7 @@ class FakeDaytona(FakeAPI):
         self.live = {}          # id -> {"container", "image", "state", "polls", "env", "labels"}
         self.snapshots = {}     # Daytona snapshot name -> committed image
         self.polls = 1
+        self.start_error = None
         super().__init__(port)
 
     def stop(self):
@@ -105,7 +107,7 @@ class FakeDaytona(FakeAPI):
             if sb["state"] in ("creating", "snapshotting"):
                 sb["polls"] -= 1
                 if sb["polls"] < 0:
-                    sb["state"] = "started"
+                    sb["state"] = "error" if sb.get("error") else "started"
             return 200, self.row(parts[1], sb)
         if method == "GET" and parts[2:] == ["toolbox-proxy-url"]:
             return 200, {"url": self.url + "/toolbox"}
@@ -143,7 +145,8 @@ class FakeDaytona(FakeAPI):
             return self.error(500, "sandbox did not start: %s" % r.stderr.decode()[-200:])
         sid = str(uuid.uuid4())
         sb = {"container": r.stdout.decode().strip(), "image": image, "state": "creating", "polls": self.polls,
-              "env": env, "labels": body.get("labels") or {}, "snapshot": body.get("snapshot")}
+              "env": env, "labels": body.get("labels") or {}, "snapshot": body.get("snapshot"),
+              "error": self.start_error}
         self.live[sid] = sb
         return 200, self.row(sid, sb)
 
@@ -166,7 +169,8 @@ class FakeDaytona(FakeAPI):
         return {"id": sid, "organizationId": "org-fake", "name": sid, "snapshot": sb.get("snapshot"),
                 "user": "daytona", "env": sb["env"], "labels": sb["labels"], "public": False,
                 "networkBlockAll": True, "kvm": False, "target": "us", "cpu": 1, "gpu": 0, "memory": 1,
-                "disk": 3, "state": sb["state"], "desiredState": "started", "errorReason": None,
+                "disk": 3, "state": sb["state"], "desiredState": "started",
+                "errorReason": sb.get("error") if sb["state"] == "error" else None,
                 "toolboxProxyUrl": self.url + "/toolbox"}
 
     # ---- the toolbox ----
