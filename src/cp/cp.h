@@ -813,6 +813,13 @@ void cp_drv_provider_says(const struct http_client_resp *resp, char *out, size_t
 int cp_drv_unpack(const struct buf *tar, const char *base, const char *provider, struct cp_drv_file *files,
 		  size_t max, size_t *nfiles, char *msg, size_t n);
 void cp_drv_files_release(struct cp_drv_file *files, size_t n);
+/* The argv of a shell that prints what is at target: dir, file, missing
+ * (its parent is a directory) or noparent. */
+struct json *cp_drv_probe_argv(const char *target);
+/* env.put by target (docker cp's rules): files split with base "" are moved
+ * where docker cp would put them, given probe, the output of
+ * cp_drv_probe_argv. 0, or -1 with msg when docker cp refuses it. */
+int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *files, size_t n, char *msg, size_t m);
 /* out (initialised here) = a tar of one file named path's last part. 0 or -1 with e. */
 int cp_drv_tar_one(struct buf *out, const char *path, const void *data, size_t len, struct err *e);
 

@@ -292,3 +292,61 @@ int cp_drv_tar_one(struct buf *out, const char *path, const void *data, size_t l
 	return rc;
 }
 
+
+/* What is at target, one word, printed by a shell in the sandbox: the
+ * providers' files APIs write a path as given, so docker cp's rules are
+ * applied here from the answer. */
+static const char drv_probe_script[] =
+	"if [ -d \"$1\" ]; then echo dir; elif [ -e \"$1\" ]; then echo file; "
+	"elif [ -d \"$(dirname -- \"$1\")\" ]; then echo missing; else echo noparent; fi";
+
+struct json *cp_drv_probe_argv(const char *target)
+{
+	struct json *argv = json_new_array();
+
+	json_array_push(argv, json_new_str("/bin/sh"));
+	json_array_push(argv, json_new_str("-c"));
+	json_array_push(argv, json_new_str(drv_probe_script));
+	json_array_push(argv, json_new_str("sh"));
+	json_array_push(argv, json_new_str(target));
+	return argv;
+}
+
+/* files[i].path is "/<top>[/rest]"; it becomes prefix + what is kept. */
+static void drv_rebase(struct cp_drv_file *f, const char *target, size_t tlen, bool keep_top)
+{
+	const char *rest = keep_top ? f->path : f->path + 1 + strcspn(f->path + 1, "/");
+	struct buf p = BUF_INIT;
+
+	buf_addf(&p, "%.*s%s", (int)tlen, target, rest);
+	free(f->path);
+	f->path = buf_detach(&p, NULL);
+}
+
+int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *files, size_t n, char *msg, size_t m)
+{
+	size_t tlen = strlen(target), plen = strcspn(probe, "\r\n");
+	bool one_file = n == 1 && !strchr(files[0].path + 1, '/'), slash = tlen && target[tlen - 1] == '/';
+
+	while (tlen > 1 && target[tlen - 1] == '/')
+		tlen--;
+	if (plen == 3 && !strncmp(probe, "dir", 3)) {
+		for (size_t i = 0; i < n; i++)
+			drv_rebase(&files[i], target, tlen == 1 ? 0 : tlen, true);	/* "/" */
+	} else if (plen == 7 && !strncmp(probe, "missing", 7)) {
+		if (one_file && slash)
+			return snprintf(msg, m, "%.300s does not exist and ends in /: a file cannot become a directory",
+					target), -1;
+		for (size_t i = 0; i < n; i++)
+			drv_rebase(&files[i], target, tlen, false);
+	} else if (plen == 4 && !strncmp(probe, "file", 4)) {
+		if (!one_file)
+			return snprintf(msg, m, "%.300s is a file: a directory cannot be copied onto it", target), -1;
+		drv_rebase(&files[0], target, tlen, false);
+	} else if (plen == 8 && !strncmp(probe, "noparent", 8)) {
+		return snprintf(msg, m, "the parent directory of %.300s does not exist", target), -1;
+	} else {
+		return snprintf(msg, m, "could not tell what is at %.300s", target), -1;
+	}
+	return 0;
+}

@@ -43,7 +43,7 @@
 #define DTN_COMMAND_TIMEOUT_S 30	/* starting the service's command in the background */
 #define DTN_EXEC_TIMEOUT_S 120		/* env.exec without timeout_sec (Daytona's own default is 10) */
 
-enum step { S_CREATE, S_WAIT, S_COMMAND, S_EXEC, S_PUT, S_GET, S_SNAPSHOT, S_SNAP_WAIT, S_FORK, S_DESTROY };
+enum step { S_CREATE, S_WAIT, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_SNAPSHOT, S_SNAP_WAIT, S_FORK, S_DESTROY };
 
 struct dtn_op {
 	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
@@ -303,6 +303,8 @@ static void start_exec(struct dtn_op *op, const struct json *cmd, int64_t timeou
 	buf_release(&line);
 }
 
+static void put_next(struct dtn_op *op);
+
 static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp)
 {
 	struct json *doc = NULL, *res;
@@ -317,6 +319,23 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 		return;
 	}
 	code = json_get_int(doc, "exitCode", json_get_int(doc, "code", -1));
+	if (op->step == S_PROBE) {
+		char msg[ERR_MSG_MAX];
+		int rc = code == 0 ? cp_drv_place(json_get_str(op->d.payload, "target"), out->u.str.s, op->files,
+						  op->nfiles, msg, sizeof(msg))
+				   : -1;
+
+		if (code != 0)
+			snprintf(msg, sizeof(msg), "could not look at the target (exit %" PRId64 ")", code);
+		json_free(doc);
+		if (rc < 0) {
+			cp_drv_fail(&op->d, "%s", msg);
+			return;
+		}
+		op->step = S_PUT;
+		put_next(op);
+		return;
+	}
 	if (op->step == S_COMMAND) {
 		res = op->d.result;
 		op->d.result = NULL;
@@ -336,6 +355,13 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 
 /* ---- env.put: the archive's files one at a time, multipart ---- */
 
+static const char *put_where(const struct dtn_op *op)
+{
+	const char *path = json_get_str(op->d.payload, "path");
+
+	return path ? path : json_get_str(op->d.payload, "target");
+}
+
 static void put_next(struct dtn_op *op)
 {
 	struct buf path = BUF_INIT, body = BUF_INIT;
@@ -344,7 +370,7 @@ static void put_next(struct dtn_op *op)
 	unsigned tries = 0;
 
 	if (op->next >= op->nfiles) {
-		cp_drv_done(&op->d, true, cp_obj("path", json_new_str(json_get_str(op->d.payload, "path")), "files",
+		cp_drv_done(&op->d, true, cp_obj("path", json_new_str(put_where(op)), "files",
 				      json_new_int((int64_t)op->nfiles), NULL));
 		return;
 	}
@@ -386,6 +412,7 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 		break;
 	case S_EXEC:
 	case S_COMMAND:
+	case S_PROBE:
 		exec_answered(op, resp);
 		break;
 	case S_PUT:
@@ -418,9 +445,33 @@ static void begin_get(struct dtn_op *op)
 	buf_release(&path);
 }
 
+/* By path: extract under it. By target: docker cp's rules, after a look at it. */
+static void begin_put(struct dtn_op *op, const struct buf *data)
+{
+	const char *path = json_get_str(op->d.payload, "path"), *target = json_get_str(op->d.payload, "target");
+	char msg[ERR_MSG_MAX];
+	struct json *argv;
+
+	if ((!path && !target) || !data) {
+		cp_drv_fail(&op->d, "a path or target and an archive are required");
+	} else if (json_get_str(op->d.payload, "owner")) {
+		cp_drv_fail(&op->d, "owner needs your machines: Daytona's files API writes as the sandbox's user");
+	} else if (cp_drv_unpack(data, path ? path : "", "Daytona", op->files, DTN_FILES_MAX, &op->nfiles, msg,
+				 sizeof(msg)) < 0) {
+		cp_drv_fail(&op->d, "%s", msg);
+	} else if (path) {
+		put_next(op);
+	} else {
+		op->step = S_PROBE;
+		argv = cp_drv_probe_argv(target);
+		start_exec(op, argv, DTN_COMMAND_TIMEOUT_S);
+		json_free(argv);
+	}
+}
+
 static void begin(struct dtn_op *op, const struct buf *data)
 {
-	char path[256], msg[ERR_MSG_MAX];
+	char path[256];
 	struct json *b;
 
 	if (op->step == S_CREATE) {
@@ -445,13 +496,7 @@ static void begin(struct dtn_op *op, const struct buf *data)
 		start_exec(op, json_get(op->d.payload, "cmd"), json_get_int(op->d.payload, "timeout_sec", DTN_EXEC_TIMEOUT_S));
 		break;
 	case S_PUT:
-		if (!json_get_str(op->d.payload, "path") || !data)
-			cp_drv_fail(&op->d, "path and an archive are required");
-		else if (cp_drv_unpack(data, json_get_str(op->d.payload, "path"), "Daytona", op->files, DTN_FILES_MAX,
-				       &op->nfiles, msg, sizeof(msg)) < 0)
-			cp_drv_fail(&op->d, "%s", msg);
-		else
-			put_next(op);
+		begin_put(op, data);
 		break;
 	case S_GET:
 		if (!json_get_str(op->d.payload, "path"))

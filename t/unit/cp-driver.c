@@ -5,6 +5,7 @@
  * tar of one file that splits back into the same bytes. Inputs that the
  * code reads by length are copied into exact-size allocations so ASan
  * catches a read past their end. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,8 +133,49 @@ static void test_unpack(void)
 	buf_release(&tar);
 }
 
+static const struct {
+	const char *target, *probe;
+	const char *paths[3];	/* the archive's files, split with base "" */
+	int rc;
+	const char *want[3];	/* where they go, or the refusal */
+} places[] = {
+	{ "/w", "dir\n", { "/c.txt" }, 0, { "/w/c.txt" } },
+	{ "/w/", "dir\n", { "/d/a", "/d/e/b" }, 0, { "/w/d/a", "/w/d/e/b" } },
+	{ "/", "dir\n", { "/c.txt" }, 0, { "/c.txt" } },
+	{ "/w/new.txt", "missing\n", { "/c.txt" }, 0, { "/w/new.txt" } },
+	{ "/w/newdir/", "missing\n", { "/d/a", "/d/e/b" }, 0, { "/w/newdir/a", "/w/newdir/e/b" } },
+	{ "/w/old.txt", "file", { "/c.txt" }, 0, { "/w/old.txt" } },
+	{ "/w/new/", "missing", { "/c.txt" }, -1, { "/w/new/ does not exist and ends in /: a file cannot become a directory" } },
+	{ "/w/old.txt", "file", { "/d/a" }, -1, { "/w/old.txt is a file: a directory cannot be copied onto it" } },
+	{ "/no/x", "noparent\n", { "/c.txt" }, -1, { "the parent directory of /no/x does not exist" } },
+	{ "/w", "", { "/c.txt" }, -1, { "could not tell what is at /w" } },
+};
+
+static void test_place(void)
+{
+	for (size_t i = 0; i < sizeof(places) / sizeof(places[0]); i++) {
+		struct cp_drv_file files[3] = { { 0 } };
+		char msg[ERR_MSG_MAX] = "", name[128];
+		size_t n = 0;
+		int rc;
+
+		while (n < 3 && places[i].paths[n])
+			files[n].path = xstrdup(places[i].paths[n]), n++;
+		rc = cp_drv_place(places[i].target, places[i].probe, files, n, msg, sizeof(msg));
+		snprintf(name, sizeof(name), "put %s onto %s (%.*s)", places[i].paths[0], places[i].target,
+			 (int)strcspn(places[i].probe, "\n"), places[i].probe);
+		is_int(rc, places[i].rc, name);
+		for (size_t k = 0; rc == 0 && k < n; k++)
+			is_str(files[k].path, places[i].want[k], "  lands where docker cp puts it");
+		if (rc < 0)
+			is_str(msg, places[i].want[0], "  refused as docker cp would");
+		cp_drv_files_release(files, n);
+	}
+}
+
 int main(void)
 {
+	test_place();
 	test_env_and_command();
 	test_text_and_says();
 	test_unpack();
