@@ -820,6 +820,15 @@ struct json *cp_drv_probe_argv(const char *target);
  * where docker cp would put them, given probe, the output of
  * cp_drv_probe_argv. 0, or -1 with msg when docker cp refuses it. */
 int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *files, size_t n, char *msg, size_t m);
+/* env.put's start: its archive split into files (name: the provider, in
+ * refusals). 0: by path, put them; 1: by target, run cp_drv_probe_argv and
+ * hand its answer to cp_drv_probed; -1: op is finished (failed). */
+int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, const char *name, struct cp_drv_file *files,
+		     size_t max, size_t *n);
+/* The probe's exit code and output: 0, the files are placed, put them; -1, op failed. */
+int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out, struct cp_drv_file *files, size_t n);
+/* env.put's result once its n files are written. */
+struct json *cp_drv_put_result(const struct cp_drv_op *op, size_t n);
 /* out (initialised here) = a tar of one file named path's last part. 0 or -1 with e. */
 int cp_drv_tar_one(struct buf *out, const char *path, const void *data, size_t len, struct err *e);
 

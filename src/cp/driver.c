@@ -7,6 +7,7 @@
  * error message in one line, and an operation's life from start to the
  * one answer.
  */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,4 +350,48 @@ int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *file
 		return snprintf(msg, m, "could not tell what is at %.300s", target), -1;
 	}
 	return 0;
+}
+
+int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, const char *name, struct cp_drv_file *files,
+		     size_t max, size_t *n)
+{
+	const char *path = json_get_str(op->payload, "path"), *target = json_get_str(op->payload, "target");
+	char msg[ERR_MSG_MAX];
+
+	if ((!path && !target) || !data) {
+		cp_drv_fail(op, "a path or target and an archive are required");
+		return -1;
+	}
+	if (json_get_str(op->payload, "owner")) {
+		cp_drv_fail(op, "owner needs your machines: %s's files API writes as the sandbox's user", name);
+		return -1;
+	}
+	if (cp_drv_unpack(data, path ? path : "", name, files, max, n, msg, sizeof(msg)) < 0) {
+		cp_drv_fail(op, "%s", msg);
+		return -1;
+	}
+	return path ? 0 : 1;
+}
+
+int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out, struct cp_drv_file *files, size_t n)
+{
+	char msg[ERR_MSG_MAX];
+
+	if (code != 0) {
+		cp_drv_fail(op, "could not look at the target (exit %" PRId64 ")", code);
+		return -1;
+	}
+	if (cp_drv_place(json_get_str(op->payload, "target"), out, files, n, msg, sizeof(msg)) < 0) {
+		cp_drv_fail(op, "%s", msg);
+		return -1;
+	}
+	return 0;
+}
+
+struct json *cp_drv_put_result(const struct cp_drv_op *op, size_t n)
+{
+	const char *path = json_get_str(op->payload, "path");
+
+	return cp_obj("path", json_new_str(path ? path : json_get_str(op->payload, "target")), "files",
+		      json_new_int((int64_t)n), NULL);
 }

@@ -320,20 +320,13 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 	}
 	code = json_get_int(doc, "exitCode", json_get_int(doc, "code", -1));
 	if (op->step == S_PROBE) {
-		char msg[ERR_MSG_MAX];
-		int rc = code == 0 ? cp_drv_place(json_get_str(op->d.payload, "target"), out->u.str.s, op->files,
-						  op->nfiles, msg, sizeof(msg))
-				   : -1;
+		int rc = cp_drv_probed(&op->d, code, out->u.str.s, op->files, op->nfiles);
 
-		if (code != 0)
-			snprintf(msg, sizeof(msg), "could not look at the target (exit %" PRId64 ")", code);
 		json_free(doc);
-		if (rc < 0) {
-			cp_drv_fail(&op->d, "%s", msg);
-			return;
+		if (rc == 0) {
+			op->step = S_PUT;
+			put_next(op);
 		}
-		op->step = S_PUT;
-		put_next(op);
 		return;
 	}
 	if (op->step == S_COMMAND) {
@@ -355,13 +348,6 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 
 /* ---- env.put: the archive's files one at a time, multipart ---- */
 
-static const char *put_where(const struct dtn_op *op)
-{
-	const char *path = json_get_str(op->d.payload, "path");
-
-	return path ? path : json_get_str(op->d.payload, "target");
-}
-
 static void put_next(struct dtn_op *op)
 {
 	struct buf path = BUF_INIT, body = BUF_INIT;
@@ -370,8 +356,7 @@ static void put_next(struct dtn_op *op)
 	unsigned tries = 0;
 
 	if (op->next >= op->nfiles) {
-		cp_drv_done(&op->d, true, cp_obj("path", json_new_str(put_where(op)), "files",
-				      json_new_int((int64_t)op->nfiles), NULL));
+		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
 		return;
 	}
 	f = &op->files[op->next++];
@@ -448,22 +433,14 @@ static void begin_get(struct dtn_op *op)
 /* By path: extract under it. By target: docker cp's rules, after a look at it. */
 static void begin_put(struct dtn_op *op, const struct buf *data)
 {
-	const char *path = json_get_str(op->d.payload, "path"), *target = json_get_str(op->d.payload, "target");
-	char msg[ERR_MSG_MAX];
+	int how = cp_drv_put_begin(&op->d, data, "Daytona", op->files, DTN_FILES_MAX, &op->nfiles);
 	struct json *argv;
 
-	if ((!path && !target) || !data) {
-		cp_drv_fail(&op->d, "a path or target and an archive are required");
-	} else if (json_get_str(op->d.payload, "owner")) {
-		cp_drv_fail(&op->d, "owner needs your machines: Daytona's files API writes as the sandbox's user");
-	} else if (cp_drv_unpack(data, path ? path : "", "Daytona", op->files, DTN_FILES_MAX, &op->nfiles, msg,
-				 sizeof(msg)) < 0) {
-		cp_drv_fail(&op->d, "%s", msg);
-	} else if (path) {
+	if (how == 0) {
 		put_next(op);
-	} else {
+	} else if (how == 1) {
 		op->step = S_PROBE;
-		argv = cp_drv_probe_argv(target);
+		argv = cp_drv_probe_argv(json_get_str(op->d.payload, "target"));
 		start_exec(op, argv, DTN_COMMAND_TIMEOUT_S);
 		json_free(argv);
 	}

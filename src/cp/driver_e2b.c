@@ -38,7 +38,7 @@
 #define E2B_FILES_MAX 256			/* files in one env.put archive */
 #define E2B_EXTRA_MS 10000			/* a command's own timeout plus this, per call */
 
-enum step { S_CREATE, S_COMMAND, S_EXEC, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
+enum step { S_CREATE, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
 
 struct e2b_op {
 	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
@@ -103,7 +103,7 @@ static int call(struct e2b_op *op, const char *method, bool api, const char *pat
 		headers[nh] = h[nh];
 		nh++;
 	}
-	if (op->step == S_EXEC || op->step == S_COMMAND) {
+	if (op->step == S_EXEC || op->step == S_COMMAND || op->step == S_PROBE) {
 		snprintf(h[nh], sizeof(h[nh]), "Connect-Protocol-Version: 1");
 		headers[nh] = h[nh];
 		nh++;
@@ -282,6 +282,8 @@ static int exec_event(const struct json *m, struct buf *out, struct buf *errb, i
 	return 0;
 }
 
+static void put_next(struct e2b_op *op);
+
 static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp)
 {
 	const unsigned char *p = (const unsigned char *)resp->body.data;
@@ -325,6 +327,17 @@ static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp
 		cp_drv_fail(&op->d, "%s", emsg);
 		return;
 	}
+	if (op->step == S_PROBE) {
+		int rc = cp_drv_probed(&op->d, code, out.data, op->files, op->nfiles);
+
+		buf_release(&out);
+		buf_release(&errb);
+		if (rc == 0) {
+			op->step = S_PUT;
+			put_next(op);
+		}
+		return;
+	}
 	if (op->step == S_COMMAND) {
 		struct json *res = op->created;
 
@@ -353,8 +366,7 @@ static void put_next(struct e2b_op *op)
 	struct cp_drv_file *f;
 
 	if (op->next >= op->nfiles) {
-		cp_drv_done(&op->d, true, cp_obj("path", json_new_str(json_get_str(op->d.payload, "path")), "files",
-				      json_new_int((int64_t)op->nfiles), NULL));
+		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
 		return;
 	}
 	f = &op->files[op->next++];
@@ -402,6 +414,7 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 		break;
 	case S_EXEC:
 	case S_COMMAND:
+	case S_PROBE:
 		exec_answered(op, resp);
 		break;
 	case S_PUT:
@@ -439,7 +452,9 @@ static const char *const e2b_fork_refused =
 
 static void begin(struct e2b_op *op, const struct buf *data)
 {
-	char path[256], msg[ERR_MSG_MAX];
+	char path[256];
+	struct json *argv;
+	int how;
 
 	if (op->step == S_CREATE) {
 		start_create(op);
@@ -457,13 +472,14 @@ static void begin(struct e2b_op *op, const struct buf *data)
 		start_exec(op, json_get(op->d.payload, "cmd"));
 		break;
 	case S_PUT:
-		if (!json_get_str(op->d.payload, "path") || !data) {
-			cp_drv_fail(&op->d, "path and an archive are required");
-		} else if (cp_drv_unpack(data, json_get_str(op->d.payload, "path"), "E2B", op->files, E2B_FILES_MAX,
-					 &op->nfiles, msg, sizeof(msg)) < 0) {
-			cp_drv_fail(&op->d, "%s", msg);
-		} else {
+		how = cp_drv_put_begin(&op->d, data, "E2B", op->files, E2B_FILES_MAX, &op->nfiles);
+		if (how == 0) {
 			put_next(op);
+		} else if (how == 1) {
+			op->step = S_PROBE;
+			argv = cp_drv_probe_argv(json_get_str(op->d.payload, "target"));
+			start_exec(op, argv);
+			json_free(argv);
 		}
 		break;
 	case S_GET:

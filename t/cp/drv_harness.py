@@ -17,6 +17,17 @@ from cp_harness import BOOT_KEY
 from tap import ok, is_
 
 
+CLI = os.path.join(T.TOP, "bin", "denv")
+
+
+def cli(s, *args):
+    """bin/denv against s with the bootstrap key: (exit code, stdout, stderr)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DENV_")}
+    env.update({"DENV_SERVER": "http://127.0.0.1:%d" % s.port, "DENV_API_KEY": BOOT_KEY})
+    p = subprocess.run([CLI] + list(args), env=env, capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
 def tar_of(name, data):
     b = io.BytesIO()
     with tarfile.open(fileobj=b, mode="w") as t:

@@ -8,7 +8,6 @@ of targets.md, and is destroyed. Prints TAP; run by t/integ/cp-daytona.sh.
 Loopback only.
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -40,39 +39,29 @@ def exec_(s, env, cmd):
     return s.call("POST", "/v1/envs/%s/exec" % env, key=BOOT_KEY, body={"service": "main", "cmd": cmd})
 
 
-CLI = os.path.join(T.TOP, "bin", "denv")
-
-
-def cli(s, *args):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DENV_")}
-    env.update({"DENV_SERVER": "http://127.0.0.1:%d" % s.port, "DENV_API_KEY": BOOT_KEY})
-    p = subprocess.run([CLI] + list(args), env=env, capture_output=True, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
-
-
 def by_cli(s, f, env):
     """The verbs that exist for it, on the same sandbox: connect, exec, files."""
-    if not os.access(CLI, os.X_OK):
+    if not os.access(D.CLI, os.X_OK):
         ok(True, "# SKIP bin/denv is not built")
         return
-    rc, out, err = cli(s, "cloud", "connect", "daytona", "--name", "dt-cli", "--token", "dtn_wrong")
+    rc, out, err = D.cli(s, "cloud", "connect", "daytona", "--name", "dt-cli", "--token", "dtn_wrong")
     ok(rc == 1 and "daytona: token refused (401 Unauthorized: Invalid API key)" in err,
        "denv cloud connect daytona with a wrong token: exit 1 with Daytona's answer", (rc, out, err))
-    rc, out, err = cli(s, "exec", "--service", "main", env, "--", "sh", "-c", "echo cli; exit 3")
+    rc, out, err = D.cli(s, "exec", "--service", "main", env, "--", "sh", "-c", "echo cli; exit 3")
     is_((rc, out), (3, "cli\n"), "denv exec on the Daytona sandbox: its output and exit code")
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "c.txt")
         with open(src, "w") as fh:
             fh.write("by the cli\n")
-        rc, out, err = cli(s, "files", "put", "--service", "main", env, src, "/work/in")
+        rc, out, err = D.cli(s, "files", "put", "--service", "main", env, src, "/work/in")
         ok(rc == 0, "denv files put into a directory (docker cp's rules: inside it)", (rc, out, err))
-        rc, out, err = cli(s, "files", "get", "--service", "main", env, "/work/in/c.txt", os.path.join(d, "back"))
+        rc, out, err = D.cli(s, "files", "get", "--service", "main", env, "/work/in/c.txt", os.path.join(d, "back"))
         got = open(os.path.join(d, "back", "c.txt")).read() if rc == 0 else None
         is_(got, "by the cli\n", "denv files get brings it back")
-        rc, out, err = cli(s, "files", "put", "--service", "main", env, src, "/work/renamed.txt")
+        rc, out, err = D.cli(s, "files", "put", "--service", "main", env, src, "/work/renamed.txt")
         st, doc, _ = exec_(s, env, ["cat", "/work/renamed.txt"])
         is_((rc, (doc or {}).get("stdout")), (0, "by the cli\n"), "onto a missing path: it becomes that path")
-        rc, out, err = cli(s, "files", "put", "--service", "main", env, src, "/nowhere/x")
+        rc, out, err = D.cli(s, "files", "put", "--service", "main", env, src, "/nowhere/x")
         ok(rc == 1 and "daytona: env.put: the parent directory of /nowhere/x does not exist" in err,
            "under a missing directory: refused as docker cp would", (rc, err))
 

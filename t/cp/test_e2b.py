@@ -74,6 +74,16 @@ def run(s, f):
     is_((st, (doc or {}).get("stdout")), (200, "%d /work/in/a.bin\n" % len(data)), "the command sees it")
     st, raw, h = s.call("GET", "/v1/envs/%s/files?service=main&path=/work/in/a.bin" % env, key=BOOT_KEY)
     ok(st == 200 and untar(raw) == {"a.bin": data}, "get it back: a tar of the same bytes", (st, raw[:200]))
+    st, doc, _ = s.call("PUT", "/v1/envs/%s/files?service=main&target=/work/in/b.bin" % env, key=BOOT_KEY,
+                        headers={"Content-Type": "application/x-tar"}, raw=tar_of("a.bin", b"renamed\n"))
+    st2, doc2, _ = s.call("POST", "/v1/envs/%s/exec" % env, key=BOOT_KEY,
+                          body={"service": "main", "cmd": ["cat", "/work/in/b.bin"]})
+    is_((st, st2, (doc2 or {}).get("stdout")), (200, 200, "renamed\n"),
+        "put by target onto a missing path (docker cp's rules): the file becomes it")
+    st, doc, _ = s.call("PUT", "/v1/envs/%s/files?service=main&target=/nowhere/x" % env, key=BOOT_KEY,
+                        headers={"Content-Type": "application/x-tar"}, raw=tar_of("a.bin", b"x"))
+    ok(st == 502 and "e2b: env.put: the parent directory of /nowhere/x does not exist" in (err_of(doc) or ""),
+       "put by target under a missing directory: refused as docker cp would", (st, doc))
     st, doc, _ = s.call("GET", "/v1/envs/%s/files?service=main&path=/work/none" % env, key=BOOT_KEY)
     ok(st == 502 and "e2b: env.get: E2B answered 404 Not Found: path '/work/none' does not exist" in (err_of(doc) or ""),
        "a missing path: 502 with E2B's answer", (st, doc))
