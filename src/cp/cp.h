@@ -737,22 +737,106 @@ void cp_machine_cancel(struct cp_machine_call *call);
 /* The client for calls to providers, made on first use. */
 struct http_aclient *cp_aclient(struct cp *cp);
 
-/* ---- hosted provider drivers (driver_e2b.c) ---- */
+/* ---- hosted provider drivers (driver_e2b.c, driver_daytona.c) ---- */
 
 /* A command run by the control plane against a provider. fn gets the
  * outcome once, never from inside the start call: ok with the result payload
  * (and an archive in data for env.get), or the error. */
-struct cp_drv_op;
 typedef void (*cp_drv_fn)(struct cp *cp, bool ok, const char *error, const struct json *payload,
 			  const struct buf *data, void *arg);
+/* What every driver's operation has, first in the driver's own struct
+ * (driver.c runs its life: cp_drv_init, then exactly one cp_drv_done or
+ * cp_drv_fail, or a cp_drv_cancel). */
+struct cp_drv_op {
+	void (*release)(struct cp_drv_op *op);	/* the driver's own parts, and the struct */
+	struct cp *cp;
+	const char *provider;	/* "e2b": the first word of every error */
+	char env_id[ID_MAX];
+	char kind[32];
+	char token[256];	/* the cloud's key, wiped at the end */
+	struct json *payload;	/* the command's, a copy */
+	int64_t started_ns, timeout_ms;	/* timeout_ms: each call's */
+	struct http_acall *call;	/* the call in flight, cancelled at the end */
+	struct ev_timer timer;	/* completion from the loop; a driver may use it to wait before */
+	bool ok;
+	char error[ERR_MSG_MAX];
+	struct json *result;
+	struct buf out;		/* env.get's archive */
+	cp_drv_fn fn;
+	void *arg;
+};
 /* Start kind for env_id on the E2B target of cloud. NULL with refused filled
  * when E2B cannot do it (fork, verify: the words of targets.md); fn is then
  * never called. data is env.put's archive (read during the call only). */
 struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
 			       const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
 			       void *arg, char *refused, size_t n);
+/* Likewise on a Daytona target (driver_daytona.c). */
+struct cp_drv_op *cp_daytona_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
+				   const struct json *payload, const struct buf *data, int64_t timeout_ms,
+				   cp_drv_fn fn, void *arg, char *refused, size_t n);
 /* Drop an operation in flight: fn is not called. NULL is fine. */
 void cp_drv_cancel(struct cp_drv_op *op);
+
+/* ---- what the drivers share (driver.c) ---- */
+
+/* One file of env.put's archive: its path in the sandbox and its bytes. */
+struct cp_drv_file {
+	char *path;
+	struct buf data;
+};
+/* Fill op's common part; timeout_ms is CP_PROVIDER_TIMEOUT_MS, or the
+ * caller's when that is shorter. */
+void cp_drv_init(struct cp_drv_op *op, struct cp *cp, const char *provider, const char *kind, const char *env_id,
+		 const char *token, const struct json *payload, int64_t timeout_ms, cp_drv_fn fn, void *arg,
+		 void (*release)(struct cp_drv_op *op));
+/* The cloud's token, or NULL with refused filled when it cannot be sent. */
+const char *cp_drv_token(const struct json *cloud, const char *provider, const char *kind, char *refused, size_t n);
+/* Finish from the loop, never from inside the caller's call: fn gets ok and
+ * result (owned here), then op is freed. */
+void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result);
+/* Finish with "provider: kind: message" (logged). */
+void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A call's answer: true when it is a 2xx for the driver to read; else op
+ * is finished here (failed in name's words, or done when env.destroy finds
+ * the sandbox already gone). */
+bool cp_drv_answered(struct cp_drv_op *op, const char *name, const struct http_client_resp *resp,
+		     const struct err *e);
+/* s into out as a URL query value ('/' kept). */
+void cp_drv_query_escape(struct buf *out, const char *s);
+/* A rendered service env ({NAME: value} or ["NAME=value"]) as an object; never NULL. */
+struct json *cp_drv_env_object(const struct json *env);
+/* The argv that starts a service's command (string or array) detached from
+ * the call that runs it; NULL when the service has no command. */
+struct json *cp_drv_background_argv(const struct json *command);
+/* b as a JSON string, each byte that is not valid UTF-8 as U+FFFD. */
+struct json *cp_drv_text(const struct buf *b);
+/* "STATUS Text[: the body's message]" in one line, for an error. */
+void cp_drv_provider_says(const struct http_client_resp *resp, char *out, size_t n);
+/* Split a tar into files under base (up to max; regular files and
+ * directories only, provider names the API in the refusal). 0, or -1 with
+ * msg; files[0..*nfiles) are filled either way: release them. */
+int cp_drv_unpack(const struct buf *tar, const char *base, const char *provider, struct cp_drv_file *files,
+		  size_t max, size_t *nfiles, char *msg, size_t n);
+void cp_drv_files_release(struct cp_drv_file *files, size_t n);
+/* The argv of a shell that prints what is at target: dir, file, missing
+ * (its parent is a directory) or noparent. */
+struct json *cp_drv_probe_argv(const char *target);
+/* env.put by target (docker cp's rules): files split with base "" are moved
+ * where docker cp would put them, given probe, the output of
+ * cp_drv_probe_argv. 0, or -1 with msg when docker cp refuses it. */
+int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *files, size_t n, char *msg, size_t m);
+/* env.put's start: its archive split into files (name: the provider, in
+ * refusals). 0: by path, put them; 1: by target, run cp_drv_probe_argv and
+ * hand its answer to cp_drv_probed; -1: op is finished (failed). */
+int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, const char *name, struct cp_drv_file *files,
+		     size_t max, size_t *n);
+/* The probe's exit code and output: 0, the files are placed, put them; -1, op failed. */
+int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out, struct cp_drv_file *files, size_t n);
+/* env.put's result once its n files are written. */
+struct json *cp_drv_put_result(const struct cp_drv_op *op, size_t n);
+/* out (initialised here) = a tar of one file named path's last part. 0 or -1 with e. */
+int cp_drv_tar_one(struct buf *out, const char *path, const void *data, size_t len, struct err *e);
 
 /* ---- token checks at connect (token_check.c) ---- */
 

@@ -19,7 +19,6 @@
  * verify among them, is refused with the words of targets.md.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +27,7 @@
 #include "base/enc.h"
 #include "base/log.h"
 #include "base/str.h"
-#include "base/utf8.h"
 #include "cp/cp.h"
-#include "tar/tar.h"
 
 #define E2B_ENVD_PORT 49983			/* envd's port in every sandbox (the SDK's envd_port) */
 #define E2B_DEFAULT_DOMAIN "e2b.app"		/* the SDK's E2B_DOMAIN default */
@@ -41,127 +38,36 @@
 #define E2B_FILES_MAX 256			/* files in one env.put archive */
 #define E2B_EXTRA_MS 10000			/* a command's own timeout plus this, per call */
 
-enum step { S_CREATE, S_COMMAND, S_EXEC, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
+enum step { S_CREATE, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
 
-struct e2b_file {
-	char *path;
-	struct buf data;
-};
-
-struct cp_drv_op {
-	struct cp *cp;
+struct e2b_op {
+	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
 	enum step step;
-	char env_id[ID_MAX];
-	char kind[32];
-	char token[256];
 	char sandbox[128];
 	char access[256];	/* envd access token */
 	char domain[128];
-	struct json *payload;
-	struct e2b_file files[E2B_FILES_MAX];
+	struct cp_drv_file files[E2B_FILES_MAX];
 	size_t nfiles, next;
-	int64_t started_ns;
-	int64_t timeout_ms;
-	struct http_acall *call;
-	struct ev_timer timer;	/* completion from the loop when no call is needed */
-	bool ok;
-	char error[ERR_MSG_MAX];
-	struct json *result;
 	struct json *created;	/* env.create's result while the service's command starts */
-	struct buf out;		/* env.get's archive */
-	cp_drv_fn fn;
-	void *arg;
 };
 
-static void query_escape(struct buf *out, const char *s)
+static void release(struct cp_drv_op *d)
 {
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	struct e2b_op *op = (struct e2b_op *)d;
 
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~/", c))
-			buf_addch(out, (char)c);
-		else
-			buf_addf(out, "%%%02X", c);
-	}
-}
-
-static void op_free(struct cp_drv_op *op)
-{
-	ev_timer_stop(op->cp->ev, &op->timer);
-	if (op->call)
-		http_acall_cancel(op->call);
-	for (size_t i = 0; i < op->nfiles; i++) {
-		free(op->files[i].path);
-		buf_release(&op->files[i].data);
-	}
-	json_free(op->payload);
-	json_free(op->result);
+	cp_drv_files_release(op->files, op->nfiles);
 	json_free(op->created);
-	buf_release(&op->out);
-	memset(op->token, 0, sizeof(op->token));
 	memset(op->access, 0, sizeof(op->access));
 	free(op);
-}
-
-static void deliver(struct ev *ev, void *arg)
-{
-	struct cp_drv_op *op = arg;
-
-	(void)ev;
-	op->fn(op->cp, op->ok, op->ok ? NULL : op->error, op->result, op->out.len ? &op->out : NULL, op->arg);
-	op_free(op);
-}
-
-/* Finish from the loop, never from inside the caller's call. */
-static void done(struct cp_drv_op *op, bool ok, struct json *result)
-{
-	op->ok = ok;
-	json_free(op->result);
-	op->result = result;
-	ev_timer_start(op->cp->ev, &op->timer, 0, deliver, op);
-}
-
-static void fail(struct cp_drv_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(struct cp_drv_op *op, const char *fmt, ...)
-{
-	va_list ap;
-	char msg[ERR_MSG_MAX];
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	snprintf(op->error, sizeof(op->error), "e2b: %s: %.400s", op->kind, msg);
-	log_info("e2b", "%s", op->error);
-	done(op, false, NULL);
-}
-
-/* E2B's error body {code, message}, or envd's, in one line. */
-static void provider_says(const struct http_client_resp *resp, char *out, size_t n)
-{
-	struct json *doc = NULL;
-	struct err pe;
-	const char *m;
-
-	snprintf(out, n, "%d %s", resp->status, http_status_text(resp->status));
-	if (resp->body.len && json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) == 0 &&
-	    (m = json_get_str(doc, "message")) && *m) {
-		size_t k = strlen(out);
-
-		snprintf(out + k, n - k, ": %.200s", m);
-		for (char *q = out + k; *q; q++)
-			if ((unsigned char)*q < 0x20)
-				*q = ' ';
-	}
-	json_free(doc);
 }
 
 static void answered(const struct http_client_resp *resp, const struct err *e, void *arg);
 
 /* One call to the REST API (api true) or to the sandbox's envd. */
-static int call(struct cp_drv_op *op, const char *method, bool api, const char *path, const char *ctype,
+static int call(struct e2b_op *op, const char *method, bool api, const char *path, const char *ctype,
 		const void *body, size_t len, size_t max_body)
 {
-	struct cp *cp = op->cp;
+	struct cp *cp = op->d.cp;
 	char url[E2B_URL_MAX], h[6][E2B_HEADER_MAX];
 	const char *headers[8];
 	size_t nh = 0;
@@ -176,7 +82,7 @@ static int call(struct cp_drv_op *op, const char *method, bool api, const char *
 		snprintf(url, sizeof(url), "https://%d-%s.%s%s", E2B_ENVD_PORT, op->sandbox,
 			 op->domain[0] ? op->domain : E2B_DEFAULT_DOMAIN, path);
 	if (api) {
-		snprintf(h[nh], sizeof(h[nh]), "X-API-KEY: %s", op->token);
+		snprintf(h[nh], sizeof(h[nh]), "X-API-KEY: %s", op->d.token);
 		headers[nh] = h[nh];
 		nh++;
 	} else {
@@ -197,7 +103,7 @@ static int call(struct cp_drv_op *op, const char *method, bool api, const char *
 		headers[nh] = h[nh];
 		nh++;
 	}
-	if (op->step == S_EXEC || op->step == S_COMMAND) {
+	if (op->step == S_EXEC || op->step == S_COMMAND || op->step == S_PROBE) {
 		snprintf(h[nh], sizeof(h[nh]), "Connect-Protocol-Version: 1");
 		headers[nh] = h[nh];
 		nh++;
@@ -209,17 +115,17 @@ static int call(struct cp_drv_op *op, const char *method, bool api, const char *
 	req.headers = headers;
 	req.body = body;
 	req.body_len = len;
-	req.timeout_ms = (int)op->timeout_ms;
-	op->call = http_aclient_do(cp_aclient(cp), &req, max_body, answered, op, &e);
+	req.timeout_ms = (int)op->d.timeout_ms;
+	op->d.call = http_aclient_do(cp_aclient(cp), &req, max_body, answered, op, &e);
 	memset(h, 0, sizeof(h));
-	if (!op->call) {
-		fail(op, "%s %s: %s", method, api ? path : "envd", e.msg);
+	if (!op->d.call) {
+		cp_drv_fail(&op->d, "%s %s: %s", method, api ? path : "envd", e.msg);
 		return -1;
 	}
 	return 0;
 }
 
-static int call_json(struct cp_drv_op *op, const char *method, const char *path, const struct json *body)
+static int call_json(struct e2b_op *op, const char *method, const char *path, const struct json *body)
 {
 	char *text = body ? json_to_string(body, JSON_COMPACT) : NULL;
 	int rc = call(op, method, true, path, body ? "application/json" : NULL, text, text ? strlen(text) : 0,
@@ -231,9 +137,9 @@ static int call_json(struct cp_drv_op *op, const char *method, const char *path,
 
 /* ---- the environment's sandbox ---- */
 
-static int load_sandbox(struct cp_drv_op *op)
+static int load_sandbox(struct e2b_op *op)
 {
-	const struct json *env = st_get(op->cp->db, "environments", op->env_id);
+	const struct json *env = st_get(op->d.cp->db, "environments", op->d.env_id);
 	const struct json *d = json_get(env, "Driver");
 	const char *id = json_get_str(d, "sandbox_id");
 
@@ -247,72 +153,40 @@ static int load_sandbox(struct cp_drv_op *op)
 
 /* ---- env.create ---- */
 
-static void start_create(struct cp_drv_op *op)
+static void start_create(struct e2b_op *op)
 {
-	const struct json *services = json_get(op->payload, "services");
+	const struct json *services = json_get(op->d.payload, "services");
 	const struct json *s = json_at(services, 0);
 	const char *image = json_get_str(s, "image");
 	const struct json *env = json_get(s, "env");
-	struct json *body, *vars = json_new_object();
+	struct json *body, *vars;
 
 	if (json_len(services) != 1) {
-		json_free(vars);
-		fail(op, "e2b runs one container per environment; use your machines for multi-service stacks "
+		cp_drv_fail(&op->d, "e2b runs one container per environment; use your machines for multi-service stacks "
 			 "(%zu services declared)", json_len(services));
 		return;
 	}
 	if (!image || !*image) {
-		json_free(vars);
-		fail(op, "service %s has no image to use as the E2B template", json_get_str(s, "name"));
+		cp_drv_fail(&op->d, "service %s has no image to use as the E2B template", json_get_str(s, "name"));
 		return;
 	}
-	/* env is {NAME: value} or ["NAME=value"] as rendered; E2B wants an object. */
-	for (size_t i = 0; env && i < json_len(env); i++) {
-		if (env->type == JSON_OBJECT && env->u.obj.m[i].val->type == JSON_STRING) {
-			json_object_set(vars, env->u.obj.m[i].key, json_dup(env->u.obj.m[i].val));
-		} else if (env->type == JSON_ARRAY && json_at(env, i)->type == JSON_STRING) {
-			const char *kv = json_at(env, i)->u.str.s, *eq = strchr(kv, '=');
-
-			if (eq && eq > kv) {
-				char key[256];
-
-				snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
-				json_object_set_str(vars, key, eq + 1);
-			}
-		}
-	}
+	vars = cp_drv_env_object(env);	/* E2B wants an object */
 	body = cp_obj("templateID", json_new_str(image), "timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), "metadata",
-		      cp_obj("denv_env", json_new_str(op->env_id), NULL), "envVars", vars, NULL);
+		      cp_obj("denv_env", json_new_str(op->d.env_id), NULL), "envVars", vars, NULL);
 	call_json(op, "POST", "/v2/sandboxes", body);
 	json_free(body);
 }
 
-static void start_exec(struct cp_drv_op *op, const struct json *cmd);
+static void start_exec(struct e2b_op *op, const struct json *cmd);
 
-/* The service's command runs in the background, as a container's would: a
- * shell starts it detached and exits, so the stream ends at once. */
-static void start_command(struct cp_drv_op *op, struct json *res)
+/* The service's command runs in the background, as a container's would. */
+static void start_command(struct e2b_op *op, struct json *res)
 {
-	const struct json *c = json_get(json_at(json_get(op->payload, "services"), 0), "command");
-	struct json *argv;
+	struct json *argv = cp_drv_background_argv(json_get(json_at(json_get(op->d.payload, "services"), 0), "command"));
 
-	if (!c || (c->type == JSON_ARRAY && !json_len(c)) || (c->type == JSON_STRING && !*c->u.str.s) ||
-	    (c->type != JSON_ARRAY && c->type != JSON_STRING)) {
-		done(op, true, res);
+	if (!argv) {
+		cp_drv_done(&op->d, true, res);
 		return;
-	}
-	argv = json_new_array();
-	json_array_push(argv, json_new_str("/bin/sh"));
-	json_array_push(argv, json_new_str("-c"));
-	if (c->type == JSON_STRING) {
-		json_array_push(argv, json_new_str("sh -c \"$1\" >/dev/null 2>&1 </dev/null &"));
-		json_array_push(argv, json_new_str("sh"));
-		json_array_push(argv, json_dup(c));
-	} else {
-		json_array_push(argv, json_new_str("\"$@\" >/dev/null 2>&1 </dev/null &"));
-		json_array_push(argv, json_new_str("sh"));
-		for (size_t i = 0; i < json_len(c); i++)
-			json_array_push(argv, json_dup(json_at(c, i)));
 	}
 	op->created = res;
 	op->step = S_COMMAND;
@@ -320,7 +194,7 @@ static void start_command(struct cp_drv_op *op, struct json *res)
 	json_free(argv);
 }
 
-static void created(struct cp_drv_op *op, const struct http_client_resp *resp)
+static void created(struct e2b_op *op, const struct http_client_resp *resp)
 {
 	struct json *doc = NULL, *res;
 	struct err pe;
@@ -330,18 +204,18 @@ static void created(struct cp_drv_op *op, const struct http_client_resp *resp)
 	if (json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0 ||
 	    !(id = json_get_str(doc, "sandboxID")) || !*id) {
 		json_free(doc);
-		fail(op, "POST /v2/sandboxes answered %d without a sandboxID", resp->status);
+		cp_drv_fail(&op->d, "POST /v2/sandboxes answered %d without a sandboxID", resp->status);
 		return;
 	}
 	tok = json_get_str(doc, "envdAccessToken");
 	dom = json_get_str(doc, "domain");
-	cp_update(op->cp, "environments", op->env_id,
+	cp_update(op->d.cp, "environments", op->d.env_id,
 		  cp_obj("Driver", cp_obj("provider", json_new_str("e2b"), "sandbox_id", json_new_str(id), "access_token",
 					  json_new_str(tok ? tok : ""), "domain", json_new_str(dom ? dom : ""), NULL),
 			 NULL));
-	log_info("e2b", "env %s: sandbox %s created from template %s", op->env_id, id,
+	log_info("e2b", "env %s: sandbox %s created from template %s", op->d.env_id, id,
 		 json_get_str(doc, "templateID") ? json_get_str(doc, "templateID") : "?");
-	snprintf(started, sizeof(started), "%.3fs", (double)(clock_now_ns() - op->started_ns) / 1e9);
+	snprintf(started, sizeof(started), "%.3fs", (double)(clock_now_ns() - op->d.started_ns) / 1e9);
 	res = cp_obj("endpoints", json_new_object(), "started_in", json_new_str(started), "digests", json_new_object(),
 		     "storage", json_new_str("e2b"), "egress", json_new_str("provider network config"), "sandbox_id",
 		     json_new_str(id), NULL);
@@ -354,7 +228,7 @@ static void created(struct cp_drv_op *op, const struct http_client_resp *resp)
 
 /* ---- env.exec: a Connect server stream in the JSON codec ---- */
 
-static void start_exec(struct cp_drv_op *op, const struct json *cmd)
+static void start_exec(struct e2b_op *op, const struct json *cmd)
 {
 	struct json *args = json_new_array(), *msg;
 	struct buf b = BUF_INIT;
@@ -364,7 +238,7 @@ static void start_exec(struct cp_drv_op *op, const struct json *cmd)
 
 	if (!json_len(cmd) || json_at(cmd, 0)->type != JSON_STRING) {
 		json_free(args);
-		fail(op, "cmd must be a non-empty array of strings");
+		cp_drv_fail(&op->d, "cmd must be a non-empty array of strings");
 		return;
 	}
 	for (size_t i = 1; i < json_len(cmd); i++)
@@ -385,33 +259,6 @@ static void start_exec(struct cp_drv_op *op, const struct json *cmd)
 	free(text);
 	call(op, "POST", false, "/process.Process/Start", "application/connect+json", b.data, b.len, E2B_STREAM_MAX);
 	buf_release(&b);
-}
-
-/* Output as a JSON string: the store and the API carry UTF-8 only, so a
- * byte that is not part of a valid sequence becomes U+FFFD. */
-static struct json *text_of(const struct buf *b)
-{
-	const unsigned char *p = (const unsigned char *)b->data;
-	struct buf t = BUF_INIT;
-	struct json *j;
-	size_t i = 0, k;
-
-	if (utf8_valid(b->data, b->len))
-		return json_new_strn(b->data, b->len);
-	buf_init(&t, 0);
-	while (i < b->len) {
-		k = utf8_seq_len(p + i, b->len - i);
-		if (k) {
-			buf_add(&t, p + i, k);
-			i += k;
-		} else {
-			buf_add(&t, "\xEF\xBF\xBD", 3);
-			i++;
-		}
-	}
-	j = json_new_strn(t.data, t.len);
-	buf_release(&t);
-	return j;
 }
 
 /* One StartResponse event into the result; -1 with msg on a malformed one. */
@@ -435,7 +282,9 @@ static int exec_event(const struct json *m, struct buf *out, struct buf *errb, i
 	return 0;
 }
 
-static void exec_answered(struct cp_drv_op *op, const struct http_client_resp *resp)
+static void put_next(struct e2b_op *op);
+
+static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp)
 {
 	const unsigned char *p = (const unsigned char *)resp->body.data;
 	size_t len = resp->body.len, off = 0;
@@ -475,7 +324,18 @@ static void exec_answered(struct cp_drv_op *op, const struct http_client_resp *r
 	if (emsg[0]) {
 		buf_release(&out);
 		buf_release(&errb);
-		fail(op, "%s", emsg);
+		cp_drv_fail(&op->d, "%s", emsg);
+		return;
+	}
+	if (op->step == S_PROBE) {
+		int rc = cp_drv_probed(&op->d, code, out.data, op->files, op->nfiles);
+
+		buf_release(&out);
+		buf_release(&errb);
+		if (rc == 0) {
+			op->step = S_PUT;
+			put_next(op);
+		}
 		return;
 	}
 	if (op->step == S_COMMAND) {
@@ -486,139 +346,75 @@ static void exec_answered(struct cp_drv_op *op, const struct http_client_resp *r
 		buf_release(&errb);
 		if (code != 0) {
 			json_free(res);
-			fail(op, "the service's command did not start (exit %" PRId64 ")", code);
+			cp_drv_fail(&op->d, "the service's command did not start (exit %" PRId64 ")", code);
 		} else {
-			done(op, true, res);
+			cp_drv_done(&op->d, true, res);
 		}
 		return;
 	}
-	done(op, true,
-	     cp_obj("exit_code", json_new_int(code), "stdout", text_of(&out), "stderr", text_of(&errb), NULL));
+	cp_drv_done(&op->d, true,
+	     cp_obj("exit_code", json_new_int(code), "stdout", cp_drv_text(&out), "stderr", cp_drv_text(&errb), NULL));
 	buf_release(&out);
 	buf_release(&errb);
 }
 
 /* ---- env.put: the archive's files one at a time ---- */
 
-static int unpack(struct cp_drv_op *op, const struct buf *tar, char *msg, size_t n)
-{
-	struct tar_reader *r = tar_reader_new();
-	const char *base = json_get_str(op->payload, "path");
-	size_t off = 0, used;
-	struct tar_event ev;
-	struct err e;
-	int k, rc = -1;
-
-	while ((k = tar_reader_feed(r, tar->data + off, tar->len - off, &used, &ev, &e)) > 0 || k == TAR_EV_MORE) {
-		off += used;
-		if (k == TAR_EV_END || (k == TAR_EV_MORE && off >= tar->len))
-			break;
-		if (k == TAR_EV_ENTRY && ev.entry->type == TAR_REG) {
-			struct buf path = BUF_INIT;
-
-			if (op->nfiles >= E2B_FILES_MAX) {
-				snprintf(msg, n, "more than %d files in one archive", E2B_FILES_MAX);
-				goto out;
-			}
-			buf_addf(&path, "%s/%s", base, ev.entry->path);
-			op->files[op->nfiles].path = buf_detach(&path, NULL);
-			buf_init(&op->files[op->nfiles].data, CP_ARCHIVE_MAX);
-			op->nfiles++;
-		} else if (k == TAR_EV_ENTRY && ev.entry->type != TAR_DIR) {
-			snprintf(msg, n, "%.200s: only files and directories travel through E2B's files API",
-				 ev.entry->path);
-			goto out;
-		} else if (k == TAR_EV_DATA && op->nfiles && tar_reader_entry(r)->type == TAR_REG) {
-			buf_add(&op->files[op->nfiles - 1].data, ev.data, ev.len);
-		}
-	}
-	if (k < 0 || tar_reader_finish(r, &e) < 0) {
-		snprintf(msg, n, "the archive: %.300s", e.msg);
-		goto out;
-	}
-	rc = 0;
-out:
-	tar_reader_free(r);
-	return rc;
-}
-
-static void put_next(struct cp_drv_op *op)
+static void put_next(struct e2b_op *op)
 {
 	struct buf path = BUF_INIT;
-	struct e2b_file *f;
+	struct cp_drv_file *f;
 
 	if (op->next >= op->nfiles) {
-		done(op, true, cp_obj("path", json_new_str(json_get_str(op->payload, "path")), "files",
-				      json_new_int((int64_t)op->nfiles), NULL));
+		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
 		return;
 	}
 	f = &op->files[op->next++];
 	buf_addf(&path, "/files?path=");
-	query_escape(&path, f->path);
+	cp_drv_query_escape(&path, f->path);
 	call(op, "POST", false, path.data, "application/octet-stream", f->data.data, f->data.len, CP_PROVIDER_BODY_MAX);
 	buf_release(&path);
 }
 
 /* ---- env.get: one file, handed back as a tar of it ---- */
 
-static void start_get(struct cp_drv_op *op)
+static void start_get(struct e2b_op *op)
 {
 	struct buf path = BUF_INIT;
 
 	buf_addf(&path, "/files?path=");
-	query_escape(&path, json_get_str(op->payload, "path"));
+	cp_drv_query_escape(&path, json_get_str(op->d.payload, "path"));
 	call(op, "GET", false, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
 	buf_release(&path);
 }
 
-static void got(struct cp_drv_op *op, const struct http_client_resp *resp)
+static void got(struct e2b_op *op, const struct http_client_resp *resp)
 {
-	const char *p = json_get_str(op->payload, "path"), *name = strrchr(p, '/');
-	struct tar_writer *w;
-	struct tar_meta m = { 0 };
 	struct err e;
 
-	name = name && name[1] ? name + 1 : p;
-	buf_init(&op->out, CP_ARCHIVE_MAX);
-	m.mtime = clock_now_ns() / 1000000000;
-	w = tar_writer_new_buf(&op->out);
-	if (tar_write_file(w, name, &m, resp->body.data, resp->body.len, &e) < 0 || tar_writer_finish(w, &e) < 0) {
-		tar_writer_free(w);
-		fail(op, "%s", e.msg);
+	if (cp_drv_tar_one(&op->d.out, json_get_str(op->d.payload, "path"), resp->body.data, resp->body.len, &e) < 0) {
+		cp_drv_fail(&op->d, "%s", e.msg);
 		return;
 	}
-	tar_writer_free(w);
-	done(op, true, json_new_object());
+	cp_drv_done(&op->d, true, json_new_object());
 }
 
 /* ---- answers ---- */
 
 static void answered(const struct http_client_resp *resp, const struct err *e, void *arg)
 {
-	struct cp_drv_op *op = arg;
-	char says[ERR_MSG_MAX];
+	struct e2b_op *op = arg;
 	char path[256];
 
-	op->call = NULL;
-	if (!resp) {
-		fail(op, "cannot reach E2B: %.300s", e ? e->msg : "request failed");
+	if (!cp_drv_answered(&op->d, "E2B", resp, e))
 		return;
-	}
-	if (op->step == S_DESTROY && resp->status == 404) {
-		done(op, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
-		return;
-	}
-	if (resp->status < 200 || resp->status > 299) {
-		provider_says(resp, says, sizeof(says));
-		fail(op, "E2B answered %s", says);
-		return;
-	}
 	switch (op->step) {
 	case S_CREATE:
 		created(op, resp);
 		break;
 	case S_EXEC:
 	case S_COMMAND:
+	case S_PROBE:
 		exec_answered(op, resp);
 		break;
 	case S_PUT:
@@ -638,12 +434,12 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 		}
 		break;
 	case S_RESUME:
-		done(op, true,
-		     cp_obj("snapshot", json_new_str(json_get_str(op->payload, "name")), "datasets", json_new_int(1),
+		cp_drv_done(&op->d, true,
+		     cp_obj("snapshot", json_new_str(json_get_str(op->d.payload, "name")), "datasets", json_new_int(1),
 			    "consistent", json_new_bool(true), "how", json_new_str("pause/resume"), NULL));
 		break;
 	case S_DESTROY:
-		done(op, true, cp_obj("destroyed", json_new_str(""), NULL));
+		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));
 		break;
 	}
 }
@@ -654,9 +450,11 @@ static const char *const e2b_fork_refused =
 	"E2B has no fork: pause/resume continues the same sandbox and cannot branch it; use your machines or "
 	"Daytona for forks";
 
-static void begin(struct cp_drv_op *op, const struct buf *data)
+static void begin(struct e2b_op *op, const struct buf *data)
 {
-	char path[256], msg[ERR_MSG_MAX];
+	char path[256];
+	struct json *argv;
+	int how;
 
 	if (op->step == S_CREATE) {
 		start_create(op);
@@ -664,27 +462,29 @@ static void begin(struct cp_drv_op *op, const struct buf *data)
 	}
 	if (load_sandbox(op) < 0) {
 		if (op->step == S_DESTROY)
-			done(op, true, cp_obj("destroyed", json_new_str(""), NULL));	/* never created */
+			cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* never created */
 		else
-			fail(op, "environment %s has no E2B sandbox (its create did not finish)", op->env_id);
+			cp_drv_fail(&op->d, "environment %s has no E2B sandbox (its create did not finish)", op->d.env_id);
 		return;
 	}
 	switch (op->step) {
 	case S_EXEC:
-		start_exec(op, json_get(op->payload, "cmd"));
+		start_exec(op, json_get(op->d.payload, "cmd"));
 		break;
 	case S_PUT:
-		if (!json_get_str(op->payload, "path") || !data) {
-			fail(op, "path and an archive are required");
-		} else if (unpack(op, data, msg, sizeof(msg)) < 0) {
-			fail(op, "%s", msg);
-		} else {
+		how = cp_drv_put_begin(&op->d, data, "E2B", op->files, E2B_FILES_MAX, &op->nfiles);
+		if (how == 0) {
 			put_next(op);
+		} else if (how == 1) {
+			op->step = S_PROBE;
+			argv = cp_drv_probe_argv(json_get_str(op->d.payload, "target"));
+			start_exec(op, argv);
+			json_free(argv);
 		}
 		break;
 	case S_GET:
-		if (!json_get_str(op->payload, "path"))
-			fail(op, "path is required");
+		if (!json_get_str(op->d.payload, "path"))
+			cp_drv_fail(&op->d, "path is required");
 		else
 			start_get(op);
 		break;
@@ -712,8 +512,8 @@ struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const ch
 		{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	{ "env.put", S_PUT },
 		{ "env.get", S_GET },	    { "env.snapshot", S_PAUSE }, { "env.destroy", S_DESTROY },
 	};
-	const char *token = json_get_str(json_get(cloud, "Config"), "token");
-	struct cp_drv_op *op;
+	const char *token;
+	struct e2b_op *op;
 	size_t i;
 
 	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !str_eq(kinds[i].kind, kind); i++)
@@ -726,31 +526,16 @@ struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const ch
 		snprintf(refused, n, "e2b: %s: not supported on e2b yet", kind);
 		return NULL;
 	}
-	if (!token || !*token || strcspn(token, "\r\n") != strlen(token) || strlen(token) >= 200) {
-		snprintf(refused, n, "e2b: %s: the target's cloud has no usable token", kind);
+	if (!(token = cp_drv_token(cloud, "e2b", kind, refused, n)))
 		return NULL;
-	}
 	op = xcalloc(1, sizeof(*op));
-	op->cp = cp;
+	cp_drv_init(&op->d, cp, "e2b", kind, env_id, token, payload, timeout_ms, fn, arg, release);
 	op->step = kinds[i].step;
-	str_copy(op->env_id, sizeof(op->env_id), env_id ? env_id : "");
-	str_copy(op->kind, sizeof(op->kind), kind);
-	str_copy(op->token, sizeof(op->token), token);
-	op->payload = payload ? json_dup(payload) : json_new_object();
-	op->timeout_ms = op->step == S_EXEC ? json_get_int(op->payload, "timeout_sec", 120) * 1000 + E2B_EXTRA_MS
-					    : CP_PROVIDER_TIMEOUT_MS;
-	if (timeout_ms > 0 && timeout_ms < op->timeout_ms)
-		op->timeout_ms = timeout_ms;
-	op->started_ns = clock_now_ns();
-	buf_init(&op->out, 0);
-	op->fn = fn;
-	op->arg = arg;
-	begin(op, data);
-	return op;
-}
+	if (op->step == S_EXEC) {
+		int64_t own = json_get_int(op->d.payload, "timeout_sec", 120) * 1000 + E2B_EXTRA_MS;
 
-void cp_drv_cancel(struct cp_drv_op *op)
-{
-	if (op)
-		op_free(op);
+		op->d.timeout_ms = timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
+	}
+	begin(op, data);
+	return &op->d;
 }

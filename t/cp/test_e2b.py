@@ -6,20 +6,16 @@ command and round-trips a file, pauses and resumes for a snapshot, refuses
 fork and verify with the words of targets.md, and is destroyed. Prints TAP;
 run by t/integ/cp-e2b.sh. Loopback only.
 """
-import io
 import os
-import subprocess
 import sys
-import tarfile
-import tempfile
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fakes"))
 import cp_harness as T  # noqa: E402  (Server, store seeding)
-import tap  # noqa: E402
+import drv_harness as D  # noqa: E402
+from drv_harness import settled, tar_of, untar  # noqa: E402
 from cp_harness import BOOT_KEY, err_of  # noqa: E402
 from tap import ok, is_  # noqa: E402
 from fake_e2b import FakeE2B, envelope, STREAM  # noqa: E402
@@ -36,18 +32,6 @@ FORK = ("E2B has no fork: pause/resume continues the same sandbox and cannot bra
         "Daytona for forks")
 
 
-def tar_of(name, data):
-    b = io.BytesIO()
-    with tarfile.open(fileobj=b, mode="w") as t:
-        i = tarfile.TarInfo(name)
-        i.size = len(data)
-        t.addfile(i, io.BytesIO(data))
-    return b.getvalue()
-
-
-def untar(raw):
-    with tarfile.open(fileobj=io.BytesIO(raw)) as t:
-        return {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
 
 
 def run(s, f):
@@ -90,6 +74,16 @@ def run(s, f):
     is_((st, (doc or {}).get("stdout")), (200, "%d /work/in/a.bin\n" % len(data)), "the command sees it")
     st, raw, h = s.call("GET", "/v1/envs/%s/files?service=main&path=/work/in/a.bin" % env, key=BOOT_KEY)
     ok(st == 200 and untar(raw) == {"a.bin": data}, "get it back: a tar of the same bytes", (st, raw[:200]))
+    st, doc, _ = s.call("PUT", "/v1/envs/%s/files?service=main&target=/work/in/b.bin" % env, key=BOOT_KEY,
+                        headers={"Content-Type": "application/x-tar"}, raw=tar_of("a.bin", b"renamed\n"))
+    st2, doc2, _ = s.call("POST", "/v1/envs/%s/exec" % env, key=BOOT_KEY,
+                          body={"service": "main", "cmd": ["cat", "/work/in/b.bin"]})
+    is_((st, st2, (doc2 or {}).get("stdout")), (200, 200, "renamed\n"),
+        "put by target onto a missing path (docker cp's rules): the file becomes it")
+    st, doc, _ = s.call("PUT", "/v1/envs/%s/files?service=main&target=/nowhere/x" % env, key=BOOT_KEY,
+                        headers={"Content-Type": "application/x-tar"}, raw=tar_of("a.bin", b"x"))
+    ok(st == 502 and "e2b: env.put: the parent directory of /nowhere/x does not exist" in (err_of(doc) or ""),
+       "put by target under a missing directory: refused as docker cp would", (st, doc))
     st, doc, _ = s.call("GET", "/v1/envs/%s/files?service=main&path=/work/none" % env, key=BOOT_KEY)
     ok(st == 502 and "e2b: env.get: E2B answered 404 Not Found: path '/work/none' does not exist" in (err_of(doc) or ""),
        "a missing path: 502 with E2B's answer", (st, doc))
@@ -109,16 +103,10 @@ def run(s, f):
     ok(st == 200 and doc["stdout"] == "round trip \ufffd\n",
        "after resume the file is still there (a byte that is not UTF-8 shown as U+FFFD)", (st, doc))
     st, doc, _ = s.call("POST", "/v1/envs/%s/fork" % env, key=BOOT_KEY, body={"name": "f1"})
-    body = doc
-    if st in (200, 201, 202) and isinstance(doc, dict) and doc.get("deployment"):
-        d = doc["deployment"]
-        body = T.wait_deployment(s, d["ID"] if isinstance(d, dict) else d, timeout=30)
+    body = settled(s, st, doc, timeout=30)
     ok(FORK in str(body), "fork: refused with the table's words", (st, body))
     st, doc, _ = s.call("POST", "/v1/envs/%s/verify" % env, key=BOOT_KEY, body={})
-    body = doc
-    if st in (200, 201, 202) and isinstance(doc, dict) and doc.get("deployment"):
-        d = doc["deployment"]
-        body = T.wait_deployment(s, d["ID"] if isinstance(d, dict) else d, timeout=30)
+    body = settled(s, st, doc, timeout=30)
     is_((st, err_of(body)), (400, "e2b: verify.collect: not supported on e2b yet"),
         "verify: 400, not supported on e2b (the table's Verify: no)")
     st, doc, _ = s.call("POST", "/v1/sandboxes", key=BOOT_KEY, body={"image": "nosuch/image:1", "timeout_sec": 60})
@@ -138,36 +126,11 @@ def run(s, f):
        "DELETE /sandboxes/{id}: the sandbox is gone", f.live)
 
 
+
 def main():
-    if not os.access(T.BIN, os.X_OK):
-        print("1..0 # SKIP %s is not built" % T.BIN)
-        return 0
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode != 0:
-        print("1..0 # SKIP the fake's sandboxes need Docker and %s" % IMAGE)
-        return 0
-    tmp = tempfile.mkdtemp(prefix="denv-cp-e2b-")
     f = FakeE2B(key=KEY)
-    env = {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_TEAM": "acme", "DENV_E2B_API_URL": f.url,
-           "DENV_E2B_SANDBOX_URL": f.url}
-    s = None
-    try:
-        s = T.Server(os.path.join(tmp, "store"), env)
-        run(s, f)
-        is_(s.stop(), 0, "SIGTERM: exit 0")
-        log = s.stderr()
-        ok(KEY not in log and not any(sb["token"] in log for sb in f.live.values()), "no token in the log")
-        ok("ERROR: AddressSanitizer" not in log and "runtime error:" not in log, "no sanitizer report")
-        s = None
-    except Exception:
-        ok(False, "test run raised", traceback.format_exc())
-        if s is not None:
-            print("# denv-cp stderr tail:")
-            for line in s.stderr().splitlines()[-30:]:
-                print("#   " + line)
-            s.proc.kill()
-    finally:
-        f.stop()
-    return tap.finish(tmp)
+    return D.main("e2b", IMAGE, f, {"DENV_E2B_API_URL": f.url, "DENV_E2B_SANDBOX_URL": f.url}, run,
+                  lambda f: [KEY] + [sb["token"] for sb in f.live.values()])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Each provider fake against the provider's own SDK (PyPI `e2b`, `daytona`):
-the SDK makes the call denv-cp makes at connect (src/cp/token_check.c) and
+the SDK makes the calls denv-cp makes, at connect (src/cp/token_check.c) and
+in the drivers (src/cp/driver_e2b.c, driver_daytona.c), and
 accepts the fake's answer with the fake's key, and raises its own
 authentication error with a wrong one. This is what keeps the fakes' routes,
 headers and error bodies the real ones. Prints TAP; run by
@@ -137,8 +138,60 @@ def test_daytona():
         f.stop()
 
 
+def test_daytona_sandbox():
+    """The calls denv-cp's Daytona driver makes (src/cp/driver_daytona.c), by
+    the SDK: create from an image (a one-line Dockerfile) and wait for
+    started, run a command, write and read a file through the toolbox's own
+    generated client, snapshot the sandbox, a new sandbox from the snapshot,
+    delete both."""
+    names = ("daytona: create from an image", "daytona: process.exec", "daytona: upload_file",
+             "daytona: download_file", "daytona: create_snapshot", "daytona: create from the snapshot",
+             "daytona: delete")
+    try:
+        import daytona
+    except ImportError:
+        for t in names:
+            skip(t, "the daytona SDK is not installed (t/requirements.txt)")
+        return
+    if not docker_ok():
+        for t in names:
+            skip(t, "the fake's sandboxes need Docker and denv-test/debian:latest")
+        return
+    f = FakeDaytona()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            c = daytona.Daytona(daytona.DaytonaConfig(api_key=f.key, api_url=f.url, use_deprecated_polling=True))
+            sb = c.create(daytona.CreateSandboxFromImageParams(image="denv-test/debian:latest"), timeout=60)
+        create = next(r for r in f.requests if r["method"] == "POST" and r["path"] == "/api/sandbox")
+        ok(sb.id in f.live and str(sb.state.value) == "started" and
+           create["body"]["buildInfo"]["dockerfileContent"].startswith("FROM denv-test/debian:latest"),
+           "daytona: create(image=...) sends a FROM Dockerfile and waits for started", (sb.id, create["body"]))
+        r = sb.process.exec("echo hi; echo err >&2; exit 3")
+        ok((r.exit_code, r.result) == (3, "hi\nerr\n"),
+           "daytona: process.exec reads {exitCode, result} (output together)", r)
+        fs = sb.fs._api_client  # the toolbox's generated FileSystemApi, the routes denv-cp calls
+        up = fs.upload_file(path="/tmp/denv/x.bin", file=("x.bin", b"round trip\x00\xff\n"))
+        ok(up.path == "/tmp/denv/x.bin", "daytona: upload_file (multipart part \"file\") is accepted", up)
+        got = bytes(fs.download_file(path="/tmp/denv/x.bin"))
+        ok(got == b"round trip\x00\xff\n", "daytona: download_file gives the bytes back", got)
+        sb.create_snapshot("denv-sdk-snap")
+        ok("denv-sdk-snap" in f.snapshots and str(f.live[sb.id]["state"]) == "started",
+           "daytona: create_snapshot, waited out of snapshotting", f.snapshots)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sb2 = c.create(daytona.CreateSandboxFromSnapshotParams(snapshot="denv-sdk-snap"), timeout=60)
+        ok(sb2.process.exec("head -c 10 /tmp/denv/x.bin").result == "round trip",
+           "daytona: a sandbox created from the snapshot has the file")
+        sb.delete()
+        sb2.delete()
+        ok(not f.live, "daytona: delete removes both", f.live)
+    finally:
+        f.stop()
+
+
 def main():
-    for t in (test_e2b, test_e2b_sandbox, test_daytona):
+    for t in (test_e2b, test_e2b_sandbox, test_daytona, test_daytona_sandbox):
         try:
             t()
         except Exception:

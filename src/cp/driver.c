@@ -1,0 +1,397 @@
+/*
+ * driver.c: what the hosted provider drivers (driver_e2b.c,
+ * driver_daytona.c) do alike: the environment's variables as an object, the
+ * service's command started in the background, env.put's archive split into
+ * files (the providers' files APIs take one file at a time), env.get's file
+ * handed back as a tar of it, output as valid UTF-8, the provider's
+ * error message in one line, and an operation's life from start to the
+ * one answer.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "base/utf8.h"
+#include "cp/cp.h"
+#include "tar/tar.h"
+
+#define DRV_ENV_KEY_MAX 256	/* one variable's name */
+#define DRV_TOKEN_MAX 200	/* a token that fits a header line */
+
+void cp_drv_init(struct cp_drv_op *op, struct cp *cp, const char *provider, const char *kind, const char *env_id,
+		 const char *token, const struct json *payload, int64_t timeout_ms, cp_drv_fn fn, void *arg,
+		 void (*release)(struct cp_drv_op *op))
+{
+	op->release = release;
+	op->cp = cp;
+	op->provider = provider;
+	str_copy(op->env_id, sizeof(op->env_id), env_id ? env_id : "");
+	str_copy(op->kind, sizeof(op->kind), kind);
+	str_copy(op->token, sizeof(op->token), token);
+	op->payload = payload ? json_dup(payload) : json_new_object();
+	op->timeout_ms = CP_PROVIDER_TIMEOUT_MS;
+	if (timeout_ms > 0 && timeout_ms < op->timeout_ms)
+		op->timeout_ms = timeout_ms;
+	op->started_ns = clock_now_ns();
+	buf_init(&op->out, 0);
+	op->fn = fn;
+	op->arg = arg;
+}
+
+const char *cp_drv_token(const struct json *cloud, const char *provider, const char *kind, char *refused, size_t n)
+{
+	const char *token = json_get_str(json_get(cloud, "Config"), "token");
+
+	if (!token || !*token || strcspn(token, "\r\n") != strlen(token) || strlen(token) >= DRV_TOKEN_MAX) {
+		snprintf(refused, n, "%s: %s: the target's cloud has no usable token", provider, kind);
+		return NULL;
+	}
+	return token;
+}
+
+static void drv_free(struct cp_drv_op *op)
+{
+	ev_timer_stop(op->cp->ev, &op->timer);
+	if (op->call)
+		http_acall_cancel(op->call);
+	json_free(op->payload);
+	json_free(op->result);
+	buf_release(&op->out);
+	memset(op->token, 0, sizeof(op->token));
+	op->release(op);
+}
+
+static void deliver(struct ev *ev, void *arg)
+{
+	struct cp_drv_op *op = arg;
+
+	(void)ev;
+	op->fn(op->cp, op->ok, op->ok ? NULL : op->error, op->result, op->out.len ? &op->out : NULL, op->arg);
+	drv_free(op);
+}
+
+void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result)
+{
+	op->ok = ok;
+	json_free(op->result);
+	op->result = result;
+	ev_timer_start(op->cp->ev, &op->timer, 0, deliver, op);
+}
+
+void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...)
+{
+	va_list ap;
+	char msg[ERR_MSG_MAX];
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(op->error, sizeof(op->error), "%s: %s: %.400s", op->provider, op->kind, msg);
+	log_info(op->provider, "%s", op->error);
+	cp_drv_done(op, false, NULL);
+}
+
+bool cp_drv_answered(struct cp_drv_op *op, const char *name, const struct http_client_resp *resp,
+		     const struct err *e)
+{
+	char says[ERR_MSG_MAX];
+
+	op->call = NULL;
+	if (!resp) {
+		cp_drv_fail(op, "cannot reach %s: %.300s", name, e ? e->msg : "request failed");
+		return false;
+	}
+	if (str_eq(op->kind, "env.destroy") && resp->status == 404) {
+		cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
+		return false;
+	}
+	if (resp->status < 200 || resp->status > 299) {
+		cp_drv_provider_says(resp, says, sizeof(says));
+		cp_drv_fail(op, "%s answered %s", name, says);
+		return false;
+	}
+	return true;
+}
+
+void cp_drv_cancel(struct cp_drv_op *op)
+{
+	if (op)
+		drv_free(op);
+}
+
+void cp_drv_query_escape(struct buf *out, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~/", c))
+			buf_addch(out, (char)c);
+		else
+			buf_addf(out, "%%%02X", c);
+	}
+}
+
+struct json *cp_drv_env_object(const struct json *env)
+{
+	struct json *vars = json_new_object();
+
+	/* env is {NAME: value} or ["NAME=value"] as rendered */
+	for (size_t i = 0; env && i < json_len(env); i++) {
+		if (env->type == JSON_OBJECT && env->u.obj.m[i].val->type == JSON_STRING) {
+			json_object_set(vars, env->u.obj.m[i].key, json_dup(env->u.obj.m[i].val));
+		} else if (env->type == JSON_ARRAY && json_at(env, i)->type == JSON_STRING) {
+			const char *kv = json_at(env, i)->u.str.s, *eq = strchr(kv, '=');
+
+			if (eq && eq > kv) {
+				char key[DRV_ENV_KEY_MAX];
+
+				snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
+				json_object_set_str(vars, key, eq + 1);
+			}
+		}
+	}
+	return vars;
+}
+
+struct json *cp_drv_background_argv(const struct json *c)
+{
+	struct json *argv;
+
+	if (!c || (c->type == JSON_ARRAY && !json_len(c)) || (c->type == JSON_STRING && !*c->u.str.s) ||
+	    (c->type != JSON_ARRAY && c->type != JSON_STRING))
+		return NULL;
+	/* A shell starts the command detached and exits, so the call that runs
+	 * it returns at once, as a container's command would keep running. */
+	argv = json_new_array();
+	json_array_push(argv, json_new_str("/bin/sh"));
+	json_array_push(argv, json_new_str("-c"));
+	if (c->type == JSON_STRING) {
+		json_array_push(argv, json_new_str("sh -c \"$1\" >/dev/null 2>&1 </dev/null &"));
+		json_array_push(argv, json_new_str("sh"));
+		json_array_push(argv, json_dup(c));
+	} else {
+		json_array_push(argv, json_new_str("\"$@\" >/dev/null 2>&1 </dev/null &"));
+		json_array_push(argv, json_new_str("sh"));
+		for (size_t i = 0; i < json_len(c); i++)
+			json_array_push(argv, json_dup(json_at(c, i)));
+	}
+	return argv;
+}
+
+struct json *cp_drv_text(const struct buf *b)
+{
+	const unsigned char *p = (const unsigned char *)b->data;
+	struct buf t = BUF_INIT;
+	struct json *j;
+	size_t i = 0, k;
+
+	if (utf8_valid(b->data, b->len))
+		return json_new_strn(b->data, b->len);
+	buf_init(&t, 0);
+	while (i < b->len) {
+		k = utf8_seq_len(p + i, b->len - i);
+		if (k) {
+			buf_add(&t, p + i, k);
+			i += k;
+		} else {
+			buf_add(&t, "\xEF\xBF\xBD", 3);
+			i++;
+		}
+	}
+	j = json_new_strn(t.data, t.len);
+	buf_release(&t);
+	return j;
+}
+
+void cp_drv_provider_says(const struct http_client_resp *resp, char *out, size_t n)
+{
+	struct json *doc = NULL;
+	struct err pe;
+	const char *m;
+
+	snprintf(out, n, "%d %s", resp->status, http_status_text(resp->status));
+	if (resp->body.len && json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) == 0 &&
+	    (m = json_get_str(doc, "message")) && *m) {
+		size_t k = strlen(out);
+
+		snprintf(out + k, n - k, ": %.200s", m);
+		for (char *q = out + k; *q; q++)
+			if ((unsigned char)*q < 0x20)
+				*q = ' ';
+	}
+	json_free(doc);
+}
+
+int cp_drv_unpack(const struct buf *tar, const char *base, const char *provider, struct cp_drv_file *files,
+		  size_t max, size_t *nfiles, char *msg, size_t n)
+{
+	struct tar_reader *r = tar_reader_new();
+	size_t off = 0, used;
+	struct tar_event ev;
+	struct err e;
+	int k, rc = -1;
+
+	while ((k = tar_reader_feed(r, tar->data + off, tar->len - off, &used, &ev, &e)) > 0 || k == TAR_EV_MORE) {
+		off += used;
+		if (k == TAR_EV_END || (k == TAR_EV_MORE && off >= tar->len))
+			break;
+		if (k == TAR_EV_ENTRY && ev.entry->type == TAR_REG) {
+			struct buf path = BUF_INIT;
+
+			if (*nfiles >= max) {
+				snprintf(msg, n, "more than %zu files in one archive", max);
+				goto out;
+			}
+			buf_addf(&path, "%s/%s", base, ev.entry->path);
+			files[*nfiles].path = buf_detach(&path, NULL);
+			buf_init(&files[*nfiles].data, CP_ARCHIVE_MAX);
+			(*nfiles)++;
+		} else if (k == TAR_EV_ENTRY && ev.entry->type != TAR_DIR) {
+			snprintf(msg, n, "%.200s: only files and directories travel through %s's files API",
+				 ev.entry->path, provider);
+			goto out;
+		} else if (k == TAR_EV_DATA && *nfiles && tar_reader_entry(r)->type == TAR_REG) {
+			buf_add(&files[*nfiles - 1].data, ev.data, ev.len);
+		}
+	}
+	if (k < 0 || tar_reader_finish(r, &e) < 0) {
+		snprintf(msg, n, "the archive: %.300s", e.msg);
+		goto out;
+	}
+	rc = 0;
+out:
+	tar_reader_free(r);
+	return rc;
+}
+
+void cp_drv_files_release(struct cp_drv_file *files, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(files[i].path);
+		buf_release(&files[i].data);
+	}
+}
+
+int cp_drv_tar_one(struct buf *out, const char *path, const void *data, size_t len, struct err *e)
+{
+	const char *name = strrchr(path, '/');
+	struct tar_writer *w;
+	struct tar_meta m = { 0 };
+	int rc;
+
+	name = name && name[1] ? name + 1 : path;
+	buf_init(out, CP_ARCHIVE_MAX);
+	m.mtime = clock_now_ns() / 1000000000;
+	w = tar_writer_new_buf(out);
+	rc = tar_write_file(w, name, &m, data, len, e) < 0 || tar_writer_finish(w, e) < 0 ? -1 : 0;
+	tar_writer_free(w);
+	return rc;
+}
+
+
+/* What is at target, one word, printed by a shell in the sandbox: the
+ * providers' files APIs write a path as given, so docker cp's rules are
+ * applied here from the answer. */
+static const char drv_probe_script[] =
+	"if [ -d \"$1\" ]; then echo dir; elif [ -e \"$1\" ]; then echo file; "
+	"elif [ -d \"$(dirname -- \"$1\")\" ]; then echo missing; else echo noparent; fi";
+
+struct json *cp_drv_probe_argv(const char *target)
+{
+	struct json *argv = json_new_array();
+
+	json_array_push(argv, json_new_str("/bin/sh"));
+	json_array_push(argv, json_new_str("-c"));
+	json_array_push(argv, json_new_str(drv_probe_script));
+	json_array_push(argv, json_new_str("sh"));
+	json_array_push(argv, json_new_str(target));
+	return argv;
+}
+
+/* files[i].path is "/<top>[/rest]"; it becomes prefix + what is kept. */
+static void drv_rebase(struct cp_drv_file *f, const char *target, size_t tlen, bool keep_top)
+{
+	const char *rest = keep_top ? f->path : f->path + 1 + strcspn(f->path + 1, "/");
+	struct buf p = BUF_INIT;
+
+	buf_addf(&p, "%.*s%s", (int)tlen, target, rest);
+	free(f->path);
+	f->path = buf_detach(&p, NULL);
+}
+
+int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *files, size_t n, char *msg, size_t m)
+{
+	size_t tlen = strlen(target), plen = strcspn(probe, "\r\n");
+	bool one_file = n == 1 && !strchr(files[0].path + 1, '/'), slash = tlen && target[tlen - 1] == '/';
+
+	while (tlen > 1 && target[tlen - 1] == '/')
+		tlen--;
+	if (plen == 3 && !strncmp(probe, "dir", 3)) {
+		for (size_t i = 0; i < n; i++)
+			drv_rebase(&files[i], target, tlen == 1 ? 0 : tlen, true);	/* "/" */
+	} else if (plen == 7 && !strncmp(probe, "missing", 7)) {
+		if (one_file && slash)
+			return snprintf(msg, m, "%.300s does not exist and ends in /: a file cannot become a directory",
+					target), -1;
+		for (size_t i = 0; i < n; i++)
+			drv_rebase(&files[i], target, tlen, false);
+	} else if (plen == 4 && !strncmp(probe, "file", 4)) {
+		if (!one_file)
+			return snprintf(msg, m, "%.300s is a file: a directory cannot be copied onto it", target), -1;
+		drv_rebase(&files[0], target, tlen, false);
+	} else if (plen == 8 && !strncmp(probe, "noparent", 8)) {
+		return snprintf(msg, m, "the parent directory of %.300s does not exist", target), -1;
+	} else {
+		return snprintf(msg, m, "could not tell what is at %.300s", target), -1;
+	}
+	return 0;
+}
+
+int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, const char *name, struct cp_drv_file *files,
+		     size_t max, size_t *n)
+{
+	const char *path = json_get_str(op->payload, "path"), *target = json_get_str(op->payload, "target");
+	char msg[ERR_MSG_MAX];
+
+	if ((!path && !target) || !data) {
+		cp_drv_fail(op, "a path or target and an archive are required");
+		return -1;
+	}
+	if (json_get_str(op->payload, "owner")) {
+		cp_drv_fail(op, "owner needs your machines: %s's files API writes as the sandbox's user", name);
+		return -1;
+	}
+	if (cp_drv_unpack(data, path ? path : "", name, files, max, n, msg, sizeof(msg)) < 0) {
+		cp_drv_fail(op, "%s", msg);
+		return -1;
+	}
+	return path ? 0 : 1;
+}
+
+int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out, struct cp_drv_file *files, size_t n)
+{
+	char msg[ERR_MSG_MAX];
+
+	if (code != 0) {
+		cp_drv_fail(op, "could not look at the target (exit %" PRId64 ")", code);
+		return -1;
+	}
+	if (cp_drv_place(json_get_str(op->payload, "target"), out, files, n, msg, sizeof(msg)) < 0) {
+		cp_drv_fail(op, "%s", msg);
+		return -1;
+	}
+	return 0;
+}
+
+struct json *cp_drv_put_result(const struct cp_drv_op *op, size_t n)
+{
+	const char *path = json_get_str(op->payload, "path");
+
+	return cp_obj("path", json_new_str(path ? path : json_get_str(op->payload, "target")), "files",
+		      json_new_int((int64_t)n), NULL);
+}

@@ -1,0 +1,534 @@
+/*
+ * driver_daytona.c: environment commands on a Daytona target, driven from
+ * the control plane over Daytona's REST API and the toolbox API of each
+ * sandbox (targets.md, "What each driver does today"). Wire shapes are the
+ * daytona Python SDK 0.226.1's and its generated clients', which the fake
+ * t/fakes/fake_daytona.py is checked against (t/fakes/test_sdks.py):
+ *
+ *   env.create   POST {api}/sandbox {buildInfo: {dockerfileContent: "FROM image"}, env, labels},
+ *                then GET {api}/sandbox/{id} until "started"; a command starts in the background
+ *   env.exec     POST {toolbox}/{id}/process/execute {command, timeout}: {exitCode, result}
+ *   env.put      POST {toolbox}/{id}/files/upload-v2?path=P, multipart part "file", once per file
+ *   env.get      GET  {toolbox}/{id}/files/download?path=P, one file, answered as a tar of it
+ *   env.snapshot POST {api}/sandbox/{id}/snapshot {name}, then GET until out of "snapshotting"
+ *   env.fork     POST {api}/sandbox {snapshot: name, ...}: a new sandbox from that snapshot
+ *   env.destroy  DELETE {api}/sandbox/{id}
+ *
+ * {toolbox} is the sandbox's toolboxProxyUrl as Daytona answers it, kept on
+ * the environment's row (Driver) with the sandbox id. Every call carries the
+ * cloud's key as a bearer token, as the SDK sends it to both APIs. Daytona's
+ * execute answers the command's output as one text (stdout and stderr
+ * together), so exec reports it all as stdout. Daytona names snapshots per
+ * organisation, so an environment's snapshot is named from the environment
+ * and the snapshot ("denv-<env>-<name>"), which lets a fork find it from
+ * its payload alone. Verify and the rest are refused as targets.md says.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "cp/cp.h"
+
+#define DTN_HEADER_MAX 512		/* one request header with its value */
+#define DTN_URL_MAX 2048
+#define DTN_NAME_MAX 128		/* a Daytona snapshot name */
+#define DTN_FILES_MAX 256		/* files in one env.put archive */
+#define DTN_POLL_MS 500			/* between looks at a sandbox's state */
+#define DTN_WAIT_MAX_MS 300000		/* a sandbox's start or snapshot, at most */
+#define DTN_EXTRA_MS 10000		/* a command's own timeout plus this, per call */
+#define DTN_COMMAND_TIMEOUT_S 30	/* starting the service's command in the background */
+#define DTN_EXEC_TIMEOUT_S 120		/* env.exec without timeout_sec (Daytona's own default is 10) */
+
+enum step { S_CREATE, S_WAIT, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_SNAPSHOT, S_SNAP_WAIT, S_FORK, S_DESTROY };
+
+struct dtn_op {
+	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
+	enum step step;
+	char sandbox[128];
+	char toolbox[DTN_URL_MAX];	/* the sandbox's toolboxProxyUrl */
+	char snap[DTN_NAME_MAX];
+	struct cp_drv_file files[DTN_FILES_MAX];
+	size_t nfiles, next;
+	int64_t deadline_ns;	/* of the wait for a start or a snapshot */
+};
+
+static void release(struct cp_drv_op *d)
+{
+	struct dtn_op *op = (struct dtn_op *)d;
+
+	cp_drv_files_release(op->files, op->nfiles);
+	free(op);
+}
+
+static void answered(const struct http_client_resp *resp, const struct err *e, void *arg);
+
+/* One call to the REST API (toolbox false) or to the sandbox's toolbox. */
+static int call(struct dtn_op *op, const char *method, bool toolbox, const char *path, const char *ctype,
+		const void *body, size_t len, size_t max_body)
+{
+	struct cp *cp = op->d.cp;
+	char url[DTN_URL_MAX], auth[DTN_HEADER_MAX], type[DTN_HEADER_MAX];
+	const char *headers[5];
+	size_t nh = 0;
+	struct http_client_req req = { 0 };
+	struct err e;
+
+	int k = toolbox ? snprintf(url, sizeof(url), "%s/%s%s", op->toolbox, op->sandbox, path)
+			: snprintf(url, sizeof(url), "%s%s", cp->cfg.daytona_api_url, path);
+
+	if (k < 0 || (size_t)k >= sizeof(url)) {
+		cp_drv_fail(&op->d, "%s %s: the URL is longer than %d bytes", method, toolbox ? "toolbox" : path, DTN_URL_MAX);
+		return -1;
+	}
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", op->d.token);
+	headers[nh++] = auth;
+	if (ctype) {
+		snprintf(type, sizeof(type), "Content-Type: %s", ctype);
+		headers[nh++] = type;
+	}
+	headers[nh++] = "X-Daytona-Source: denv-cp";
+	headers[nh++] = "User-Agent: denv-cp";
+	headers[nh] = NULL;
+	req.method = method;
+	req.url = url;
+	req.headers = headers;
+	req.body = body;
+	req.body_len = len;
+	req.timeout_ms = (int)op->d.timeout_ms;
+	op->d.call = http_aclient_do(cp_aclient(cp), &req, max_body, answered, op, &e);
+	memset(auth, 0, sizeof(auth));
+	if (!op->d.call) {
+		cp_drv_fail(&op->d, "%s %s: %s", method, toolbox ? "toolbox" : path, e.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int call_json(struct dtn_op *op, const char *method, bool toolbox, const char *path, const struct json *body)
+{
+	char *text = body ? json_to_string(body, JSON_COMPACT) : NULL;
+	int rc = call(op, method, toolbox, path, body ? "application/json" : NULL, text, text ? strlen(text) : 0,
+		      CP_PROVIDER_BODY_MAX);
+
+	free(text);
+	return rc;
+}
+
+/* ---- the environment's sandbox ---- */
+
+static int load_sandbox(struct dtn_op *op)
+{
+	const struct json *env = st_get(op->d.cp->db, "environments", op->d.env_id);
+	const struct json *d = json_get(env, "Driver");
+	const char *id = json_get_str(d, "sandbox_id"), *tb = json_get_str(d, "toolbox_url");
+
+	if (!id || !*id)
+		return -1;
+	str_copy(op->sandbox, sizeof(op->sandbox), id);
+	str_copy(op->toolbox, sizeof(op->toolbox), tb ? tb : "");
+	return 0;
+}
+
+/* Daytona's name for snapshot name of environment env. */
+static void snap_name(char *out, size_t n, const char *env, const char *name)
+{
+	snprintf(out, n, "denv-%s-%s", env ? env : "", name ? name : "");
+	for (char *p = out; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+		      *p == '_' || *p == '.'))
+			*p = '-';
+}
+
+/* ---- env.create and env.fork: a new sandbox, waited for ---- */
+
+static void start_sandbox(struct dtn_op *op, const char *from_snapshot)
+{
+	const struct json *services = json_get(op->d.payload, "services");
+	const struct json *s = json_at(services, 0);
+	const char *image = json_get_str(s, "image");
+	struct json *body;
+
+	if (json_len(services) != 1) {
+		cp_drv_fail(&op->d, "daytona runs one container per environment; use your machines for multi-service stacks "
+			 "(%zu services declared)", json_len(services));
+		return;
+	}
+	if (!from_snapshot && (!image || !*image)) {
+		cp_drv_fail(&op->d, "service %s has no image to build the Daytona sandbox from", json_get_str(s, "name"));
+		return;
+	}
+	body = cp_obj("env", cp_drv_env_object(json_get(s, "env")), "labels",
+		      cp_obj("denv_env", json_new_str(op->d.env_id), NULL), NULL);
+	if (from_snapshot) {
+		json_object_set_str(body, "snapshot", from_snapshot);
+	} else {
+		struct buf df = BUF_INIT;
+
+		/* what the SDK sends for an image given by name (Image.base) */
+		buf_addf(&df, "FROM %s\n", image);
+		json_object_set(body, "buildInfo", cp_obj("dockerfileContent", json_new_strn(df.data, df.len), NULL));
+		buf_release(&df);
+	}
+	op->deadline_ns = clock_now_ns() + (int64_t)DTN_WAIT_MAX_MS * 1000000;
+	call_json(op, "POST", false, "/sandbox", body);
+	json_free(body);
+}
+
+static void start_exec(struct dtn_op *op, const struct json *cmd, int64_t timeout_s);
+
+/* The sandbox is up: record it, then start the service's command. */
+static void started(struct dtn_op *op)
+{
+	const struct json *c = json_get(json_at(json_get(op->d.payload, "services"), 0), "command");
+	struct json *argv = cp_drv_background_argv(c);
+	char took[32];
+
+	snprintf(took, sizeof(took), "%.3fs", (double)(clock_now_ns() - op->d.started_ns) / 1e9);
+	json_free(op->d.result);
+	op->d.result = cp_obj("endpoints", json_new_object(), op->step == S_WAIT && op->snap[0] ? "forked_in" : "started_in",
+			    json_new_str(took), "digests", json_new_object(), "storage", json_new_str("daytona"), "egress",
+			    json_new_str("limited"), "sandbox_id", json_new_str(op->sandbox), NULL);
+	if (!argv) {
+		struct json *res = op->d.result;
+
+		op->d.result = NULL;
+		cp_drv_done(&op->d, true, res);
+		return;
+	}
+	op->step = S_COMMAND;
+	start_exec(op, argv, DTN_COMMAND_TIMEOUT_S);
+	json_free(argv);
+}
+
+static void look(struct ev *ev, void *arg)
+{
+	struct dtn_op *op = arg;
+	char path[256];
+
+	(void)ev;
+	snprintf(path, sizeof(path), "/sandbox/%s", op->sandbox);
+	call_json(op, "GET", false, path, NULL);
+}
+
+/* A sandbox's answer while it starts (S_WAIT) or snapshots (S_SNAP_WAIT). */
+static void state_answered(struct dtn_op *op, const struct http_client_resp *resp)
+{
+	struct json *doc = NULL;
+	struct err pe;
+	const char *state, *id, *tb;
+
+	if (json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0 || !(state = json_get_str(doc, "state"))) {
+		json_free(doc);
+		cp_drv_fail(&op->d, "Daytona answered %d without a sandbox state", resp->status);
+		return;
+	}
+	if (op->step == S_CREATE || op->step == S_FORK) {
+		id = json_get_str(doc, "id");
+		tb = json_get_str(doc, "toolboxProxyUrl");
+		if (!id || !*id || strlen(id) >= sizeof(op->sandbox) || !tb ||
+		    (strncmp(tb, "https://", 8) && strncmp(tb, "http://", 7)) || strlen(tb) >= sizeof(op->toolbox) / 2) {
+			json_free(doc);
+			cp_drv_fail(&op->d, "POST /sandbox answered %d without a sandbox id and toolboxProxyUrl", resp->status);
+			return;
+		}
+		str_copy(op->sandbox, sizeof(op->sandbox), id);
+		str_copy(op->toolbox, sizeof(op->toolbox), tb);
+		while (strlen(op->toolbox) && op->toolbox[strlen(op->toolbox) - 1] == '/')
+			op->toolbox[strlen(op->toolbox) - 1] = '\0';
+		cp_update(op->d.cp, "environments", op->d.env_id,
+			  cp_obj("Driver", cp_obj("provider", json_new_str("daytona"), "sandbox_id", json_new_str(id),
+						  "toolbox_url", json_new_str(op->toolbox), NULL), NULL));
+		log_info("daytona", "env %s: sandbox %s created%s%s", op->d.env_id, id, op->snap[0] ? " from snapshot " : "",
+			 op->snap);
+		op->step = S_WAIT;
+	}
+	if (str_eq(state, "error") || str_eq(state, "build_failed") || str_eq(state, "destroyed")) {
+		const char *why = json_get_str(doc, "errorReason");
+
+		cp_drv_fail(&op->d, "sandbox %s is %s%s%.200s", op->sandbox, state, why && *why ? ": " : "", why ? why : "");
+	} else if (op->step == S_WAIT && str_eq(state, "started")) {
+		started(op);
+	} else if (op->step == S_SNAP_WAIT && !str_eq(state, "snapshotting")) {
+		cp_drv_done(&op->d, true, cp_obj("snapshot", json_new_str(json_get_str(op->d.payload, "name")), "datasets",
+				      json_new_int(1), "consistent", json_new_bool(true), "how",
+				      json_new_str("daytona snapshot"), "provider_snapshot", json_new_str(op->snap), NULL));
+	} else if (clock_now_ns() > op->deadline_ns) {
+		cp_drv_fail(&op->d, "sandbox %s still %s after %d s", op->sandbox, state, DTN_WAIT_MAX_MS / 1000);
+	} else {
+		ev_timer_start(op->d.cp->ev, &op->d.timer, DTN_POLL_MS, look, op);
+	}
+	json_free(doc);
+}
+
+/* ---- env.exec: one shell command line ---- */
+
+/* argv as one POSIX shell line, each word in single quotes. */
+static void shell_line(struct buf *out, const struct json *cmd)
+{
+	for (size_t i = 0; i < json_len(cmd); i++) {
+		const char *w = json_at(cmd, i)->u.str.s;
+
+		buf_adds(out, i ? " '" : "'");
+		for (; *w; w++) {
+			if (*w == '\'')
+				buf_adds(out, "'\\''");
+			else
+				buf_addch(out, *w);
+		}
+		buf_addch(out, '\'');
+	}
+}
+
+static void start_exec(struct dtn_op *op, const struct json *cmd, int64_t timeout_s)
+{
+	struct buf line = BUF_INIT;
+	struct json *body;
+
+	bool strings = json_len(cmd) > 0;
+
+	for (size_t i = 0; strings && i < json_len(cmd); i++)
+		strings = json_at(cmd, i)->type == JSON_STRING;
+	if (!strings) {
+		cp_drv_fail(&op->d, "cmd must be a non-empty array of strings");
+		return;
+	}
+	shell_line(&line, cmd);
+	body = cp_obj("command", json_new_strn(line.data, line.len), "timeout", json_new_int(timeout_s), NULL);
+	call_json(op, "POST", true, "/process/execute", body);
+	json_free(body);
+	buf_release(&line);
+}
+
+static void put_next(struct dtn_op *op);
+
+static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp)
+{
+	struct json *doc = NULL, *res;
+	struct err pe;
+	const struct json *out;
+	int64_t code;
+
+	if (json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0 ||
+	    !(out = json_get(doc, "result")) || out->type != JSON_STRING) {
+		json_free(doc);
+		cp_drv_fail(&op->d, "process/execute answered %d without a result", resp->status);
+		return;
+	}
+	code = json_get_int(doc, "exitCode", json_get_int(doc, "code", -1));
+	if (op->step == S_PROBE) {
+		int rc = cp_drv_probed(&op->d, code, out->u.str.s, op->files, op->nfiles);
+
+		json_free(doc);
+		if (rc == 0) {
+			op->step = S_PUT;
+			put_next(op);
+		}
+		return;
+	}
+	if (op->step == S_COMMAND) {
+		res = op->d.result;
+		op->d.result = NULL;
+		json_free(doc);
+		if (code != 0) {
+			json_free(res);
+			cp_drv_fail(&op->d, "the service's command did not start (exit %" PRId64 ")", code);
+		} else {
+			cp_drv_done(&op->d, true, res);
+		}
+		return;
+	}
+	res = cp_obj("exit_code", json_new_int(code), "stdout", json_dup(out), "stderr", json_new_str(""), NULL);
+	json_free(doc);
+	cp_drv_done(&op->d, true, res);
+}
+
+/* ---- env.put: the archive's files one at a time, multipart ---- */
+
+static void put_next(struct dtn_op *op)
+{
+	struct buf path = BUF_INIT, body = BUF_INIT;
+	char boundary[64], ctype[128];
+	struct cp_drv_file *f;
+	unsigned tries = 0;
+
+	if (op->next >= op->nfiles) {
+		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
+		return;
+	}
+	f = &op->files[op->next++];
+	/* a boundary the file's bytes do not contain */
+	do
+		snprintf(boundary, sizeof(boundary), "denv-%016" PRIx64 "-%u", (uint64_t)op->d.started_ns, tries++);
+	while (f->data.len && memmem(f->data.data, f->data.len, boundary, strlen(boundary)));
+	buf_init(&body, CP_ARCHIVE_MAX + 1024);
+	buf_addf(&body, "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"file\"\r\n"
+		       "Content-Type: application/octet-stream\r\n\r\n", boundary);
+	buf_add(&body, f->data.data, f->data.len);
+	buf_addf(&body, "\r\n--%s--\r\n", boundary);
+	snprintf(ctype, sizeof(ctype), "multipart/form-data; boundary=%s", boundary);
+	buf_adds(&path, "/files/upload-v2?path=");
+	cp_drv_query_escape(&path, f->path);
+	call(op, "POST", true, path.data, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
+	buf_release(&path);
+	buf_release(&body);
+}
+
+/* ---- answers ---- */
+
+static void answered(const struct http_client_resp *resp, const struct err *e, void *arg)
+{
+	struct dtn_op *op = arg;
+
+	if (!cp_drv_answered(&op->d, "Daytona", resp, e))
+		return;
+	switch (op->step) {
+	case S_CREATE:
+	case S_FORK:
+	case S_WAIT:
+	case S_SNAPSHOT:
+	case S_SNAP_WAIT:
+		if (op->step == S_SNAPSHOT)
+			op->step = S_SNAP_WAIT;
+		state_answered(op, resp);
+		break;
+	case S_EXEC:
+	case S_COMMAND:
+	case S_PROBE:
+		exec_answered(op, resp);
+		break;
+	case S_PUT:
+		put_next(op);
+		break;
+	case S_GET: {
+		struct err te;
+
+		if (cp_drv_tar_one(&op->d.out, json_get_str(op->d.payload, "path"), resp->body.data, resp->body.len, &te) < 0)
+			cp_drv_fail(&op->d, "%s", te.msg);
+		else
+			cp_drv_done(&op->d, true, json_new_object());
+		break;
+	}
+	case S_DESTROY:
+		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));
+		break;
+	}
+}
+
+/* ---- entry ---- */
+
+static void begin_get(struct dtn_op *op)
+{
+	struct buf path = BUF_INIT;
+
+	buf_adds(&path, "/files/download?path=");
+	cp_drv_query_escape(&path, json_get_str(op->d.payload, "path"));
+	call(op, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
+	buf_release(&path);
+}
+
+/* By path: extract under it. By target: docker cp's rules, after a look at it. */
+static void begin_put(struct dtn_op *op, const struct buf *data)
+{
+	int how = cp_drv_put_begin(&op->d, data, "Daytona", op->files, DTN_FILES_MAX, &op->nfiles);
+	struct json *argv;
+
+	if (how == 0) {
+		put_next(op);
+	} else if (how == 1) {
+		op->step = S_PROBE;
+		argv = cp_drv_probe_argv(json_get_str(op->d.payload, "target"));
+		start_exec(op, argv, DTN_COMMAND_TIMEOUT_S);
+		json_free(argv);
+	}
+}
+
+static void begin(struct dtn_op *op, const struct buf *data)
+{
+	char path[256];
+	struct json *b;
+
+	if (op->step == S_CREATE) {
+		start_sandbox(op, NULL);
+		return;
+	}
+	if (op->step == S_FORK) {
+		snap_name(op->snap, sizeof(op->snap), json_get_str(op->d.payload, "from_env"),
+			  json_get_str(op->d.payload, "from_snapshot"));
+		start_sandbox(op, op->snap);
+		return;
+	}
+	if (load_sandbox(op) < 0) {
+		if (op->step == S_DESTROY)
+			cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* never created */
+		else
+			cp_drv_fail(&op->d, "environment %s has no Daytona sandbox (its create did not finish)", op->d.env_id);
+		return;
+	}
+	switch (op->step) {
+	case S_EXEC:
+		start_exec(op, json_get(op->d.payload, "cmd"), json_get_int(op->d.payload, "timeout_sec", DTN_EXEC_TIMEOUT_S));
+		break;
+	case S_PUT:
+		begin_put(op, data);
+		break;
+	case S_GET:
+		if (!json_get_str(op->d.payload, "path"))
+			cp_drv_fail(&op->d, "path is required");
+		else
+			begin_get(op);
+		break;
+	case S_SNAPSHOT:
+		snap_name(op->snap, sizeof(op->snap), op->d.env_id, json_get_str(op->d.payload, "name"));
+		op->deadline_ns = clock_now_ns() + (int64_t)DTN_WAIT_MAX_MS * 1000000;
+		snprintf(path, sizeof(path), "/sandbox/%s/snapshot", op->sandbox);
+		b = cp_obj("name", json_new_str(op->snap), NULL);
+		call_json(op, "POST", false, path, b);
+		json_free(b);
+		break;
+	case S_DESTROY:
+		snprintf(path, sizeof(path), "/sandbox/%s", op->sandbox);
+		call_json(op, "DELETE", false, path, NULL);
+		break;
+	default:
+		break;
+	}
+}
+
+struct cp_drv_op *cp_daytona_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
+				   const struct json *payload, const struct buf *data, int64_t timeout_ms,
+				   cp_drv_fn fn, void *arg, char *refused, size_t n)
+{
+	static const struct {
+		const char *kind;
+		enum step step;
+	} kinds[] = {
+		{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	    { "env.put", S_PUT },	   { "env.get", S_GET },
+		{ "env.snapshot", S_SNAPSHOT }, { "env.fork", S_FORK }, { "env.destroy", S_DESTROY },
+	};
+	const char *token;
+	struct dtn_op *op;
+	size_t i;
+
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !str_eq(kinds[i].kind, kind); i++)
+		;
+	if (i == sizeof(kinds) / sizeof(kinds[0])) {
+		snprintf(refused, n, "daytona: %s: not supported on daytona yet", kind);
+		return NULL;
+	}
+	if (!(token = cp_drv_token(cloud, "daytona", kind, refused, n)))
+		return NULL;
+	op = xcalloc(1, sizeof(*op));
+	cp_drv_init(&op->d, cp, "daytona", kind, env_id, token, payload, timeout_ms, fn, arg, release);
+	op->step = kinds[i].step;
+	if (op->step == S_EXEC) {
+		int64_t own = json_get_int(op->d.payload, "timeout_sec", DTN_EXEC_TIMEOUT_S) * 1000 + DTN_EXTRA_MS;
+
+		op->d.timeout_ms = timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
+	}
+	begin(op, data);
+	return &op->d;
+}
