@@ -323,6 +323,11 @@ static void on_signal(struct ev *ev, int signo, void *arg)
 {
 	struct cp *cp = arg;
 
+	if (!cp->srv) {		/* standing by: nothing to drain */
+		cp->stopping = true;
+		ev_stop(ev);
+		return;
+	}
 	if (cp->stopping) {
 		log_warn("cp", "second signal: stopping now");
 		ev_stop(ev);
@@ -370,16 +375,23 @@ static int run(struct cp *cp)
 	struct err e;
 
 	cp->ev = ev_new();
-	if (cp_db_open(cp, &e) < 0 || cp_bootstrap(cp, &e) < 0) {
-		fprintf(stderr, "denv-cp: %s\n", e.msg);
-		return 1;
-	}
-	cp_templates_check();
 	hopts.listen = cp->cfg.addr;
 	hopts.tls_cert = cp->cfg.tls_cert;
 	hopts.tls_key = cp->cfg.tls_key;
 	hopts.max_conns_per_addr = cp->cfg.max_conns_per_addr;
 	raise_fd_limit();
+	ev_signal_add(cp->ev, SIGINT, on_signal, cp);
+	ev_signal_add(cp->ev, SIGTERM, on_signal, cp);
+	signal(SIGPIPE, SIG_IGN);
+	if (cp_db_open_or_stand_by(cp, &hopts, &e) < 0 || cp_bootstrap(cp, &e) < 0) {
+		if (cp->stopping) {
+			log_info("cp", "stopped");
+			return 0;
+		}
+		fprintf(stderr, "denv-cp: %s\n", e.msg);
+		return 1;
+	}
+	cp_templates_check();
 	cp->srv = http_server_new(cp->ev, &hopts, &e);
 	if (!cp->srv) {
 		fprintf(stderr, "denv-cp: listen %s: %s\n", cp->cfg.addr, e.msg);
@@ -395,9 +407,6 @@ static int run(struct cp *cp)
 	cp_ttl_start(cp);
 	cp_contexts_start(cp);
 	cp_idem_sweep(cp);
-	ev_signal_add(cp->ev, SIGINT, on_signal, cp);
-	ev_signal_add(cp->ev, SIGTERM, on_signal, cp);
-	signal(SIGPIPE, SIG_IGN);
 	if (cp->cfg.gh_app_id && !cp->cfg.gh_webhook_secret)
 		log_warn("cp", "GitHub App configured without DENV_GITHUB_WEBHOOK_SECRET: webhooks are refused");
 	log_listening(cp);

@@ -1,4 +1,5 @@
 /* pg.c: the store's durable log on PostgreSQL (see pg.h). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +225,7 @@ static int connected(struct stpg *p, struct err *e)
 	if (!locked) {
 		err_set(e, "store: PostgreSQL %s: another denv-cp has this database open (advisory lock %ld)",
 			p->safe, PG_LOCK_KEY);
+		e->code = EBUSY;	/* a standby waits on exactly this (cp/standby.c) */
 		goto fail;
 	}
 	if (p->ev) {

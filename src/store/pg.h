@@ -20,7 +20,8 @@
  *
  * One process at a time: the connection holds a session advisory lock
  * (PG_LOCK_KEY) for its life; a second denv-cp on the same database is
- * refused at open, and so is a reconnect after another took the lock.
+ * refused at open (e->code EBUSY: a standby denv-cp waits for it), and so
+ * is a reconnect after another took the lock.
  */
 #ifndef DENV_STORE_PG_H
 #define DENV_STORE_PG_H

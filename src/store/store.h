@@ -234,7 +234,8 @@ struct st_db;
  * A torn tail is truncated with a warning; a corrupt record followed by good
  * ones fails (naming the offset) unless opts->repair; so does a log that
  * holds less than its mark says was acknowledged (naming both counts).
- * -1 and e on failure. */
+ * -1 and e on failure (e->code EBUSY: another denv-cp holds the
+ * PostgreSQL store's lock; a standby waits on that, cp/standby.c). */
 int st_open(const char *path, const struct st_opts *opts, struct st_db **out, struct err *e);
 
 /* True if path is a PostgreSQL DSN (see "PostgreSQL" above). */
