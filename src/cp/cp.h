@@ -273,6 +273,8 @@ struct cp {
 	struct cp_idem *idem;		/* Idempotency-Keys whose first request runs (idem.c) */
 	struct cp_exec_use *exec_use;	/* execs in flight per team (quota.c) */
 	char listen[CP_LISTEN_MAX];	/* -addr with the port a standby was given (standby.c) */
+	struct ev_timer lease_check;	/* is the PostgreSQL lease still ours (standby.c) */
+	bool lease_lost;
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -351,6 +353,9 @@ int cp_bootstrap(struct cp *cp, struct err *e);
  * lease is ours, then close that listener and return 0 with the store
  * open (an -addr on port 0 becomes the standby's port: hopts->listen). -1 and e otherwise (cp->stopping: a signal ended the wait). */
 int cp_db_open_or_stand_by(struct cp *cp, struct http_server_opts *hopts, struct err *e);
+/* While active on PostgreSQL: stop the loop (cp->lease_lost) once the store
+ * says another process took the lease. */
+void cp_lease_watch(struct cp *cp);
 
 /* ---- authentication (auth.c) ---- */
 

@@ -407,6 +407,7 @@ static int run(struct cp *cp)
 	cp_ttl_start(cp);
 	cp_contexts_start(cp);
 	cp_idem_sweep(cp);
+	cp_lease_watch(cp);
 	if (cp->cfg.gh_app_id && !cp->cfg.gh_webhook_secret)
 		log_warn("cp", "GitHub App configured without DENV_GITHUB_WEBHOOK_SECRET: webhooks are refused");
 	log_listening(cp);
@@ -414,6 +415,8 @@ static int run(struct cp *cp)
 		log_error("cp", "event loop failed");
 		return 1;
 	}
+	if (cp->lease_lost)
+		return 1;
 	log_info("cp", "stopped");
 	return 0;
 }

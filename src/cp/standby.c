@@ -130,3 +130,25 @@ int cp_db_open_or_stand_by(struct cp *cp, struct http_server_opts *hopts, struct
 		err_set(e, "stopped while standing by");
 	return s.rc;
 }
+
+/* An active process that lost the lease (its connection dropped and a
+ * standby took the lock) must not go on answering from rows that no longer
+ * are the truth: it stops, exit status 1; restarted, it stands by. */
+static void check_lease(struct ev *ev, void *arg)
+{
+	struct cp *cp = arg;
+
+	if (!st_lease_lost(cp->db)) {
+		ev_timer_start(ev, &cp->lease_check, CP_STANDBY_POLL_MS, check_lease, cp);
+		return;
+	}
+	log_error("cp", "lost the lease on %s to another denv-cp: stopping", cp->cfg.db_shown);
+	cp->lease_lost = true;
+	ev_stop(ev);
+}
+
+void cp_lease_watch(struct cp *cp)
+{
+	if (st_is_remote(cp->cfg.db))
+		ev_timer_start(cp->ev, &cp->lease_check, CP_STANDBY_POLL_MS, check_lease, cp);
+}

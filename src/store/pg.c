@@ -442,7 +442,7 @@ static int reconnect_done(struct stpg *p, int rc, struct err *ep)
 
 	if (rc < 0) {
 		log_warn(MOD, "%s", e.msg);
-		if (strstr(e.msg, "another denv-cp")) {
+		if (e.code == EBUSY) {	/* another process holds the lease now */
 			p->state = PG_DEAD;
 			err_set(&p->down_err, "%s; refusing writes (restart this denv-cp)", e.msg);
 		}
@@ -568,6 +568,11 @@ int stpg_ready(struct stpg *p, struct err *e)
 			       "refusing new ones until they commit", p->safe);
 	*e = p->down_err;
 	return -1;
+}
+
+bool stpg_lost(const struct stpg *p)
+{
+	return p->state == PG_DEAD;
 }
 
 bool stpg_busy(const struct stpg *p)

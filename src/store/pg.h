@@ -68,6 +68,9 @@ void stpg_del(struct stpg *p, const char *tbl, const char *id);
  * reconnect is under way) while the server is unreachable or kept ops
  * are being sent again. Without a loop this tries one reconnect itself. */
 int stpg_ready(struct stpg *p, struct err *e);
+/* A reconnect found the lock taken: another denv-cp is active on this
+ * database now, and this one refuses commits for good. */
+bool stpg_lost(const struct stpg *p);
 /* A batch is in flight (one at a time: stpg_send waits for it to end). */
 bool stpg_busy(const struct stpg *p);
 

@@ -367,6 +367,9 @@ int st_copy(struct st_db *from, struct st_db *to, struct err *e);
 
 /* True after an fsync (or an unrecoverable write) failed: commits are refused. */
 bool st_failed(const struct st_db *db);
+/* PostgreSQL only: the connection was lost and, when it came back, another
+ * process held the lock: it is the active one now, this one must stop. */
+bool st_lease_lost(const struct st_db *db);
 
 struct st_stats {
 	off_t log_bytes;	/* size of the log file */
