@@ -24,6 +24,8 @@ static const char usage_text[] =
 	"  -addr ADDR        listen address (DENV_ADDR; default :8080)\n"
 	"  -db DIR|DSN       store directory, or postgres://user@host/db for PostgreSQL\n"
 	"                    (DENV_DB, or DENV_DB_HOST and the other DENV_DB_*; default denv.db)\n"
+	"                    a second denv-cp on the same PostgreSQL stands by (503) and\n"
+	"                    takes over when the active one dies (denv-cp(8), STANDBY)\n"
 	"  -db-copy FROM TO  copy every row of one store into another, empty one (each a\n"
 	"                    directory or a DSN), check both hold the same, and exit\n"
 	"  -db-repair        keep the good part of a corrupt store log, move the rest aside;\n"
