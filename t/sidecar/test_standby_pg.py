@@ -204,8 +204,9 @@ try:
         active[0] = 1 - a
         if not wait_active(1 - a, 30):
             break
-        worst = max(worst, time.time() - t0)
-        slow += worst > TAKEOVER_S
+        took = time.time() - t0
+        worst = max(worst, took)
+        slow += took > TAKEOVER_S
         cps[a] = start_cp(a)
         if not wait_standby(a):
             break
