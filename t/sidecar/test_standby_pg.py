@@ -4,7 +4,8 @@ with Retry-After, /health "standby"); kill -9 of the active one, and the
 standby serves within CP_TAKEOVER_S; denvd reconnects to it; the deployment
 that was in flight ends failed with a reason; an active process whose
 connection was cut while a standby took the lease stops (exit 1); and 50
-kill -9 take-overs under a stream of writes lose no acknowledged write.
+kill -9 take-overs under a stream of writes lose no acknowledged write;
+SIGTERM stops a standby.
 argv: top tmp dsn."""
 import json
 import os
@@ -223,6 +224,13 @@ try:
          "ran %d, %d slow" % (k, slow))
     t.ok(st == 200 and len(acked) > KILLS and not lost,
          "%d acknowledged writes across them, 0 lost" % len(acked), "lost: %s" % lost[:20])
+    sb = cps[1 - active[0]]
+    sb.send_signal(signal.SIGTERM)
+    try:
+        rc = sb.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        rc = None
+    t.ok(rc == 0, "SIGTERM stops a standby at once, exit 0 (%s)" % rc)
 finally:
     for p in cps + [denvd]:
         if p and p.poll() is None:
