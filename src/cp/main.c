@@ -470,6 +470,7 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.daytona_api_url);
 	free((char *)cp->cfg.gh_api_url);
 	free((char *)cp->cfg.gh_url);
+	free((char *)cp->cfg.db_shown);
 }
 
 /* denv-cp -db-copy FROM TO: every row of one store into another, empty one
