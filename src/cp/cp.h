@@ -33,6 +33,11 @@
 #define CP_CONTEXT_SWEEP_MS (10 * 60 * 1000)	/* how often stored contexts are swept (DENV_CONTEXT_SWEEP_SEC) */
 #define CP_CONTEXT_SWEEP_MAX 256		/* contexts removed per sweep, at most */
 #define CP_SHUTDOWN_GRACE_MS 10000		/* SIGINT/SIGTERM: wait for requests in flight */
+#define CP_LISTEN_MAX 320			/* -addr HOST:PORT */
+#define CP_STANDBY_POLL_MS 500			/* a standby tries for the store's lease this often */
+#define CP_STANDBY_RETRY_AFTER_S 1		/* Retry-After on a standby's 503 answers */
+#define CP_TAKEOVER_S 5				/* a standby serves within this of the active's death
+						 * (one poll plus loading a small store; t/integ/cp-standby-pg.sh) */
 #define CP_SESSION_TTL_S (30 * 24 * 3600)	/* dst_ sessions */
 #define CP_DEVICE_TTL_S 900			/* device codes, and approved keys held for them */
 #define CP_DEVICE_INTERVAL_S 5			/* how often the CLI may poll the token route */
@@ -268,6 +273,9 @@ struct cp {
 	struct ev_timer context_sweep;	/* removes stored contexts no version names (contexts.c) */
 	struct cp_idem *idem;		/* Idempotency-Keys whose first request runs (idem.c) */
 	struct cp_exec_use *exec_use;	/* execs in flight per team (quota.c) */
+	char listen[CP_LISTEN_MAX];	/* -addr with the port a standby was given (standby.c) */
+	struct ev_timer lease_check;	/* is the PostgreSQL lease still ours (standby.c) */
+	bool lease_lost;
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -338,6 +346,17 @@ int cp_db_open(struct cp *cp, struct err *e);
 /* On a store without teams: the first team and its key (DENV_BOOTSTRAP_KEY or
  * a new one, printed to stderr once). */
 int cp_bootstrap(struct cp *cp, struct err *e);
+
+/* ---- standby (standby.c) ---- */
+
+/* cp_db_open; when another denv-cp holds the PostgreSQL store's lease,
+ * stand by on hopts' address (every request 503, Retry-After) until the
+ * lease is ours, then close that listener and return 0 with the store
+ * open (an -addr on port 0 becomes the standby's port: hopts->listen). -1 and e otherwise (cp->stopping: a signal ended the wait). */
+int cp_db_open_or_stand_by(struct cp *cp, struct http_server_opts *hopts, struct err *e);
+/* While active on PostgreSQL: stop the loop (cp->lease_lost) once the store
+ * says another process took the lease. */
+void cp_lease_watch(struct cp *cp);
 
 /* ---- authentication (auth.c) ---- */
 

@@ -24,6 +24,8 @@ static const char usage_text[] =
 	"  -addr ADDR        listen address (DENV_ADDR; default :8080)\n"
 	"  -db DIR|DSN       store directory, or postgres://user@host/db for PostgreSQL\n"
 	"                    (DENV_DB, or DENV_DB_HOST and the other DENV_DB_*; default denv.db)\n"
+	"                    a second denv-cp on the same PostgreSQL stands by (503) and\n"
+	"                    takes over when the active one dies (denv-cp(8), STANDBY)\n"
 	"  -db-copy FROM TO  copy every row of one store into another, empty one (each a\n"
 	"                    directory or a DSN), check both hold the same, and exit\n"
 	"  -db-repair        keep the good part of a corrupt store log, move the rest aside;\n"
@@ -323,6 +325,11 @@ static void on_signal(struct ev *ev, int signo, void *arg)
 {
 	struct cp *cp = arg;
 
+	if (!cp->srv) {		/* standing by: nothing to drain */
+		cp->stopping = true;
+		ev_stop(ev);
+		return;
+	}
 	if (cp->stopping) {
 		log_warn("cp", "second signal: stopping now");
 		ev_stop(ev);
@@ -370,16 +377,23 @@ static int run(struct cp *cp)
 	struct err e;
 
 	cp->ev = ev_new();
-	if (cp_db_open(cp, &e) < 0 || cp_bootstrap(cp, &e) < 0) {
-		fprintf(stderr, "denv-cp: %s\n", e.msg);
-		return 1;
-	}
-	cp_templates_check();
 	hopts.listen = cp->cfg.addr;
 	hopts.tls_cert = cp->cfg.tls_cert;
 	hopts.tls_key = cp->cfg.tls_key;
 	hopts.max_conns_per_addr = cp->cfg.max_conns_per_addr;
 	raise_fd_limit();
+	ev_signal_add(cp->ev, SIGINT, on_signal, cp);
+	ev_signal_add(cp->ev, SIGTERM, on_signal, cp);
+	signal(SIGPIPE, SIG_IGN);
+	if (cp_db_open_or_stand_by(cp, &hopts, &e) < 0 || cp_bootstrap(cp, &e) < 0) {
+		if (cp->stopping) {
+			log_info("cp", "stopped");
+			return 0;
+		}
+		fprintf(stderr, "denv-cp: %s\n", e.msg);
+		return 1;
+	}
+	cp_templates_check();
 	cp->srv = http_server_new(cp->ev, &hopts, &e);
 	if (!cp->srv) {
 		fprintf(stderr, "denv-cp: listen %s: %s\n", cp->cfg.addr, e.msg);
@@ -395,9 +409,7 @@ static int run(struct cp *cp)
 	cp_ttl_start(cp);
 	cp_contexts_start(cp);
 	cp_idem_sweep(cp);
-	ev_signal_add(cp->ev, SIGINT, on_signal, cp);
-	ev_signal_add(cp->ev, SIGTERM, on_signal, cp);
-	signal(SIGPIPE, SIG_IGN);
+	cp_lease_watch(cp);
 	if (cp->cfg.gh_app_id && !cp->cfg.gh_webhook_secret)
 		log_warn("cp", "GitHub App configured without DENV_GITHUB_WEBHOOK_SECRET: webhooks are refused");
 	log_listening(cp);
@@ -405,6 +417,8 @@ static int run(struct cp *cp)
 		log_error("cp", "event loop failed");
 		return 1;
 	}
+	if (cp->lease_lost)
+		return 1;
 	log_info("cp", "stopped");
 	return 0;
 }
@@ -456,6 +470,7 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.daytona_api_url);
 	free((char *)cp->cfg.gh_api_url);
 	free((char *)cp->cfg.gh_url);
+	free((char *)cp->cfg.db_shown);
 }
 
 /* denv-cp -db-copy FROM TO: every row of one store into another, empty one

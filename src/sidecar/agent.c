@@ -1,7 +1,7 @@
 /* agent.c: the session with the control plane (protocol.md "Session"):
  * dial, hello with capabilities, the hello answer that carries a new host's
- * identity, heartbeats every 10 s, reconnects with backoff 1 s -> 30 s, and
- * exit on a 1008 close. Frames in are handed to dispatch.c. */
+ * identity, heartbeats every 10 s, reconnects with backoff 1 s -> 30 s
+ * (going round --server's list of URLs first), and exit on a 1008 close. Frames in are handed to dispatch.c. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +21,9 @@ struct agent {
 	struct dispatch *dp;
 	struct json *caps;
 	struct ev_timer heartbeat, reconnect, sweep;
-	char url[4096];
+	char urls[SC_SERVERS_MAX][SC_URL_MAX];	/* --server's list, as stream URLs */
+	size_t nurls, cur;			/* urls[cur] is dialled next */
+	size_t failed;				/* URLs tried in a row without a session */
 	int64_t backoff_ms;
 	int64_t connected_at;
 	bool fatal;
@@ -129,6 +131,7 @@ static void on_message(struct ws_conn *c, bool is_binary, const void *data, size
 		json_free(f);
 		return;
 	}
+	a->failed = 0;	/* this URL answers: a drop starts a new round of the list */
 	type = json_get_str(f, "type");
 	if (str_eq(type, "command"))
 		dispatch_command(a->dp, f);
@@ -196,8 +199,8 @@ static void connect_now(struct ev *ev, void *arg)
 	o.on_close = on_close;
 	o.on_drain = on_drain;
 	o.arg = a;
-	log_info("denvd", "connecting to %s", a->url);
-	if (ws_dial(ev, a->url, NULL, &o, &a->conn, &e) < 0) {
+	log_info("denvd", "connecting to %s", a->urls[a->cur]);
+	if (ws_dial(ev, a->urls[a->cur], NULL, &o, &a->conn, &e) < 0) {
 		a->conn = NULL;
 		log_warn("denvd", "connect: %s", e.msg);
 		schedule_reconnect(a);
@@ -208,8 +211,17 @@ static void connect_now(struct ev *ev, void *arg)
 	ev_timer_start(ev, &a->heartbeat, SC_HEARTBEAT_MS, send_heartbeat, a);
 }
 
+/* The next URL of the list (a standby may be the active one now) soon;
+ * once every URL failed in a row, wait the back-off, which then grows. */
 static void schedule_reconnect(struct agent *a)
 {
+	a->cur = (a->cur + 1) % a->nurls;
+	if (++a->failed < a->nurls) {
+		log_info("denvd", "trying the next control plane, %s", a->urls[a->cur]);
+		ev_timer_start(a->ev, &a->reconnect, SC_NEXT_SERVER_MS, connect_now, a);
+		return;
+	}
+	a->failed = 0;
 	log_info("denvd", "reconnecting in %lld s", (long long)(a->backoff_ms / 1000));
 	ev_timer_start(a->ev, &a->reconnect, a->backoff_ms, connect_now, a);
 	a->backoff_ms *= 2;
@@ -267,7 +279,7 @@ int agent_run(struct sc_config *c, struct err *e)
 	ig_restore_all(c->data_dir);
 	memset(&a, 0, sizeof(a));
 	a.cfg = c;
-	if (sc_stream_url(c->server, a.url, sizeof(a.url), e) < 0)
+	if (sc_stream_urls(c->server, a.urls, SC_SERVERS_MAX, &a.nurls, e) < 0)
 		return -1;
 	if (!(a.ev = ev_new()))
 		return err_set(e, "cannot create the event loop");

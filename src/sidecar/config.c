@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
@@ -37,6 +38,17 @@ bool sc_safe_id(const char *s)
 		if (!isalnum((unsigned char)s[n]) && s[n] != '_' && s[n] != '-')
 			return false;
 	return n < SC_ID_MAX;
+}
+
+static const char *own(struct sc_config *c, char *s);
+
+/* "a" and "b" as "a,b", the list form of --server. */
+static const char *join_servers(struct sc_config *c, const char *a, const char *b)
+{
+	struct buf j = BUF_INIT;
+
+	buf_addf(&j, "%s,%s", a, b);
+	return own(c, buf_detach(&j, NULL));
 }
 
 int sc_config_parse(int argc, char **argv, struct sc_config *c, struct err *e)
@@ -86,7 +98,11 @@ int sc_config_parse(int argc, char **argv, struct sc_config *c, struct err *e)
 				continue;
 			if (!val && i + 1 >= argc)
 				return err_set(e, "flag needs an argument: --%s", name);
-			*(const char **)((char *)c + flags[k].off) = val ? val : argv[++i];
+			if (!val)
+				val = argv[++i];
+			if (flags[k].given == &c->server_flag && c->server_flag)
+				val = join_servers(c, c->server, val);	/* --server again: one more to try */
+			*(const char **)((char *)c + flags[k].off) = val;
 			*(flags[k].given ? flags[k].given : &flag_given_dummy) = true;
 			done = true;
 		}
@@ -286,6 +302,36 @@ int sc_state_save(const struct sc_config *c, struct err *e)
 	memset(text, 0, strlen(text));	/* it held the secret */
 	free(text);
 	return rc < 0 ? err_prefix(e, "state file %s", c->state_path) : 0;
+}
+
+/* "URL[,URL...]": each URL's stream URL into out[0..*n). */
+int sc_stream_urls(const char *servers, char out[][SC_URL_MAX], size_t max, size_t *n, struct err *e)
+{
+	const char *p = servers;
+
+	*n = 0;
+	if (!servers || !*servers)
+		return sc_stream_url(servers, out[0], SC_URL_MAX, e);
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		char one[SC_URL_MAX], *u;
+
+		if (*n == max)
+			return err_set(e, "--server: more than %zu control plane URLs", max);
+		if (len >= sizeof(one))
+			return err_set(e, "--server: URL too long");
+		memcpy(one, p, len);
+		one[len] = '\0';
+		u = str_trim(one);
+		if (!*u)
+			return err_set(e, "--server %s: an empty URL in the list", servers);
+		if (sc_stream_url(u, out[*n], SC_URL_MAX, e) < 0)
+			return -1;
+		(*n)++;
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
 }
 
 /* http://h[:p][/base] -> ws://h[:p][/base]/v1/hosts/stream (https -> wss). */

@@ -41,6 +41,11 @@ struct http_client;
 #define SC_BACKOFF_MAX_MS 30000
 /* A session that lasted this long resets the backoff to its minimum. */
 #define SC_BACKOFF_RESET_MS 10000
+/* --server may list standbys: a dropped or refused stream tries the next
+ * URL after SC_NEXT_SERVER_MS; the back-off grows once every one failed. */
+#define SC_SERVERS_MAX 8
+#define SC_URL_MAX 4096
+#define SC_NEXT_SERVER_MS 250
 #define SC_WS_PING_MS 30000
 #define SC_FRAME_MAX ((size_t)16 << 20)
 /* Keep at most this many bytes queued on the socket while streaming chunks. */
@@ -168,7 +173,7 @@ struct sc_config {
 	bool verbose;
 	char host_id[SC_ID_MAX];
 	char secret[256];
-	char *own[8];			/* strings this config allocated (sc_config_release) */
+	char *own[16];			/* strings this config allocated (sc_config_release) */
 	size_t nown;
 };
 
@@ -182,6 +187,9 @@ void sc_config_release(struct sc_config *c);
 int sc_state_load(struct sc_config *c, struct err *e);
 int sc_state_save(const struct sc_config *c, struct err *e);
 int sc_stream_url(const char *server, char *out, size_t n, struct err *e);
+/* --server's list, "URL[,URL...]" (a control plane and its standbys): at
+ * most max stream URLs into out, their count in *n. */
+int sc_stream_urls(const char *servers, char out[][SC_URL_MAX], size_t max, size_t *n, struct err *e);
 bool sc_safe_id(const char *s);
 
 /* hostinfo.c: the capabilities object of hello and host.report. */

@@ -1,4 +1,5 @@
 /* pg.c: the store's durable log on PostgreSQL (see pg.h). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +225,7 @@ static int connected(struct stpg *p, struct err *e)
 	if (!locked) {
 		err_set(e, "store: PostgreSQL %s: another denv-cp has this database open (advisory lock %ld)",
 			p->safe, PG_LOCK_KEY);
+		e->code = EBUSY;	/* a standby waits on exactly this (cp/standby.c) */
 		goto fail;
 	}
 	if (p->ev) {
@@ -440,7 +442,7 @@ static int reconnect_done(struct stpg *p, int rc, struct err *ep)
 
 	if (rc < 0) {
 		log_warn(MOD, "%s", e.msg);
-		if (strstr(e.msg, "another denv-cp")) {
+		if (e.code == EBUSY) {	/* another process holds the lease now */
 			p->state = PG_DEAD;
 			err_set(&p->down_err, "%s; refusing writes (restart this denv-cp)", e.msg);
 		}
@@ -566,6 +568,11 @@ int stpg_ready(struct stpg *p, struct err *e)
 			       "refusing new ones until they commit", p->safe);
 	*e = p->down_err;
 	return -1;
+}
+
+bool stpg_lost(const struct stpg *p)
+{
+	return p->state == PG_DEAD;
 }
 
 bool stpg_busy(const struct stpg *p)

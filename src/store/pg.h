@@ -20,7 +20,8 @@
  *
  * One process at a time: the connection holds a session advisory lock
  * (PG_LOCK_KEY) for its life; a second denv-cp on the same database is
- * refused at open, and so is a reconnect after another took the lock.
+ * refused at open (e->code EBUSY: a standby denv-cp waits for it), and so
+ * is a reconnect after another took the lock.
  */
 #ifndef DENV_STORE_PG_H
 #define DENV_STORE_PG_H
@@ -67,6 +68,9 @@ void stpg_del(struct stpg *p, const char *tbl, const char *id);
  * reconnect is under way) while the server is unreachable or kept ops
  * are being sent again. Without a loop this tries one reconnect itself. */
 int stpg_ready(struct stpg *p, struct err *e);
+/* A reconnect found the lock taken: another denv-cp is active on this
+ * database now, and this one refuses commits for good. */
+bool stpg_lost(const struct stpg *p);
 /* A batch is in flight (one at a time: stpg_send waits for it to end). */
 bool stpg_busy(const struct stpg *p);
 

@@ -2501,6 +2501,11 @@ bool st_failed(const struct st_db *db)
 	return db->failed;
 }
 
+bool st_lease_lost(const struct st_db *db)
+{
+	return db->pg && stpg_lost(db->pg);
+}
+
 void st_stats(const struct st_db *db, struct st_stats *out)
 {
 	out->log_bytes = db->size;

@@ -234,7 +234,8 @@ struct st_db;
  * A torn tail is truncated with a warning; a corrupt record followed by good
  * ones fails (naming the offset) unless opts->repair; so does a log that
  * holds less than its mark says was acknowledged (naming both counts).
- * -1 and e on failure. */
+ * -1 and e on failure (e->code EBUSY: another denv-cp holds the
+ * PostgreSQL store's lock; a standby waits on that, cp/standby.c). */
 int st_open(const char *path, const struct st_opts *opts, struct st_db **out, struct err *e);
 
 /* True if path is a PostgreSQL DSN (see "PostgreSQL" above). */
@@ -366,6 +367,9 @@ int st_copy(struct st_db *from, struct st_db *to, struct err *e);
 
 /* True after an fsync (or an unrecoverable write) failed: commits are refused. */
 bool st_failed(const struct st_db *db);
+/* PostgreSQL only: the connection was lost and, when it came back, another
+ * process held the lock: it is the active one now, this one must stop. */
+bool st_lease_lost(const struct st_db *db);
 
 struct st_stats {
 	off_t log_bytes;	/* size of the log file */

@@ -34,6 +34,35 @@ static void test_urls(void)
 	}
 }
 
+/* A control plane and its standbys: a comma list, or --server again. */
+static void test_url_list(void)
+{
+	static char urls[SC_SERVERS_MAX][SC_URL_MAX];
+	char many[SC_SERVERS_MAX * 16 + 16];
+	size_t used = 0;
+	char *argv[] = { "denvd", "run", "--server", "http://a:1", "--server=http://b:2,http://c:3", NULL };
+	struct sc_config c;
+	struct err e;
+	size_t n = 0;
+
+	ok(sc_stream_urls("http://a:1, https://b/ ,http://c:3", urls, SC_SERVERS_MAX, &n, &e) == 0 && n == 3 &&
+	   strcmp(urls[0], "ws://a:1/v1/hosts/stream") == 0 && strcmp(urls[1], "wss://b/v1/hosts/stream") == 0 &&
+	   strcmp(urls[2], "ws://c:3/v1/hosts/stream") == 0, "a list of three, spaces trimmed (%zu)", n);
+	ok(sc_stream_urls("http://a", urls, SC_SERVERS_MAX, &n, &e) == 0 && n == 1, "one URL is a list of one");
+	ok(sc_stream_urls("http://a,,http://b", urls, SC_SERVERS_MAX, &n, &e) < 0 && strstr(e.msg, "empty"),
+	   "an empty entry is refused: %s", e.msg);
+	ok(sc_stream_urls("http://a,ftp://b", urls, SC_SERVERS_MAX, &n, &e) < 0 && strstr(e.msg, "ftp://b"),
+	   "a bad entry is named: %s", e.msg);
+	for (int i = 0; i <= SC_SERVERS_MAX; i++)
+		used += (size_t)snprintf(many + used, sizeof(many) - used, "%shttp://h%d", i ? "," : "", i);
+	ok(sc_stream_urls(many, urls, SC_SERVERS_MAX, &n, &e) < 0 && strstr(e.msg, "more than"),
+	   "more than %d URLs refused: %s", SC_SERVERS_MAX, e.msg);
+	memset(&c, 0, sizeof(c));
+	ok(sc_config_parse(5, argv, &c, &e) == 0 && c.server && strcmp(c.server, "http://a:1,http://b:2,http://c:3") == 0,
+	   "--server twice joins the lists: %s", c.server ? c.server : "(none)");
+	sc_config_release(&c);
+}
+
 static void test_ids(void)
 {
 	char longid[200];
@@ -167,6 +196,7 @@ int main(void)
 	test_disk_limit();
 	test_runtime_names();
 	test_urls();
+	test_url_list();
 	test_ids();
 	test_flags();
 	test_env_file();
