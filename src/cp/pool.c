@@ -124,9 +124,10 @@ static int tally_row(const char *id, const struct json *row, void *arg)
 	if (row_ready(t->cp, row)) {
 		if (!t->ready++)
 			str_copy(t->ready_id, sizeof(t->ready_id), id);
-	} else if (str_eq(st, "pending")) {
+	} else if (str_eq(st, "pending") || str_eq(st, "deploying")) {
 		t->starting++;
-	} else if (!*t->failed_id && !str_eq(st, "destroyed")) {
+	} else if (!*t->failed_id && !str_eq(st, "destroyed") && !str_eq(st, "destroying")) {
+		/* failed, or running on a host that is gone */
 		str_copy(t->failed_id, sizeof(t->failed_id), id);
 	}
 	return 0;
@@ -324,8 +325,15 @@ int cp_pool_claim(struct cp *cp, struct http_req *req, const struct cp_pool_clai
 		return -1;
 	}
 	row = claimed_row(cp, env, c, pid, name);
-	resp = cp_obj("environment", cp_public(row, "environments"), "deployment",
-		      dep ? cp_public(dep, "deployments") : json_new_null(), NULL);
+	resp = cp_obj("environment", cp_public(row, "environments"), NULL);
+	if (dep) {
+		/* Its deployment moves to the caller's project with it. */
+		struct json *d = json_dup(dep);
+
+		json_object_set_str(d, "ProjectID", pid);
+		json_object_set(resp, "deployment", cp_public(d, "deployments"));
+		st_put(txn, "deployments", json_get_str(dep, "ID"), d);
+	}
 	cp_ttl_view(cp, row, resp);
 	st_put(txn, "environments", t.ready_id, row);
 	p->claims++;
