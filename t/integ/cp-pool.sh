@@ -10,7 +10,8 @@
 #     claim is another environment, with another container and network and
 #     none of the first one's files;
 #   - a create the pool cannot serve exactly (other egress, a taken name)
-#     is created fresh or refused, and leaves the pool's sandboxes alone.
+#     is created fresh or refused, and leaves the pool's sandboxes alone;
+#   - denv top's title shows the pool; denv-cp refuses a bad -sandbox-pool.
 # Every wait polls with a deadline; nothing asserts on wall time.
 suite=cp-pool
 . "$(dirname "$0")/../lib/stack-tap.sh"
@@ -123,5 +124,18 @@ ok $? "a taken name is refused and consumes no pooled sandbox"
 api GET /v1/pools
 [ "$(py "d['pools'][0]['fills'] >= 4 and d['pools'][0]['failures'] == 0")" = True ]
 ok $? "the pool counted its fills (4 or more) and no failures"
+
+run top --once
+[ "$rc" = 0 ] && head -n 1 "$tmp/out" | grep -qF "pools: denv-test/busybox:latest 2/2 ready 2 claimed"
+ok $? "denv top shows the pool in its title"
+
+"$top/bin/denv-cp" -addr 127.0.0.1:0 -db "$tmp/bad" -sandbox-pool '{"image":"denv-test/busybox:latest","size":0}' \
+	>"$tmp/out" 2>"$tmp/err"
+[ $? = 1 ] && grep -qF -- "-sandbox-pool: size must be 1 to 256" "$tmp/err"
+ok $? "denv-cp refuses a pool of size 0"
+"$top/bin/denv-cp" -addr 127.0.0.1:0 -db "$tmp/bad" -sandbox-pool '{"image":"x","size":1,"name":"a"}' \
+	>"$tmp/out" 2>"$tmp/err"
+[ $? = 1 ] && grep -qF "belong to the claim" "$tmp/err"
+ok $? "and a pool that names its sandboxes"
 
 suite_done
