@@ -275,12 +275,18 @@ void cp_sandbox_fork_put(struct cp *cp, struct st_txn *txn, const struct cp_sand
 	struct cp_ttl_req defaults;
 	struct json *resp, *env;
 
-	/* A sandbox: the server's sandbox TTLs, not the source's. */
+	/* A sandbox: the server's sandbox TTLs, not the source's; none while
+	 * it waits in a pool (pool.c). */
 	cp_ttl_sandbox_defaults(cp, &defaults);
+	if (n->pool)
+		defaults.idle_s = defaults.max_s = 0;
 	resp = cp_fork_create_ttl(cp, txn, n->team_id, v, n->name, n->ttl, &defaults, env_id, &env);
 	/* The row again with the sandbox quota's mark (the later put wins). */
 	json_object_set_str(env, "TeamID", n->team_id);
-	json_object_set_bool(env, "Sandbox", true);
+	if (n->pool)
+		json_object_set_str(env, "Pool", n->pool);
+	else
+		json_object_set_bool(env, "Sandbox", true);
 	st_put(txn, "environments", env_id, env);
 	str_copy(dep_id, ID_MAX, json_get_str(json_get(resp, "deployment"), "ID"));
 	json_free(resp);
@@ -302,7 +308,7 @@ static int image_form(struct cp *cp, struct http_req *req, const char *team_id, 
 	}
 	if (!*s->target) {
 		/* A warm sandbox of the same spec, when a pool has one ready (pool.c). */
-		struct cp_pool_claim c = { team_id, spec, project, name, &s->ttl };
+		struct cp_pool_claim c = { team_id, NULL, spec, project, name, &s->ttl };
 		int claimed = cp_pool_claim(cp, req, &c);
 
 		if (claimed != 0) {
@@ -332,6 +338,15 @@ static int version_form(struct cp *cp, struct http_req *req, const char *team_id
 
 	if (cp_opt_str(req, body, "name", &name) < 0 || !(v = cp_sandbox_version(cp, req, team_id, vid)))
 		return -1;
+	if (json_get_int(json_get(v, "Spec"), "pool", 0) > 0) {
+		/* A warm fork of this version (x-denv.pool, pool.c). */
+		struct cp_pool_claim c = { team_id, vid, NULL, NULL, name, &s->ttl };
+		int claimed;
+
+		cp_pool_version(cp, vid);
+		if ((claimed = cp_pool_claim(cp, req, &c)) != 0)
+			return claimed > 0 ? 1 : -1;
+	}
 	if (!(n.name = cp_new_env_name(cp, req, json_get_str(v, "ProjectID"), name, "sbx-", buf, sizeof(buf))))
 		return -1;
 	*txn = st_begin(cp->db);
@@ -384,6 +399,7 @@ static void sandbox(struct cp *cp, struct http_req *req, bool pinned)
 	s->ttl = ttl;
 	if (pinned)
 		str_copy(s->target, sizeof(s->target), target);
+	/* 1: a pooled sandbox answered */
 	rc = image && *image ? image_form(cp, req, who.team_id, body, image, s, &txn)
 			     : version_form(cp, req, who.team_id, body, vid, s, &txn);
 	if (rc != 0) {

@@ -651,7 +651,8 @@ struct cp_pool;
 /* What a claim must give the caller, as a fresh image create would. */
 struct cp_pool_claim {
 	const char *team_id;
-	const struct json *spec;	/* the request's (cp_sandbox_spec_of) */
+	const char *version_id;		/* from_version's, or NULL for the image form */
+	const struct json *spec;	/* the image form's (cp_sandbox_spec_of) */
 	const char *project;		/* project name, created on demand */
 	const char *name;		/* NULL or "": generated */
 	const struct cp_ttl_req *ttl;	/* the body's; the server's sandbox defaults fill in */
@@ -662,6 +663,9 @@ void cp_pool_free(struct cp *cp);
 /* Answer req 201 with a ready pooled sandbox matching c: 1 (answered), 0
  * (none: create fresh), -1 (answered with an error, e.g. a taken name). */
 int cp_pool_claim(struct cp *cp, struct http_req *req, const struct cp_pool_claim *c);
+/* Keep the forks of a healthy version its spec's pool asks for (x-denv.pool),
+ * retiring the pool of an older version of the same environment. */
+void cp_pool_version(struct cp *cp, const char *version_id);
 /* The caller's team's pools: [{key, image, size, ready, starting, claims, misses, fills, failures}]. */
 struct json *cp_pool_view(struct cp *cp, const char *team_id);
 int cp_api_pools(struct cp *cp);	/* GET /v1/pools */

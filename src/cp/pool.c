@@ -23,6 +23,12 @@
  * caller until then. A request the pooled spec does not match exactly
  * (image, cmd, env, ports, volumes, egress) or pinned to a target is created
  * fresh.
+ *
+ * A compose file's x-denv.pool: N asks the same for from_version sandboxes:
+ * N forks of each healthy version, in the version's project. Such a pool is
+ * made when its version turns healthy or is first asked for, and retired
+ * (its waiting forks destroyed) when a newer version of the same
+ * environment gets one.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,8 +43,11 @@
 
 struct cp_pool {
 	struct cp_pool *next;
-	char key[CP_POOL_KEY_LEN + 1];		/* the spec's hash: rows of an edited pool are not claimed */
-	char team[CP_TEAM_NAME_MAX + 1];	/* team name */
+	char key[ID_MAX];			/* the spec's hash, or the version id: the rows' "Pool" */
+	char team[CP_TEAM_NAME_MAX + 1];	/* team name (image pools) */
+	char version_id[ID_MAX];		/* "" for an image pool (-sandbox-pool) */
+	char team_id[ID_MAX];			/* the version's team (version pools) */
+	char env_id[ID_MAX];			/* the version's environment (version pools) */
 	char image[SPEC_MAX_STRING];
 	int64_t size;
 	struct json *spec;
@@ -145,7 +154,11 @@ static void pool_tally(struct cp *cp, const struct cp_pool *p, struct tally *t)
 
 static const char *team_id_of(struct cp *cp, const struct cp_pool *p)
 {
-	const struct json *team = cp_find(cp, "teams", NULL, NULL, "Name", p->team);
+	const struct json *team;
+
+	if (*p->version_id)
+		return p->team_id;
+	team = cp_find(cp, "teams", NULL, NULL, "Name", p->team);
 
 	return team ? json_get_str(team, "ID") : NULL;
 }
@@ -201,12 +214,20 @@ static void fill_one(struct cp *cp, struct cp_pool *p, const char *team_id)
 	struct cp_ttl_req none = { CP_TTL_UNSET, CP_TTL_UNSET, NULL };
 	struct cp_sandbox_new n = { team_id, NULL, &none, NULL, false, p->key };
 	char pid[ID_MAX], name[CP_NAME_MAX + 1], env_id[ID_MAX], dep_id[ID_MAX];
-	struct st_txn *txn = st_begin(cp->db);
+	const struct json *v = *p->version_id ? st_get(cp->db, "versions", p->version_id) : NULL;
+	struct st_txn *txn;
 
-	cp_sandbox_project(cp, txn, team_id, CP_POOL_PROJECT, pid);
+	if (*p->version_id && !json_get_bool(v, "Healthy", false))
+		return;
+	txn = st_begin(cp->db);
 	cp_short_name("pool-", name, sizeof(name));
 	n.name = name;
-	cp_sandbox_image_put(cp, txn, &n, p->spec, pid, env_id, dep_id);
+	if (v) {
+		cp_sandbox_fork_put(cp, txn, &n, v, env_id, dep_id);
+	} else {
+		cp_sandbox_project(cp, txn, team_id, CP_POOL_PROJECT, pid);
+		cp_sandbox_image_put(cp, txn, &n, p->spec, pid, env_id, dep_id);
+	}
 	cp_commit_quiet(txn, "pool: fill");
 	cp_orch_kick(cp, env_id);
 	p->fills++;
@@ -249,8 +270,7 @@ int cp_pool_start(struct cp *cp, struct err *e)
 {
 	if (pool_config(cp, e) < 0)
 		return -1;
-	if (cp->pools)
-		ev_timer_start(cp->ev, &cp->pool_timer, 0, pool_tick, cp);
+	ev_timer_start(cp->ev, &cp->pool_timer, 0, pool_tick, cp);
 	return 0;
 }
 
@@ -269,16 +289,103 @@ void cp_pool_free(struct cp *cp)
 
 /* ---- claiming ---- */
 
-static struct cp_pool *pool_for(struct cp *cp, const char *team_id, const struct json *spec)
+static struct cp_pool *pool_for(struct cp *cp, const char *team_id, const struct cp_pool_claim *c)
 {
 	for (struct cp_pool *p = cp->pools; p; p = p->next) {
 		const char *tid;
 
-		if (!json_equal(p->spec, spec) || !(tid = team_id_of(cp, p)) || !str_eq(tid, team_id))
+		if (c->version_id ? !str_eq(p->version_id, c->version_id) : (*p->version_id || !json_equal(p->spec, c->spec)))
+			continue;
+		if (!(tid = team_id_of(cp, p)) || !str_eq(tid, team_id))
 			continue;
 		return p;
 	}
 	return NULL;
+}
+
+/* Destroy what a retired pool still holds. */
+static int retire_row(const char *id, const struct json *row, void *arg)
+{
+	struct cp *cp = arg;
+	struct st_txn *txn;
+	struct json *copy, *resp;
+
+	if (str_eq(json_get_str(row, "Status"), "destroyed"))
+		return 0;
+	txn = st_begin(cp->db);
+	copy = json_dup(row);
+	json_object_del(copy, "Pool");
+	st_put(txn, "environments", id, copy);
+	resp = cp_deployment_create(txn, json_get_str(row, "TeamID"), json_get_str(row, "ProjectID"), id, "destroy",
+				    json_new_object());
+	json_free(resp);
+	cp_commit_quiet(txn, "pool: retire");
+	cp_orch_kick(cp, id);
+	return 0;
+}
+
+/* Collected first: a scan's callback must not commit. */
+struct retire_list {
+	char ids[CP_POOL_SIZE_MAX][ID_MAX];
+	size_t n;
+};
+
+static int retire_collect(const char *id, const struct json *row, void *arg)
+{
+	struct retire_list *l = arg;
+
+	(void)row;
+	if (l->n < CP_POOL_SIZE_MAX)
+		str_copy(l->ids[l->n++], ID_MAX, id);
+	return 0;
+}
+
+static void pool_retire(struct cp *cp, struct cp_pool *p)
+{
+	struct retire_list *l = xcalloc(1, sizeof(*l));
+	size_t n;
+	struct err e;
+
+	if (st_scan(cp->db, "environments", "Pool", p->key, NULL, retire_collect, l, &e) < 0)
+		log_error("pool", "%s: %s", p->key, e.msg);
+	for (size_t i = 0; i < l->n; i++)
+		retire_row(l->ids[i], st_get(cp->db, "environments", l->ids[i]), cp);
+	n = l->n;
+	free(l);
+	log_info("pool", "version %s: pool retired (%zu waiting forks destroyed)", p->version_id, n);
+}
+
+void cp_pool_version(struct cp *cp, const char *version_id)
+{
+	const struct json *v = st_get(cp->db, "versions", version_id);
+	const struct json *env = v ? st_get(cp->db, "environments", json_get_str(v, "EnvID")) : NULL;
+	int64_t size = json_get_int(json_get(v, "Spec"), "pool", 0);
+	struct cp_pool **pp, *p;
+
+	if (size <= 0 || !env || json_get_str(env, "Pool") || json_get_bool(env, "Sandbox", false))
+		return;		/* no pool asked, or a sandbox's own version */
+	for (pp = &cp->pools; (p = *pp);) {
+		if (str_eq(p->version_id, version_id))
+			return;
+		if (*p->version_id && str_eq(p->env_id, json_get_str(v, "EnvID"))) {
+			*pp = p->next;
+			pool_retire(cp, p);
+			free(p);
+			continue;
+		}
+		pp = &p->next;
+	}
+	p = xcalloc(1, sizeof(*p));
+	str_copy(p->key, sizeof(p->key), version_id);
+	str_copy(p->version_id, sizeof(p->version_id), version_id);
+	str_copy(p->image, sizeof(p->image), version_id);
+	str_copy(p->team_id, sizeof(p->team_id), json_get_str(v, "TeamID"));
+	str_copy(p->env_id, sizeof(p->env_id), json_get_str(v, "EnvID"));
+	p->size = size > CP_POOL_SIZE_MAX ? CP_POOL_SIZE_MAX : size;
+	p->next = cp->pools;
+	cp->pools = p;
+	log_info("pool", "version %s: keeping %" PRId64 " warm forks", version_id, p->size);
+	ev_timer_start(cp->ev, &cp->pool_timer, 0, pool_tick, cp);
 }
 
 /* The pooled row as the caller's: what cp_sandbox_image_put would have written. */
@@ -301,7 +408,7 @@ static struct json *claimed_row(struct cp *cp, const struct json *env, const str
 
 int cp_pool_claim(struct cp *cp, struct http_req *req, const struct cp_pool_claim *c)
 {
-	struct cp_pool *p = pool_for(cp, c->team_id, c->spec);
+	struct cp_pool *p = pool_for(cp, c->team_id, c);
 	const struct json *env, *dep;
 	char pid[ID_MAX], buf[CP_NAME_MAX + 1];
 	const char *name;
@@ -317,9 +424,12 @@ int cp_pool_claim(struct cp *cp, struct http_req *req, const struct cp_pool_clai
 		return 0;
 	}
 	env = st_get(cp->db, "environments", t.ready_id);
-	dep = cp_find(cp, "deployments", "EnvID", t.ready_id, "Kind", "deploy");
+	dep = cp_find(cp, "deployments", "EnvID", t.ready_id, "Kind", c->version_id ? "fork" : "deploy");
 	txn = st_begin(cp->db);
-	cp_sandbox_project(cp, txn, c->team_id, c->project, pid);
+	if (c->version_id)
+		str_copy(pid, sizeof(pid), json_get_str(env, "ProjectID"));	/* a fork stays in its version's project */
+	else
+		cp_sandbox_project(cp, txn, c->team_id, c->project, pid);
 	if (!(name = cp_new_env_name(cp, req, pid, c->name, "sbx-", buf, sizeof(buf)))) {
 		st_abort(txn);
 		return -1;
@@ -356,7 +466,9 @@ struct json *cp_pool_view(struct cp *cp, const char *team_id)
 		if (!tid || !str_eq(tid, team_id))
 			continue;
 		pool_tally(cp, p, &t);
-		json_array_push(list, cp_obj("key", json_new_str(p->key), "image", json_new_str(p->image), "size",
+		json_array_push(list, cp_obj("key", json_new_str(p->key), "image",
+					     json_new_str(*p->version_id ? "" : p->image), "version",
+					     json_new_str(p->version_id), "size",
 					     json_new_int(p->size), "ready", json_new_int(t.ready), "starting",
 					     json_new_int(t.starting), "claims", json_new_int(p->claims), "misses",
 					     json_new_int(p->misses), "fills", json_new_int(p->fills), "failures",

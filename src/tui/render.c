@@ -473,6 +473,14 @@ static void split_rows(const struct top *t, int body, int rows[P_COUNT])
 	}
 }
 
+/* An image pool's image, or a version pool's version. */
+static const char *pool_name(const struct json *p)
+{
+	const char *image = json_get_str(p, "image"), *version = json_get_str(p, "version");
+
+	return image && *image ? image : version && *version ? version : "?";
+}
+
 /* " pools: IMAGE R/N ready C claimed, ..." for the team's warm pools, or "". */
 static void pools_text(const struct top *t, char *out, size_t n)
 {
@@ -482,7 +490,7 @@ static void pools_text(const struct top *t, char *out, size_t n)
 	for (size_t i = 0; i < json_len(t->pools) && k < n; i++) {
 		const struct json *p = json_at(t->pools, i);
 		int w = snprintf(out + k, n - k, "%s %s %" PRId64 "/%" PRId64 " ready %" PRId64 " claimed",
-				 i ? "," : "  pools:", json_get_str(p, "image") ? json_get_str(p, "image") : "?",
+				 i ? "," : "  pools:", pool_name(p),
 				 json_get_int(p, "ready", 0), json_get_int(p, "size", 0), json_get_int(p, "claims", 0));
 
 		if (w < 0)

@@ -11,6 +11,8 @@
 #     none of the first one's files;
 #   - a create the pool cannot serve exactly (other egress, a taken name)
 #     is created fresh or refused, and leaves the pool's sandboxes alone;
+#   - x-denv.pool: a deployed version keeps warm forks that from_version
+#     sandboxes claim; a newer version's pool retires the older one's;
 #   - denv top's title shows the pool; denv-cp refuses a bad -sandbox-pool.
 # Every wait polls with a deadline; nothing asserts on wall time.
 suite=cp-pool
@@ -125,9 +127,56 @@ api GET /v1/pools
 [ "$(py "d['pools'][0]['fills'] >= 4 and d['pools'][0]['failures'] == 0")" = True ]
 ok $? "the pool counted its fills (4 or more) and no failures"
 
+# ---- x-denv.pool: warm forks of a version ----
+cat >"$tmp/compose.yaml" <<'YAML'
+services:
+  main:
+    image: denv-test/busybox:latest
+    command: ["sleep", "3600"]
+    volumes: ["work:/work"]
+volumes:
+  work: {}
+x-denv:
+  pool: 2
+YAML
+run project create vp
+run deploy --project vp -f "$tmp/compose.yaml"
+dep1=$(dep_of_out)
+api GET "/v1/deployments/$dep1"
+v1=$(py "d['deployment']['VersionID']")
+src=$(py "d['deployment']['EnvID']")
+[ "$(py "d['deployment']['Status']")" = succeeded ] && [ -n "$v1" ]
+ok $? "a compose with x-denv.pool: 2 deploys"
+vpool() { api GET /v1/pools >/dev/null && py "[p['$2'] for p in d['pools'] if p['version'] == '$1'][0]" 2>/dev/null; }
+vpool_full() { [ "$(vpool "$1" ready)" = 2 ]; }
+until_ok 120 vpool_full "$v1"
+ok $? "its version gets a pool of 2 warm forks"
+api GET /v1/projects/vp/envs
+py "'\n'.join(e['ID'] for e in d['environments'] if e['ID'] != '$src' and e['Status'] == 'running')" >"$tmp/vpool0"
+[ "$(wc -l <"$tmp/vpool0")" = 2 ]
+ok $? "the forks wait in the version's project"
+api POST /v1/sandboxes "{\"from_version\":\"$v1\",\"name\":\"vf\"}"
+vf=$(py "d['environment']['ID']")
+[ "$code" = 201 ] && grep -qx "$vf" "$tmp/vpool0" && [ "$(py "d['environment']['Name']")" = vf ] &&
+	[ "$(py "d['deployment']['Kind']")" = fork ]
+ok $? "a from_version sandbox takes one of them, with its name"
+[ "$(vpool "$v1" claims)" = 1 ]
+ok $? "the version pool counted the claim"
+run deploy --project vp -f "$tmp/compose.yaml"
+dep2=$(dep_of_out)
+api GET "/v1/deployments/$dep2"
+v2=$(py "d['deployment']['VersionID']")
+until_ok 120 vpool_full "$v2"
+ok $? "a new version gets its own pool"
+[ -z "$(vpool "$v1" ready)" ]
+ok $? "and the older version's pool is retired"
+left=$(grep -vx "$vf" "$tmp/vpool0")
+stack_wait_destroyed "$left"
+ok $? "its waiting fork is destroyed"
+
 run top --once
-[ "$rc" = 0 ] && head -n 1 "$tmp/out" | grep -qF "pools: denv-test/busybox:latest 2/2 ready 2 claimed"
-ok $? "denv top shows the pool in its title"
+[ "$rc" = 0 ] && head -n 1 "$tmp/out" | grep -q "pools: ver_[0-9A-Z]* 2/2 ready 0 claimed, denv-te"
+ok $? "denv top shows the pools in its title (cut at 120 columns)"
 
 "$top/bin/denv-cp" -addr 127.0.0.1:0 -db "$tmp/bad" -sandbox-pool '{"image":"denv-test/busybox:latest","size":0}' \
 	>"$tmp/out" 2>"$tmp/err"
