@@ -189,18 +189,29 @@ static bool team_has_host(struct cp *cp, const char *team_id)
 
 /* A pool row that is neither healthy nor starting leaves the pool and is
  * destroyed; the next fill waits longer each time (up to CP_POOL_BACKOFF_MAX_MS). */
-static void drop_failed(struct cp *cp, struct cp_pool *p, const char *team_id, const char *env_id)
+/* Take a waiting row out of its pool and destroy it. */
+static void row_destroy(struct cp *cp, const char *env_id, const char *why)
 {
 	const struct json *env = st_get(cp->db, "environments", env_id);
-	struct st_txn *txn = st_begin(cp->db);
-	struct json *row = json_dup(env), *resp;
+	struct st_txn *txn;
+	struct json *row, *resp;
 
+	if (!env || str_eq(json_get_str(env, "Status"), "destroyed"))
+		return;
+	txn = st_begin(cp->db);
+	row = json_dup(env);
 	json_object_del(row, "Pool");
 	st_put(txn, "environments", env_id, row);
-	resp = cp_deployment_create(txn, team_id, json_get_str(env, "ProjectID"), env_id, "destroy", json_new_object());
+	resp = cp_deployment_create(txn, json_get_str(env, "TeamID"), json_get_str(env, "ProjectID"), env_id,
+				    "destroy", json_new_object());
 	json_free(resp);
-	cp_commit_quiet(txn, "pool: drop a failed sandbox");
+	cp_commit_quiet(txn, why);
 	cp_orch_kick(cp, env_id);
+}
+
+static void drop_failed(struct cp *cp, struct cp_pool *p, const char *env_id)
+{
+	row_destroy(cp, env_id, "pool: drop a failed sandbox");
 	p->failures++;
 	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : CP_POOL_TICK_MS;
 	if (p->backoff_ms > CP_POOL_BACKOFF_MAX_MS)
@@ -243,7 +254,7 @@ static void pool_fill(struct cp *cp, struct cp_pool *p)
 		return;		/* nowhere to run them yet */
 	pool_tally(cp, p, &t);
 	if (*t.failed_id) {
-		drop_failed(cp, p, team_id, t.failed_id);
+		drop_failed(cp, p, t.failed_id);
 		return;
 	}
 	if (t.ready > 0)
@@ -303,27 +314,6 @@ static struct cp_pool *pool_for(struct cp *cp, const char *team_id, const struct
 	return NULL;
 }
 
-/* Destroy what a retired pool still holds. */
-static int retire_row(const char *id, const struct json *row, void *arg)
-{
-	struct cp *cp = arg;
-	struct st_txn *txn;
-	struct json *copy, *resp;
-
-	if (str_eq(json_get_str(row, "Status"), "destroyed"))
-		return 0;
-	txn = st_begin(cp->db);
-	copy = json_dup(row);
-	json_object_del(copy, "Pool");
-	st_put(txn, "environments", id, copy);
-	resp = cp_deployment_create(txn, json_get_str(row, "TeamID"), json_get_str(row, "ProjectID"), id, "destroy",
-				    json_new_object());
-	json_free(resp);
-	cp_commit_quiet(txn, "pool: retire");
-	cp_orch_kick(cp, id);
-	return 0;
-}
-
 /* Collected first: a scan's callback must not commit. */
 struct retire_list {
 	char ids[CP_POOL_SIZE_MAX][ID_MAX];
@@ -349,7 +339,7 @@ static void pool_retire(struct cp *cp, struct cp_pool *p)
 	if (st_scan(cp->db, "environments", "Pool", p->key, NULL, retire_collect, l, &e) < 0)
 		log_error("pool", "%s: %s", p->key, e.msg);
 	for (size_t i = 0; i < l->n; i++)
-		retire_row(l->ids[i], st_get(cp->db, "environments", l->ids[i]), cp);
+		row_destroy(cp, l->ids[i], "pool: retire");
 	n = l->n;
 	free(l);
 	log_info("pool", "version %s: pool retired (%zu waiting forks destroyed)", p->version_id, n);

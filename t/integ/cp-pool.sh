@@ -36,14 +36,6 @@ api() {
 }
 # pool FIELD: that figure of the only pool.
 pool() { api GET /v1/pools && py "d['pools'][0]['$1']"; }
-# until_ok SECONDS CMD...: run CMD every 0.2 s until it succeeds.
-until_ok() {
-	n=$(($1 * 5))
-	shift
-	while ! "$@"; do
-		n=$((n - 1)); [ $n -gt 0 ] || return 1; sleep 0.2
-	done
-}
 pool_full() { [ "$(pool ready)" = 2 ]; }
 # pooled: the ids of the environments waiting in the pool, one a line.
 pooled() {
