@@ -13,8 +13,9 @@
  * pool inside denvd would need a second id for every sidecar command (exec,
  * files, snapshot, destroy, restart recovery). Keeping the environment id
  * and changing only the row's owner fields (project, name, TTLs, the
- * sandbox mark) on claim needs no sidecar call at all: measured on this VM,
- * a claim answers in a few ms where a cold create takes about a second.
+ * sandbox mark) on claim needs no sidecar call at all: bench/sandbox.sh on
+ * the 2-core VM measured the claim at 1.4 ms (median) and claim -> first
+ * exec at 70 ms, against 446 ms for a cold create -> first exec.
  *
  * Freshness: a row leaves the pool when claimed ("Pool" deleted) and never
  * comes back; its destroy is the ordinary one, and the refill deploys a new
