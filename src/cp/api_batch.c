@@ -94,7 +94,7 @@ static void put_members(struct cp *cp, struct st_txn *txn, const char *team_id, 
 			member_put_fn put, bool spread, const void *src, const char *project_id, struct json *members)
 {
 	char name[CP_NAME_MAX + 2], env_id[ID_MAX], dep_id[ID_MAX];
-	struct cp_sandbox_new n = { team_id, name, &in->ttl, NULL, spread };
+	struct cp_sandbox_new n = { team_id, name, &in->ttl, NULL, spread, NULL };
 
 	for (int64_t i = 0; i < in->count; i++) {
 		member_name(in->prefix, i, name, sizeof(name));

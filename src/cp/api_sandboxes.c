@@ -177,44 +177,53 @@ void cp_sandbox_project(struct cp *cp, struct st_txn *txn, const char *team_id, 
 	st_put(txn, "projects", out, row);
 }
 
+int cp_sandbox_spec_of(const struct json *body, const char *image, struct json **spec, struct err *e)
+{
+	const char *egress = json_get_str(body, "egress");
+	const struct json *envv = json_get(body, "env"), *eg = json_get(body, "egress");
+	struct json *compose;
+	int rc;
+
+	*spec = NULL;
+	if (eg && eg->type != JSON_NULL && eg->type != JSON_STRING)
+		return err_set(e, "egress must be a string");
+	if (!egress || !*egress)
+		egress = "deny";
+	if (!strings_or_null(json_get(body, "cmd")) || !strings_or_null(json_get(body, "ports")) ||
+	    !strings_or_null(json_get(body, "volumes")))
+		return err_set(e, "cmd, ports and volumes must be arrays of strings");
+	if (envv && envv->type != JSON_NULL && envv->type != JSON_OBJECT)
+		return err_set(e, "env must be an object");
+	if (!str_eq(egress, "deny") && !str_eq(egress, "allow"))
+		return err_set(e, "egress must be deny or allow, got \"%.64s\"", egress);
+	compose = image_compose(image, body, egress);
+	rc = spec_from_compose(compose, spec, e);
+	json_free(compose);
+	return rc;
+}
+
 int cp_sandbox_image_spec(struct http_req *req, const struct json *body, const char *image, struct json **spec,
 			  const char **project)
 {
-	const char *egress = "deny";
-	const struct json *envv = json_get(body, "env");
-	struct json *compose;
+	const char *egress = NULL;
 	struct err e;
 
 	*spec = NULL;
 	*project = "sandboxes";
 	if (cp_opt_str(req, body, "egress", &egress) < 0 || cp_opt_str(req, body, "project", project) < 0)
 		return -1;
-	if (!strings_or_null(json_get(body, "cmd")) || !strings_or_null(json_get(body, "ports")) ||
-	    !strings_or_null(json_get(body, "volumes"))) {
-		http_respond_error(req, 400, "cmd, ports and volumes must be arrays of strings");
-		return -1;
-	}
-	if (envv && envv->type != JSON_NULL && envv->type != JSON_OBJECT) {
-		http_respond_error(req, 400, "env must be an object");
-		return -1;
-	}
-	if (!str_eq(egress, "deny") && !str_eq(egress, "allow")) {
-		cp_fail(req, 400, "egress must be deny or allow, got \"%s\"", egress);
-		return -1;
-	}
 	if (!**project)
 		*project = "sandboxes";
-	if (!cp_valid_name(*project)) {
-		cp_fail(req, 400, "project must be 1 to %d letters, digits, '.', '_' or '-'", CP_NAME_MAX);
-		return -1;
-	}
-	compose = image_compose(image, body, egress);
-	if (spec_from_compose(compose, spec, &e) < 0) {
-		json_free(compose);
+	if (cp_sandbox_spec_of(body, image, spec, &e) < 0) {
 		http_respond_error(req, 400, e.msg);
 		return -1;
 	}
-	json_free(compose);
+	if (!cp_valid_name(*project)) {
+		json_free(*spec);
+		*spec = NULL;
+		cp_fail(req, 400, "project must be 1 to %d letters, digits, '.', '_' or '-'", CP_NAME_MAX);
+		return -1;
+	}
 	return 0;
 }
 
@@ -226,8 +235,15 @@ void cp_sandbox_image_put(struct cp *cp, struct st_txn *txn, const struct cp_san
 
 	env = cp_env_new(n->team_id, project_id, n->name, "sandbox");
 	cp_ttl_sandbox_defaults(cp, &defaults);
+	if (n->pool) {
+		/* Waiting in a pool: no TTL and no sandbox mark until a claim
+		 * gives it the caller's (pool.c). */
+		defaults.idle_s = defaults.max_s = 0;
+		json_object_set_str(env, "Pool", n->pool);
+	}
 	cp_ttl_apply(env, n->ttl, &defaults);
-	json_object_set_bool(env, "Sandbox", true);	/* counted by the sandbox quota */
+	if (!n->pool)
+		json_object_set_bool(env, "Sandbox", true);	/* counted by the sandbox quota */
 	str_copy(env_id, ID_MAX, json_get_str(env, "ID"));
 	st_put(txn, "environments", env_id, env);
 	params = cp_obj("spec", json_dup(spec), "warm", json_new_null(), NULL);
@@ -259,29 +275,46 @@ void cp_sandbox_fork_put(struct cp *cp, struct st_txn *txn, const struct cp_sand
 	struct cp_ttl_req defaults;
 	struct json *resp, *env;
 
-	/* A sandbox: the server's sandbox TTLs, not the source's. */
+	/* A sandbox: the server's sandbox TTLs, not the source's; none while
+	 * it waits in a pool (pool.c). */
 	cp_ttl_sandbox_defaults(cp, &defaults);
+	if (n->pool)
+		defaults.idle_s = defaults.max_s = 0;
 	resp = cp_fork_create_ttl(cp, txn, n->team_id, v, n->name, n->ttl, &defaults, env_id, &env);
 	/* The row again with the sandbox quota's mark (the later put wins). */
 	json_object_set_str(env, "TeamID", n->team_id);
-	json_object_set_bool(env, "Sandbox", true);
+	if (n->pool)
+		json_object_set_str(env, "Pool", n->pool);
+	else
+		json_object_set_bool(env, "Sandbox", true);
 	st_put(txn, "environments", env_id, env);
 	str_copy(dep_id, ID_MAX, json_get_str(json_get(resp, "deployment"), "ID"));
 	json_free(resp);
 }
 
-/* The image form. Fills s and txn; -1 after answering. */
+/* The image form. Fills s and txn; 1 when a pooled sandbox answered, -1
+ * after answering an error. */
 static int image_form(struct cp *cp, struct http_req *req, const char *team_id, const struct json *body,
 		      const char *image, struct sbx *s, struct st_txn **txn)
 {
 	const char *project, *name = NULL;
 	char pid[ID_MAX], buf[CP_NAME_MAX + 1];
 	struct json *spec;
-	struct cp_sandbox_new n = { team_id, NULL, &s->ttl, s->target, false };
+	struct cp_sandbox_new n = { team_id, NULL, &s->ttl, s->target, false, NULL };
 
 	if (cp_sandbox_image_spec(req, body, image, &spec, &project) < 0 || cp_opt_str(req, body, "name", &name) < 0) {
 		json_free(spec);
 		return -1;
+	}
+	if (!*s->target) {
+		/* A warm sandbox of the same spec, when a pool has one ready (pool.c). */
+		struct cp_pool_claim c = { team_id, NULL, spec, project, name, &s->ttl };
+		int claimed = cp_pool_claim(cp, req, &c);
+
+		if (claimed != 0) {
+			json_free(spec);
+			return claimed > 0 ? 1 : -1;
+		}
 	}
 	*txn = st_begin(cp->db);
 	cp_sandbox_project(cp, *txn, team_id, project, pid);
@@ -301,10 +334,19 @@ static int version_form(struct cp *cp, struct http_req *req, const char *team_id
 	const struct json *v;
 	const char *name = NULL;
 	char buf[CP_NAME_MAX + 1];
-	struct cp_sandbox_new n = { team_id, NULL, &s->ttl, NULL, false };
+	struct cp_sandbox_new n = { team_id, NULL, &s->ttl, NULL, false, NULL };
 
 	if (cp_opt_str(req, body, "name", &name) < 0 || !(v = cp_sandbox_version(cp, req, team_id, vid)))
 		return -1;
+	if (json_get_int(json_get(v, "Spec"), "pool", 0) > 0) {
+		/* A warm fork of this version (x-denv.pool, pool.c). */
+		struct cp_pool_claim c = { team_id, vid, NULL, NULL, name, &s->ttl };
+		int claimed;
+
+		cp_pool_version(cp, vid);
+		if ((claimed = cp_pool_claim(cp, req, &c)) != 0)
+			return claimed > 0 ? 1 : -1;
+	}
 	if (!(n.name = cp_new_env_name(cp, req, json_get_str(v, "ProjectID"), name, "sbx-", buf, sizeof(buf))))
 		return -1;
 	*txn = st_begin(cp->db);
@@ -357,9 +399,10 @@ static void sandbox(struct cp *cp, struct http_req *req, bool pinned)
 	s->ttl = ttl;
 	if (pinned)
 		str_copy(s->target, sizeof(s->target), target);
+	/* 1: a pooled sandbox answered */
 	rc = image && *image ? image_form(cp, req, who.team_id, body, image, s, &txn)
 			     : version_form(cp, req, who.team_id, body, vid, s, &txn);
-	if (rc < 0) {
+	if (rc != 0) {
 		free(s);
 		goto out;
 	}

@@ -114,6 +114,12 @@
 /* TTLs (ttl.c, denv-cp(8) "TTLs"). */
 #define CP_TTL_MAX_S (30 * 24 * 3600)		/* highest idle_ttl_sec and max_ttl_sec */
 #define CP_TTL_TICK_MS 1000			/* how often the reaper looks */
+#define CP_POOL_TICK_MS 250			/* how often a warm pool is topped up (pool.c) */
+#define CP_POOL_FILL_MAX 4			/* deployments one pool starts per tick */
+#define CP_POOL_SIZE_MAX 256			/* sandboxes one pool keeps */
+#define CP_POOL_BACKOFF_MAX_MS 30000		/* the longest wait after failed fills */
+#define CP_POOL_KEY_LEN 16			/* hex digits of the spec's SHA-256 naming a pool */
+#define CP_POOL_PROJECT "denv-pool"		/* the team's project pooled sandboxes wait in */
 #define CP_TTL_SCAN_MAX 512			/* environment rows it reads per tick */
 #define CP_TTL_REAP_MAX 32			/* destroys it starts per tick */
 #define CP_TTL_ACTIVITY_WRITE_MS 15000		/* LastActivityAt is written at most this often per environment */
@@ -207,6 +213,7 @@ struct cp_config {
 	const char *idem_ttl_flag;	/* -idempotency-ttl, DENV_IDEMPOTENCY_TTL */
 	int64_t idem_ttl_ms;		/* parsed */
 	int64_t idem_max;		/* DENV_IDEMPOTENCY_MAX (tests); default CP_IDEM_PER_SCOPE */
+	const char *sandbox_pool;	/* -sandbox-pool, DENV_SANDBOX_POOL: JSON (pool.c); NULL: none */
 };
 
 /* ---- in-memory state that config.md says is not stored ---- */
@@ -276,6 +283,8 @@ struct cp {
 	char listen[CP_LISTEN_MAX];	/* -addr with the port a standby was given (standby.c) */
 	struct ev_timer lease_check;	/* is the PostgreSQL lease still ours (standby.c) */
 	bool lease_lost;
+	struct cp_pool *pools;		/* warm sandbox pools (pool.c) */
+	struct ev_timer pool_timer;
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -642,7 +651,11 @@ struct cp_sandbox_new {
 	const struct cp_ttl_req *ttl;	/* the body's; the server's sandbox defaults fill in */
 	const char *target;		/* cloud name the deploy is pinned to, or NULL */
 	bool spread;			/* place on the connected host with the most room (orch_place.c) */
+	const char *pool;		/* a warm pool's key: the row waits for a claim (pool.c); NULL: none */
 };
+/* The spec an image sandbox with this body runs (caller frees); -1 with e
+ * (the message a 400 carries) when the body is bad. */
+int cp_sandbox_spec_of(const struct json *body, const char *image, struct json **spec, struct err *e);
 /* The image form's spec (caller frees) and project name from body; -1
  * after answering 400. */
 int cp_sandbox_image_spec(struct http_req *req, const struct json *body, const char *image, struct json **spec,
@@ -658,6 +671,29 @@ const struct json *cp_sandbox_version(struct cp *cp, struct http_req *req, const
 void cp_sandbox_fork_put(struct cp *cp, struct st_txn *txn, const struct cp_sandbox_new *n, const struct json *v,
 			 char env_id[ID_MAX], char dep_id[ID_MAX]);
 int cp_api_batch(struct cp *cp);	/* POST /v1/sandboxes/batch, GET /v1/batches/{id} */
+/* ---- warm pools (pool.c) ---- */
+struct cp_pool;
+/* What a claim must give the caller, as a fresh image create would. */
+struct cp_pool_claim {
+	const char *team_id;
+	const char *version_id;		/* from_version's, or NULL for the image form */
+	const struct json *spec;	/* the image form's (cp_sandbox_spec_of) */
+	const char *project;		/* project name, created on demand */
+	const char *name;		/* NULL or "": generated */
+	const struct cp_ttl_req *ttl;	/* the body's; the server's sandbox defaults fill in */
+};
+/* Read -sandbox-pool and start topping the pools up; -1 with e on a bad value. */
+int cp_pool_start(struct cp *cp, struct err *e);
+void cp_pool_free(struct cp *cp);
+/* Answer req 201 with a ready pooled sandbox matching c: 1 (answered), 0
+ * (none: create fresh), -1 (answered with an error, e.g. a taken name). */
+int cp_pool_claim(struct cp *cp, struct http_req *req, const struct cp_pool_claim *c);
+/* Keep the forks of a healthy version its spec's pool asks for (x-denv.pool),
+ * retiring the pool of an older version of the same environment. */
+void cp_pool_version(struct cp *cp, const char *version_id);
+/* The caller's team's pools: [{key, image, size, ready, starting, claims, misses, fills, failures}]. */
+struct json *cp_pool_view(struct cp *cp, const char *team_id);
+int cp_api_pools(struct cp *cp);	/* GET /v1/pools */
 int cp_api_observe(struct cp *cp);	/* GET /v1/envs/{env}/metrics, /logs */
 /* The route's {env} of the caller's team, not destroyed, without counting
  * as activity; NULL after answering (ttl.c). */

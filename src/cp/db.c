@@ -22,7 +22,7 @@ static const struct table tables[] = {
 	{ "sessions", { "Hash", "UserID", NULL } },
 	{ "projects", { "TeamID", NULL } },
 	{ "sources", { "Repo", NULL } },
-	{ "environments", { "ProjectID", "TeamID", NULL } },
+	{ "environments", { "ProjectID", "TeamID", "Pool", NULL } },	/* Pool: pool.c's waiting sandboxes */
 	{ "versions", { "EnvID", NULL } },
 	{ "deployments", { "EnvID", "Status", NULL } },
 	{ "phases", { "DeploymentID", NULL } },

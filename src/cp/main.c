@@ -50,6 +50,9 @@ static const char usage_text[] =
 	"                    default 7 days; 0: never)\n"
 	"  -idempotency-ttl D  how long an Idempotency-Key's answer is kept\n"
 	"                    (DENV_IDEMPOTENCY_TTL; default 24h)\n"
+	"  -sandbox-pool JSON  keep warm sandboxes: {\"image\":I, \"size\":N, \"team\":T, ...}\n"
+	"                    or a list of them, each the body of POST /v1/sandboxes; a create\n"
+	"                    with the same spec claims one (DENV_SANDBOX_POOL; default none)\n"
 	"  -v                debug logging (one line per request)\n"
 	"  -h, --help        this text\n"
 	"\n"
@@ -59,7 +62,7 @@ static const char usage_text[] =
 	"DENV_GITHUB_URL, DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_E2B_API_URL,\n"
 	"DENV_E2B_SANDBOX_URL, DENV_DAYTONA_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC,\n"
 	"DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC,\n"
-	"DENV_SANDBOX_IDLE_TTL, DENV_SANDBOX_MAX_TTL, DENV_CONTEXT_SWEEP_SEC, DENV_DB_HOST, DENV_DB_PORT,\n"
+	"DENV_SANDBOX_IDLE_TTL, DENV_SANDBOX_MAX_TTL, DENV_SANDBOX_POOL, DENV_CONTEXT_SWEEP_SEC, DENV_DB_HOST, DENV_DB_PORT,\n"
 	"DENV_DB_NAME, DENV_DB_USER, DENV_DB_PASSWORD, DENV_DB_SSLMODE, DENV_FILES_DIR.\n"
 	"See denv-cp(8).\n";
 
@@ -127,6 +130,7 @@ static void config_from_env(struct cp_config *c)
 	c->daytona_api_url = env_or("DENV_DAYTONA_API_URL", CP_DAYTONA_API_URL);
 	c->sandbox_idle_ttl = env_or("DENV_SANDBOX_IDLE_TTL", NULL);
 	c->sandbox_max_ttl = env_or("DENV_SANDBOX_MAX_TTL", NULL);
+	c->sandbox_pool = env_or("DENV_SANDBOX_POOL", NULL);
 	c->context_keep = env_or("DENV_CONTEXT_KEEP", NULL);
 	c->context_sweep_ms = seconds_env("DENV_CONTEXT_SWEEP_SEC", CP_CONTEXT_SWEEP_MS);
 }
@@ -153,6 +157,7 @@ static int parse_flags(int argc, char **argv, struct cp_config *c)
 		{ "max-exec", offsetof(struct cp_config, quota_flag[CP_QUOTA_EXEC]) },
 		{ "idempotency-ttl", offsetof(struct cp_config, idem_ttl_flag) },
 		{ "context-keep", offsetof(struct cp_config, context_keep) },
+		{ "sandbox-pool", offsetof(struct cp_config, sandbox_pool) },
 	};
 
 	for (int i = 1; i < argc; i++) {
@@ -349,7 +354,7 @@ static int add_routes(struct cp *cp)
 	int (*groups[])(struct cp *) = {
 		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
 		cp_api_events, cp_api_hosts, cp_api_github, cp_api_ops, cp_api_bg, cp_api_pause, cp_api_sandboxes,
-		cp_api_batch, cp_api_observe, cp_api_promote,
+		cp_api_batch, cp_api_pools, cp_api_observe, cp_api_promote,
 		cp_api_contexts, cp_api_ttl, cp_api_quotas, cp_hub_routes, cp_web_device, cp_auth_github,
 		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
 	};
@@ -407,6 +412,10 @@ static int run(struct cp *cp)
 	cp_cmd_recover(cp);
 	cp_orch_start(cp);
 	cp_ttl_start(cp);
+	if (cp_pool_start(cp, &e) < 0) {
+		fprintf(stderr, "denv-cp: %s\n", e.msg);
+		return 1;
+	}
 	cp_contexts_start(cp);
 	cp_idem_sweep(cp);
 	cp_lease_watch(cp);
@@ -429,6 +438,7 @@ static void cleanup(struct cp *cp)
 	 * requests: let them land while all of those are alive. Then free
 	 * runs and commands, and close the store last. */
 	cp_ttl_free(cp);
+	cp_pool_free(cp);
 	if (cp->db)
 		st_flush(cp->db);
 	cp_orch_free_all(cp);

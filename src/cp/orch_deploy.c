@@ -375,6 +375,7 @@ static void verdict(struct cp_run *r)
 			  cp_obj("Healthy", json_new_bool(true), "Snapshot", json_new_str(snap), NULL));
 		run_env(r, cp_obj("Status", json_new_str("running"), "CurrentVersionID", json_new_str(r->version_id),
 				  NULL));
+		cp_pool_version(r->cp, r->version_id);	/* its x-denv.pool, if any */
 		run_done(r, "succeeded",
 			 cp_obj("version", json_new_str(r->version_id), "snapshot", json_new_str(snap), "took_ms",
 				json_new_int(run_took_ms(r)), NULL));

@@ -249,7 +249,7 @@ struct json *cp_now_json(void)
 static const char *const *hidden_fields(const char *table)
 {
 	static const char *const secret[] = { "Hash", NULL };
-	static const char *const team[] = { "TeamID", "Sandbox", NULL };	/* Sandbox: quota.c's count */
+	static const char *const team[] = { "TeamID", "Sandbox", "Pool", NULL };	/* Sandbox: quota.c's count; Pool: pool.c's */
 	static const char *const none[] = { NULL };
 
 	if (str_eq(table, "keys") || str_eq(table, "sessions") || str_eq(table, "join_tokens") ||

@@ -253,6 +253,19 @@ static int read_clock(const struct json *v, struct json *spec, struct err *e)
 	return 0;
 }
 
+/* x-denv.pool: how many forks of each healthy version the control plane
+ * keeps warm for from_version sandboxes. Absent or 0 leaves no "pool". */
+static int read_pool(const struct json *v, struct json *spec, struct err *e)
+{
+	if (!v || v->type == JSON_NULL)
+		return 0;
+	if (v->type != JSON_INT || v->u.i < 0 || v->u.i > SPEC_MAX_POOL)
+		return err_set(e, "compose: x-denv.pool must be a whole number from 0 to %d", SPEC_MAX_POOL);
+	if (v->u.i > 0)
+		json_object_set_int(spec, "pool", v->u.i);
+	return 0;
+}
+
 static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 {
 	const struct json *egress = json_get(x, "egress"), *warm = json_get(x, "warm");
@@ -278,7 +291,8 @@ static int read_xdenv(const struct json *x, struct json *spec, struct err *e)
 		return -1;
 	json_object_set(spec, "warm", argv);
 	if (read_clock(json_get(x, "clock"), spec, e) < 0 || spec_disk(json_get(x, "disk"), spec, e) < 0 ||
-	    read_agent(x, spec, e) < 0 || read_verifier(x, spec, e) < 0)
+	    read_agent(x, spec, e) < 0 || read_verifier(x, spec, e) < 0 ||
+	    read_pool(json_get(x, "pool"), spec, e) < 0)
 		return -1;
 	return spec_promote(json_get(x, "promote"), spec, e);
 }

@@ -107,7 +107,7 @@ static const struct spec_key volume_keys[] = {
 static const struct spec_key xdenv_keys[] = {
 	{ "kind", R, NULL }, { "egress", R, NULL }, { "warm", R, NULL }, { "agent", R, NULL },
 	{ "verifier", R, NULL }, { "clock", R, NULL }, { "runtime", R, NULL }, { "disk", R, NULL },
-	{ "promote", R, NULL }, { NULL, R, NULL },
+	{ "promote", R, NULL }, { "pool", R, NULL }, { NULL, R, NULL },
 };
 
 static const struct spec_key promote_keys[] = {

@@ -52,6 +52,7 @@
 #define SPEC_MAX_LIST 1024		/* argv, env entries, ports, collect paths */
 #define SPEC_MAX_STRING 4096		/* any single string value */
 #define SPEC_MAX_NAME 63		/* service and volume names */
+#define SPEC_MAX_POOL 256		/* x-denv.pool: warm forks kept of a version */
 #define SPEC_MAX_COMPOSE_BYTES ((size_t)1 << 20)
 #define SPEC_MIN_MEMORY_MB 6		/* Docker refuses less */
 #define SPEC_MAX_CPUS 1024

@@ -27,6 +27,7 @@ void top_release(struct top *t)
 	json_free(t->envs);
 	json_free(t->deps);
 	json_free(t->dep_doc);
+	json_free(t->pools);
 	for (int p = 0; p < P_COUNT; p++)
 		free(t->pane[p].rows);
 	memset(t, 0, sizeof(*t));

@@ -28,7 +28,7 @@
 #include "json/json.h"
 #include "ws/ws.h"
 
-enum req_kind { R_HOSTS, R_PROJECTS, R_ENVS, R_DEPS, R_DEP };
+enum req_kind { R_HOSTS, R_PROJECTS, R_ENVS, R_DEPS, R_DEP, R_POOLS };
 
 struct req {
 	struct top_net *n;
@@ -55,7 +55,7 @@ struct top_net {
 	bool sweeping, again;
 	int pending;			/* sweep requests queued or in flight */
 	int sweeps;
-	struct json *s_hosts, *s_envs, *s_deps;
+	struct json *s_hosts, *s_envs, *s_deps, *s_pools;
 	char s_err[TOP_STATUS_MAX];
 	int nprojects, nenvs;
 	/* the selected deployment */
@@ -252,6 +252,7 @@ static void sweep_end(struct top_net *n)
 		while (json_len(n->s_deps) > TOP_MAX_DEPS)
 			json_free(n->s_deps->u.arr.items[--n->s_deps->u.arr.n]);
 		swap(&t->hosts, &n->s_hosts);
+		swap(&t->pools, &n->s_pools);
 		swap(&t->envs, &n->s_envs);
 		swap(&t->deps, &n->s_deps);
 		t->loaded = true;
@@ -264,7 +265,8 @@ static void sweep_end(struct top_net *n)
 	json_free(n->s_hosts);
 	json_free(n->s_envs);
 	json_free(n->s_deps);
-	n->s_hosts = n->s_envs = n->s_deps = NULL;
+	json_free(n->s_pools);
+	n->s_hosts = n->s_envs = n->s_deps = n->s_pools = NULL;
 	n->changed(n->arg);
 	if (n->again)
 		start_sweep(n);
@@ -276,6 +278,8 @@ static void sweep_reply(struct req *r, const struct json *doc)
 
 	if (r->kind == R_HOSTS)
 		n->s_hosts = json_dup(json_get(doc, "hosts"));
+	else if (r->kind == R_POOLS)
+		n->s_pools = json_dup(json_get(doc, "pools"));
 	else if (r->kind == R_PROJECTS)
 		got_projects(n, doc);
 	else if (r->kind == R_ENVS)
@@ -298,6 +302,7 @@ static void start_sweep(struct top_net *n)
 	n->s_deps = json_new_array();
 	sweep_add(n, R_HOSTS, NULL, NULL, xstrdup("/v1/hosts"));
 	sweep_add(n, R_PROJECTS, NULL, NULL, xstrdup("/v1/projects"));
+	sweep_add(n, R_POOLS, NULL, NULL, xstrdup("/v1/pools"));
 	pump(n);
 }
 
@@ -393,9 +398,10 @@ static void on_reply(const struct http_client_resp *resp, const struct err *e, v
 	} else {
 		n->inflight--;
 		n->pending--;
-		if (msg[0])
+		/* A server without GET /v1/pools: the title shows no pools. */
+		if (msg[0] && r->kind != R_POOLS)
 			sweep_fail(n, r->path, msg);
-		else if (!n->s_err[0])
+		else if (!msg[0] && !n->s_err[0])
 			sweep_reply(r, doc);
 	}
 	json_free(doc);
@@ -530,6 +536,7 @@ void top_net_free(struct top_net *n)
 	while (n->reqs)
 		req_unlink(n->reqs);
 	json_free(n->s_hosts);
+	json_free(n->s_pools);
 	json_free(n->s_envs);
 	json_free(n->s_deps);
 	memset(n->auth.data, 0, n->auth.len);

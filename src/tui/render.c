@@ -6,6 +6,7 @@
  */
 #include "tui/tui.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -247,21 +248,49 @@ static void split_rows(const struct top *t, int body, int rows[P_COUNT])
 	}
 }
 
+/* An image pool's image, or a version pool's version. */
+static const char *pool_name(const struct json *p)
+{
+	const char *image = json_get_str(p, "image"), *version = json_get_str(p, "version");
+
+	return image && *image ? image : version && *version ? version : "?";
+}
+
+/* " pools: IMAGE R/N ready C claimed, ..." for the team's warm pools, or "". */
+static void pools_text(const struct top *t, char *out, size_t n)
+{
+	size_t k = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < json_len(t->pools) && k < n; i++) {
+		const struct json *p = json_at(t->pools, i);
+		int w = snprintf(out + k, n - k, "%s %s %" PRId64 "/%" PRId64 " ready %" PRId64 " claimed",
+				 i ? "," : "  pools:", pool_name(p),
+				 json_get_int(p, "ready", 0), json_get_int(p, "size", 0), json_get_int(p, "claims", 0));
+
+		if (w < 0)
+			break;
+		k += (size_t)w;
+	}
+}
+
 static void draw_title(struct top *t, struct tui_frame *f)
 {
-	char left[256], clock_s[16] = "";
+	char left[256], clock_s[16] = "", pools[160];
 	time_t now = (time_t)(t->now_ms / 1000);
 	struct tm tm;
 
 	frame_fill_row(f, 0, TA_TITLE);
 	if (t->once) {
-		snprintf(left, sizeof(left), "denv top  %s", t->server ? t->server : "");
+		pools_text(t, pools, sizeof(pools));
+		snprintf(left, sizeof(left), "denv top  %s%s", t->server ? t->server : "", pools);
 		frame_put(f, 0, 0, -1, TA_TITLE, left);
 		return;
 	}
 	if (localtime_r(&now, &tm))
 		strftime(clock_s, sizeof(clock_s), "%H:%M:%S", &tm);
-	snprintf(left, sizeof(left), " denv top  %s  %s", clock_s, t->server ? t->server : "");
+	pools_text(t, pools, sizeof(pools));
+	snprintf(left, sizeof(left), " denv top  %s  %s%s", clock_s, t->server ? t->server : "", pools);
 	frame_put(f, 0, 0, -1, TA_TITLE, left);
 	/* Right side: how fresh the data is, and whether we follow. */
 	snprintf(left, sizeof(left), " %s%s  ? help ", t->follow ? "follow  " : "", t->live ? "live" : "polling");

@@ -119,6 +119,7 @@ struct top {
 	struct json *envs;	/* array of environments, each with "_project" added */
 	struct json *deps;	/* array of deployments, newest first, each with "_env" */
 	struct json *dep_doc;	/* {deployment, phases} of the selected deployment */
+	struct json *pools;	/* GET /v1/pools's array; NULL when the server has none */
 
 	struct top_pane_state pane[P_COUNT];
 	int focus;

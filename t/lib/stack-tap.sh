@@ -62,6 +62,14 @@ suite_done() {
 	exit $?
 }
 
+# until_ok SECONDS CMD...: run CMD every 0.2 s until it succeeds (1: it never did).
+until_ok() {
+	n=$(($1 * 5))
+	shift
+	while ! "$@"; do
+		n=$((n - 1)); [ $n -gt 0 ] || return 1; sleep 0.2
+	done
+}
 # run ARGS...: denv with stdout and stderr in $tmp/out and $tmp/err; $rc.
 run() {
 	"$top/bin/denv" "$@" >"$tmp/out" 2>"$tmp/err"

@@ -25,6 +25,9 @@ static const struct refusal refusals[] = {
 	{ "services:\n  app:\n    image: a\n    volumes: [\"v:/data\"]\n", "compose: service \"app\" uses undeclared volume \"v\"" },
 	{ "services:\n  app:\n    image: a\n    volumes: [v]\nvolumes: {v: {}}\n", "compose: service \"app\" volume \"v\" must be <volume>:<path>" },
 	{ "x-denv:\n  egress: maybe\nservices:\n  app: {image: a}\n", "compose: x-denv.egress must be deny or allow, got \"maybe\"" },
+	{ "x-denv:\n  pool: -1\nservices:\n  app: {image: a}\n", "compose: x-denv.pool must be a whole number from 0 to 256" },
+	{ "x-denv:\n  pool: 257\nservices:\n  app: {image: a}\n", "compose: x-denv.pool must be a whole number from 0 to 256" },
+	{ "x-denv:\n  pool: two\nservices:\n  app: {image: a}\n", "compose: x-denv.pool must be a whole number from 0 to 256" },
 	{ "x-denv:\n  agent: {service: app}\nservices:\n  app: {image: a}\n",
 	  "compose: x-denv.agent.service \"app\" must set a non-root user (user: \"1000:1000\"); the agent is never root" },
 	{ "x-denv:\n  agent: {service: app}\nservices:\n  app: {image: a, user: \"0:0\"}\n",
@@ -356,11 +359,26 @@ static void test_warnings_bounded(void)
 	buf_release(&y);
 }
 
+/* x-denv.pool: kept as "pool" when above 0; 0 or absent leaves none, so
+ * specs without it are unchanged. */
+static void test_pool(void)
+{
+	struct json *spec = resolve("x-denv:\n  pool: 3\nservices:\n  app: {image: a}\n");
+
+	ok(json_get_int(spec, "pool", 0) == 3, "x-denv.pool: 3 is the spec's pool");
+	ok(json_len(json_get(spec, "warnings")) == 0, "pool is a known x-denv key (no warning)");
+	json_free(spec);
+	spec = resolve("x-denv:\n  pool: 0\nservices:\n  app: {image: a}\n");
+	ok(spec && !json_get(spec, "pool"), "x-denv.pool: 0 leaves no pool");
+	json_free(spec);
+}
+
 int main(void)
 {
 	test_refusals();
 	test_quickstart();
 	test_conversions();
+	test_pool();
 	test_edit_distance();
 	test_nearest();
 	test_warnings();
