@@ -28,7 +28,8 @@ import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Generator, Iterator, Mapping, Sequence, TypeVar
+from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Concatenate, Coroutine, Generator, Generic, Iterator,
+                    Mapping, ParamSpec, Sequence, TypeVar, cast, overload)
 
 import httpx
 import yaml
@@ -158,7 +159,7 @@ class Batch:
 
     @classmethod
     def of(cls, doc: dict[str, Any]) -> "Batch":
-        members = []
+        members: list[BatchMember] = []
         for m in doc.get("members") or []:
             eps = m.get("endpoints") or {}
             members.append(BatchMember(
@@ -373,6 +374,28 @@ class _Sleep:
 # An operation: a generator of _Req and _Sleep whose return value is the result.
 _Op = Generator["_Req | _Sleep", Any, T]
 
+P = ParamSpec("P")
+
+
+class _Operation(Generic[P, T]):
+    """For type checkers only: what ``name = _Operation(_g_name)`` in ``_Ops``
+    stands for. At run time the loop at the end of this module puts a real
+    function under each name, on each client (TYPE_CHECKING is false); this
+    says what it is: on a Client a call that returns the operation's result,
+    on an AsyncClient a coroutine of it."""
+
+    def __init__(self, gen: Callable[Concatenate[Any, P], _Op[T]]) -> None:
+        self.gen = gen
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Callable[..., Any]: ...
+    @overload
+    def __get__(self, obj: "AsyncClient", owner: type | None = None) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    @overload
+    def __get__(self, obj: "Client", owner: type | None = None) -> Callable[P, T]: ...
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        raise NotImplementedError
+
 
 def _http_args(method: str, timeout: float, kw: Mapping[str, Any]) -> dict[str, Any]:
     """httpx's request arguments from an operation's: the timeout, and the
@@ -468,11 +491,11 @@ class _Ops:
         return key
 
     def _j(self, method: str, path: str, **kw: Any) -> _Op[dict[str, Any]]:
-        doc = yield _Req(method, path, kw, True)
+        doc: dict[str, Any] = yield _Req(method, path, kw, True)
         return doc
 
     def _r(self, method: str, path: str, **kw: Any) -> _Op[httpx.Response]:
-        r = yield _Req(method, path, kw, False)
+        r: httpx.Response = yield _Req(method, path, kw, False)
         return r
 
     # ---- deployments ----
@@ -1192,6 +1215,52 @@ class _Ops:
                     root = first
             tf.extractall(dst, members=_strip_root(members, root), filter=_tar_member_filter)
 
+    if TYPE_CHECKING:
+        # Each operation under its public name (see _Operation; a test checks
+        # that this list is every _g_ method).
+        deployment = _Operation(_g_deployment)
+        wait_deployment = _Operation(_g_wait_deployment)
+        ensure_project = _Operation(_g_ensure_project)
+        upload_context = _Operation(_g_upload_context)
+        pack_contexts = _Operation(_g_pack_contexts)
+        deploy = _Operation(_g_deploy)
+        sandbox = _Operation(_g_sandbox)
+        _build_sandbox = _Operation(_g__build_sandbox)
+        batch = _Operation(_g_batch)
+        batch_status = _Operation(_g_batch_status)
+        wait_batch = _Operation(_g_wait_batch)
+        metrics = _Operation(_g_metrics)
+        logs = _Operation(_g_logs)
+        touch = _Operation(_g_touch)
+        set_ttl = _Operation(_g_set_ttl)
+        pause = _Operation(_g_pause)
+        resume = _Operation(_g_resume)
+        environment = _Operation(_g_environment)
+        destroy = _Operation(_g_destroy)
+        current_version = _Operation(_g_current_version)
+        snapshot = _Operation(_g_snapshot)
+        fork = _Operation(_g_fork)
+        verify = _Operation(_g_verify)
+        exec = _Operation(_g_exec)
+        start_command = _Operation(_g_start_command)
+        commands = _Operation(_g_commands)
+        command = _Operation(_g_command)
+        command_output = _Operation(_g_command_output)
+        wait_command = _Operation(_g_wait_command)
+        signal_command = _Operation(_g_signal_command)
+        kill_command = _Operation(_g_kill_command)
+        put_tar = _Operation(_g_put_tar)
+        get_tar = _Operation(_g_get_tar)
+        put_bytes = _Operation(_g_put_bytes)
+        _put_parts = _Operation(_g__put_parts)
+        put_file = _Operation(_g_put_file)
+        put_dir = _Operation(_g_put_dir)
+        get_bytes = _Operation(_g_get_bytes)
+        get_parts = _Operation(_g_get_parts)
+        file_size = _Operation(_g_file_size)
+        get_file = _Operation(_g_get_file)
+        get_dir = _Operation(_g_get_dir)
+
 
 class Client(_Ops):
     """A client of one control plane, authenticated by a team API key."""
@@ -1240,7 +1309,7 @@ class Client(_Ops):
                     value = (self._json if step.as_json else self._request)(step.method, step.path, **step.kw)
             except DenvError as e:
                 error = e
-        return step.value
+        return cast(T, step.value)
 
 
 class AsyncClient(_Ops):
@@ -1288,7 +1357,7 @@ class AsyncClient(_Ops):
                     value = await (self._json if step.as_json else self._request)(step.method, step.path, **step.kw)
             except DenvError as e:
                 error = e
-        return step.value
+        return cast(T, step.value)
 
 
 def _sync(gen: Callable[..., _Op[Any]]) -> Callable[..., Any]:
@@ -1314,6 +1383,6 @@ for _name in [n for n in vars(_Ops) if n.startswith("_g_")]:
         # The caller gets the operation's result, not the generator.
         _ret = re.sub(r"^_Op\[(.*)\]$", r"\1", str(_gen.__annotations__.get("return", "Any")))
         _f.__annotations__ = {**_gen.__annotations__, "return": _ret}
-        _f.__signature__ = inspect.signature(_gen).replace(return_annotation=_ret)  # type: ignore[attr-defined]
+        setattr(_f, "__signature__", inspect.signature(_gen).replace(return_annotation=_ret))
         setattr(_cls, _name[3:], _f)
 del _name, _gen, _cls, _wrap, _f, _ret

@@ -204,7 +204,7 @@ def import_harbor(src: str | os.PathLike[str], out: str | os.PathLike[str]) -> d
     for k, v in _caps(env).items():
         main.setdefault(k, v)
     main["user"] = user
-    xd = doc.get("x-denv") if isinstance(doc.get("x-denv"), dict) else {}
+    xd: dict[str, Any] = doc["x-denv"] if isinstance(doc.get("x-denv"), dict) else {}
     doc = {"x-denv": {"kind": "rl-environment", "egress": _egress(env), **xd,
                       "agent": {"service": SERVICE},
                       "verifier": _verifier(task, src / "tests", workdir)},
@@ -272,7 +272,7 @@ def _find_version(c: Any, ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
 def _service(spec: dict[str, Any], name: str) -> dict[str, Any]:
     for s in spec.get("services") or []:
         if s.get("name") == name:
-            return s
+            return dict(s)
     raise InteropError(f"the version has no service {name!r}")
 
 

@@ -102,7 +102,7 @@ def load_tasks(src: Path) -> dict[str, Any]:
         if "No module named 'karotte'" in r.stderr:
             last += " (install karotte, or set DENV_KAROTTE_PYTHON to a Python that has it)"
         raise InteropError(f"reading the Karotte tasks with {py}: {last}")
-    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    doc: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
     if not doc["tasks"]:
         raise InteropError(f"{src}: get_tasks() returned no tasks")
     return doc

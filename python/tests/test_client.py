@@ -444,6 +444,18 @@ class TestAsyncClient(FakeCase):
         self.assertIn("sandbox", public)
         self.assertEqual(str(inspect.signature(Client.snapshot).return_annotation), "str")
 
+    def test_type_checkers_see_every_operation(self) -> None:
+        """The TYPE_CHECKING list in _Ops (what mypy reads) names every _g_ method."""
+        import ast
+        import denv.client as mod
+        tree = ast.parse(open(mod.__file__, encoding="utf-8").read())
+        ops = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_Ops")
+        gens = {f.name for f in ops.body if isinstance(f, ast.FunctionDef) and f.name.startswith("_g_")}
+        block = next(n for n in ops.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+        declared = {(a.targets[0].id, a.value.args[0].id) for a in block.body  # type: ignore[attr-defined]
+                    if isinstance(a, ast.Assign)}
+        self.assertEqual(declared, {(g[3:], g) for g in gens})
+
     def run_async(self, coro):  # type: ignore[no-untyped-def]
         return asyncio.run(coro)
 
