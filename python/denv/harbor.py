@@ -177,13 +177,14 @@ class DenvEnvironment(BaseEnvironment):
             return "; ".join(self._refusals)
         storage = self._effective_storage_mb
         if storage and self._storage_policy == "refuse":
-            # Why: neither a container's writable layer nor its volumes (host
-            # directories) have a size limit in denv yet, and compose's
-            # storage_opt is ignored, so the cap Harbor asks for would not hold.
-            return (f"denv: this task asks for storage_mb = {storage}, and denv cannot enforce a disk "
-                    "cap yet (an environment's writable layer and volumes have no size limit; compose "
-                    "storage_opt is ignored); refused rather than run without the limit the task sets "
-                    "(--ek storage=ignore runs it without one)")
+            # Why: x-denv.disk caps an environment's volumes, but a
+            # container's writable layer has no size limit in denv (compose's
+            # storage_opt is ignored), and Harbor's storage_mb is the whole
+            # disk the task sees, so the cap it asks for would not hold.
+            return (f"denv: this task asks for storage_mb = {storage}, and denv cannot enforce it "
+                    "(x-denv.disk caps the volumes, but a container's writable layer has no size limit; "
+                    "compose storage_opt is ignored); refused rather than run without the limit the task "
+                    "sets (--ek storage=ignore runs it without one)")
         return None
 
     def caps(self) -> dict[str, Any]:

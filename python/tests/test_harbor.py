@@ -134,7 +134,7 @@ class TestDefinition(unittest.TestCase):
         for toml, words in [
             (IMAGE_TOML + "gpus = 1\n", "1 GPU(s)"),
             (IMAGE_TOML + 'os = "windows"\n', "windows"),
-            (IMAGE_TOML + "storage_mb = 2048\n", "storage_mb = 2048, and denv cannot enforce a disk cap yet"),
+            (IMAGE_TOML + "storage_mb = 2048\n", "storage_mb = 2048, and denv cannot enforce it (x-denv.disk caps the volumes"),
         ]:
             d = Path(tempfile.mkdtemp(dir=self.tmp))
             env = make_env(make_task(d / "t", toml), d / "trial", client=Client("http://127.0.0.1:9", "dak_x"))
