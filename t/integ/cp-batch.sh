@@ -14,26 +14,12 @@
 #   - a replay with the same Idempotency-Key gets the same batch and members.
 # Every wait polls with a deadline; nothing asserts on wall time.
 # Prints TAP; removes its containers, networks and data even on failure.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-cp-batch.XXXXXX")
-. "$top/t/lib/stack.sh"
-t=0
-failed=0
+suite=cp-batch
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 sc2_pid=
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		failed=$((failed + 1))
-		echo "not ok $t - $2"
-		[ -s "$tmp/out" ] && sed -n '1,20s/^/#   out: /p' "$tmp/out"
-	fi
-}
-cleanup() {
+# The second host: stack_stop knows only the first's data dir.
+suite_cleanup() {
 	[ -n "$sc2_pid" ] && kill "$sc2_pid" 2>/dev/null && wait "$sc2_pid" 2>/dev/null
-	# The second host's environments: stack_stop knows only the first's data dir.
 	for d in "$tmp"/data2/envs/*; do
 		[ -d "$d" ] || continue
 		p=$(basename "$d" | tr 'A-Z' 'a-z')
@@ -42,15 +28,6 @@ cleanup() {
 		done
 		docker network rm "${p}_default" >/dev/null 2>&1 || true
 	done
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-# api METHOD PATH [BODY] [HEADER]: the answer in $tmp/out, the status in $code.
-api() {
-	code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $DENV_API_KEY" \
-		-H 'Content-Type: application/json' ${4:+-H "$4"} ${3:+--data "$3"} "$DENV_SERVER$2")
 }
 j() { jq -r "$1" "$tmp/out"; }
 # wait_done BATCH: poll until no member is pending (180 s); the view in $tmp/out.

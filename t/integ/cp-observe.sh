@@ -12,43 +12,11 @@
 #     metrics (a table, --json).
 # Every wait polls with a deadline; nothing asserts on wall time.
 # Prints TAP; removes its containers, networks and data even on failure.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-cp-observe.XXXXXX")
-. "$top/t/lib/stack.sh"
-t=0
-failed=0
+suite=cp-observe
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 fpid=
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		failed=$((failed + 1))
-		echo "not ok $t - $2"
-		[ -s "$tmp/out" ] && sed -n '1,20s/^/#   out: /p' "$tmp/out"
-	fi
-}
-cleanup() {
-	[ -n "$fpid" ] && kill "$fpid" 2>/dev/null
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-api() {
-	code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $DENV_API_KEY" \
-		-H 'Content-Type: application/json' ${3:+--data "$3"} "$DENV_SERVER$2")
-}
+suite_cleanup() { [ -z "$fpid" ] || kill "$fpid" 2>/dev/null; }
 j() { jq -r "$1" "$tmp/out"; }
-# until_ok SECONDS CMD...: run CMD every 0.2 s until it succeeds.
-until_ok() {
-	n=$(($1 * 5))
-	shift
-	while ! "$@"; do
-		n=$((n - 1)); [ $n -gt 0 ] || return 1; sleep 0.2
-	done
-}
 
 echo "1..23"
 if ! stack_start; then

@@ -13,37 +13,8 @@
 #   - the sheet's fields: image digests, dataset digests, the five
 #     protections with their evidence, caps, the probe, verifier, gates.
 # Prints TAP; removes its containers, networks and data even on failure.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-cp-promote.XXXXXX")
-. "$top/t/lib/stack.sh"
-t=0
-failed=0
-ok() {
-	t=$((t + 1))
-	if [ "$1" = 0 ]; then
-		echo "ok $t - $2"
-	else
-		failed=$((failed + 1))
-		echo "not ok $t - $2"
-		[ -s "$tmp/out" ] && sed -n '1,40s/^/#   out: /p' "$tmp/out"
-		[ -s "$tmp/err" ] && sed -n '1,10s/^/#   err: /p' "$tmp/err"
-	fi
-}
-cleanup() {
-	stack_stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-denv() { "$top/bin/denv" "$@"; }
-run() {
-	"$top/bin/denv" "$@" >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-}
-# py EXPR: EXPR over the JSON in $tmp/doc (as d).
-py() { "$top/python/.venv/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$tmp/doc" "$1"; }
-dep_of_out() { sed -n 's/^deployment \(dep_[A-Za-z0-9]*\) (environment.*/\1/p' "$tmp/out" | head -n 1; }
+suite=cp-promote
+. "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 # dep_doc: the deployment the last run started, into $tmp/doc.
 dep_doc() { denv deployment get "$(dep_of_out)" >"$tmp/doc" 2>/dev/null; }
 # phase NAME: "status|error" of that phase of $tmp/doc.
@@ -280,5 +251,4 @@ else
 	ok 1 "the dir backend keeps the snapshot at $snap"
 fi
 
-echo "1..$t"
-[ "$failed" = 0 ]
+suite_done

@@ -15,11 +15,6 @@
 suite=cp-ttl
 . "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 
-# api METHOD PATH [BODY]: the answer in $tmp/out, the status in $code.
-api() {
-	code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $DENV_API_KEY" \
-		-H 'Content-Type: application/json' ${3:+--data "$3"} "$DENV_SERVER$2")
-}
 # j FILTER: jq over the last answer.
 j() { jq -r "$1" "$tmp/out"; }
 # sandbox NAME EXTRA_JSON: a busybox sandbox; its id in $id.

@@ -6,10 +6,8 @@
 # list, status, wait (with the command's code, and a timeout), kill of a
 # whole process tree, errors for unknown ids, and the commands die with the
 # environment (their supervisors on the host too).
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-exec-bg.XXXXXX")
-. "$top/t/lib/box.sh"
+suite=exec-bg
+. "${DENV_TOP:-$(pwd)}/t/lib/box.sh"
 cat >"$tmp/compose.yaml" <<'YAML'
 services:
   box:
@@ -175,4 +173,4 @@ ok $? "destroy ends the command and its supervisor"
 [ ! -e "$tmp/data/envs/$env_id/bg" ]
 ok $? "and removes its records"
 
-echo "1..$t"
+suite_done

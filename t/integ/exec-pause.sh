@@ -6,10 +6,8 @@
 # thawed with its memory and data; exec on a paused service says how to
 # resume; a snapshot keeps what the user paused paused; events record both;
 # and the TTL action pause freezes an idle sandbox instead of destroying it.
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-exec-pause.XXXXXX")
-. "$top/t/lib/box.sh"
+suite=exec-pause
+. "${DENV_TOP:-$(pwd)}/t/lib/box.sh"
 state() { docker inspect -f '{{.State.Status}}' "$1" 2>/dev/null; }
 cat >"$tmp/compose.yaml" <<'YAML'
 services:
@@ -138,4 +136,4 @@ api POST "/v1/envs/$sb/resume"
 [ "$code" = 200 ] && [ "$(state "$sbc")" = running ]
 ok $? "resume thaws it (code $code)"
 
-echo "1..$t"
+suite_done

@@ -7,10 +7,8 @@
 # command reads a line typed after the resize), and our terminal comes back
 # as it was; a streamed exec holds one of the team's exec slots (429 at the
 # quota, free again after).
-set -u
-top=${DENV_TOP:-$(pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/denv-exec-tty.XXXXXX")
-. "$top/t/lib/box.sh"
+suite=exec-tty
+. "${DENV_TOP:-$(pwd)}/t/lib/box.sh"
 cat >"$tmp/compose.yaml" <<'YAML'
 services:
   box:
@@ -166,4 +164,4 @@ denv exec --service box tt/t1 -- echo free >"$tmp/out" 2>"$tmp/err"
 ok $? "after it ended the slot is free again"
 api PUT "/v1/teams/$team/quotas" '{"max_exec":null}'
 
-echo "1..$t"
+suite_done

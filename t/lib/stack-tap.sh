@@ -77,6 +77,12 @@ run() {
 }
 is_rc() { [ "$rc" -eq "$1" ]; ok $? "$2 (exit $rc, want $1)"; }
 has() { grep -qF -- "$1" "$tmp/out"; }
+# api METHOD PATH [BODY [HEADER]]: one REST call with the stack's key; the
+# answer in $tmp/out, its HTTP status in $code.
+api() {
+	code=$(curl -s -o "$tmp/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $DENV_API_KEY" \
+		-H 'Content-Type: application/json' ${4:+-H "$4"} ${3:+--data "$3"} "$DENV_SERVER$2")
+}
 # py EXPR: evaluate a Python expression over d = the JSON document in $tmp/doc.
 py() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$tmp/doc" "$1"; }
 # doc_of DEP: that deployment as JSON into $tmp/doc.
