@@ -588,6 +588,29 @@ static struct json *refused_result(const struct err *e, const char *what, const 
 	return r;
 }
 
+/* The record of a capture (step 6): it takes datasets and checkpoints. */
+static struct json *snap_record(const char *env, const char *name, const char *storage, const struct json *vols,
+				struct json *datasets, int64_t frozen, struct json *checkpoints, const struct json *spec)
+{
+	struct json *rec = json_new_object();
+	char dur[CLOCK_DURATION_MAX], ts[CLOCK_RFC3339_MAX];
+
+	fmt_ms(frozen, dur, sizeof(dur));
+	clock_format_rfc3339(clock_now_ns(), ts);
+	json_object_set_str(rec, "name", name);
+	json_object_set_str(rec, "env", env);
+	json_object_set_str(rec, "storage", storage);
+	json_object_set(rec, "volumes", vols ? json_dup(vols) : json_new_array());
+	json_object_set(rec, "datasets", datasets);
+	json_object_set_str(rec, "frozen_for", dur);
+	json_object_set_int(rec, "frozen_ms", frozen);
+	json_object_set_bool(rec, "consistent", true);	/* every volume captured inside one freeze */
+	json_object_set(rec, "checkpoints", checkpoints);
+	json_object_set_str(rec, "created_at", ts);
+	json_object_set(rec, "spec", json_dup(spec));
+	return rec;
+}
+
 static int snapshot_run(struct wk *w, const char *name, const struct json *keep, bool refuse, struct json *spec,
 			struct json **result, struct err *e)
 {
@@ -631,25 +654,8 @@ static int snapshot_run(struct wk *w, const char *name, const struct json *keep,
 	fmt_ms(frozen, dur, sizeof(dur));
 	wk_progress("captured %zu volume(s) with %s; frozen for %s", json_len(vols), stg.ops->name, dur);
 
-	rec = json_new_object();
-	json_object_set_str(rec, "name", name);
-	json_object_set_str(rec, "env", w->env);
-	json_object_set_str(rec, "storage", stg.ops->name);
-	json_object_set(rec, "volumes", vols ? json_dup(vols) : json_new_array());
-	json_object_set(rec, "datasets", datasets);
-	datasets = NULL;
-	json_object_set_str(rec, "frozen_for", dur);
-	json_object_set_int(rec, "frozen_ms", frozen);
-	json_object_set_bool(rec, "consistent", true);	/* every volume captured inside one freeze */
-	json_object_set(rec, "checkpoints", checkpoints);
-	checkpoints = NULL;
-	{
-		char ts[CLOCK_RFC3339_MAX];
-
-		clock_format_rfc3339(clock_now_ns(), ts);
-		json_object_set_str(rec, "created_at", ts);
-	}
-	json_object_set(rec, "spec", json_dup(spec));
+	rec = snap_record(w->env, name, stg.ops->name, vols, datasets, frozen, checkpoints, spec);
+	datasets = checkpoints = NULL;
 	snap_dir(w->data, w->env, name, dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/snapshot.json", dir);
 	if (fs_mkdir_p(dir, 0700, e) < 0 || snap_write_json(path, rec, e) < 0) {
