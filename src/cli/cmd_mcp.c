@@ -207,7 +207,7 @@ static int run_mcp(struct cli *c, const struct cli_args *a, struct err *e)
 }
 
 static const struct cli_flag mcp_flags[] = {
-	{ "http", 0, CLI_STR, "ADDR", "serve streamable HTTP on ADDR (127.0.0.1:8765, :0) instead of stdio" },
+	{ "http", 0, CLI_STR, "ADDR", "serve streamable HTTP on ADDR (127.0.0.1:8765; port 0 picks one) instead of stdio; no auth of its own: keep it on loopback" },
 	{ 0 },
 };
 

@@ -18,7 +18,7 @@ struct cli;
 #define MCP_JSON_DEPTH 64			/* nesting a message may have */
 #define MCP_PROTOCOL_LATEST "2025-11-25"	/* answered when the client asks for one we lack */
 #define MCP_DEPLOY_WAIT_S 900			/* a tool follows a deployment this long */
-#define MCP_SERVICE_DEFAULT "sandbox"		/* the one service of a POST /v1/sandboxes sandbox */
+#define MCP_SERVICE_DEFAULT "main"		/* the one service of a POST /v1/sandboxes sandbox */
 
 /* JSON-RPC 2.0 error codes. */
 #define MCP_PARSE_ERROR (-32700)

@@ -29,7 +29,7 @@ struct tool {
 };
 
 #define ENV_PROP "\"env\":{\"type\":\"string\",\"description\":\"environment id (env_...) or project/env\"}"
-#define SERVICE_PROP "\"service\":{\"type\":\"string\",\"description\":\"service (default sandbox)\"}"
+#define SERVICE_PROP "\"service\":{\"type\":\"string\",\"description\":\"service (default main, a sandbox's one service)\"}"
 #define ENC_PROP "\"encoding\":{\"type\":\"string\",\"enum\":[\"text\",\"base64\"],\"description\":\"default text\"}"
 
 /* ---- helpers ---- */
