@@ -103,6 +103,26 @@ static int session_new(struct http_mcp *h, char out[MCP_SESSION_ID_MAX], struct 
 	return 0;
 }
 
+/* A browser page elsewhere must not reach a loopback server that holds our
+ * key (DNS rebinding): a request with an Origin must come from loopback. */
+static bool origin_ok(const char *origin)
+{
+	static const char *const loopback[] = { "localhost", "127.0.0.1", "[::1]", NULL };
+	const char *host = origin ? strstr(origin, "://") : NULL;
+	size_t n;
+
+	if (!origin)
+		return true;	/* not a browser */
+	if (!host)
+		return false;
+	host += 3;
+	n = host[0] == '[' ? strcspn(host, "]") + 1 : strcspn(host, ":/");
+	for (int i = 0; loopback[i]; i++)
+		if (strlen(loopback[i]) == n && !strncmp(host, loopback[i], n))
+			return true;
+	return false;
+}
+
 static void on_post(struct http_req *req, void *arg)
 {
 	struct http_mcp *h = arg;
@@ -114,6 +134,10 @@ static void on_post(struct http_req *req, void *arg)
 	struct err e;
 	int k;
 
+	if (!origin_ok(http_req_header(req, "Origin"))) {
+		http_respond_error(req, 403, "requests from a web page must come from a loopback origin");
+		return;
+	}
 	if (mcp_is_initialize(body, len)) {
 		if (session_new(h, fresh, &e) < 0) {
 			http_respond_error(req, 500, e.msg);

@@ -5,7 +5,8 @@
 # lists the tools, creates a busybox sandbox, execs in it, puts and gets a
 # text and a binary file, snapshots, forks, and destroys both. Then the
 # HTTP transport's own rules with curl: GET is 405, a request without a
-# session is 400, an unknown session 404, a notification 202.
+# session is 400, an unknown session 404, a notification 202, a foreign
+# Origin 403.
 suite=cli-mcp
 . "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
 suite_need_stack busybox
@@ -62,6 +63,11 @@ post "$sid" '{"jsonrpc":"2.0","id":2,"method":"nope"}'
 grep -q '"code":-32601' "$tmp/out"; ok $? "an unknown method is -32601"
 post "$sid" '{"jsonrpc":"2.0","id":3,'
 grep -q '"code":-32700' "$tmp/out"; ok $? "malformed JSON is -32700"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Origin: http://evil.example' --data '{}' "$url")
+[ "$code" = 403 ]; ok $? "a request from a foreign web origin is 403 (got $code)"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Origin: http://127.0.0.1:$port" -H "Mcp-Session-Id: $sid" \
+	--data '{"jsonrpc":"2.0","id":9,"method":"ping"}' "$url")
+[ "$code" = 200 ]; ok $? "one from a loopback origin is served (got $code)"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Mcp-Session-Id: $sid" "$url")
 post "$sid" '{"jsonrpc":"2.0","id":4,"method":"ping"}'
 [ "$code" = 404 ]; ok $? "DELETE ends the session"

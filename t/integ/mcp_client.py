@@ -66,8 +66,14 @@ async def scenario(s, where):
         tap.ok(not err and json.loads(text)["content"] == "héllo\n", f"{where}: the fork has the file", text)
         err, text = await call(s, "destroy", {"env": fork})
         tap.ok(not err, f"{where}: destroy the fork", text)
+    # A bare sandbox has no verifier: the call must still come back as an answer, not hang or raise.
+    err, text = await call(s, "verify", {"env": env})
+    tap.ok(text and (err or "status" in json.loads(text)), f"{where}: verify answers (a verdict or why not)", text)
+    print(f"# {where}: verify said {text[:160]!r}")
     err, text = await call(s, "destroy", {"env": env})
     tap.ok(not err, f"{where}: destroy", text)
+    err, text = await call(s, "get", {"env": env})
+    tap.ok(not err and json.loads(text)["environment"]["Status"] == "destroyed", f"{where}: get shows it destroyed", text)
 
 
 async def main():
