@@ -3,7 +3,8 @@
 # (t/integ/mcp_client.py) over both transports: stdio (the SDK spawns
 # `denv mcp`) and streamable HTTP (`denv mcp --http 127.0.0.1:0`). Each
 # lists the tools, creates a busybox sandbox, execs in it, puts and gets a
-# text and a binary file, snapshots, forks, and destroys both. Then the
+# text and a binary file, snapshots, forks, and destroys both; over stdio
+# it also verifies a deployed environment with a verifier (the reward). Then the
 # HTTP transport's own rules with curl: GET is 405, a request without a
 # session is 400, an unknown session 404, a notification 202, a foreign
 # Origin 403.
@@ -28,7 +29,27 @@ if ! stack_start; then
 	echo "Bail out! stack did not start"
 	exit 1
 fi
-PYTHONPATH=$top/python "$PY" "$top/t/integ/mcp_client.py" stdio "$top/bin/denv" >"$tmp/stdio.tap" 2>"$tmp/stdio.err"
+# A project environment with a verifier, for the verify tool (stdio run only).
+cat >"$tmp/compose.yaml" <<'EOF'
+x-denv:
+  agent: { service: box }
+  verifier:
+    image: denv-test/busybox:latest
+    command: ["sh", "-c", "echo 1 > /logs/verifier/reward.txt"]
+    collect: ["/home/agent/answer.txt"]
+services:
+  box:
+    image: denv-test/busybox:latest
+    user: "1000:1000"
+    command: ["sleep", "infinity"]
+    environment: { HOME: /home/agent }
+    volumes: ["home:/home/agent"]
+volumes: { home: {} }
+EOF
+denv project create mv >/dev/null 2>&1
+denv deploy --project mv --env v1 -f "$tmp/compose.yaml" >"$tmp/deploy.log" 2>&1
+ok $? "deploy mv/v1 (a verifier)" "$tmp/deploy.log"
+MCP_VERIFY_ENV=mv/v1 PYTHONPATH=$top/python "$PY" "$top/t/integ/mcp_client.py" stdio "$top/bin/denv" >"$tmp/stdio.tap" 2>"$tmp/stdio.err"
 prc=$?
 from_py "$tmp/stdio.tap"
 [ $prc = 0 ]; ok $? "the stdio client ran to its end" "$tmp/stdio.err"

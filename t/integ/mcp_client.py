@@ -76,12 +76,25 @@ async def scenario(s, where):
     tap.ok(not err and json.loads(text)["environment"]["Status"] == "destroyed", f"{where}: get shows it destroyed", text)
 
 
+async def verify_project(s, ref):
+    """verify on a deployed environment with a verifier (MCP_VERIFY_ENV, <project>/<env>)."""
+    err, text = await call(s, "files_put", {"env": ref, "service": "box", "path": "/home/agent/answer.txt",
+                                            "content": "42\n"})
+    tap.ok(not err, "files_put into a named service of <project>/<env>", text)
+    err, text = await call(s, "verify", {"env": ref})
+    d = json.loads(text) if not err else {}
+    tap.ok(d.get("status") == "succeeded" and (d.get("verdict") or {}).get("reward") == 1,
+           "verify answers the verdict with its reward", text)
+
+
 async def main():
     kind, target = sys.argv[1], sys.argv[2]
     if kind == "stdio":
         params = StdioServerParameters(command=target, args=["mcp"], env=dict(os.environ))
         async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
             await scenario(s, "stdio")
+            if os.environ.get("MCP_VERIFY_ENV"):
+                await verify_project(s, os.environ["MCP_VERIFY_ENV"])
     else:
         async with streamable_http_client(target) as (r, w), ClientSession(r, w) as s:
             await scenario(s, "http")
