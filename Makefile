@@ -79,8 +79,8 @@ SC_VERSIONED = $(patsubst %,src/sidecar/%.o,agent hostinfo main)
 $(SC_VERSIONED:%=$(BUILD)/obj/%) $(SC_VERSIONED:%=$(BUILD)/asan/%): VERSION
 $(SC_VERSIONED:%=$(BUILD)/obj/%) $(SC_VERSIONED:%=$(BUILD)/asan/%): ALL_CFLAGS += -DDENVD_VERSION='"$(DENV_VERSION)"'
 # The CLI's `denv version` reads the same file.
-$(BUILD)/obj/src/cli/dispatch.o $(BUILD)/asan/src/cli/dispatch.o: VERSION
-$(BUILD)/obj/src/cli/dispatch.o $(BUILD)/asan/src/cli/dispatch.o: ALL_CFLAGS += -DCLI_VERSION='"$(DENV_VERSION)"'
+$(BUILD)/obj/src/cli/dispatch.o $(BUILD)/asan/src/cli/dispatch.o $(BUILD)/fuzzobj/src/cli/dispatch.o: VERSION
+$(BUILD)/obj/src/cli/dispatch.o $(BUILD)/asan/src/cli/dispatch.o $(BUILD)/fuzzobj/src/cli/dispatch.o: ALL_CFLAGS += -DCLI_VERSION='"$(DENV_VERSION)"'
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)

@@ -303,6 +303,9 @@ extern const struct cli_cmd cli_cmd_env, cli_cmd_fork, cli_cmd_snapshot, cli_cmd
 	cli_cmd_rollback, cli_cmd_exec, cli_cmd_bg, cli_cmd_pause, cli_cmd_resume;
 extern const struct cli_cmd cli_cmd_files, cli_cmd_deployment, cli_cmd_events;
 extern const struct cli_cmd cli_cmd_quotas;
+extern const struct cli_cmd cli_cmd_mcp;	/* cmd_mcp.c */
+/* The version `denv version` prints (the VERSION file). */
+const char *cli_version(void);
 extern const struct cli_cmd cli_cmd_import, cli_cmd_export;
 extern const struct cli_cmd cli_cmd_batch, cli_cmd_logs, cli_cmd_metrics;
 extern const struct cli_cmd cli_cmd_promote, cli_cmd_sheet;	/* cmd_promote.c */

@@ -14,6 +14,11 @@
 #error "CLI_VERSION comes from the VERSION file (the Makefile passes it)"
 #endif
 
+const char *cli_version(void)
+{
+	return CLI_VERSION;
+}
+
 static void print_flags(FILE *f, const struct cli_flag *flags)
 {
 	if (!flags || !flags[0].name)
