@@ -82,18 +82,9 @@ static bool in_array(const struct json *a, const char *s)
 /* The environment's services (from spec.json, in its order), or only svc. */
 static int services_of(struct wk *w, const char *svc, struct json **out, struct err *e)
 {
-	char path[4096];
-	struct buf b = BUF_INIT;
 	struct json *spec = NULL, *order;
-	int rc;
 
-	snprintf(path, sizeof(path), "%s/envs/%s/spec.json", w->data, w->env);
-	buf_init(&b, SC_SPEC_FILE_MAX);
-	rc = fs_read_file(path, &b, SC_SPEC_FILE_MAX, e);
-	if (rc == 0)
-		rc = json_parse(b.data, b.len, NULL, &spec, e);
-	buf_release(&b);
-	if (rc < 0)
+	if (sc_spec_load(w->data, w->env, &spec, e) <= 0)
 		return err_set(e, "environment %s is not on this host (no spec.json)", w->env);
 	order = render_order(json_get(spec, "services"), e);
 	json_free(spec);

@@ -130,6 +130,7 @@ struct http_client;
 #define SC_LOGS_STAMP_MAX 64			/* docker's RFC 3339 timestamp with nanoseconds */
 #define SC_FILL_MAX_BYTES ((uint64_t)8 << 30)	/* image content copied into a fresh volume */
 #define SC_SPEC_FILE_MAX ((size_t)8 << 20)	/* an env's spec.json */
+#define SC_SPEC_PATH_MAX 4300			/* <data>/envs/<env>/spec.json */
 #define SC_FILL_CACHE_ENTRY_MAX ((uint64_t)64 << 20)	/* larger image trees are not kept */
 #define SC_FILL_CACHE_KEEP_S (7 * 24 * 3600)	/* a cache entry unused this long goes */
 
@@ -191,6 +192,10 @@ int sc_stream_url(const char *server, char *out, size_t n, struct err *e);
  * most max stream URLs into out, their count in *n. */
 int sc_stream_urls(const char *servers, char out[][SC_URL_MAX], size_t max, size_t *n, struct err *e);
 bool sc_safe_id(const char *s);
+
+/* envspec.c: env's spec.json under data into *spec: 1 read, 0 there is
+ * none (*spec NULL), -1 unreadable or not JSON (e names the file). */
+int sc_spec_load(const char *data, const char *env, struct json **spec, struct err *e);
 
 /* hostinfo.c: the capabilities object of hello and host.report. */
 struct json *sc_capabilities(const struct sc_config *c);
