@@ -19,8 +19,6 @@
 #include "base/str.h"
 #include "sidecar/sidecar.h"
 
-#define PAUSE_LIST_MAX ((size_t)64 << 10)
-
 static void list_path(const char *data, const char *env, char *out, size_t n)
 {
 	snprintf(out, n, "%s/envs/%s/paused", data, env);
@@ -35,8 +33,8 @@ static char **read_list(const char *data, const char *env, size_t *n)
 	char **list;
 
 	list_path(data, env, path, sizeof(path));
-	buf_init(&b, PAUSE_LIST_MAX);
-	if (fs_read_file(path, &b, PAUSE_LIST_MAX, &e) < 0)
+	buf_init(&b, SC_PAUSE_LIST_MAX);
+	if (fs_read_file(path, &b, SC_PAUSE_LIST_MAX, &e) < 0)
 		buf_reset(&b);
 	list = str_split(b.len ? b.data : "", "\n", n);
 	buf_release(&b);

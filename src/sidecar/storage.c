@@ -16,8 +16,6 @@
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
 
-#define ZPOOL_PROBE_TIMEOUT_MS 10000
-
 static bool zpool_present(const char *pool)
 {
 	const char *argv[] = { "zpool", "list", "-H", pool, NULL };
@@ -27,7 +25,7 @@ static bool zpool_present(const char *pool)
 	bool ok;
 
 	proc_spec_init(&s, argv);
-	s.timeout_ms = ZPOOL_PROBE_TIMEOUT_MS;
+	s.timeout_ms = STG_ZPOOL_PROBE_TIMEOUT_MS;
 	s.out_max = s.err_max = 65536;
 	ok = proc_run(&s, NULL, 0, &r, &e) == 0 && r.exit_code == 0 && !r.timed_out;
 	proc_result_release(&r);
