@@ -15,7 +15,8 @@ int sc_spec_load(const char *data, const char *env, struct json **spec, struct e
 
 	*spec = NULL;
 	if (n < 0 || (size_t)n >= sizeof(path))
-		return err_set(e, "the path of %s's spec.json is over %d bytes", env, SC_SPEC_PATH_MAX - 1);
+		return err_set(e, "the path of the spec.json of environment %.64s is over %d bytes", env,
+			       SC_SPEC_PATH_MAX - 1);
 	if (!fs_exists(path))
 		return 0;
 	if (json_parse_file(path, SC_SPEC_FILE_MAX, spec, e) < 0)
