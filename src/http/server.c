@@ -48,6 +48,7 @@
 #include "base/str.h"
 #include "base/sys.h"
 #include "json/json.h"
+#include "http/server_int.h"
 
 #define LISTEN_BACKLOG 1024
 /* Stop parsing pipelined requests while this much output waits for the peer. */
@@ -68,152 +69,10 @@
 /* At most one warning per this many ms that limits are being hit. */
 #define PRESSURE_LOG_MS 10000
 
-struct route {
-	char *method;
-	char **segs;		/* pattern segments; "{name}" or "{name...}" for params */
-	size_t nsegs;
-	bool rest;		/* last segment is {name...} */
-	bool slash;		/* the pattern ends in "/": so must the path */
-	size_t max_body;
-	unsigned flags;		/* HTTP_ROUTE_* */
-	http_handler_fn fn;
-	void *arg;
-};
-
-enum conn_state { C_HANDSHAKE, C_HEAD, C_BODY, C_HANDLER };
-enum timer_kind { T_NONE, T_KICK, T_HANDSHAKE, T_FIRST, T_IDLE, T_HEADER, T_BODY, T_WRITE };
-
-struct conn;
-
-/* Links of a connection in one FIFO queue of waiting connections. */
-struct clink {
-	struct conn *prev, *next;
-};
-
-struct cqueue {
-	struct conn *head, *tail;
-	size_t n;
-};
-
-/* One client address (IPv4, or an IPv6 /64) with connections open. */
-#define PEER_KEY_LEN 17		/* family byte + 16 address bytes */
-struct peer {
-	unsigned char key[PEER_KEY_LEN];
-	size_t nconns;
-	struct cqueue waiting;	/* its waiting connections, oldest first */
-	struct peer *next;	/* hash chain */
-};
-
-struct conn {
-	struct http_server *srv;
-	struct stream *s;
-	int fd;
-	struct conn *prev, *next;
-	enum conn_state state;
-	struct buf in;
-	size_t scanned;		/* bytes of in searched for the end of the head */
-	struct buf out;
-	size_t out_off;		/* bytes of out already written */
-	struct ev_timer timer;
-	enum timer_kind tkind;
-	int64_t head_started;	/* when the first byte of the current head arrived */
-	int64_t ready_at;	/* accepted, or its TLS handshake done: the first-byte clock */
-	struct peer *addr;	/* its client address's entry */
-	struct clink lpool, lpeer;	/* in the pool's and the peer's waiting queues */
-	bool waiting;		/* in those queues: no request in progress */
-	bool reserve;		/* in the reserve pool: one request, reserved routes only */
-	struct http_req *req;	/* being read, in a handler, parked or streaming */
-	int rd_want, wr_want;	/* what the stream asked for after EAGAIN */
-	int events;		/* registered with the loop */
-	bool read_eof;
-	bool broken;		/* I/O failed: destroy at the next conn_run */
-	bool close_after;	/* close once out is flushed */
-	bool in_run;		/* inside conn_run: it will flush and settle */
-	bool in_dispatch;	/* inside a handler called by conn_run */
-	bool line_checked;	/* the request line of the current head was validated */
-	bool fresh;		/* no request completed yet: the header timeout applies */
-	bool detached;		/* taken over by http_req_detach during dispatch */
-	bool rearm_idle;	/* a request just completed: restart the idle clock */
-	bool drain_pending;	/* output was queued for a streaming req with on_drain */
-	char peer[64];
-};
-
-struct http_req {
-	struct http_server *srv;
-	struct conn *conn;	/* NULL once the connection is gone */
-	char *head;		/* our copy of the head; the strings below point into it */
-	const char *method, *target, *path;
-	char *path_owned;	/* path when the target has a query */
-	const char *query;	/* after '?', or NULL */
-	size_t query_len;
-	int minor;
-	size_t nheaders;
-	const char **hnames, **hvalues;
-	const struct route *route;
-	const char *pnames[HTTP_MAX_PATH_PARAMS];
-	size_t pname_len[HTTP_MAX_PATH_PARAMS];
-	char *pvals[HTTP_MAX_PATH_PARAMS];
-	size_t nparams;
-	struct buf qstore;	/* decoded query pairs "name\0value\0" */
-	bool qparsed;
-	/* body */
-	struct buf body;
-	uint64_t body_left;	/* Content-Length bytes still to read */
-	bool chunked;
-	struct http_chunked ch;
-	/* response */
-	struct buf rhead;	/* extra response headers */
-	bool head_only;		/* HEAD request */
-	bool dispatched;	/* handed to a handler: the handler's code owns it */
-	bool keep_alive;
-	bool streaming;
-	bool stream_chunked;
-	bool gone;
-	int status;
-	size_t resp_bytes;
-	int64_t started;
-	http_req_fn on_gone, on_drain;
-	void *gone_arg, *drain_arg;
-	bool gone_quiet;		/* http_req_quiet_gone: on_gone is never called */
-	http_resp_hook_fn on_respond;	/* one-shot: cleared before it is called */
-	void *respond_arg;
-	char peer[64];
-};
-
-struct http_server {
-	struct ev *ev;
-	int lfd;
-	int port;
-	struct stream_tls_server *tls;
-	struct route *routes;
-	size_t nroutes;
-	struct conn *conns;
-	size_t nconns;		/* both pools */
-	size_t nreserve;	/* in the reserve pool */
-	int header_timeout, idle_timeout, body_timeout, write_timeout, first_byte_timeout;
-	size_t max_conns;
-	size_t max_per_addr;	/* 0: no per-address cap */
-	size_t reserve_conns;
-	struct peer **peers;	/* PEER_BUCKETS chains */
-	struct cqueue waiting_main, waiting_reserve;
-	struct http_server_stats stats;
-	struct http_server_stats logged;	/* stats at the last pressure warning */
-	int64_t pressure_logged_at;
-	int64_t emfile_logged_at;	/* the last "out of file descriptors" warning */
-	size_t max_body_default;
-	bool shutting_down;
-	struct ev_timer grace_timer, done_timer, accept_timer;
-	http_server_done_fn done_fn;
-	void *done_arg;
-	bool done_called;
-};
-
 static void conn_run(struct conn *c);
 static void conn_destroy(struct conn *c);
 static void conn_on_fd(struct ev *ev, int fd, int revents, void *arg);
 static void conn_on_timer(struct ev *ev, void *arg);
-static int queue_response(struct http_req *req, int status, const char *ctype, const void *body,
-			  size_t len, bool chunked_stream);
 
 /* ---- small helpers ---- */
 
@@ -227,7 +86,7 @@ static void req_hook_none(struct http_req *req)
 		fn(req, 0, NULL, NULL, 0, req->respond_arg);
 }
 
-static void req_free(struct http_req *req)
+void hs_req_free(struct http_req *req)
 {
 	if (!req)
 		return;
@@ -244,7 +103,7 @@ static void req_free(struct http_req *req)
 }
 
 /* Write what we can of out. Never calls user code. */
-static void conn_flush(struct conn *c)
+void hs_conn_flush(struct conn *c)
 {
 	while (!c->broken && c->s && c->out_off < c->out.len) {
 		ssize_t w = stream_write(c->s, c->out.data + c->out_off, c->out.len - c->out_off);
@@ -270,30 +129,23 @@ static void conn_flush(struct conn *c)
 	}
 }
 
-static size_t out_pending(const struct conn *c)
+size_t hs_out_pending(const struct conn *c)
 {
 	return c->out.len - c->out_off;
 }
 
-static void conn_kick(struct conn *c)
+void hs_conn_kick(struct conn *c)
 {
 	c->tkind = T_KICK;
 	ev_timer_start(c->srv->ev, &c->timer, 0, conn_on_timer, c);
 }
 
-static void log_access(const struct http_req *req)
+void hs_log_access(const struct http_req *req)
 {
 	if (log_get_level() > LOG_DEBUG)
 		return;
 	log_debug("http", "%s \"%s %s HTTP/1.%d\" %d %zu %lldms", req->peer, req->method, req->target,
 		  req->minor, req->status, req->resp_bytes, (long long)(ev_mono_ms() - req->started));
-}
-
-static void add_json_error(struct buf *b, const char *msg)
-{
-	buf_adds(b, "{\"error\":");
-	json_write_string(b, msg, strlen(msg));
-	buf_adds(b, "}");
 }
 
 /*
@@ -307,14 +159,14 @@ static void conn_error(struct conn *c, struct http_req *req, int status, const c
 	size_t blen;
 
 	body = (struct buf)BUF_INIT;
-	add_json_error(&body, msg);
+	hs_json_error(&body, msg);
 	blen = body.len;
 	if (close)
 		c->close_after = true;
 	if (req) {
 		req->keep_alive = req->keep_alive && !close;
 		c->req = req;
-		queue_response(req, status, "application/json", body.data, blen, false);
+		hs_queue_response(req, status, "application/json", body.data, blen, false);
 	} else {
 		/* No request object: the head itself was refused. */
 		int n = snprintf(tmp, sizeof(tmp),
@@ -468,7 +320,7 @@ static struct conn *q_victim(struct cqueue *q, bool peer)
 	size_t n = 0;
 
 	for (struct conn *c = q->head; c && n < EVICT_SCAN_MAX; c = qlink(c, peer)->next, n++) {
-		if (out_pending(c) || c->in_run)
+		if (hs_out_pending(c) || c->in_run)
 			continue;
 		if (c->fresh || c->state == C_HANDSHAKE)
 			return c;
@@ -567,161 +419,6 @@ void http_server_stats(const struct http_server *srv, struct http_server_stats *
 	*out = srv->stats;
 	out->reserve = srv->nreserve;
 	out->waiting = srv->waiting_main.n + srv->waiting_reserve.n;
-}
-
-/* ---- routing ---- */
-
-static bool seg_is_param(const char *seg)
-{
-	size_t n = strlen(seg);
-	return n >= 3 && seg[0] == '{' && seg[n - 1] == '}';
-}
-
-int http_route(struct http_server *srv, const char *method, const char *pattern,
-	       size_t max_body, http_handler_fn fn, void *arg)
-{
-	return http_route_flags(srv, method, pattern, max_body, 0, fn, arg);
-}
-
-int http_route_flags(struct http_server *srv, const char *method, const char *pattern,
-		     size_t max_body, unsigned flags, http_handler_fn fn, void *arg)
-{
-	struct route r;
-	size_t nparams = 0;
-
-	memset(&r, 0, sizeof(r));
-	if (!method || !*method || !pattern || pattern[0] != '/' || !fn) {
-		log_error("http", "route %s %s: invalid", method ? method : "?", pattern ? pattern : "?");
-		return -1;
-	}
-	r.segs = str_split(pattern, "/", &r.nsegs);
-	if (r.nsegs > HTTP_MAX_PATH_SEGMENTS)
-		goto bad;
-	for (size_t i = 0; i < r.nsegs; i++) {
-		if (!seg_is_param(r.segs[i]))
-			continue;
-		if (++nparams > HTTP_MAX_PATH_PARAMS)
-			goto bad;
-		if (str_has_suffix(r.segs[i], "...}")) {
-			if (i != r.nsegs - 1 || strlen(r.segs[i]) < 6)
-				goto bad;
-			r.rest = true;
-		}
-	}
-	r.slash = r.nsegs > 0 && !r.rest && pattern[strlen(pattern) - 1] == '/';
-	r.method = xstrdup(method);
-	r.max_body = max_body ? max_body : srv->max_body_default;
-	r.flags = flags;
-	r.fn = fn;
-	r.arg = arg;
-	srv->routes = xrealloc(srv->routes, (srv->nroutes + 1) * sizeof(*srv->routes));
-	srv->routes[srv->nroutes++] = r;
-	return 0;
-bad:
-	log_error("http", "route %s %s: invalid pattern", method, pattern);
-	str_list_free(r.segs);
-	return -1;
-}
-
-/* Match path against r: 1 (params filled into req), 0 (no), -1 (bad escape). */
-static int route_match(const struct route *r, const char *path, struct http_req *req)
-{
-	const char *p = path;
-	size_t np = 0;
-
-	for (size_t i = 0; i < r->nsegs; i++) {
-		const char *seg = r->segs[i];
-		const char *s, *e;
-		if (*p != '/')
-			return 0;
-		s = ++p;
-		e = (r->rest && i == r->nsegs - 1) ? s + strlen(s) : strchrnul(s, '/');
-		if (!seg_is_param(seg)) {
-			size_t n = strlen(seg);
-			if ((size_t)(e - s) != n || memcmp(s, seg, n) != 0)
-				return 0;
-		} else {
-			if (e == s)
-				return 0;
-			if (req) {
-				struct buf v = BUF_INIT;
-				if (http_pct_decode(s, (size_t)(e - s), false, &v) < 0) {
-					buf_release(&v);
-					return -1;
-				}
-				req->pnames[np] = seg + 1;
-				req->pname_len[np] = strlen(seg) - 2 - (r->rest && i == r->nsegs - 1 ? 3 : 0);
-				req->pvals[np] = buf_detach(&v, NULL);
-				req->nparams = ++np;
-			}
-		}
-		p = e;
-	}
-	/* The root pattern "/" has no segments. */
-	if (r->nsegs == 0)
-		return strcmp(path, "/") == 0;
-	if (r->slash)
-		return strcmp(p, "/") == 0;
-	return *p == '\0';
-}
-
-static void req_clear_params(struct http_req *req)
-{
-	for (size_t i = 0; i < req->nparams; i++)
-		free(req->pvals[i]);
-	req->nparams = 0;
-}
-
-/* Find the route for req. 0 found; else fills status/msg for the refusal. */
-static int route_find(struct http_server *srv, struct http_req *req, int *status, char *msg, size_t msgn,
-		      struct buf *allow)
-{
-	bool path_found = false;
-	const char *m = req->method;
-
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < srv->nroutes; i++) {
-			const struct route *r = &srv->routes[i];
-			int mr;
-			bool same = strcmp(r->method, m) == 0;
-			if (pass == 1 && !same)
-				continue;
-			mr = route_match(r, req->path, same ? req : NULL);
-			if (mr < 0) {
-				req_clear_params(req);
-				*status = 400;
-				snprintf(msg, msgn, "bad percent-encoding in path");
-				return -1;
-			}
-			if (!mr) {
-				req_clear_params(req);
-				continue;
-			}
-			if (same) {
-				req->route = r;
-				return 0;
-			}
-			path_found = true;
-			if (pass == 0 && !http_token_has(allow->data, allow->len, r->method)) {
-				if (allow->len)
-					buf_adds(allow, ", ");
-				buf_adds(allow, r->method);
-			}
-		}
-		/* HEAD falls back to GET routes. */
-		if (pass == 0 && strcmp(req->method, "HEAD") == 0)
-			m = "GET";
-		else
-			break;
-	}
-	if (path_found) {
-		*status = 405;
-		snprintf(msg, msgn, "method %s not allowed", req->method);
-	} else {
-		*status = 404;
-		snprintf(msg, msgn, "not found");
-	}
-	return -1;
 }
 
 /* ---- request construction ---- */
@@ -864,7 +561,7 @@ static int req_start(struct conn *c, struct http_req *req)
 		conn_error(c, req, 400, "request target must be an absolute path", true);
 		return -1;
 	}
-	if (route_find(srv, req, &status, msg, sizeof(msg), &allow) < 0) {
+	if (hs_route_find(srv, req, &status, msg, sizeof(msg), &allow) < 0) {
 		bool has_body = req->chunked || len > 0;
 		if (status == 405)
 			http_resp_header(req, "Allow", allow.data);
@@ -1009,7 +706,7 @@ static int conn_process(struct conn *c)
 		}
 		if (c->state == C_HEAD) {
 			int r;
-			if (c->in.len == 0 || out_pending(c) > PIPELINE_OUT_HIGH)
+			if (c->in.len == 0 || hs_out_pending(c) > PIPELINE_OUT_HIGH)
 				return 0;
 			if (!c->head_started) {
 				c->head_started = ev_now(c->srv->ev);
@@ -1079,7 +776,7 @@ static void conn_settle_timer(struct conn *c)
 
 	if (c->state == C_HANDSHAKE)
 		return;		/* armed once at accept */
-	if (out_pending(c)) {
+	if (hs_out_pending(c)) {
 		want = T_WRITE;
 		ms = srv->write_timeout;
 	} else if (c->state == C_HEAD && c->in.len == 0 && c->fresh) {
@@ -1125,7 +822,7 @@ static void conn_settle_events(struct conn *c)
 	 * notice the client leaving (and we buffer pipelined requests). */
 	if (c->in.len < c->in.max && !c->read_eof)
 		ev |= c->rd_want ? c->rd_want : EV_READ;
-	if (out_pending(c))
+	if (hs_out_pending(c))
 		ev |= c->wr_want ? c->wr_want : EV_WRITE;
 	if (ev != c->events) {
 		c->events = ev;
@@ -1171,10 +868,10 @@ static void conn_run_inner(struct conn *c)
 		c->ready_at = ev_mono_ms();
 		c->tkind = T_NONE;
 	}
-	if (out_pending(c)) {
+	if (hs_out_pending(c)) {
 		c->wr_want = 0;
-		conn_flush(c);
-		if (!out_pending(c) && c->drain_pending && c->req && c->req->on_drain && !c->broken) {
+		hs_conn_flush(c);
+		if (!hs_out_pending(c) && c->drain_pending && c->req && c->req->on_drain && !c->broken) {
 			c->drain_pending = false;
 			c->in_dispatch = true;
 			c->req->on_drain(c->req, c->req->drain_arg);
@@ -1190,9 +887,9 @@ static void conn_run_inner(struct conn *c)
 		conn_read(c);
 	if (conn_process(c) < 0)
 		return;
-	if (out_pending(c))
-		conn_flush(c);
-	if (c->broken || (c->close_after && !out_pending(c))) {
+	if (hs_out_pending(c))
+		hs_conn_flush(c);
+	if (c->broken || (c->close_after && !hs_out_pending(c))) {
 		conn_destroy(c);
 		return;
 	}
@@ -1204,12 +901,12 @@ static void conn_run_inner(struct conn *c)
 			return;
 		}
 		c->close_after = true;
-		if (!out_pending(c)) {
+		if (!hs_out_pending(c)) {
 			conn_destroy(c);
 			return;
 		}
 	}
-	if (c->srv->shutting_down && c->state == C_HEAD && c->in.len == 0 && !out_pending(c)) {
+	if (c->srv->shutting_down && c->state == C_HEAD && c->in.len == 0 && !hs_out_pending(c)) {
 		conn_destroy(c);
 		return;
 	}
@@ -1241,7 +938,7 @@ static void conn_on_timer(struct ev *ev, void *arg)
 
 static void server_check_done(struct http_server *srv);
 
-static void conn_unlink(struct conn *c)
+void hs_conn_unlink(struct conn *c)
 {
 	struct http_server *srv = c->srv;
 
@@ -1269,11 +966,11 @@ static void conn_destroy(struct conn *c)
 	stream_free(c->s);
 	buf_release(&c->in);
 	buf_release(&c->out);
-	conn_unlink(c);
+	hs_conn_unlink(c);
 	free(c);
 	if (req) {
 		if (!req->dispatched) {
-			req_free(req);	/* never reached a handler: nobody else has it */
+			hs_req_free(req);	/* never reached a handler: nobody else has it */
 		} else {
 			req->conn = NULL;
 			req->gone = true;
@@ -1556,7 +1253,7 @@ void http_server_shutdown(struct http_server *srv, int grace_ms, http_server_don
 	close_listener(srv);
 	for (c = srv->conns; c; c = next) {
 		next = c->next;
-		if ((c->state == C_HEAD || c->state == C_HANDSHAKE) && c->in.len == 0 && !out_pending(c))
+		if ((c->state == C_HEAD || c->state == C_HANDSHAKE) && c->in.len == 0 && !hs_out_pending(c))
 			conn_destroy(c);
 	}
 	ev_timer_start(srv->ev, &srv->grace_timer, grace_ms > 0 ? grace_ms : HTTP_SHUTDOWN_GRACE_DEFAULT_MS,
@@ -1575,384 +1272,9 @@ void http_server_free(struct http_server *srv)
 	ev_timer_stop(srv->ev, &srv->grace_timer);
 	ev_timer_stop(srv->ev, &srv->done_timer);
 	ev_timer_stop(srv->ev, &srv->accept_timer);
-	for (size_t i = 0; i < srv->nroutes; i++) {
-		free(srv->routes[i].method);
-		str_list_free(srv->routes[i].segs);
-	}
-	free(srv->routes);
+	hs_routes_free(srv);
 	stream_tls_server_free(srv->tls);
 	free(srv->peers);	/* each peer went with its last connection */
 	free(srv);
 }
 
-/* ---- request accessors ---- */
-
-const char *http_req_method(const struct http_req *req) { return req->method; }
-const char *http_req_target(const struct http_req *req) { return req->target; }
-const char *http_req_path(const struct http_req *req) { return req->path; }
-const char *http_req_peer(const struct http_req *req) { return req->peer; }
-int http_req_minor_version(const struct http_req *req) { return req->minor; }
-struct http_server *http_req_server(const struct http_req *req) { return req->srv; }
-
-const char *http_req_header(const struct http_req *req, const char *name)
-{
-	for (size_t i = 0; i < req->nheaders; i++)
-		if (strcasecmp(req->hnames[i], name) == 0)
-			return req->hvalues[i];
-	return NULL;
-}
-
-bool http_req_header_at(const struct http_req *req, size_t i, const char **name, const char **value)
-{
-	if (i >= req->nheaders)
-		return false;
-	*name = req->hnames[i];
-	*value = req->hvalues[i];
-	return true;
-}
-
-const char *http_req_param(const struct http_req *req, const char *name)
-{
-	size_t n = strlen(name);
-
-	for (size_t i = 0; i < req->nparams; i++)
-		if (req->pname_len[i] == n && memcmp(req->pnames[i], name, n) == 0)
-			return req->pvals[i];
-	return NULL;
-}
-
-const char *http_req_query(const struct http_req *req, const char *name)
-{
-	struct http_req *r = (struct http_req *)req;	/* lazily decoded cache */
-	size_t off = 0;
-
-	if (!r->query)
-		return NULL;
-	if (!r->qparsed) {
-		const char *p = r->query, *end = r->query + r->query_len;
-		r->qparsed = true;
-		/* Decoding never lengthens, so one allocation keeps pointers stable. */
-		if (buf_grow(&r->qstore, r->query_len * 2 + 2) < 0)
-			return NULL;
-		while (p < end) {
-			const char *amp = memchr(p, '&', (size_t)(end - p));
-			const char *e = amp ? amp : end;
-			const char *eq = memchr(p, '=', (size_t)(e - p));
-			size_t mark = r->qstore.len;
-			if (e > p) {
-				const char *ne = eq ? eq : e;
-				if (http_pct_decode(p, (size_t)(ne - p), true, &r->qstore) < 0 ||
-				    buf_addch(&r->qstore, '\0') < 0 ||
-				    (eq && http_pct_decode(eq + 1, (size_t)(e - eq - 1), true, &r->qstore) < 0) ||
-				    buf_addch(&r->qstore, '\0') < 0)
-					buf_truncate(&r->qstore, mark);	/* drop an undecodable pair */
-			}
-			p = e + 1;
-		}
-	}
-	while (off < r->qstore.len) {
-		const char *k = r->qstore.data + off;
-		const char *v = k + strlen(k) + 1;
-		if (strcmp(k, name) == 0)
-			return v;
-		off = (size_t)(v - r->qstore.data) + strlen(v) + 1;
-	}
-	return NULL;
-}
-
-const char *http_req_body(const struct http_req *req, size_t *len)
-{
-	if (len)
-		*len = req->body.len;
-	return req->body.data;
-}
-
-bool http_req_gone(const struct http_req *req)
-{
-	return req->gone || !req->conn || req->conn->broken;
-}
-
-void http_req_on_gone(struct http_req *req, http_req_fn fn, void *arg)
-{
-	req->on_gone = fn;
-	req->gone_arg = arg;
-}
-
-void http_req_quiet_gone(struct http_req *req)
-{
-	req->gone_quiet = true;
-}
-
-void http_req_on_respond(struct http_req *req, http_resp_hook_fn fn, void *arg)
-{
-	req->on_respond = fn;
-	req->respond_arg = arg;
-}
-
-/* ---- responding ---- */
-
-int http_resp_header(struct http_req *req, const char *name, const char *value)
-{
-	if (req->status || !name || !*name || !value)
-		return -1;
-	for (const char *p = name; *p; p++)
-		if (*p <= 0x20 || *p >= 0x7f || *p == ':')
-			return -1;
-	for (const char *p = value; *p; p++)
-		if (*p == '\r' || *p == '\n' || *p == '\0')
-			return -1;
-	buf_adds(&req->rhead, name);
-	buf_adds(&req->rhead, ": ");
-	buf_adds(&req->rhead, value);
-	buf_adds(&req->rhead, "\r\n");
-	return 0;
-}
-
-static bool status_has_body(int status)
-{
-	return !(status < 200 || status == 204 || status == 304);
-}
-
-/* The request is complete: detach it from the connection and free it. */
-static void req_complete(struct http_req *req)
-{
-	struct conn *c = req->conn;
-
-	log_access(req);
-	if (c) {
-		c->req = NULL;
-		if (!req->keep_alive || c->srv->shutting_down)
-			c->close_after = true;
-		if (!c->in_run) {
-			conn_flush(c);
-			conn_kick(c);
-		}
-	}
-	req_free(req);
-}
-
-/* Write the status line and headers (and body, unless streaming) to the connection. */
-static int queue_response(struct http_req *req, int status, const char *ctype, const void *body,
-			  size_t len, bool chunked_stream)
-{
-	struct conn *c = req->conn;
-	struct buf *o = &c->out;
-	bool close = !req->keep_alive || c->close_after || c->srv->shutting_down;
-	size_t before = o->len;
-	int rc = 0;
-
-	if (status < 100 || status > 999)
-		status = 500;
-	req->status = status;
-	if (chunked_stream && req->minor == 0)
-		close = true;	/* HTTP/1.0: the body ends when we close */
-	if (close)
-		req->keep_alive = false;
-	rc |= buf_addf(o, "HTTP/1.1 %d %s\r\n", status, http_status_text(status));
-	if (ctype && status_has_body(status))
-		rc |= buf_addf(o, "Content-Type: %s\r\n", ctype);
-	if (chunked_stream) {
-		req->stream_chunked = req->minor >= 1;
-		if (req->stream_chunked)
-			rc |= buf_adds(o, "Transfer-Encoding: chunked\r\n");
-	} else if (status_has_body(status)) {
-		rc |= buf_addf(o, "Content-Length: %zu\r\n", len);
-	}
-	rc |= buf_add(o, req->rhead.data, req->rhead.len);
-	if (close)
-		rc |= buf_adds(o, "Connection: close\r\n");
-	else if (req->minor == 0)
-		rc |= buf_adds(o, "Connection: keep-alive\r\n");
-	rc |= buf_adds(o, "\r\n");
-	if (!chunked_stream && status_has_body(status) && !req->head_only)
-		rc |= buf_add(o, body, len);
-	if (rc) {
-		/* Over the write cap: drop what we added and the connection. */
-		buf_truncate(o, before);
-		log_warn("http", "%s: response of %zu bytes over the output cap; closing", req->peer, len);
-		c->broken = true;
-		return -1;
-	}
-	req->resp_bytes = o->len - before;
-	if (close)
-		c->close_after = true;
-	if (!chunked_stream)
-		req_complete(req);
-	return 0;
-}
-
-/* Common checks: NULL -> freed gone req (returns 1), or misuse (-1), or go (0). */
-static int respond_check(struct http_req *req, bool stream_ok)
-{
-	if (!req->conn || req->conn->broken) {
-		if (req->conn) {
-			/* The connection failed under us: let the loop clean it up. */
-			req->conn->req = NULL;
-			req->conn->close_after = true;
-			if (!req->conn->in_run)
-				conn_kick(req->conn);
-		}
-		req_free(req);
-		return 1;
-	}
-	if (req->status && !(stream_ok && req->streaming)) {
-		log_error("http", "%s %s: answered twice", req->method, req->target);
-		return -1;
-	}
-	return 0;
-}
-
-int http_respond(struct http_req *req, int status, const char *content_type, const void *body, size_t len)
-{
-	http_resp_hook_fn fn = req->on_respond;
-	int r;
-
-	/* Before the gone check: an answer to a client that went away is
-	 * still the answer its retry should get. */
-	req->on_respond = NULL;
-	if (fn && req->status) {
-		fn(req, 0, NULL, NULL, 0, req->respond_arg);	/* a misuse (answered twice), reported below */
-	} else if (fn && fn(req, status, content_type, body ? body : "", body ? len : 0, req->respond_arg)) {
-		req->on_gone = NULL;	/* answered, as far as the handler knows */
-		return 0;
-	}
-	r = respond_check(req, false);
-	if (r)
-		return r > 0 ? 0 : -1;
-	if (queue_response(req, status, content_type, body ? body : "", body ? len : 0, false) < 0) {
-		struct conn *c = req->conn;
-		c->req = NULL;
-		if (!c->in_run)
-			conn_kick(c);
-		req_free(req);
-		return -1;
-	}
-	return 0;
-}
-
-int http_respond_json(struct http_req *req, int status, const struct json *v)
-{
-	struct buf b = BUF_INIT;
-	int r;
-
-	json_write(&b, v, JSON_COMPACT);
-	buf_addch(&b, '\n');
-	r = http_respond(req, status, "application/json", b.data, b.len);
-	buf_release(&b);
-	return r;
-}
-
-int http_respond_error(struct http_req *req, int status, const char *msg)
-{
-	struct buf b = BUF_INIT;
-	int r;
-
-	add_json_error(&b, msg ? msg : http_status_text(status));
-	buf_addch(&b, '\n');
-	r = http_respond(req, status, "application/json", b.data, b.len);
-	buf_release(&b);
-	return r;
-}
-
-int http_stream_begin(struct http_req *req, int status, const char *content_type)
-{
-	int r = respond_check(req, false);
-
-	if (r)
-		return r > 0 ? 0 : -1;
-	req->streaming = true;
-	if (queue_response(req, status, content_type, NULL, 0, true) < 0)
-		return -1;
-	conn_flush(req->conn);
-	if (!req->conn->in_run)
-		conn_kick(req->conn);
-	return 0;
-}
-
-int http_stream_write(struct http_req *req, const void *data, size_t len)
-{
-	struct conn *c = req->conn;
-	char line[32];
-	int n, rc = 0;
-
-	if (!req->streaming || !c || c->broken)
-		return -1;
-	if (len == 0 || req->head_only)
-		return 0;
-	if (out_pending(c) + len > HTTP_WRITE_BUF_MAX)
-		return -1;
-	if (req->stream_chunked) {
-		n = snprintf(line, sizeof(line), "%zx\r\n", len);
-		rc |= buf_add(&c->out, line, (size_t)n);
-	}
-	rc |= buf_add(&c->out, data, len);
-	if (req->stream_chunked)
-		rc |= buf_adds(&c->out, "\r\n");
-	if (rc)
-		return -1;
-	req->resp_bytes += len;
-	conn_flush(c);
-	if (out_pending(c)) {
-		c->drain_pending = true;
-		if (!c->in_run)
-			conn_kick(c);	/* register for writability */
-	}
-	return c->broken ? -1 : 0;
-}
-
-int http_stream_end(struct http_req *req)
-{
-	int r = respond_check(req, true);
-
-	if (r)
-		return r > 0 ? 0 : -1;
-	if (!req->streaming)
-		return -1;
-	if (req->stream_chunked && !req->head_only)
-		buf_adds(&req->conn->out, "0\r\n\r\n");
-	req_complete(req);
-	return 0;
-}
-
-size_t http_stream_queued(const struct http_req *req)
-{
-	return req->conn ? out_pending(req->conn) : 0;
-}
-
-void http_stream_on_drain(struct http_req *req, http_req_fn fn, void *arg)
-{
-	req->on_drain = fn;
-	req->drain_arg = arg;
-}
-
-int http_req_detach(struct http_req *req, struct stream **out, struct buf *leftover, struct err *e)
-{
-	struct conn *c = req->conn;
-
-	*out = NULL;
-	if (!c || c->broken)
-		return err_set(e, "detach: the client has gone away");
-	if (req->status)
-		return err_set(e, "detach: the request was already answered");
-	if (c->state != C_HANDLER)
-		return err_set(e, "detach: the request body is still being read");
-	if (out_pending(c))
-		return err_set(e, "detach: earlier responses are still being written");
-	if (leftover && buf_add(leftover, c->in.data, c->in.len) < 0)
-		return err_set(e, "detach: %zu buffered bytes do not fit", c->in.len);
-	log_access(req);
-	ev_timer_stop(c->srv->ev, &c->timer);
-	ev_fd_del(c->srv->ev, c->fd);
-	*out = c->s;
-	c->s = NULL;
-	c->req = NULL;
-	req_free(req);
-	buf_release(&c->in);
-	buf_release(&c->out);
-	conn_unlink(c);
-	if (c->in_dispatch)
-		c->detached = true;	/* conn_process frees it when the handler returns */
-	else
-		free(c);
-	return 0;
-}

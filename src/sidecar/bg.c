@@ -38,10 +38,6 @@
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
 
-#define BG_PATH_MAX 4096
-#define BG_STATE_MAX ((size_t)256 << 10)	/* a state.json (the argv is bounded by the frame) */
-#define BG_READY_MS 15000			/* the supervisor's word that the exec exists */
-
 static const struct {
 	const char *name;
 	int sig;
@@ -60,14 +56,14 @@ static int bg_dir(const struct wk *w, const char *id, const char *file, char *ou
 
 static int read_state(const struct wk *w, const char *id, struct json **st, struct err *e)
 {
-	char path[BG_PATH_MAX];
+	char path[SC_BG_PATH_MAX];
 	struct buf b = BUF_INIT;
 	int rc;
 
 	if (bg_dir(w, id, "state.json", path, sizeof(path)) < 0)
 		return err_set(e, "background command %s: path too long", id);
-	buf_init(&b, BG_STATE_MAX);
-	rc = fs_read_file(path, &b, BG_STATE_MAX, e);
+	buf_init(&b, SC_BG_STATE_MAX);
+	rc = fs_read_file(path, &b, SC_BG_STATE_MAX, e);
 	if (rc == 0 && json_parse(b.data ? b.data : "", b.len, NULL, st, e) < 0)
 		rc = -1;
 	buf_release(&b);
@@ -78,7 +74,7 @@ static int read_state(const struct wk *w, const char *id, struct json **st, stru
 
 static int write_state(const struct wk *w, const char *id, const struct json *st, struct err *e)
 {
-	char path[BG_PATH_MAX];
+	char path[SC_BG_PATH_MAX];
 	char *text;
 	int rc;
 
@@ -93,7 +89,7 @@ static int write_state(const struct wk *w, const char *id, const struct json *st
 /* 1 if a supervisor holds the command's lock, 0 if none does. */
 static int supervised(const struct wk *w, const char *id)
 {
-	char path[BG_PATH_MAX];
+	char path[SC_BG_PATH_MAX];
 	int fd, rc;
 
 	if (bg_dir(w, id, "lock", path, sizeof(path)) < 0 || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
@@ -105,7 +101,7 @@ static int supervised(const struct wk *w, const char *id)
 
 static int64_t file_size(const struct wk *w, const char *id, const char *name)
 {
-	char path[BG_PATH_MAX];
+	char path[SC_BG_PATH_MAX];
 	struct stat st;
 
 	if (bg_dir(w, id, name, path, sizeof(path)) < 0 || stat(path, &st) < 0)
@@ -177,7 +173,7 @@ static void sup_created(void *arg, const char *exec_id)
 
 static int open_out(const struct wk *w, const char *id, const char *name, struct err *e)
 {
-	char path[BG_PATH_MAX];
+	char path[SC_BG_PATH_MAX];
 	int fd;
 
 	if (bg_dir(w, id, name, path, sizeof(path)) < 0)
@@ -223,7 +219,7 @@ static void supervise(const struct wk *w, const char *id, const char *cname, con
 static int spawn(const struct wk *w, const char *id, const char *cname, const char *const *argv, int64_t timeout_s,
 		 struct json *st, struct err *e)
 {
-	char path[BG_PATH_MAX], msg[ERR_MSG_MAX];
+	char path[SC_BG_PATH_MAX], msg[ERR_MSG_MAX];
 	int lock, p[2];
 	ssize_t n;
 	pid_t pid;
@@ -263,7 +259,7 @@ static int spawn(const struct wk *w, const char *id, const char *cname, const ch
 	sys_close(lock);
 	sys_close(p[1]);
 	msg[0] = '\0';
-	n = ev_wait_fd(p[0], EV_READ, ev_mono_ms() + BG_READY_MS) ? sys_read_full(p[0], msg, sizeof(msg) - 1) : -1;
+	n = ev_wait_fd(p[0], EV_READ, ev_mono_ms() + SC_BG_READY_MS) ? sys_read_full(p[0], msg, sizeof(msg) - 1) : -1;
 	sys_close(p[0]);
 	if (n == 1 && msg[0] == '1')
 		return 0;
@@ -273,7 +269,7 @@ static int spawn(const struct wk *w, const char *id, const char *cname, const ch
 	}
 	/* Not a word in time: it must not run on with no record of it. */
 	kill(pid, SIGKILL);
-	return err_set(e, "the command's supervisor did not start it within %d s", BG_READY_MS / 1000);
+	return err_set(e, "the command's supervisor did not start it within %d s", SC_BG_READY_MS / 1000);
 }
 
 /* ---- env.bg.start ---- */
@@ -285,7 +281,7 @@ int cmd_env_bg_start(struct wk *w, const struct json *payload, struct json **res
 	const struct json *cmd = json_get(payload, "cmd");
 	const char *svc = json_get_str(payload, "service");
 	int64_t timeout = json_get_int(payload, "timeout_sec", SC_BG_TIMEOUT_MAX_S);
-	char cname[300], id[ID_MAX], dir[BG_PATH_MAX];
+	char cname[300], id[ID_MAX], dir[SC_BG_PATH_MAX];
 	const char **argv;
 	struct json *st, *done = NULL;
 	size_t running = 0;
@@ -356,7 +352,7 @@ static int by_id(const void *a, const void *b)
 /* Ids under bg/, oldest first (ULIDs sort by time). */
 static int list_ids(const struct wk *w, char ***ids, size_t *n, struct err *e)
 {
-	char dir[BG_PATH_MAX];
+	char dir[SC_BG_PATH_MAX];
 	DIR *d;
 	struct dirent *de;
 	size_t cap = 0;
@@ -445,7 +441,7 @@ static void on_alarm(int sig)
 /* Wait up to ms for the supervisor to let go of its lock. 1 ended, 0 not yet. */
 static int wait_end(const struct wk *w, const char *id, int64_t ms)
 {
-	char path[BG_PATH_MAX];
+	char path[SC_BG_PATH_MAX];
 	struct sigaction sa, old;
 	struct itimerval t = { { 0, 0 }, { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 } };
 	int fd, rc;
@@ -470,7 +466,7 @@ static int wait_end(const struct wk *w, const char *id, int64_t ms)
 static void add_output(const struct wk *w, const char *id, const char *name, int64_t off, size_t max,
 		       struct json *res)
 {
-	char path[BG_PATH_MAX], key[32];
+	char path[SC_BG_PATH_MAX], key[32];
 	struct buf raw = BUF_INIT, b64 = BUF_INIT;
 	int fd = -1;
 	ssize_t n = 0;

@@ -15,11 +15,6 @@
 #include "sidecar/sidecar.h"
 #include "spec/spec.h"
 
-/* Longest line of an --env-file. */
-#define ENV_FILE_MAX ((size_t)64 << 10)
-#define STATE_FILE_MAX ((size_t)64 << 10)
-#define PATH_BYTES 4096
-
 struct flag {
 	const char *name;
 	size_t off;
@@ -120,7 +115,7 @@ int sc_env_file_load(const char *path, struct err *e)
 	struct buf b = BUF_INIT;
 	char *line, *save = NULL;
 
-	if (fs_read_file(path, &b, ENV_FILE_MAX, e) < 0)
+	if (fs_read_file(path, &b, SC_ENV_FILE_MAX, e) < 0)
 		return err_prefix(e, "--env-file");
 	for (line = b.data; line && *line; line = save) {
 		char *nl = strchr(line, '\n'), *eq, *val;
@@ -256,7 +251,7 @@ int sc_state_load(struct sc_config *c, struct err *e)
 		fill_from_env(c);
 		return 0;
 	}
-	if (json_parse_file(c->state_path, STATE_FILE_MAX, &j, e) < 0 || j->type != JSON_OBJECT) {
+	if (json_parse_file(c->state_path, SC_STATE_FILE_MAX, &j, e) < 0 || j->type != JSON_OBJECT) {
 		json_free(j);
 		if (!e->msg[0])
 			err_set(e, "not a JSON object");
@@ -280,7 +275,7 @@ int sc_state_load(struct sc_config *c, struct err *e)
 int sc_state_save(const struct sc_config *c, struct err *e)
 {
 	struct json *j = json_new_object();
-	char dir[PATH_BYTES], *slash;
+	char dir[SC_STATE_DIR_MAX], *slash;
 	char *text;
 	int rc;
 

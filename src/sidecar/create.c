@@ -519,12 +519,11 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 
 int create_read_spec(const struct wk *w, const char *env, struct json **spec, struct err *e)
 {
-	char path[4300];
+	int rc = sc_spec_load(w->data, env, spec, e);
 
-	snprintf(path, sizeof(path), "%s/envs/%s/spec.json", w->data, env);
-	if (!fs_exists(path))
+	if (rc == 0)
 		return err_set(e, "environment %s does not exist on this host", env);
-	return json_parse_file(path, SC_SPEC_FILE_MAX, spec, e) < 0 ? err_prefix(e, "%s", path) : 0;
+	return rc < 0 ? -1 : 0;
 }
 
 int cmd_env_create(struct wk *w, const struct json *payload, struct json **result, struct err *e)

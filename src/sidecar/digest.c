@@ -33,9 +33,6 @@
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
 
-#define DG_READ_CHUNK ((size_t)64 << 10)
-#define DG_DIR_ENTRIES_MAX ((size_t)1 << 20)	/* names in one directory */
-
 struct dg {
 	struct sha256_ctx h;
 	struct buf path;	/* absolute; the volume's root is its first root_len bytes */
@@ -63,9 +60,9 @@ static int list_dir(struct dg *d, char ***names, size_t *n, struct err *e)
 	while ((errno = 0, de = readdir(dir))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (*n == DG_DIR_ENTRIES_MAX) {
+		if (*n == STG_DIGEST_DIR_ENTRIES_MAX) {
 			closedir(dir);
-			return err_set(e, "%s holds more than %zu entries", d->path.data, DG_DIR_ENTRIES_MAX);
+			return err_set(e, "%s holds more than %zu entries", d->path.data, STG_DIGEST_DIR_ENTRIES_MAX);
 		}
 		if (*n == cap) {
 			cap = cap ? cap * 2 : 16;
@@ -85,7 +82,7 @@ static int hash_file(struct dg *d, struct err *e)
 
 	if (fd < 0)
 		return err_errno(e, "open %s", d->path.data);
-	while ((got = sys_read(fd, d->chunk, DG_READ_CHUNK)) > 0)
+	while ((got = sys_read(fd, d->chunk, STG_DIGEST_READ_CHUNK)) > 0)
 		sha256_update(&d->h, d->chunk, (size_t)got);
 	if (got < 0) {
 		err_errno(e, "read %s", d->path.data);
@@ -187,7 +184,7 @@ static void dg_init(struct dg *d)
 {
 	memset(d, 0, sizeof(*d));
 	buf_init(&d->path, STG_PATH_MAX + 1);
-	d->chunk = xmalloc(DG_READ_CHUNK);
+	d->chunk = xmalloc(STG_DIGEST_READ_CHUNK);
 }
 
 static void dg_release(struct dg *d)

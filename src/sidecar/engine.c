@@ -21,7 +21,6 @@
 #include "sidecar/sidecar.h"
 
 #define ENGINE_SOCKET_DEFAULT "/var/run/docker.sock"
-#define ENGINE_BODY_MAX ((size_t)4 << 20)
 
 static struct http_client *client;	/* one per worker: connections are reused */
 
@@ -76,7 +75,7 @@ static int api_do(const char *method, const char *path, const char *text, int ti
 	struct http_client_req req = { 0 };
 	const char *sock = engine_socket();
 
-	buf_init(&resp->body, ENGINE_BODY_MAX);
+	buf_init(&resp->body, SC_ENGINE_BODY_MAX);
 	if (!sock)
 		return err_set(e, "DOCKER_HOST is not a Unix socket");
 	if (snprintf(url, sizeof(url), "http://docker%s", path) >= (int)sizeof(url))

@@ -24,11 +24,6 @@
 #include "http/stream.h"
 #include "sidecar/sidecar.h"
 
-#define BUILD_HEAD_MAX 16384		/* the response head */
-#define BUILD_URL_MAX 16384		/* the request line's query (args included) */
-#define BUILD_MESSAGE_MAX ((size_t)1 << 20)	/* one JSON message of the daemon's */
-#define BUILD_IO_CHUNK 65536
-
 void engine_escape(struct buf *b, const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
@@ -56,7 +51,7 @@ static int request_head(const struct engine_build *r, struct buf *head)
 	struct json *labels = json_new_object();
 	char *text;
 
-	buf_init(&q, BUILD_URL_MAX);
+	buf_init(&q, SC_BUILD_URL_MAX);
 	buf_adds(&q, "version=1&rm=1&forcerm=1");
 	for (size_t i = 0; i < ENGINE_BUILD_TAGS && r->tags[i]; i++)
 		add_param(&q, "t", r->tags[i]);
@@ -75,7 +70,7 @@ static int request_head(const struct engine_build *r, struct buf *head)
 	add_param(&q, "labels", text);
 	free(text);
 	json_free(labels);
-	if (q.len + 64 >= BUILD_URL_MAX) {
+	if (q.len + 64 >= SC_BUILD_URL_MAX) {
 		buf_release(&q);
 		return -1;
 	}
@@ -108,7 +103,7 @@ static int send_all(struct stream *s, const char *p, size_t n, int64_t deadline,
 static int send_request(const struct engine_build *r, struct stream *s, int64_t deadline, struct err *e)
 {
 	struct buf head = BUF_INIT;
-	char chunk[BUILD_IO_CHUNK];
+	char chunk[SC_BUILD_IO_CHUNK];
 	int64_t left = r->size;
 	int rc;
 
@@ -171,7 +166,7 @@ static int take_body(const struct engine_build *r, struct reply *y, const char *
 		if (http_chunked_decode(&y->ch, p, n, &y->msg) < 0)
 			return err_set(e, "engine API build: malformed chunked answer");
 	} else if (buf_add(&y->msg, p, n) < 0) {
-		return err_set(e, "engine API build: a message over %zu bytes", BUILD_MESSAGE_MAX);
+		return err_set(e, "engine API build: a message over %zu bytes", SC_BUILD_MESSAGE_MAX);
 	}
 	for (size_t i = 0; i < y->msg.len; i++)
 		if (y->msg.data[i] == '\n') {
@@ -189,7 +184,7 @@ static int parse_head(struct reply *y, char *head, size_t len, size_t *used, str
 	int hl = http_parse_response_head(head, len, &h);
 
 	if (hl == 0)
-		return len == BUILD_HEAD_MAX ? err_set(e, "engine API build: response head too large") : 0;
+		return len == SC_BUILD_HEAD_MAX ? err_set(e, "engine API build: response head too large") : 0;
 	if (hl < 0)
 		return err_set(e, "engine API build: malformed response");
 	y->status = h.status;
@@ -203,7 +198,7 @@ static int parse_head(struct reply *y, char *head, size_t len, size_t *used, str
 static int read_reply(const struct engine_build *r, struct stream *s, struct reply *y, int64_t deadline,
 		      struct err *e)
 {
-	char head[BUILD_HEAD_MAX], chunk[BUILD_IO_CHUNK];
+	char head[SC_BUILD_HEAD_MAX], chunk[SC_BUILD_IO_CHUNK];
 	size_t len = 0, used = 0;
 	int rc = 0;
 
@@ -253,7 +248,7 @@ int engine_build(const struct engine_build *r, struct engine_build_result *out, 
 	if (!engine_socket() || stream_dial_unix(engine_socket(), (int)SC_DOCKER_QUICK_MS, &s, e) < 0)
 		return 0;
 	memset(&y, 0, sizeof(y));
-	buf_init(&y.msg, BUILD_MESSAGE_MAX);
+	buf_init(&y.msg, SC_BUILD_MESSAGE_MAX);
 	/* A daemon that refuses early stops reading: its answer says why. */
 	if (send_request(r, s, deadline, e) < 0 && errno != EPIPE && errno != ECONNRESET)
 		goto out;

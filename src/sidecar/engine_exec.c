@@ -30,9 +30,6 @@
 #include "http/stream.h"
 #include "sidecar/sidecar.h"
 
-#define EXEC_HEAD_MAX 16384
-#define EXEC_READ_CHUNK 65536
-
 /* The exec's id, or 0 when the API will not create it (the CLI then). */
 static int create(const char *container, const char *const *argv, const struct engine_tty *t, char *id, size_t n,
 		  struct err *e)
@@ -70,7 +67,7 @@ static int create(const char *container, const char *const *argv, const struct e
 /* Read the start response head from s; leftover body bytes go to m. */
 static int read_head(struct stream *s, int64_t deadline, struct mux *m, struct err *e)
 {
-	char head[EXEC_HEAD_MAX];
+	char head[SC_EXEC_HEAD_MAX];
 	size_t len = 0;
 
 	for (;;) {
@@ -224,7 +221,7 @@ static int attach(const char *id, int64_t deadline, const struct engine_tty *t, 
 	const char *body = t && t->tty ? "{\"Detach\":false,\"Tty\":true}" : "{\"Detach\":false,\"Tty\":false}";
 	struct stream *s = NULL;
 	struct buf req = BUF_INIT;
-	char chunk[EXEC_READ_CHUNK];
+	char chunk[SC_EXEC_READ_CHUNK];
 	size_t off = 0;
 	int rc = -1;
 

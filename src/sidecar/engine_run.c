@@ -18,8 +18,6 @@
 #include "base/str.h"
 #include "sidecar/sidecar.h"
 
-#define RUN_PATH_MAX 400
-
 /* A Go duration as the CLI takes for --health-interval ("1s", "1m30s",
  * "500ms") in nanoseconds; -1 for anything else. */
 static int64_t go_duration(const char *s)
@@ -254,7 +252,7 @@ int engine_run(const struct argv *a)
 {
 	struct run_body b;
 	struct json *body = NULL, *res = NULL;
-	char path[RUN_PATH_MAX], id[80];
+	char path[SC_RUN_PATH_MAX], id[80];
 	int status = 0, rc = 0;
 	struct err e;
 

@@ -23,8 +23,6 @@
 #include "sidecar/sidecar.h"
 #include "tar/tar.h"
 
-#define FC_CHUNK 65536
-
 int fc_split(const char *target, char *parent, size_t psize, char *base, size_t bsize, bool *slash,
 	     struct err *e)
 {
@@ -198,7 +196,7 @@ int fc_restamp(int in, int out, const char *from, const char *to, bool own, long
 	struct tar_reader *r = tar_reader_new();
 	struct tar_writer *w = tar_writer_new_fd(out);
 	char path[TAR_MAX_PATH + FC_NAME_MAX + 2], link[TAR_MAX_PATH + FC_NAME_MAX + 2];
-	char *chunk = xmalloc(FC_CHUNK);
+	char *chunk = xmalloc(SC_FILES_CP_CHUNK);
 	const struct tar_entry *ent;
 	int rc;
 
@@ -235,7 +233,7 @@ int fc_restamp(int in, int out, const char *from, const char *to, bool own, long
 			rc = -1;
 			break;
 		}
-		while ((n = tar_reader_data_fd(r, in, chunk, FC_CHUNK, e)) > 0)
+		while ((n = tar_reader_data_fd(r, in, chunk, SC_FILES_CP_CHUNK, e)) > 0)
 			if (tar_write_data(w, chunk, (size_t)n, e) < 0) {
 				n = -1;
 				break;

@@ -47,11 +47,6 @@
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
 
-#define FZ_STATE_MAX 256		/* bytes read from freezer.state / cgroup.events */
-#define FZ_MOUNTS_MAX 64		/* freezer and cgroup2 mounts remembered */
-#define FZ_POLL_FIRST_NS 50000L		/* first wait for FREEZING -> FROZEN */
-#define FZ_POLL_MAX_NS 5000000L
-
 struct fz_mount {
 	int version;
 	char root[FZ_PATH_MAX];		/* the cgroup the mount shows, "/" for the whole hierarchy */
@@ -176,7 +171,7 @@ static int mounts_load(const struct fz_sys *s, const char *controller, struct fz
 	}
 	lines = str_split(b.data, "\n", &nl);
 	buf_release(&b);
-	for (size_t i = 0; i < nl && *n < FZ_MOUNTS_MAX; i++) {
+	for (size_t i = 0; i < nl && *n < SC_FREEZE_MOUNTS_MAX; i++) {
 		char **f;
 		size_t nf = 0, dash;
 		int version = 0;
@@ -232,7 +227,7 @@ int fz_cgroup_of(const struct fz_sys *s, long pid, const char *must_contain, str
 int fz_cgroup_dir(const struct fz_sys *s, long pid, const struct fz_want *want, const char *must_contain,
 		  struct fz_cg *out, struct err *e)
 {
-	struct fz_mount *m = xcalloc(FZ_MOUNTS_MAX, sizeof(*m));
+	struct fz_mount *m = xcalloc(SC_FREEZE_MOUNTS_MAX, sizeof(*m));
 	char path[FZ_PATH_MAX], v1[FZ_PATH_MAX] = "", v2[FZ_PATH_MAX] = "", file[FZ_PATH_MAX + 32];
 	struct buf b = BUF_INIT;
 	char **lines = NULL;
@@ -351,7 +346,7 @@ static int set_state(const struct fz_cg *cg, bool frozen)
 /* 1 frozen, 0 not yet, -1 unreadable. */
 static int is_frozen(const struct fz_cg *cg)
 {
-	char path[FZ_PATH_MAX + 32], st[FZ_STATE_MAX];
+	char path[FZ_PATH_MAX + 32], st[SC_FREEZE_STATE_MAX];
 
 	file_of(cg, cg->version == 1 ? "freezer.state" : "cgroup.events", path, sizeof(path));
 	if (read_small(path, st, sizeof(st)) < 0)
@@ -378,7 +373,7 @@ int fz_freeze(const struct fz_cg *cgs, size_t n, int64_t timeout_ms, struct err 
 {
 	bool *done;
 	int64_t start = ev_mono_ms(), last_write = start;
-	long wait = FZ_POLL_FIRST_NS;
+	long wait = SC_FREEZE_POLL_FIRST_NS;
 	struct err e2;
 
 	if (!n)
@@ -427,7 +422,7 @@ int fz_freeze(const struct fz_cg *cgs, size_t n, int64_t timeout_ms, struct err 
 			last_write = now;
 		}
 		nap_ns(wait);
-		wait = wait * 2 > FZ_POLL_MAX_NS ? FZ_POLL_MAX_NS : wait * 2;
+		wait = wait * 2 > SC_FREEZE_POLL_MAX_NS ? SC_FREEZE_POLL_MAX_NS : wait * 2;
 	}
 	free(done);
 	return 0;
@@ -525,7 +520,7 @@ int fz_recover(const struct fz_sys *s, const char *path, struct err *e)
 		sys_close(fd);
 		return 0;
 	}
-	m = xcalloc(FZ_MOUNTS_MAX, sizeof(*m));
+	m = xcalloc(SC_FREEZE_MOUNTS_MAX, sizeof(*m));
 	if (mounts_load(s, "freezer", m, &nm, e) < 0)
 		goto out;
 	{

@@ -13,8 +13,6 @@
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
 
-#define HOSTINFO_TIMEOUT_MS 10000
-
 /* Run argv; 0 and its trimmed first line of stdout in out if it exited 0. */
 static int probe_cmd(const char *const *argv, char *out, size_t n)
 {
@@ -24,7 +22,7 @@ static int probe_cmd(const char *const *argv, char *out, size_t n)
 	int rc = -1;
 
 	proc_spec_init(&s, argv);
-	s.timeout_ms = HOSTINFO_TIMEOUT_MS;
+	s.timeout_ms = SC_HOSTINFO_TIMEOUT_MS;
 	s.out_max = s.err_max = 65536;
 	if (proc_run(&s, NULL, 0, &r, &e) == 0 && r.exit_code == 0 && !r.timed_out) {
 		if (out)

@@ -24,8 +24,6 @@
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
 
-#define IG_CMDLINE_MAX 8192
-
 void ig_files_dir(const char *data, const char *env, char *out, size_t n)
 {
 	snprintf(out, n, "%s/envs/%s/ingress", data, env);
@@ -42,7 +40,7 @@ static void file_of(const char *data, const char *env, const char *svc, const ch
 /* Does pid run "__ingress --data data --env env --service svc"? */
 static bool pid_is_ours(int pid, const char *data, const char *env, const char *svc)
 {
-	char path[64], buf[IG_CMDLINE_MAX];
+	char path[64], buf[SC_INGRESS_CMDLINE_MAX];
 	const char *args[64];
 	size_t n = 0, len = 0;
 	bool verb = false, d_ok = false, e_ok = false, s_ok = false;

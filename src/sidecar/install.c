@@ -22,8 +22,6 @@
 #include "base/str.h"
 #include "sidecar/sidecar.h"
 
-#define INSTALL_BIN_MAX ((size_t)256 << 20)
-
 /* %s: the state file, then " -v" or "". */
 static const char unit_fmt[] =
 	"[Unit]\n"
@@ -99,7 +97,7 @@ static int copy_self(const struct sc_config *c, const char *self, struct err *e)
 	if (under(c, "/usr/local/bin", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0755, e) < 0 ||
 	    under(c, "/usr/local/bin/denvd", path, sizeof(path), e) < 0)
 		return -1;
-	if (fs_read_file(self, &bin, INSTALL_BIN_MAX, e) < 0)
+	if (fs_read_file(self, &bin, SC_INSTALL_BIN_MAX, e) < 0)
 		return err_prefix(e, "reading this binary");
 	rc = fs_write_atomic(path, bin.data, bin.len, 0755, e);
 	buf_release(&bin);

@@ -15,8 +15,6 @@
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
 
-#define MX_FILE_MAX 4096	/* bytes read from one cgroup file */
-
 /* The first number of a cgroup file, or after key in one of "key value" lines;
  * -1 when absent or "max" (no limit). */
 static int64_t read_num(const char *dir, const char *file, const char *key)
@@ -28,7 +26,7 @@ static int64_t read_num(const char *dir, const char *file, const char *key)
 	const char *p;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	if (fs_read_file(path, &b, MX_FILE_MAX, &e) < 0 || !b.data) {
+	if (fs_read_file(path, &b, SC_METRICS_FILE_MAX, &e) < 0 || !b.data) {
 		buf_release(&b);
 		return -1;
 	}

@@ -19,8 +19,6 @@
 #include "base/str.h"
 #include "sidecar/sidecar.h"
 
-#define PAUSE_LIST_MAX ((size_t)64 << 10)
-
 static void list_path(const char *data, const char *env, char *out, size_t n)
 {
 	snprintf(out, n, "%s/envs/%s/paused", data, env);
@@ -35,8 +33,8 @@ static char **read_list(const char *data, const char *env, size_t *n)
 	char **list;
 
 	list_path(data, env, path, sizeof(path));
-	buf_init(&b, PAUSE_LIST_MAX);
-	if (fs_read_file(path, &b, PAUSE_LIST_MAX, &e) < 0)
+	buf_init(&b, SC_PAUSE_LIST_MAX);
+	if (fs_read_file(path, &b, SC_PAUSE_LIST_MAX, &e) < 0)
 		buf_reset(&b);
 	list = str_split(b.len ? b.data : "", "\n", n);
 	buf_release(&b);
@@ -82,18 +80,9 @@ static bool in_array(const struct json *a, const char *s)
 /* The environment's services (from spec.json, in its order), or only svc. */
 static int services_of(struct wk *w, const char *svc, struct json **out, struct err *e)
 {
-	char path[4096];
-	struct buf b = BUF_INIT;
 	struct json *spec = NULL, *order;
-	int rc;
 
-	snprintf(path, sizeof(path), "%s/envs/%s/spec.json", w->data, w->env);
-	buf_init(&b, SC_SPEC_FILE_MAX);
-	rc = fs_read_file(path, &b, SC_SPEC_FILE_MAX, e);
-	if (rc == 0)
-		rc = json_parse(b.data, b.len, NULL, &spec, e);
-	buf_release(&b);
-	if (rc < 0)
+	if (sc_spec_load(w->data, w->env, &spec, e) <= 0)
 		return err_set(e, "environment %s is not on this host (no spec.json)", w->env);
 	order = render_order(json_get(spec, "services"), e);
 	json_free(spec);

@@ -27,7 +27,6 @@
 #include "sidecar/sidecar.h"
 
 #define PGF_DEFAULT_PGDATA "/var/lib/postgresql/data"
-#define PGF_VERSION_MAX 64		/* bytes of PG_VERSION read */
 #define PGF_MIN_MAJOR 14		/* the first with recovery_init_sync_method */
 
 /* The host path of PG_VERSION in the service's PGDATA when one of its
@@ -92,7 +91,7 @@ void pgf_prepare(struct json *order, const char *voldir, struct json *res)
 
 		if (!pgf_is_postgres(svc) || version_path(svc, voldir, path, sizeof(path)) < 0)
 			continue;
-		major = fs_read_file(path, &v, PGF_VERSION_MAX, &e) == 0 ? pgf_major(v.data) : -1;
+		major = fs_read_file(path, &v, SC_PGFORK_VERSION_MAX, &e) == 0 ? pgf_major(v.data) : -1;
 		buf_release(&v);
 		if (major < PGF_MIN_MAJOR)
 			continue;

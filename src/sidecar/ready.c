@@ -25,12 +25,9 @@
 #include "base/str.h"
 #include "sidecar/sidecar.h"
 
-#define RD_TOKENS_MAX 16		/* words of a recognised healthcheck */
-#define RD_WORD_MAX 256
-
 /* A CMD-SHELL string split at blanks, refused when the shell would do more
  * than run one command (quotes, pipes, expansions, redirections). */
-static int split_shell(const char *s, char words[][RD_WORD_MAX], size_t *n)
+static int split_shell(const char *s, char words[][SC_READY_WORD_MAX], size_t *n)
 {
 	size_t k = 0;
 
@@ -40,7 +37,7 @@ static int split_shell(const char *s, char words[][RD_WORD_MAX], size_t *n)
 		size_t len = strcspn(s, " \t");
 
 		if (len) {
-			if (k == RD_TOKENS_MAX || len >= RD_WORD_MAX)
+			if (k == SC_READY_TOKENS_MAX || len >= SC_READY_WORD_MAX)
 				return -1;
 			memcpy(words[k], s, len);
 			words[k++][len] = '\0';
@@ -52,7 +49,7 @@ static int split_shell(const char *s, char words[][RD_WORD_MAX], size_t *n)
 	return 0;
 }
 
-static size_t test_words(const struct json *test, char words[][RD_WORD_MAX])
+static size_t test_words(const struct json *test, char words[][SC_READY_WORD_MAX])
 {
 	size_t n = 0;
 
@@ -63,9 +60,9 @@ static size_t test_words(const struct json *test, char words[][RD_WORD_MAX])
 	for (size_t i = 1; i < json_len(test); i++) {
 		const char *w = json_at(test, i)->u.str.s;
 
-		if (n == RD_TOKENS_MAX || strlen(w) >= RD_WORD_MAX)
+		if (n == SC_READY_TOKENS_MAX || strlen(w) >= SC_READY_WORD_MAX)
 			return 0;
-		str_copy(words[n++], RD_WORD_MAX, w);
+		str_copy(words[n++], SC_READY_WORD_MAX, w);
 	}
 	return n;
 }
@@ -84,7 +81,7 @@ static bool own_host(const char *h, const char *svc)
 }
 
 /* pg_isready [-h H] [-p P] [-U U] [-d D] [-t T] [-q]: anything else is not its stock use. */
-static bool plan_pg(char w[][RD_WORD_MAX], size_t n, const char *svc, struct rd_plan *p)
+static bool plan_pg(char w[][SC_READY_WORD_MAX], size_t n, const char *svc, struct rd_plan *p)
 {
 	p->port = RD_PG_PORT;
 	str_copy(p->user, sizeof(p->user), "postgres");
@@ -113,7 +110,7 @@ static bool plan_pg(char w[][RD_WORD_MAX], size_t n, const char *svc, struct rd_
 }
 
 /* redis-cli [-h H] [-p P] [-a A] [--no-auth-warning] ping */
-static bool plan_redis(char w[][RD_WORD_MAX], size_t n, const char *svc, struct rd_plan *p)
+static bool plan_redis(char w[][SC_READY_WORD_MAX], size_t n, const char *svc, struct rd_plan *p)
 {
 	p->port = RD_REDIS_PORT;
 	if (n < 2 || strcasecmp(w[n - 1], "ping") != 0)
@@ -144,7 +141,7 @@ void rd_plan_of(const struct json *svc, struct rd_plan *p)
 {
 	const struct json *test = json_get(json_get(svc, "health"), "test");
 	const char *name = json_get_str(svc, "name");
-	char words[RD_TOKENS_MAX][RD_WORD_MAX];
+	char words[SC_READY_TOKENS_MAX][SC_READY_WORD_MAX];
 	size_t n;
 
 	memset(p, 0, sizeof(*p));

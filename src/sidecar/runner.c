@@ -24,8 +24,6 @@
 #include "sidecar/dispatch.h"
 #include "ws/xframe.h"
 
-#define RUNNER_READ 4096
-
 int runner_lock_busy(const char *data, const char *id)
 {
 	char path[4096];
@@ -243,7 +241,7 @@ static void flush_lines(struct job *j)
 static void on_progress(struct ev *ev, int fd, int revents, void *arg)
 {
 	struct job *j = arg;
-	char tmp[RUNNER_READ];
+	char tmp[SC_RUNNER_READ_CHUNK];
 	ssize_t n = sys_read(fd, tmp, sizeof(tmp));
 
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))

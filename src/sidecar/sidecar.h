@@ -15,7 +15,7 @@
  * Straight-line workers keep the agent's loop free for heartbeats and other
  * environments, and a command survives the agent being killed.
  *
- * Every limit is here.
+ * Every limit is here (the storage backends' in storage.h), named SC_.
  */
 #ifndef DENV_SIDECAR_H
 #define DENV_SIDECAR_H
@@ -67,6 +67,8 @@ struct http_client;
 #define SC_RESULT_FILE_MAX SC_FRAME_MAX
 #define SC_CMDLOG_TAR_KEEP_S (24 * 3600)
 #define SC_CMDLOG_RESULT_KEEP_S (7 * 24 * 3600)
+#define SC_RUNNER_READ_CHUNK 4096		/* one read of a worker's pipe */
+#define SC_WORKER_INPUT_MAX ((size_t)16 << 20)	/* the command frame on a worker's stdin */
 
 /* ---- files (doc/host-stream-chunks.md) ---- */
 #define SC_CHUNK_BYTES ((size_t)1 << 20)
@@ -78,6 +80,7 @@ struct http_client;
 #define SC_SWEEP_FIRST_MS 5000	/* the first sweep, soon after start: what a previous run left */
 #define FC_PATH_MAX 4000		/* env.put's path or target, env.get's path */
 #define FC_NAME_MAX 255			/* one component of a target */
+#define SC_FILES_CP_CHUNK 65536			/* a piece of a tar entry's data (env.put) */
 
 /* ---- builds (build.c) ---- */
 #define SC_CONTEXT_MAX ((uint64_t)256 << 20)	/* one build context (the control plane's CP_CONTEXT_MAX) */
@@ -89,6 +92,10 @@ struct http_client;
 #define SC_BUILD_IMAGE_KEEP_S (7 * 24 * 3600)	/* a built image no version here pins, since its build */
 #define SC_BUILD_IMAGES_MAX 64			/* built images no version here pins, kept at most */
 #define SC_BUILD_PRUNE_MAX 8			/* built images removed per sweep (the sweep blocks the agent) */
+#define SC_BUILD_HEAD_MAX 16384			/* the response head */
+#define SC_BUILD_URL_MAX 16384			/* the request line's query (args included) */
+#define SC_BUILD_MESSAGE_MAX ((size_t)1 << 20)	/* one JSON message of the daemon's */
+#define SC_BUILD_IO_CHUNK 65536			/* one read of the context or of the answer */
 
 /* ---- docker ---- */
 #define SC_DOCKER_TIMEOUT_MS 120000	/* one ordinary docker CLI call */
@@ -113,6 +120,9 @@ struct http_client;
 #define SC_BG_WAIT_MAX_S 600			/* one env.bg.get's wait */
 #define SC_BG_SIGNAL_WAIT_MS 2000		/* after KILL, TERM or INT: time to see it end */
 #define SC_BG_TREE_MAX 1024			/* processes signalled at once */
+#define SC_BG_PATH_MAX 4096			/* a path under the background command's directory */
+#define SC_BG_STATE_MAX ((size_t)256 << 10)	/* a state.json (the argv is bounded by the frame) */
+#define SC_BG_READY_MS 15000			/* the supervisor's word that the exec exists */
 /* Interactive exec: control lines from the agent to the worker, on a FIFO
  * <data>/commands/<id>.ctl (runner.c writes, engine_exec.c reads). */
 #define SC_CTL_STDIN 'i'			/* 'i' base64 */
@@ -130,14 +140,41 @@ struct http_client;
 #define SC_LOGS_STAMP_MAX 64			/* docker's RFC 3339 timestamp with nanoseconds */
 #define SC_FILL_MAX_BYTES ((uint64_t)8 << 30)	/* image content copied into a fresh volume */
 #define SC_SPEC_FILE_MAX ((size_t)8 << 20)	/* an env's spec.json */
+#define SC_SPEC_PATH_MAX 4300			/* <data>/envs/<env>/spec.json */
 #define SC_FILL_CACHE_ENTRY_MAX ((uint64_t)64 << 20)	/* larger image trees are not kept */
 #define SC_FILL_CACHE_KEEP_S (7 * 24 * 3600)	/* a cache entry unused this long goes */
+/* Read caps and buffers of the Engine API, readiness, metrics and pause. */
+#define SC_ENGINE_BODY_MAX ((size_t)4 << 20)	/* one Engine API response body */
+#define SC_EXEC_HEAD_MAX 16384			/* an exec's response head (API) */
+#define SC_EXEC_READ_CHUNK 65536		/* one read of an exec's stream */
+#define SC_RUN_PATH_MAX 400			/* an Engine API path engine_run.c asks */
+#define SC_METRICS_FILE_MAX 4096		/* bytes read from one cgroup file */
+#define SC_PAUSE_LIST_MAX ((size_t)64 << 10)	/* the file listing the services the user paused */
+#define SC_READY_TOKENS_MAX 16			/* words of a recognised healthcheck */
+#define SC_READY_WORD_MAX 256			/* one of those words */
 
 /* ---- egress probe ---- */
 #define SC_PROBE_IMAGE_DEFAULT "busybox"
 #define SC_PROBE_URL_DEFAULT "http://1.1.1.1/"
 #define SC_PROBE_TIMEOUT_MS 4000
 #define SC_PROBE_CONTAINER_SLACK_MS 4000	/* container start on top of the probe's 4 s */
+
+/* ---- snapshots (snapshot.c, freeze.c, pgfork.c) ---- */
+#define SC_FREEZE_STATE_MAX 256			/* bytes read from freezer.state / cgroup.events */
+#define SC_FREEZE_MOUNTS_MAX 64			/* freezer and cgroup2 mounts remembered */
+#define SC_FREEZE_POLL_FIRST_NS 50000L		/* first wait for FREEZING -> FROZEN */
+#define SC_FREEZE_POLL_MAX_NS 5000000L		/* the longest wait between polls (doubling up to it) */
+#define SC_PGFORK_VERSION_MAX 64		/* bytes of PG_VERSION read */
+#define SC_SNAP_HEALTH_MS 90000			/* after the unpause */
+#define SC_SNAP_HEALTH_POLL_MS 200		/* between health looks */
+#define SC_SNAP_CHECKPOINT_TIMEOUT_MS 300000	/* one database's checkpoint */
+#define SC_SNAP_BGSAVE_POLL_MS 50		/* between looks at a redis BGSAVE */
+#define SC_SNAP_MAX_SERVICES 64			/* services quiesced in one snapshot */
+
+/* ---- host (hostinfo.c, install.c, ingress_ctl.c) ---- */
+#define SC_HOSTINFO_TIMEOUT_MS 10000		/* each command run for the capabilities */
+#define SC_INGRESS_CMDLINE_MAX 8192		/* an ingress process's /proc/<pid>/cmdline */
+#define SC_INSTALL_BIN_MAX ((size_t)256 << 20)	/* the binary denvd install copies */
 
 /* ---- verify (compose.md, verifier contract) ---- */
 #define SC_VERIFY_MAX_DEPTH 32			/* path components below /submission */
@@ -151,8 +188,17 @@ struct http_client;
 #define SC_VERIFY_TAIL_BYTES 4096		/* stdout and stderr tails in the result */
 #define SC_VERIFY_REWARD_MAX 4096		/* bytes of reward.txt read */
 #define SC_VERIFY_KEEP_S (24 * 3600)		/* <data>/verify/<id> left by a verify that never finished */
+#define SC_VERIFY_PATH_MAX 4000			/* a declared path, as for env.get */
+#define SC_VERIFY_COLLECT_JSON_MAX ((size_t)1 << 20)	/* collect.json, the collect step's record */
+#define SC_VERIFY_REWARD_TAR_MAX ((size_t)64 << 10)	/* reward.txt as a tar stream from docker cp */
+#define SC_VERIFY_REAP_POLL_MS 20		/* between looks at the grader's exit */
+/* Room for a name below the root: 32 components of at most 255 bytes. */
+#define SC_VERIFY_NAME_MAX 8448
 
 /* ---- configuration ---- */
+#define SC_ENV_FILE_MAX ((size_t)64 << 10)	/* an --env-file, read whole */
+#define SC_STATE_FILE_MAX ((size_t)64 << 10)	/* the state file (host id and secret) */
+#define SC_STATE_DIR_MAX 4096			/* the state file's directory */
 struct sc_config {
 	const char *verb;
 	const char *server;
@@ -191,6 +237,10 @@ int sc_stream_url(const char *server, char *out, size_t n, struct err *e);
  * most max stream URLs into out, their count in *n. */
 int sc_stream_urls(const char *servers, char out[][SC_URL_MAX], size_t max, size_t *n, struct err *e);
 bool sc_safe_id(const char *s);
+
+/* envspec.c: env's spec.json under data into *spec: 1 read, 0 there is
+ * none (*spec NULL), -1 unreadable or not JSON (e names the file). */
+int sc_spec_load(const char *data, const char *env, struct json **spec, struct err *e);
 
 /* hostinfo.c: the capabilities object of hello and host.report. */
 struct json *sc_capabilities(const struct sc_config *c);

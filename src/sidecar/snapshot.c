@@ -27,7 +27,7 @@
  *     version's own services), the evidence. A snapshot exists when its
  *     record does;
  *  7. wait until every unpaused service is running and healthy again
- *     (SNAP_HEALTH_MS): health probes that ran during the freeze failed.
+ *     (SC_SNAP_HEALTH_MS): health probes that ran during the freeze failed.
  *     Nothing to wait for when each was running, thawed by us, and has no
  *     healthcheck (a thawed process is running).
  * With refuse (a verify's capture), a capture or record that fails over
@@ -57,12 +57,6 @@
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
-
-#define SNAP_HEALTH_MS 90000			/* after the unpause */
-#define SNAP_HEALTH_POLL_MS 200
-#define SNAP_CHECKPOINT_TIMEOUT_MS 300000	/* one database's checkpoint */
-#define SNAP_BGSAVE_POLL_MS 50
-#define SNAP_MAX_SERVICES 64
 
 struct svc_state {
 	const char *name;
@@ -241,9 +235,9 @@ static int wait_healthy(struct svc_state *ss, size_t n, struct err *e)
 		}
 		if (all)
 			return 0;
-		if (ev_mono_ms() - start > SNAP_HEALTH_MS)
-			return err_set(e, "not healthy %d s after the snapshot: %s", SNAP_HEALTH_MS / 1000, last);
-		sleep_ms(SNAP_HEALTH_POLL_MS);
+		if (ev_mono_ms() - start > SC_SNAP_HEALTH_MS)
+			return err_set(e, "not healthy %d s after the snapshot: %s", SC_SNAP_HEALTH_MS / 1000, last);
+		sleep_ms(SC_SNAP_HEALTH_POLL_MS);
 	}
 }
 
@@ -316,10 +310,10 @@ static int pg_checkpoint(const char *cname, const struct json *svc, struct err *
 	snprintf(pw, sizeof(pw), "PGPASSWORD=%s", svc_env(svc, "POSTGRES_PASSWORD", ""));
 	/* As the postgres OS user over the default socket (trust in the
 	 * official image and ours), else over TCP with the password. */
-	rc = dk(NULL, SNAP_CHECKPOINT_TIMEOUT_MS, e, "exec", "-u", "postgres", "-e", user, "-e", "PGDATABASE=postgres",
+	rc = dk(NULL, SC_SNAP_CHECKPOINT_TIMEOUT_MS, e, "exec", "-u", "postgres", "-e", user, "-e", "PGDATABASE=postgres",
 		cname, "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", "CHECKPOINT", NULL);
 	if (rc < 0)
-		rc = dk(NULL, SNAP_CHECKPOINT_TIMEOUT_MS, e, "exec", "-e", user, "-e", pw, "-e", "PGDATABASE=postgres",
+		rc = dk(NULL, SC_SNAP_CHECKPOINT_TIMEOUT_MS, e, "exec", "-e", user, "-e", pw, "-e", "PGDATABASE=postgres",
 			cname, "psql", "-X", "-q", "-h", "127.0.0.1", "-v", "ON_ERROR_STOP=1", "-c", "CHECKPOINT",
 			NULL);
 	return rc;
@@ -365,7 +359,7 @@ static int redis_bgsave(const char *cname, struct err *e)
 		goto out;
 	saves0 = info_int(out.data, "rdb_saves");
 	last0 = info_int(out.data, "rdb_last_save_time");
-	while (ev_mono_ms() - start < SNAP_CHECKPOINT_TIMEOUT_MS) {
+	while (ev_mono_ms() - start < SC_SNAP_CHECKPOINT_TIMEOUT_MS) {
 		int64_t busy, saves, last;
 
 		if (!asked) {
@@ -384,7 +378,7 @@ static int redis_bgsave(const char *cname, struct err *e)
 				/* a save done before BGSAVE returned is ours only if it counted */
 			}
 		}
-		sleep_ms(SNAP_BGSAVE_POLL_MS);
+		sleep_ms(SC_SNAP_BGSAVE_POLL_MS);
 		if (redis_info(cname, &out, e) < 0)
 			goto out;
 		busy = info_int(out.data, "rdb_bgsave_in_progress");
@@ -402,7 +396,7 @@ static int redis_bgsave(const char *cname, struct err *e)
 			goto out;
 		}
 	}
-	err_set(e, "BGSAVE not finished after %d s", SNAP_CHECKPOINT_TIMEOUT_MS / 1000);
+	err_set(e, "BGSAVE not finished after %d s", SC_SNAP_CHECKPOINT_TIMEOUT_MS / 1000);
 out:
 	buf_release(&out);
 	return rc;
@@ -413,7 +407,7 @@ static int mysql_flush(const char *cname, const struct json *svc, struct err *e)
 	char pw[300];
 
 	snprintf(pw, sizeof(pw), "MYSQL_PWD=%s", svc_env(svc, "MYSQL_ROOT_PASSWORD", svc_env(svc, "MARIADB_ROOT_PASSWORD", "")));
-	return dk(NULL, SNAP_CHECKPOINT_TIMEOUT_MS, e, "exec", "-e", pw, cname, "mysql", "-uroot", "-e", "FLUSH TABLES",
+	return dk(NULL, SC_SNAP_CHECKPOINT_TIMEOUT_MS, e, "exec", "-e", pw, cname, "mysql", "-uroot", "-e", "FLUSH TABLES",
 		  NULL);
 }
 
@@ -628,9 +622,9 @@ static int snapshot_run(struct wk *w, const char *name, const struct json *keep,
 		return -1;
 	if (!(order = render_order(json_get(spec, "services"), e)))
 		return -1;
-	if ((n = json_len(order)) > SNAP_MAX_SERVICES) {
+	if ((n = json_len(order)) > SC_SNAP_MAX_SERVICES) {
 		json_free(order);
-		return err_set(e, "more than %d services", SNAP_MAX_SERVICES);
+		return err_set(e, "more than %d services", SC_SNAP_MAX_SERVICES);
 	}
 	fz_sys_default(&sys);
 	dk_project(w->env, project, sizeof(project));

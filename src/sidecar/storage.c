@@ -16,9 +16,6 @@
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
 
-#define ZPOOL_PROBE_TIMEOUT_MS 10000
-#define SPEC_FILE_MAX ((size_t)8 << 20)
-
 static bool zpool_present(const char *pool)
 {
 	const char *argv[] = { "zpool", "list", "-H", pool, NULL };
@@ -28,7 +25,7 @@ static bool zpool_present(const char *pool)
 	bool ok;
 
 	proc_spec_init(&s, argv);
-	s.timeout_ms = ZPOOL_PROBE_TIMEOUT_MS;
+	s.timeout_ms = STG_ZPOOL_PROBE_TIMEOUT_MS;
 	s.out_max = s.err_max = 65536;
 	ok = proc_run(&s, NULL, 0, &r, &e) == 0 && r.exit_code == 0 && !r.timed_out;
 	proc_result_release(&r);
@@ -73,16 +70,14 @@ int stg_open(struct stg *s, const struct wk *w, const char *name, struct err *e)
 
 int stg_for_env(struct stg *s, const struct wk *w, const char *env, struct err *e)
 {
-	char path[STG_PATH_MAX];
 	struct json *j = NULL;
 	const char *name;
-	int rc;
+	int rc = sc_spec_load(w->data, env, &j, e);
 
-	snprintf(path, sizeof(path), "%s/envs/%s/spec.json", w->data, env);
-	if (!fs_exists(path))
+	if (rc < 0)
+		return -1;
+	if (rc == 0)
 		return stg_open(s, w, stg_host_backend(w->zfs_pool, w->btrfs_root), e);
-	if (json_parse_file(path, SPEC_FILE_MAX, &j, e) < 0)
-		return err_prefix(e, "%s", path);
 	name = json_get_str(j, "storage");
 	/* Environments made before backends were recorded are dir. */
 	rc = stg_open(s, w, name && *name ? name : "dir", e);

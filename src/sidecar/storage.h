@@ -36,6 +36,16 @@
 #define STG_RECLAIM_DEPTH_MAX 64
 #define STG_USAGE_DEPTH_MAX 256		/* directory levels stg_tree_bytes descends */
 #define STG_USAGE_ENTRIES_MAX 10000000	/* entries it counts before giving up */
+#define STG_DIGEST_READ_CHUNK ((size_t)64 << 10)	/* one read of a file being digested */
+#define STG_DIGEST_DIR_ENTRIES_MAX ((size_t)1 << 20)	/* names in one directory */
+#define STG_ZPOOL_PROBE_TIMEOUT_MS 10000	/* zpool list, looking for the pool */
+/* Our layout has subvolumes at most this deep below a directory we remove. */
+#define STG_BTRFS_SCAN_DEPTH 4
+#define STG_COPY_CHUNK ((size_t)1 << 20)	/* one read of storage_copy.c */
+#define STG_FILL_TIMEOUT_MS (10 * 60 * 1000)	/* filling one volume from its image */
+#define STG_ZFS_NAME_MAX 1024			/* a dataset name */
+#define STG_ZFS_LIST_MAX ((size_t)4 << 20)	/* zfs list output */
+#define STG_ZFS_ARGS_MAX 16			/* arguments of one zfs call */
 
 struct stg;
 

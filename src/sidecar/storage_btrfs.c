@@ -26,8 +26,6 @@
 
 #define BTRFS_MAGIC 0x9123683EL
 #define BTRFS_SUBVOL_INO 256	/* BTRFS_FIRST_FREE_OBJECTID: the root inode of every subvolume */
-/* Our layout has subvolumes at most this deep below a directory we remove. */
-#define BTRFS_SCAN_DEPTH 4
 
 bool stg_btrfs_path(const char *path)
 {
@@ -51,7 +49,7 @@ static int subvol_delete(const char *path, struct err *e)
 	return stg_run(argv, NULL, e);
 }
 
-/* Delete the subvolumes at or below path (BTRFS_SCAN_DEPTH levels). */
+/* Delete the subvolumes at or below path (STG_BTRFS_SCAN_DEPTH levels). */
 static int delete_subvols(const char *path, int depth, struct err *e)
 {
 	DIR *d;
@@ -60,7 +58,7 @@ static int delete_subvols(const char *path, int depth, struct err *e)
 
 	if (is_subvol(path))
 		return subvol_delete(path, e);
-	if (depth >= BTRFS_SCAN_DEPTH || !(d = opendir(path)))
+	if (depth >= STG_BTRFS_SCAN_DEPTH || !(d = opendir(path)))
 		return 0;
 	while (rc == 0 && (de = readdir(d))) {
 		char sub[STG_PATH_MAX];

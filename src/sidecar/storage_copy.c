@@ -38,8 +38,6 @@
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
 
-#define COPY_CHUNK ((size_t)1 << 20)
-
 struct link_ent {
 	dev_t dev;
 	ino_t ino;
@@ -134,7 +132,7 @@ static int copy_data(struct copy *c, int sfd, int dfd, off_t size, const char *s
 			hole = size;
 		}
 		while (data < hole) {
-			size_t want = (size_t)(hole - data) > COPY_CHUNK ? COPY_CHUNK : (size_t)(hole - data);
+			size_t want = (size_t)(hole - data) > STG_COPY_CHUNK ? STG_COPY_CHUNK : (size_t)(hole - data);
 			off_t in = data, out = data;
 			ssize_t n = copy_file_range(sfd, &in, dfd, &out, want, 0);
 
@@ -498,7 +496,7 @@ int stg_copy_tree_stats(const char *src, const char *dst, struct stg_copy_stats 
 		return rc;
 	}
 	c.dst_root = dfd;
-	c.buf = xmalloc(COPY_CHUNK);
+	c.buf = xmalloc(STG_COPY_CHUNK);
 	rc = copy_walk(&c, sfd, dfd, &st, e);
 	sys_close(sfd);
 	sys_close(dfd);

@@ -33,8 +33,6 @@
 #include "spec/spec.h"
 #include "tar/tar.h"
 
-#define FILL_TIMEOUT_MS (10 * 60 * 1000)
-
 /* The first service (in start order) mounting vol, and the mount path. */
 static const struct json *first_mount(const struct json *order, const char *vol, const char **path)
 {
@@ -103,7 +101,7 @@ static int fill_cp(const char *name, const char *path, bool follow, const char *
 	proc_spec_init(&s, argv);
 	s.out.mode = PROC_FD;
 	s.out.fd = fd;
-	s.timeout_ms = FILL_TIMEOUT_MS;
+	s.timeout_ms = STG_FILL_TIMEOUT_MS;
 	rc = proc_run(&s, NULL, 0, &r, e);
 	sys_close(fd);
 	if (rc == 0 && (r.exit_code != 0 || r.timed_out)) {

@@ -28,18 +28,13 @@
 #include "sidecar/sidecar.h"
 #include "sidecar/storage.h"
 
-#define ZFS_NAME_MAX 1024
-#define ZFS_LIST_MAX ((size_t)4 << 20)
-
-#define ZFS_ARGS_MAX 16
-
 /* zfs with the NULL-terminated arguments in ap. */
 static int zfs_va(struct buf *out, struct err *e, va_list ap)
 {
-	const char *argv[ZFS_ARGS_MAX + 2] = { "zfs" };
+	const char *argv[STG_ZFS_ARGS_MAX + 2] = { "zfs" };
 	size_t n = 1;
 
-	while (n < ZFS_ARGS_MAX && (argv[n] = va_arg(ap, const char *)))
+	while (n < STG_ZFS_ARGS_MAX && (argv[n] = va_arg(ap, const char *)))
 		n++;
 	argv[n] = NULL;
 	return stg_run(argv, out, e);
@@ -67,7 +62,7 @@ static char **zfs_list_v(const char *seps, size_t *cnt, struct err *e, ...)
 	va_list ap;
 	int rc;
 
-	buf_init(&b, ZFS_LIST_MAX);
+	buf_init(&b, STG_ZFS_LIST_MAX);
 	va_start(ap, e);
 	rc = zfs_va(&b, e, ap);
 	va_end(ap);
@@ -107,7 +102,7 @@ static int mountpoint(const char *ds, char *out, size_t n, struct err *e)
 
 static int z_env_prepare(const struct stg *s, const char *env, char *voldir, size_t n, struct err *e)
 {
-	char ds[ZFS_NAME_MAX];
+	char ds[STG_ZFS_NAME_MAX];
 
 	ds_env(s, env, "vol", ds, sizeof(ds));
 	if (!ds_exists(ds) && Z(NULL, e, "create", "-p", ds) < 0)
@@ -117,7 +112,7 @@ static int z_env_prepare(const struct stg *s, const char *env, char *voldir, siz
 
 static int z_adopt(const struct stg *s, const char *env, const char *vol, const char *tree, struct err *e)
 {
-	char ds[ZFS_NAME_MAX], mp[STG_PATH_MAX];
+	char ds[STG_ZFS_NAME_MAX], mp[STG_PATH_MAX];
 
 	snprintf(ds, sizeof(ds), "%s/envs/%s/vol/%s", s->root, env, vol);
 	if (Z(NULL, e, "create", ds) < 0 || mountpoint(ds, mp, sizeof(mp), e) < 0)
@@ -130,7 +125,7 @@ static int z_adopt(const struct stg *s, const char *env, const char *vol, const 
 /* syncfs on each volume's mount (each dataset is its own filesystem). */
 static int z_sync(const struct stg *s, const char *env, struct err *e)
 {
-	char ds[ZFS_NAME_MAX];
+	char ds[STG_ZFS_NAME_MAX];
 	char **lines;
 	size_t n = 0;
 
@@ -152,7 +147,7 @@ static int z_sync(const struct stg *s, const char *env, struct err *e)
 static int z_snapshot(const struct stg *s, const char *env, const char *name, const struct json *vols,
 		      struct json *datasets, struct err *e)
 {
-	char ds[ZFS_NAME_MAX], snap[ZFS_NAME_MAX + 200];
+	char ds[STG_ZFS_NAME_MAX], snap[STG_ZFS_NAME_MAX + 200];
 	struct err e2;
 
 	ds_env(s, env, "vol", ds, sizeof(ds));
@@ -172,7 +167,7 @@ static int z_snapshot(const struct stg *s, const char *env, const char *name, co
 static int find_snap(const struct stg *s, const char *env, const char *vol, const char *name, char *out,
 		     size_t n, struct err *e)
 {
-	char top[ZFS_NAME_MAX], want[ZFS_NAME_MAX + 200], oldp[ZFS_NAME_MAX + 200], at[200];
+	char top[STG_ZFS_NAME_MAX], want[STG_ZFS_NAME_MAX + 200], oldp[STG_ZFS_NAME_MAX + 200], at[200];
 	char **lines;
 	size_t cnt = 0;
 	int rc = -1;
@@ -198,7 +193,7 @@ static int find_snap(const struct stg *s, const char *env, const char *vol, cons
 static int z_clone(const struct stg *s, const char *from_env, const char *name, const char *env,
 		   const char *vol, struct err *e)
 {
-	char snap[ZFS_NAME_MAX + 200], ds[ZFS_NAME_MAX];
+	char snap[STG_ZFS_NAME_MAX + 200], ds[STG_ZFS_NAME_MAX];
 
 	if (find_snap(s, from_env, vol, name, snap, sizeof(snap), e) < 0)
 		return -1;
@@ -227,8 +222,8 @@ static int newest(const char *ds, char *out, size_t n, struct err *e)
 static int z_restore(const struct stg *s, const char *from_env, const char *name, const char *env,
 		     const char *vol, struct err *e)
 {
-	char ds[ZFS_NAME_MAX], snap[ZFS_NAME_MAX + 200], last[256], tmp[ZFS_NAME_MAX + 16];
-	char oldp[ZFS_NAME_MAX], old[ZFS_NAME_MAX + 64], own[ZFS_NAME_MAX + 200];
+	char ds[STG_ZFS_NAME_MAX], snap[STG_ZFS_NAME_MAX + 200], last[256], tmp[STG_ZFS_NAME_MAX + 16];
+	char oldp[STG_ZFS_NAME_MAX], old[STG_ZFS_NAME_MAX + 64], own[STG_ZFS_NAME_MAX + 200];
 
 	snprintf(ds, sizeof(ds), "%s/envs/%s/vol/%s", s->root, env, vol);
 	snprintf(own, sizeof(own), "%s@%s", ds, name);
@@ -253,7 +248,7 @@ static int z_restore(const struct stg *s, const char *from_env, const char *name
 
 static int z_drop_snapshot(const struct stg *s, const char *env, const char *name, struct err *e)
 {
-	char top[ZFS_NAME_MAX], at[200];
+	char top[STG_ZFS_NAME_MAX], at[200];
 	char **lines;
 	size_t cnt = 0;
 	int rc = 0;
@@ -275,7 +270,7 @@ static int z_drop_snapshot(const struct stg *s, const char *env, const char *nam
 /* 1 (kept) when a snapshot under the env has a clone outside it. */
 static int z_drop_env(const struct stg *s, const char *env, struct err *e)
 {
-	char top[ZFS_NAME_MAX], inside[ZFS_NAME_MAX + 2];
+	char top[STG_ZFS_NAME_MAX], inside[STG_ZFS_NAME_MAX + 2];
 	char **lines;
 	size_t cnt = 0;
 	bool outside = false;
@@ -304,7 +299,7 @@ static int z_drop_env(const struct stg *s, const char *env, struct err *e)
  * when zfs cannot say. */
 static int z_usage(const struct stg *s, const char *env, const char *vol, int64_t *bytes, struct err *e)
 {
-	char sub[ZFS_NAME_MAX / 4], ds[ZFS_NAME_MAX], line[64];
+	char sub[STG_ZFS_NAME_MAX / 4], ds[STG_ZFS_NAME_MAX], line[64];
 	struct buf b = BUF_INIT;
 	struct err ze;
 	int rc;

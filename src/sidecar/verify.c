@@ -49,11 +49,6 @@
 #include "sidecar/storage.h"
 #include "tar/tar.h"
 
-#define VF_PATH_MAX 4000		/* a declared path, as for env.get */
-#define VF_COLLECT_JSON_MAX ((size_t)1 << 20)
-#define VF_REWARD_TAR_MAX ((size_t)64 << 10)	/* reward.txt as a tar stream from docker cp */
-#define VF_REAP_POLL_MS 20
-
 /* ---- running a child with a deadline, its output streamed ---- */
 
 typedef int (*vf_sink)(void *arg, const void *p, size_t n, struct err *e);
@@ -184,7 +179,7 @@ static int vf_run(const char *const *argv, int64_t timeout_ms, vf_sink out, void
 			proc_kill(&p);
 		}
 		if (w == 0) {
-			struct timespec ts = { 0, VF_REAP_POLL_MS * 1000000L };
+			struct timespec ts = { 0, SC_VERIFY_REAP_POLL_MS * 1000000L };
 
 			nanosleep(&ts, NULL);
 		}
@@ -206,7 +201,7 @@ static int norm_path(const char *decl, struct buf *out, struct err *e)
 {
 	const char *p = decl;
 
-	if (!decl || decl[0] != '/' || strlen(decl) > VF_PATH_MAX)
+	if (!decl || decl[0] != '/' || strlen(decl) > SC_VERIFY_PATH_MAX)
 		return err_set(e, "collect path \"%s\" must be absolute", decl ? decl : "");
 	while (*p) {
 		size_t n;
@@ -746,7 +741,7 @@ static int fetch_reward(struct grade *g, const char *cname, struct err *e)
 	char src[400];
 	const char *argv[] = { "docker", "cp", src, "-", NULL };
 	struct buf tarb = BUF_INIT, errt = BUF_INIT;
-	struct cap_sink cs = { &tarb, VF_REWARD_TAR_MAX, "reward.txt" };
+	struct cap_sink cs = { &tarb, SC_VERIFY_REWARD_TAR_MAX, "reward.txt" };
 	struct tar_reader *r;
 	struct tar_event ev;
 	struct vf_ran ran;
@@ -754,7 +749,7 @@ static int fetch_reward(struct grade *g, const char *cname, struct err *e)
 	int rc;
 
 	snprintf(src, sizeof(src), "%s:/logs/verifier/reward.txt", cname);
-	buf_init(&tarb, VF_REWARD_TAR_MAX + 1);
+	buf_init(&tarb, SC_VERIFY_REWARD_TAR_MAX + 1);
 	buf_init(&errt, SC_VERIFY_TAIL_BYTES * 2);
 	rc = vf_run(argv, SC_DOCKER_QUICK_MS, cap_sink, &cs, &errt, &ran, e);
 	buf_release(&errt);
@@ -941,7 +936,7 @@ int cmd_verify_run(struct wk *w, const struct json *payload, struct json **resul
 		return 0;
 	}
 	snprintf(path, sizeof(path), "%s/collect.json", g.dir);
-	if (json_parse_file(path, VF_COLLECT_JSON_MAX, &col, e) < 0)
+	if (json_parse_file(path, SC_VERIFY_COLLECT_JSON_MAX, &col, e) < 0)
 		return err_set(e, "verify.run: nothing was collected for %s on this host", g.id);
 	rc = json_len(json_get(col, "refused")) > 0;
 	json_free(col);

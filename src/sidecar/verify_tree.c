@@ -30,9 +30,6 @@
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
 
-/* Room for a name below the root: 32 components of at most 255 bytes. */
-#define VT_NAME_MAX 8448
-
 static void refuse(struct vtree *t, const char *name, const char *reason, bool limit);
 
 void vtree_init(struct vtree *t)
@@ -188,7 +185,7 @@ static int walk_dir(int fd, char *name, size_t len, int depth, struct vtree *t, 
 			continue;
 		n = strlen(de->d_name);
 		l2 = len + (len ? 1 : 0) + n;
-		if (l2 >= VT_NAME_MAX) {	/* only reachable past the depth cap; say so */
+		if (l2 >= SC_VERIFY_NAME_MAX) {	/* only reachable past the depth cap; say so */
 			refuse(t, name, "deeper than 32", true);
 			break;
 		}
@@ -204,7 +201,7 @@ static int walk_dir(int fd, char *name, size_t len, int depth, struct vtree *t, 
 
 int vtree_all(int rootfd, struct vtree *t, struct err *e)
 {
-	char name[VT_NAME_MAX] = "";
+	char name[SC_VERIFY_NAME_MAX] = "";
 	int fd = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
@@ -214,7 +211,7 @@ int vtree_all(int rootfd, struct vtree *t, struct err *e)
 
 int vtree_path(int rootfd, const char *rel, struct vtree *t, bool *missing, struct err *e)
 {
-	char name[VT_NAME_MAX], comp[256];
+	char name[SC_VERIFY_NAME_MAX], comp[256];
 	const char *p = rel;
 	int dirfd = rootfd, rc = 0;
 	size_t len = 0;

@@ -14,8 +14,6 @@
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
 
-#define WORKER_INPUT_MAX ((size_t)16 << 20)
-
 static const struct {
 	const char *kind;
 	wk_fn fn;
@@ -71,7 +69,7 @@ static int read_input(struct json **out, struct err *e)
 	char tmp[65536];
 	ssize_t n;
 
-	buf_init(&b, WORKER_INPUT_MAX);
+	buf_init(&b, SC_WORKER_INPUT_MAX);
 	while ((n = sys_read(0, tmp, sizeof(tmp))) > 0)
 		if (buf_add(&b, tmp, (size_t)n) < 0) {
 			buf_release(&b);
