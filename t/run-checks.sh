@@ -53,9 +53,10 @@ summary="$summary; replay $n targets"
 
 # One at a time: on two cores, Docker-heavy suites side by side turn timeouts
 # into flakes, and a slower green run is worth more than a faster flaky one.
+# --timer: each file's time, to see what the suite's time goes to.
 # --failures --comments: a failure that does not come back on the rerun
 # (a flake) still shows its not-ok line and the diagnostics under it.
-prove_flags="--failures --comments" run_prove integration 1 $(ls t/integ/*.sh 2>/dev/null)
+prove_flags="--failures --comments --timer" run_prove integration 1 $(ls t/integ/*.sh 2>/dev/null)
 
 # Last, so that it is what a reader sees: the protections table.
 echo "== protections"
