@@ -26,7 +26,7 @@ static uint32_t db_rand(struct st_db *db)
 
 /* Names and ids are written as JSON strings: they must survive the trip,
  * so they are valid UTF-8 without NUL bytes. */
-bool name_ok(const char *s)
+bool st_name_ok(const char *s)
 {
 	size_t n;
 
@@ -36,12 +36,12 @@ bool name_ok(const char *s)
 	return n > 0 && n <= ST_NAME_MAX && utf8_valid(s, n);
 }
 
-bool id_ok(const char *s, size_t n)
+bool st_id_ok(const char *s, size_t n)
 {
 	return s && n > 0 && n <= ST_ID_MAX && !memchr(s, '\0', n) && utf8_valid(s, n);
 }
 
-struct st_table *table_find(struct st_db *db, const char *name)
+struct st_table *st_table_find(struct st_db *db, const char *name)
 {
 	if (db->last_table && strcmp(db->last_table->name, name) == 0)
 		return db->last_table;
@@ -55,9 +55,9 @@ struct st_table *table_find(struct st_db *db, const char *name)
 }
 
 /* Callers have checked ST_TABLES_MAX. */
-struct st_table *table_get(struct st_db *db, const char *name)
+struct st_table *st_table_get(struct st_db *db, const char *name)
 {
-	struct st_table *t = table_find(db, name);
+	struct st_table *t = st_table_find(db, name);
 
 	if (t)
 		return t;
@@ -73,15 +73,15 @@ struct st_table *table_get(struct st_db *db, const char *name)
 	return t;
 }
 
-struct st_row *row_find(const struct st_table *t, const char *id, size_t idlen)
+struct st_row *st_row_find(const struct st_table *t, const char *id, size_t idlen)
 {
 	struct tkey k = { "", 0, id, idlen, false };
-	struct tnode *n = t->root ? t_find(t->root, &k) : NULL;
+	struct tnode *n = t->root ? st_t_find(t->root, &k) : NULL;
 
 	return n ? n->row : NULL;
 }
 
-struct ixnode *ix_node_new(struct st_row *r, int i, const char *v, size_t vlen)
+struct ixnode *st_ix_node_new(struct st_row *r, int i, const char *v, size_t vlen)
 {
 	struct ixnode *n = xmalloc(sizeof(*n) + vlen + 1);
 
@@ -105,9 +105,9 @@ static void ix_add_one(struct st_db *db, struct st_table *t, struct st_row *r, c
 	 * non-string value, is simply not in the index. */
 	if (!v || v->type != JSON_STRING)
 		return;
-	n = ix_node_new(r, i, v->u.str.s, v->u.str.len);
+	n = st_ix_node_new(r, i, v->u.str.s, v->u.str.len);
 	n->t.prio = db_rand(db);
-	t->ixroot[i] = t_insert(t->ixroot[i], &n->t);
+	t->ixroot[i] = st_t_insert(t->ixroot[i], &n->t);
 }
 
 static void ix_add(struct st_db *db, struct st_table *t, struct st_row *r, const struct json *row)
@@ -122,7 +122,7 @@ static void ix_remove(struct st_table *t, struct st_row *r)
 
 	for (; n; n = next) {
 		next = n->next_ix;
-		t->ixroot[n->ix] = t_remove(t->ixroot[n->ix], &n->t);
+		t->ixroot[n->ix] = st_t_remove(t->ixroot[n->ix], &n->t);
 		free(n);
 	}
 	r->ixhead = NULL;
@@ -130,7 +130,7 @@ static void ix_remove(struct st_table *t, struct st_row *r)
 
 /* Hand memory freed in bulk (a replay, a big listing) back to the system:
  * glibc keeps it in its arenas otherwise, and the RSS stays at the peak. */
-void trim_memory(void)
+void st_trim_memory(void)
 {
 #ifdef __GLIBC__
 	malloc_trim(0);
@@ -150,7 +150,7 @@ static void cache_drop(struct st_db *db, struct st_row *r)
 
 /* Free the first n cached rows (those read before a PostgreSQL batch was
  * sent, once its done_fns have run); the later ones move to the front. */
-void cache_release_first(struct st_db *db, size_t n)
+void st_cache_release_first(struct st_db *db, size_t n)
 {
 	size_t keep;
 
@@ -173,7 +173,7 @@ void cache_release_first(struct st_db *db, size_t n)
 }
 
 /* Free every cached parsed row (the end of their lifetime, store.h). */
-void cache_release(struct st_db *db)
+void st_cache_release(struct st_db *db)
 {
 	size_t n = db->ncache;
 
@@ -194,7 +194,7 @@ void cache_release(struct st_db *db)
 	}
 	/* After a pass over many rows, give the freed pages back. */
 	if (n >= ST_TRIM_AFTER_ROWS)
-		trim_memory();
+		st_trim_memory();
 }
 
 static void row_free(struct st_row *r)
@@ -209,16 +209,16 @@ static void row_free(struct st_row *r)
  * values; NULL from a replay without a DOM, where no table has an index
  * yet). Cannot fail.
  */
-void apply_op(struct st_db *db, const char *table, const char *id, bool put, const struct json *row,
-	      off_t off, size_t len)
+void st_apply_op(struct st_db *db, const char *table, const char *id, bool put, const struct json *row,
+		 off_t off, size_t len)
 {
-	struct st_table *t = put ? table_get(db, table) : table_find(db, table);
+	struct st_table *t = put ? st_table_get(db, table) : st_table_find(db, table);
 	size_t idlen = strlen(id);
 	struct st_row *r;
 
 	if (!t)
 		return;		/* delete from a table that never existed */
-	r = row_find(t, id, idlen);
+	r = st_row_find(t, id, idlen);
 	if (put) {
 		if (r) {
 			cache_drop(db, r);
@@ -237,7 +237,7 @@ void apply_op(struct st_db *db, const char *table, const char *id, bool put, con
 		r->t.prio = db_rand(db);
 		r->t.vlen = 0;
 		r->t.row = r;
-		t->root = t_insert(t->root, &r->t);
+		t->root = st_t_insert(t->root, &r->t);
 		t->nrows++;
 		db->live_rows++;
 		ix_add(db, t, r, row);
@@ -247,13 +247,13 @@ void apply_op(struct st_db *db, const char *table, const char *id, bool put, con
 		return;
 	cache_drop(db, r);
 	ix_remove(t, r);
-	t->root = t_remove(t->root, &r->t);
+	t->root = st_t_remove(t->root, &r->t);
 	t->nrows--;
 	db->live_rows--;
 	row_free(r);
 }
 
-void tree_free_rows(struct tnode *n)
+void st_tree_free_rows(struct tnode *n)
 {
 	/* Rows hang off the id tree; index nodes are freed through the rows.
 	 * Recursion goes left only (expected depth O(log n)); right is a loop. */
@@ -262,7 +262,7 @@ void tree_free_rows(struct tnode *n)
 		struct ixnode *x, *next;
 		struct st_row *row = n->row;
 
-		tree_free_rows(n->l);
+		st_tree_free_rows(n->l);
 		for (x = row->ixhead; x; x = next) {
 			next = x->next_ix;
 			free(x);
@@ -278,7 +278,7 @@ void tree_free_rows(struct tnode *n)
  * the writer would replace bad bytes with U+FFFD and the row in memory
  * would differ from the row on disk. 0 or -1 (with why).
  */
-int row_check(const struct json *v, int depth, const char **why)
+int st_row_check(const struct json *v, int depth, const char **why)
 {
 	if (v->type == JSON_STRING) {
 		if (!utf8_valid(v->u.str.s, v->u.str.len)) {
@@ -299,7 +299,7 @@ int row_check(const struct json *v, int depth, const char **why)
 	}
 	if (v->type == JSON_ARRAY) {
 		for (size_t i = 0; i < v->u.arr.n; i++)
-			if (row_check(v->u.arr.items[i], depth + 1, why) < 0)
+			if (st_row_check(v->u.arr.items[i], depth + 1, why) < 0)
 				return -1;
 		return 0;
 	}
@@ -308,7 +308,7 @@ int row_check(const struct json *v, int depth, const char **why)
 			*why = "a key is not valid UTF-8";
 			return -1;
 		}
-		if (row_check(v->u.obj.m[i].val, depth + 1, why) < 0)
+		if (st_row_check(v->u.obj.m[i].val, depth + 1, why) < 0)
 			return -1;
 	}
 	return 0;

@@ -103,7 +103,7 @@ struct st_flush_token {
 	struct st_db *db;
 	bool queued;		/* an ev_defer of flush_cb is pending */
 	bool running;		/* flush_cb is on the stack */
-	bool rel_queued;	/* an ev_defer of release_cb is pending */
+	bool rel_queued;	/* an ev_defer of st_release_cb is pending */
 };
 
 /* One slot of the mark file (store.h, "The mark"). */
@@ -185,7 +185,7 @@ struct st_txn {
 
 /*
  * Replay without a DOM. Parsing each record into a DOM only to find where
- * its rows lie cost most of a replay (a million rows: seconds of allocating
+ * its rows lie cost most of a st_replay (a million rows: seconds of allocating
  * and freeing nodes). A record as rec_add_op writes it, compact and with no
  * escape in a table name or id, is walked instead: the ops' strings are
  * copied out, each row is stepped over with json_check, which accepts only
@@ -203,98 +203,98 @@ struct rscan {
 };
 
 /* tree.c */
-const char *node_v(const struct tnode *n);
-int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen);
-struct tnode *t_insert(struct tnode *root, struct tnode *n);
-struct tnode *t_remove(struct tnode *root, struct tnode *n);
-struct tnode *t_find(struct tnode *n, const struct tkey *k);
-void it_seek(struct titer *it, struct tnode *root, const struct tkey *k, bool rev);
-struct tnode *it_next(struct titer *it);
-void it_release(struct titer *it);
+const char *st_node_v(const struct tnode *n);
+int st_bytes_cmp(const char *a, size_t alen, const char *b, size_t blen);
+struct tnode *st_t_insert(struct tnode *root, struct tnode *n);
+struct tnode *st_t_remove(struct tnode *root, struct tnode *n);
+struct tnode *st_t_find(struct tnode *n, const struct tkey *k);
+void st_it_seek(struct titer *it, struct tnode *root, const struct tkey *k, bool rev);
+struct tnode *st_it_next(struct titer *it);
+void st_it_release(struct titer *it);
 
 /* db.c */
-bool name_ok(const char *s);
-bool id_ok(const char *s, size_t n);
-struct st_table *table_find(struct st_db *db, const char *name);
-struct st_table *table_get(struct st_db *db, const char *name);
-struct st_row *row_find(const struct st_table *t, const char *id, size_t idlen);
-struct ixnode *ix_node_new(struct st_row *r, int i, const char *v, size_t vlen);
-void trim_memory(void);
-void cache_release_first(struct st_db *db, size_t n);
-void cache_release(struct st_db *db);
-void apply_op(struct st_db *db, const char *table, const char *id, bool put, const struct json *row,
-	      off_t off, size_t len);
-void tree_free_rows(struct tnode *n);
-int row_check(const struct json *v, int depth, const char **why);
+bool st_name_ok(const char *s);
+bool st_id_ok(const char *s, size_t n);
+struct st_table *st_table_find(struct st_db *db, const char *name);
+struct st_table *st_table_get(struct st_db *db, const char *name);
+struct st_row *st_row_find(const struct st_table *t, const char *id, size_t idlen);
+struct ixnode *st_ix_node_new(struct st_row *r, int i, const char *v, size_t vlen);
+void st_trim_memory(void);
+void st_cache_release_first(struct st_db *db, size_t n);
+void st_cache_release(struct st_db *db);
+void st_apply_op(struct st_db *db, const char *table, const char *id, bool put, const struct json *row,
+		 off_t off, size_t len);
+void st_tree_free_rows(struct tnode *n);
+int st_row_check(const struct json *v, int depth, const char **why);
 
 /* sys.c */
-int sys_open(struct st_db *db, const char *path, int flags, mode_t mode);
-void sys_close_fd(struct st_db *db, int fd);
-int sys_pwrite_all(struct st_db *db, int fd, const void *p, size_t n, off_t off);
-int sys_pread_full(struct st_db *db, int fd, void *p, size_t n, off_t off);
-int sys_fsync_fd(struct st_db *db, int fd);
-int sys_fdatasync_fd(struct st_db *db, int fd);
-int sys_ftruncate_fd(struct st_db *db, int fd, off_t len);
-int fsync_dir(struct st_db *db, struct err *e);
+int st_sys_open(struct st_db *db, const char *path, int flags, mode_t mode);
+void st_sys_close_fd(struct st_db *db, int fd);
+int st_sys_pwrite_all(struct st_db *db, int fd, const void *p, size_t n, off_t off);
+int st_sys_pread_full(struct st_db *db, int fd, void *p, size_t n, off_t off);
+int st_sys_fsync_fd(struct st_db *db, int fd);
+int st_sys_fdatasync_fd(struct st_db *db, int fd);
+int st_sys_ftruncate_fd(struct st_db *db, int fd, off_t len);
+int st_fsync_dir(struct st_db *db, struct err *e);
 
 /* mark.c */
-int mark_load(struct st_db *db, struct err *e);
-int mark_sync(struct st_db *db, struct err *e);
-int mark_write(struct st_db *db, off_t bytes, uint64_t records, uint32_t last_crc, uint32_t flags,
-	       bool sync, struct err *e);
-void mark_failed(struct st_db *db, const struct err *e);
-void mark_advance(struct st_db *db);
-void mark_see(struct st_db *db);
-bool mark_passed(const struct st_db *db);
-int mark_refuse(struct st_db *db, const char *cut, struct err *e);
-int mark_check(struct st_db *db, struct err *e);
-int mark_finish(struct st_db *db, bool log_synced, struct err *e);
+int st_mark_load(struct st_db *db, struct err *e);
+int st_mark_sync(struct st_db *db, struct err *e);
+int st_mark_write(struct st_db *db, off_t bytes, uint64_t records, uint32_t last_crc, uint32_t flags,
+		  bool sync, struct err *e);
+void st_mark_failed(struct st_db *db, const struct err *e);
+void st_mark_advance(struct st_db *db);
+void st_mark_see(struct st_db *db);
+bool st_mark_passed(const struct st_db *db);
+int st_mark_refuse(struct st_db *db, const char *cut, struct err *e);
+int st_mark_check(struct st_db *db, struct err *e);
+int st_mark_finish(struct st_db *db, bool log_synced, struct err *e);
 
 /* rows.c */
-void row_failed(struct st_db *db, struct err *e);
-const char *row_text(struct st_db *db, struct st_row *r, struct err *e);
-struct json *row_parse(struct st_db *db, struct st_row *r, const char *text, struct err *e);
-void cache_add(struct st_db *db, struct st_row *r, struct json *doc);
-const struct json *row_get(struct st_db *db, struct st_row *r, struct err *e);
+void st_row_failed(struct st_db *db, struct err *e);
+const char *st_row_text(struct st_db *db, struct st_row *r, struct err *e);
+struct json *st_row_parse(struct st_db *db, struct st_row *r, const char *text, struct err *e);
+void st_cache_add(struct st_db *db, struct st_row *r, struct json *doc);
+const struct json *st_row_get(struct st_db *db, struct st_row *r, struct err *e);
 
 /* record.c */
-void put_u32(char *p, uint32_t v);
-uint32_t get_u32(const char *p);
-void put_u64(char *p, uint64_t v);
-uint64_t get_u64(const char *p);
-uint32_t crc(const char *p, size_t n);
-void make_header(char *h);
-void rec_begin(struct buf *b);
-int rec_add_op(struct buf *b, bool first, const char *table, const char *id, const struct json *row,
-	       const char *rtext, size_t rlen, size_t *rpos, size_t *rlenp);
-int rec_end(struct buf *b);
-int decode_ops(struct st_db *db, struct json *doc, struct st_op **ops, size_t *nops, struct err *e);
-int rec_scan(struct st_db *db, struct rscan *sc, const char *p, size_t len);
-void rscan_release(struct rscan *sc);
-size_t span_ws(const char *p, size_t len, size_t i);
-int span_expect(const char *p, size_t len, size_t *i, char c);
-int span_value(const char *p, size_t len, size_t *i, size_t *start);
-int find_row_spans(const char *p, size_t len, const struct json *doc, struct st_op *ops, size_t n);
-void apply_decoded(struct st_db *db, off_t poff, struct st_op *ops, size_t n);
+void st_put_u32(char *p, uint32_t v);
+uint32_t st_get_u32(const char *p);
+void st_put_u64(char *p, uint64_t v);
+uint64_t st_get_u64(const char *p);
+uint32_t st_crc(const char *p, size_t n);
+void st_make_header(char *h);
+void st_rec_begin(struct buf *b);
+int st_rec_add_op(struct buf *b, bool first, const char *table, const char *id, const struct json *row,
+		  const char *rtext, size_t rlen, size_t *rpos, size_t *rlenp);
+int st_rec_end(struct buf *b);
+int st_decode_ops(struct st_db *db, struct json *doc, struct st_op **ops, size_t *nops, struct err *e);
+int st_rec_scan(struct st_db *db, struct rscan *sc, const char *p, size_t len);
+void st_rscan_release(struct rscan *sc);
+size_t st_span_ws(const char *p, size_t len, size_t i);
+int st_span_expect(const char *p, size_t len, size_t *i, char c);
+int st_span_value(const char *p, size_t len, size_t *i, size_t *start);
+int st_find_row_spans(const char *p, size_t len, const struct json *doc, struct st_op *ops, size_t n);
+void st_apply_decoded(struct st_db *db, off_t poff, struct st_op *ops, size_t n);
 
 /* replay.c */
-int ix_build(struct st_db *db, struct st_table *t, int first, struct err *e);
-int replay(struct st_db *db, off_t size, struct err *e);
+int st_ix_build(struct st_db *db, struct st_table *t, int first, struct err *e);
+int st_replay(struct st_db *db, off_t size, struct err *e);
 
 /* open.c */
-int open_dir(const char *path, const struct st_opts *opts, bool scratch, struct st_db **out,
-	     struct err *e);
+int st_open_dir(const char *path, const struct st_opts *opts, bool scratch, struct st_db **out,
+		struct err *e);
 
 /* txn.c */
-void flush(struct st_db *db);
-void release_cb(struct ev *ev, void *arg);
+void st_flush_pending(struct st_db *db);
+void st_release_cb(struct ev *ev, void *arg);
 
 /* pglog.c */
-void pg_forward(struct st_db *db, const struct st_txn *txn, const struct buf *b);
-int pg_send_sync(struct st_db *db, struct err *e);
-void pg_flush(struct st_db *db);
-void pg_drain(struct st_db *db);
-void scratch_remove(struct st_db *db);
-int open_pg(const char *dsn, const struct st_opts *opts, struct st_db **out, struct err *e);
+void st_pg_forward(struct st_db *db, const struct st_txn *txn, const struct buf *b);
+int st_pg_send_sync(struct st_db *db, struct err *e);
+void st_pg_flush(struct st_db *db);
+void st_pg_drain(struct st_db *db);
+void st_scratch_remove(struct st_db *db);
+int st_open_pg(const char *dsn, const struct st_opts *opts, struct st_db **out, struct err *e);
 
 #endif

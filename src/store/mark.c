@@ -16,31 +16,31 @@ static const char st_mark_magic[8] = { 'd', 'e', 'n', 'v', 'm', 'a', 'r', 'k' };
 static void mark_header(char *h)
 {
 	memcpy(h, st_mark_magic, 8);
-	put_u32(h + 8, ST_MARK_VERSION);
-	put_u32(h + 12, crc(h, 12));
+	st_put_u32(h + 8, ST_MARK_VERSION);
+	st_put_u32(h + 12, st_crc(h, 12));
 }
 
 static void slot_encode(char *p, const struct st_mark *m)
 {
 	memset(p, 0, ST_MARK_SLOT_BYTES);
-	put_u64(p, m->seq);
-	put_u64(p + 8, m->bytes);
-	put_u64(p + 16, m->records);
-	put_u32(p + 24, m->last_crc);
-	put_u32(p + 28, m->flags);
-	put_u32(p + 36, crc(p, 36));
+	st_put_u64(p, m->seq);
+	st_put_u64(p + 8, m->bytes);
+	st_put_u64(p + 16, m->records);
+	st_put_u32(p + 24, m->last_crc);
+	st_put_u32(p + 28, m->flags);
+	st_put_u32(p + 36, st_crc(p, 36));
 }
 
 /* Slot i's bytes at p: true if they hold a write (good CRC, seq of i's parity). */
 static bool slot_decode(const char *p, int i, struct st_mark *m)
 {
-	if (get_u32(p + 36) != crc(p, 36))
+	if (st_get_u32(p + 36) != st_crc(p, 36))
 		return false;
-	m->seq = get_u64(p);
-	m->bytes = get_u64(p + 8);
-	m->records = get_u64(p + 16);
-	m->last_crc = get_u32(p + 24);
-	m->flags = get_u32(p + 28);
+	m->seq = st_get_u64(p);
+	m->bytes = st_get_u64(p + 8);
+	m->records = st_get_u64(p + 16);
+	m->last_crc = st_get_u32(p + 24);
+	m->flags = st_get_u32(p + 28);
 	return m->seq != 0 && m->seq % 2 == (uint64_t)i && m->bytes >= ST_HEADER_BYTES;
 }
 
@@ -49,7 +49,7 @@ static bool slot_decode(const char *p, int i, struct st_mark *m)
  * mark_fd -1). A mark that exists but is unusable is refused; with repair it
  * is ignored (mark_finish writes a new one). 0 / -1.
  */
-int mark_load(struct st_db *db, struct err *e)
+int st_mark_load(struct st_db *db, struct err *e)
 {
 	char buf[ST_MARK_BYTES], h[ST_MARK_HEADER_BYTES];
 	struct st_mark s[2];
@@ -58,7 +58,7 @@ int mark_load(struct st_db *db, struct err *e)
 	const char *why = NULL;
 	int hi;
 
-	db->mark_fd = sys_open(db, db->mark_path, O_RDWR, 0);
+	db->mark_fd = st_sys_open(db, db->mark_path, O_RDWR, 0);
 	if (db->mark_fd < 0 && errno == ENOENT)
 		return 0;
 	if (db->mark_fd < 0)
@@ -68,7 +68,7 @@ int mark_load(struct st_db *db, struct err *e)
 	mark_header(h);
 	if (st.st_size != ST_MARK_BYTES) {
 		why = "wrong size";
-	} else if (sys_pread_full(db, db->mark_fd, buf, sizeof(buf), 0) < 0) {
+	} else if (st_sys_pread_full(db, db->mark_fd, buf, sizeof(buf), 0) < 0) {
 		return err_errno(e, "store: read %s", db->mark_path);
 	} else if (memcmp(buf, h, sizeof(h)) != 0) {
 		why = "bad header";
@@ -84,7 +84,7 @@ int mark_load(struct st_db *db, struct err *e)
 				       "without checking it and write a new mark", db->mark_path, why);
 		log_warn(MOD, "mark %s is corrupt (%s): repairing: the log is not checked, a new mark is written",
 			 db->mark_path, why);
-		sys_close_fd(db, db->mark_fd);
+		st_sys_close_fd(db, db->mark_fd);
 		db->mark_fd = -1;
 		return 0;
 	}
@@ -100,11 +100,11 @@ int mark_load(struct st_db *db, struct err *e)
 	return 0;
 }
 
-int mark_sync(struct st_db *db, struct err *e)
+int st_mark_sync(struct st_db *db, struct err *e)
 {
 	if (!db->mark_unsynced)
 		return 0;
-	if (sys_fdatasync_fd(db, db->mark_fd) < 0)
+	if (st_sys_fdatasync_fd(db, db->mark_fd) < 0)
 		return err_errno(e, "store: fdatasync mark %s", db->mark_path);
 	db->mark_unsynced = false;
 	db->mark_synced_ms = ev_mono_ms();
@@ -114,18 +114,18 @@ int mark_sync(struct st_db *db, struct err *e)
 /* Write the next slot (bytes, records, last_crc, flags), and fdatasync it
  * if sync. db->mark follows only on success; a failed write is retried in
  * the same slot, so the other one, the last good write, is never touched. */
-int mark_write(struct st_db *db, off_t bytes, uint64_t records, uint32_t last_crc, uint32_t flags,
-	       bool sync, struct err *e)
+int st_mark_write(struct st_db *db, off_t bytes, uint64_t records, uint32_t last_crc, uint32_t flags,
+		  bool sync, struct err *e)
 {
 	struct st_mark m = { db->mark.seq + 1, (uint64_t)bytes, records, last_crc, flags };
 	char p[ST_MARK_SLOT_BYTES];
 	off_t at = ST_MARK_HEADER_BYTES + (off_t)(m.seq % 2) * ST_MARK_SLOT_BYTES;
 
 	slot_encode(p, &m);
-	if (sys_pwrite_all(db, db->mark_fd, p, sizeof(p), at) < 0)
+	if (st_sys_pwrite_all(db, db->mark_fd, p, sizeof(p), at) < 0)
 		return err_errno(e, "store: write mark %s", db->mark_path);
 	db->mark_unsynced = true;
-	if (sync && mark_sync(db, e) < 0)
+	if (sync && st_mark_sync(db, e) < 0)
 		return -1;
 	db->mark = m;
 	return 0;
@@ -137,14 +137,14 @@ static int mark_create(struct st_db *db, struct err *e)
 {
 	char buf[ST_MARK_BYTES];
 	struct st_mark m = { 1, (uint64_t)db->size, db->records, db->last_crc, 0 };
-	int fd = sys_open(db, db->mark_new_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	int fd = st_sys_open(db, db->mark_new_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
 
 	if (fd < 0)
 		return err_errno(e, "store: create %s", db->mark_new_path);
 	memset(buf, 0, sizeof(buf));
 	mark_header(buf);
 	slot_encode(buf + ST_MARK_HEADER_BYTES + ST_MARK_SLOT_BYTES, &m);	/* seq 1: slot 1 */
-	if (sys_pwrite_all(db, fd, buf, sizeof(buf), 0) < 0 || sys_fsync_fd(db, fd) < 0) {
+	if (st_sys_pwrite_all(db, fd, buf, sizeof(buf), 0) < 0 || st_sys_fsync_fd(db, fd) < 0) {
 		err_errno(e, "store: write %s", db->mark_new_path);
 		goto fail;
 	}
@@ -152,21 +152,21 @@ static int mark_create(struct st_db *db, struct err *e)
 		err_errno(e, "store: rename %s to %s", db->mark_new_path, db->mark_path);
 		goto fail;
 	}
-	sys_close_fd(db, db->mark_fd);
+	st_sys_close_fd(db, db->mark_fd);
 	db->mark_fd = fd;
 	db->mark = m;
 	db->mark_unsynced = false;
 	db->mark_synced_ms = ev_mono_ms();
-	return fsync_dir(db, e);
+	return st_fsync_dir(db, e);
 fail:
-	sys_close_fd(db, fd);
+	st_sys_close_fd(db, fd);
 	db->sys->unlink(db->mark_new_path);
 	return -1;
 }
 
 /* The mark could not be written or synced: the store can no longer tell
  * a cut log from a short one, so it takes no more commits. */
-void mark_failed(struct st_db *db, const struct err *e)
+void st_mark_failed(struct st_db *db, const struct err *e)
 {
 	if (db->failed)
 		return;
@@ -180,8 +180,8 @@ static void mark_timer_cb(struct ev *ev, void *arg)
 	struct st_db *db = arg;
 	struct err e;
 
-	if (!db->failed && mark_sync(db, &e) < 0)
-		mark_failed(db, &e);
+	if (!db->failed && st_mark_sync(db, &e) < 0)
+		st_mark_failed(db, &e);
 }
 
 /*
@@ -195,7 +195,7 @@ static void mark_timer_cb(struct ev *ev, void *arg)
  * marks, never claim too much. If the mark cannot be written, the data is
  * still durable (done_fns hear 0) but the store refuses further commits.
  */
-void mark_advance(struct st_db *db)
+void st_mark_advance(struct st_db *db)
 {
 	struct err e;
 	int64_t since;
@@ -206,8 +206,8 @@ void mark_advance(struct st_db *db)
 			   db->last_crc == db->mark.last_crc))
 		return;
 	since = ev_mono_ms() - db->mark_synced_ms;
-	if (mark_write(db, db->size, db->records, db->last_crc, 0, since >= ST_MARK_SYNC_MS, &e) < 0) {
-		mark_failed(db, &e);
+	if (st_mark_write(db, db->size, db->records, db->last_crc, 0, since >= ST_MARK_SYNC_MS, &e) < 0) {
+		st_mark_failed(db, &e);
 		return;
 	}
 	if (db->mark_unsynced && db->ev && !ev_timer_armed(&db->mark_timer))
@@ -220,7 +220,7 @@ static bool mark_is_here(const struct st_db *db, const struct st_mark *m)
 }
 
 /* Replay has read up to db->size: is that the boundary the mark describes? */
-void mark_see(struct st_db *db)
+void st_mark_see(struct st_db *db)
 {
 	struct mark_want *w = &db->want;
 
@@ -229,14 +229,14 @@ void mark_see(struct st_db *db)
 }
 
 /* Has replay gone past everything that was acknowledged? */
-bool mark_passed(const struct st_db *db)
+bool st_mark_passed(const struct st_db *db)
 {
 	return !db->want.on || db->want.matched;
 }
 
 /* The refusal when the log (good up to db->size, then cut: cut names how,
  * or NULL) does not hold what its mark says was acknowledged. -1. */
-int mark_refuse(struct st_db *db, const char *cut, struct err *e)
+int st_mark_refuse(struct st_db *db, const char *cut, struct err *e)
 {
 	const struct st_mark *m = &db->want.m;
 	char how[ERR_MSG_MAX / 2] = "";
@@ -259,15 +259,15 @@ int mark_refuse(struct st_db *db, const char *cut, struct err *e)
 
 /* After replay: refuse a log that lacks what was acknowledged, or (repair)
  * say what is missing; the mark is then reset by mark_finish. */
-int mark_check(struct st_db *db, struct err *e)
+int st_mark_check(struct st_db *db, struct err *e)
 {
 	const struct st_mark *m = &db->want.m;
 	uint64_t lost_rec, lost_bytes;
 
-	if (mark_passed(db))
+	if (st_mark_passed(db))
 		return 0;
 	if (!db->repair)
-		return mark_refuse(db, NULL, e);
+		return st_mark_refuse(db, NULL, e);
 	lost_rec = m->records > db->records ? m->records - db->records : 0;
 	lost_bytes = m->bytes > (uint64_t)db->size ? m->bytes - (uint64_t)db->size : 0;
 	log_warn(MOD, "log %s: repaired: its mark said %llu transactions (%llu bytes) were acknowledged, the log "
@@ -280,18 +280,18 @@ int mark_check(struct st_db *db, struct err *e)
 
 /* The end of every open: the log durable as replayed (log_synced: it is
  * already), then a mark for it. */
-int mark_finish(struct st_db *db, bool log_synced, struct err *e)
+int st_mark_finish(struct st_db *db, bool log_synced, struct err *e)
 {
-	if (!log_synced && sys_fsync_fd(db, db->fd) < 0)
+	if (!log_synced && st_sys_fsync_fd(db, db->fd) < 0)
 		return err_errno(e, "store: fsync %s", db->log_path);
 	if (db->mark_fd < 0 && db->records)
 		log_warn(MOD, "log %s has no mark (a store from before marks, or the mark was removed): "
 			 "it cannot be checked for truncation this time; writing %s", db->log_path, db->mark_path);
 	/* A mark reset by repair is a new file: its other slot must not keep
 	 * describing the log that is gone. */
-	if (db->mark_fd < 0 || !mark_passed(db))
+	if (db->mark_fd < 0 || !st_mark_passed(db))
 		return mark_create(db, e);
 	if (mark_is_here(db, &db->mark) && !(db->mark.flags & ST_MARK_COMPACT))
-		return mark_sync(db, e);
-	return mark_write(db, db->size, db->records, db->last_crc, 0, true, e);
+		return st_mark_sync(db, e);
+	return st_mark_write(db, db->size, db->records, db->last_crc, 0, true, e);
 }

@@ -29,12 +29,12 @@ static char *path_join(const char *dir, const char *name)
 static int create_log(struct st_db *db, struct err *e)
 {
 	char h[ST_HEADER_BYTES];
-	int fd = sys_open(db, db->new_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	int fd = st_sys_open(db, db->new_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
 
 	if (fd < 0)
 		return err_errno(e, "store: create %s", db->new_path);
-	make_header(h);
-	if (sys_pwrite_all(db, fd, h, sizeof(h), 0) < 0 || sys_fsync_fd(db, fd) < 0) {
+	st_make_header(h);
+	if (st_sys_pwrite_all(db, fd, h, sizeof(h), 0) < 0 || st_sys_fsync_fd(db, fd) < 0) {
 		err_errno(e, "store: write %s", db->new_path);
 		goto fail;
 	}
@@ -42,15 +42,15 @@ static int create_log(struct st_db *db, struct err *e)
 		err_errno(e, "store: rename %s to %s", db->new_path, db->log_path);
 		goto fail;
 	}
-	if (fsync_dir(db, e) < 0) {
-		sys_close_fd(db, fd);
+	if (st_fsync_dir(db, e) < 0) {
+		st_sys_close_fd(db, fd);
 		return -1;
 	}
 	db->fd = fd;
 	db->size = ST_HEADER_BYTES;
 	return 0;
 fail:
-	sys_close_fd(db, fd);
+	st_sys_close_fd(db, fd);
 	db->sys->unlink(db->new_path);
 	return -1;
 }
@@ -59,32 +59,32 @@ static int check_header(struct st_db *db, off_t size, struct err *e)
 {
 	char h[ST_HEADER_BYTES], want[ST_HEADER_BYTES];
 
-	make_header(want);
+	st_make_header(want);
 	if (size < ST_HEADER_BYTES) {
 		/* Only a header that never finished being written (impossible
 		 * with create_log's rename, but not on every file system) is
 		 * forgiven: its bytes must be a prefix of a good header. */
-		if (size > 0 && sys_pread_full(db, db->fd, h, (size_t)size, 0) < 0)
+		if (size > 0 && st_sys_pread_full(db, db->fd, h, (size_t)size, 0) < 0)
 			return err_errno(e, "store: read %s", db->log_path);
 		if (size > 0 && memcmp(h, want, (size_t)size) != 0)
 			return err_set(e, "store: %s is not a denv store log (%lld bytes, bad magic)",
 				       db->log_path, (long long)size);
 		log_warn(MOD, "log %s: incomplete header (%lld bytes): starting an empty log",
 			 db->log_path, (long long)size);
-		if (sys_pwrite_all(db, db->fd, want, sizeof(want), 0) < 0 || sys_fsync_fd(db, db->fd) < 0)
+		if (st_sys_pwrite_all(db, db->fd, want, sizeof(want), 0) < 0 || st_sys_fsync_fd(db, db->fd) < 0)
 			return err_errno(e, "store: write %s", db->log_path);
 		db->size = ST_HEADER_BYTES;
 		return 1;
 	}
-	if (sys_pread_full(db, db->fd, h, sizeof(h), 0) < 0)
+	if (st_sys_pread_full(db, db->fd, h, sizeof(h), 0) < 0)
 		return err_errno(e, "store: read %s", db->log_path);
 	if (memcmp(h, st_magic, 8) != 0)
 		return err_set(e, "store: %s is not a denv store log (bad magic)", db->log_path);
-	if (get_u32(h + 12) != crc(h, 12))
+	if (st_get_u32(h + 12) != st_crc(h, 12))
 		return err_set(e, "store: %s: header corrupt (bad crc)", db->log_path);
-	if (get_u32(h + 8) != ST_FORMAT_VERSION)
+	if (st_get_u32(h + 8) != ST_FORMAT_VERSION)
 		return err_set(e, "store: %s: format version %u; this build reads version %d",
-			       db->log_path, get_u32(h + 8), ST_FORMAT_VERSION);
+			       db->log_path, st_get_u32(h + 8), ST_FORMAT_VERSION);
 	return 0;
 }
 
@@ -92,7 +92,7 @@ static int open_lock(struct st_db *db, struct err *e)
 {
 	int r;
 
-	db->lock_fd = sys_open(db, db->lock_path, O_RDWR | O_CREAT, 0600);
+	db->lock_fd = st_sys_open(db, db->lock_path, O_RDWR | O_CREAT, 0600);
 	if (db->lock_fd < 0)
 		return err_errno(e, "store: open %s", db->lock_path);
 	do
@@ -106,8 +106,8 @@ static int open_lock(struct st_db *db, struct err *e)
 	return 0;
 }
 
-int open_dir(const char *path, const struct st_opts *opts, bool scratch, struct st_db **out,
-	     struct err *e)
+int st_open_dir(const char *path, const struct st_opts *opts, bool scratch, struct st_db **out,
+		struct err *e)
 {
 	struct st_db *db;
 	struct stat st;
@@ -157,20 +157,20 @@ int open_dir(const char *path, const struct st_opts *opts, bool scratch, struct 
 		err_errno(e, "store: remove %s", db->mark_new_path);
 		goto fail;
 	}
-	if (mark_load(db, e) < 0)
+	if (st_mark_load(db, e) < 0)
 		goto fail;
 	db->size = ST_HEADER_BYTES;	/* what an empty log holds: a mark may ask no more */
-	mark_see(db);
-	db->fd = sys_open(db, db->log_path, O_RDWR, 0);
+	st_mark_see(db);
+	db->fd = st_sys_open(db, db->log_path, O_RDWR, 0);
 	if (db->fd < 0 && errno == ENOENT) {
-		if (!mark_passed(db) && !db->repair) {
+		if (!st_mark_passed(db) && !db->repair) {
 			err_set(e, "store: log %s is missing, but its mark %s says %llu transactions (%llu bytes) were "
 				"acknowledged; start with -db-repair to start an empty store and reset the mark",
 				db->log_path, db->mark_path, (unsigned long long)db->want.m.records,
 				(unsigned long long)db->want.m.bytes);
 			goto fail;
 		}
-		if (create_log(db, e) < 0 || mark_check(db, e) < 0 || mark_finish(db, true, e) < 0)
+		if (create_log(db, e) < 0 || st_mark_check(db, e) < 0 || st_mark_finish(db, true, e) < 0)
 			goto fail;
 		*out = db;
 		return 0;
@@ -187,21 +187,21 @@ int open_dir(const char *path, const struct st_opts *opts, bool scratch, struct 
 		err_set(e, "store: %s is not a regular file", db->log_path);
 		goto fail;
 	}
-	if (st.st_size < ST_HEADER_BYTES && !mark_passed(db) && !db->repair) {
+	if (st.st_size < ST_HEADER_BYTES && !st_mark_passed(db) && !db->repair) {
 		/* (before check_header completes the header: refuse untouched) */
 		db->size = st.st_size;
-		mark_refuse(db, NULL, e);
+		st_mark_refuse(db, NULL, e);
 		goto fail;
 	}
 	hr = check_header(db, st.st_size, e);
 	if (hr < 0)
 		goto fail;
 	db->size = ST_HEADER_BYTES;
-	if (hr == 0 && replay(db, st.st_size, e) < 0)
+	if (hr == 0 && st_replay(db, st.st_size, e) < 0)
 		goto fail;
-	if (mark_check(db, e) < 0 || mark_finish(db, false, e) < 0)
+	if (st_mark_check(db, e) < 0 || st_mark_finish(db, false, e) < 0)
 		goto fail;
-	trim_memory();	/* replay's parsed records are gone: their pages too */
+	st_trim_memory();	/* replay's parsed records are gone: their pages too */
 	*out = db;
 	return 0;
 fail:
@@ -222,8 +222,8 @@ char *st_display_name(const char *path)
 int st_open(const char *path, const struct st_opts *opts, struct st_db **out, struct err *e)
 {
 	if (stpg_is_dsn(path))
-		return open_pg(path, opts, out, e);
-	return open_dir(path, opts, false, out, e);
+		return st_open_pg(path, opts, out, e);
+	return st_open_dir(path, opts, false, out, e);
 }
 
 void st_close(struct st_db *db)
@@ -232,14 +232,14 @@ void st_close(struct st_db *db)
 		return;		/* (closing: called again from a done_fn during close) */
 	db->closing = true;
 	if (db->pg)
-		pg_drain(db);
-	flush(db);
+		st_pg_drain(db);
+	st_flush_pending(db);
 	stpg_close(db->pg);
 	if (db->ev)
 		ev_timer_stop(db->ev, &db->mark_timer);
 	if (!db->failed && db->mark_fd >= 0) {
 		struct err e;
-		if (mark_sync(db, &e) < 0)
+		if (st_mark_sync(db, &e) < 0)
 			log_error(MOD, "%s", e.msg);
 	}
 	if (db->token->queued || db->token->running || db->token->rel_queued)
@@ -248,7 +248,7 @@ void st_close(struct st_db *db)
 		free(db->token);
 	for (size_t i = 0; i < db->ntables; i++) {
 		struct st_table *t = &db->tables[i];
-		tree_free_rows(t->root);
+		st_tree_free_rows(t->root);
 		for (int j = 0; j < t->nix; j++)
 			free(t->ixfield[j]);
 		free(t->name);
@@ -258,11 +258,11 @@ void st_close(struct st_db *db)
 	free(db->rbuf);
 	free(db->pending);
 	buf_release(&db->wbuf);
-	sys_close_fd(db, db->fd);
-	sys_close_fd(db, db->lock_fd);
-	sys_close_fd(db, db->mark_fd);
+	st_sys_close_fd(db, db->fd);
+	st_sys_close_fd(db, db->lock_fd);
+	st_sys_close_fd(db, db->mark_fd);
 	if (db->scratch)
-		scratch_remove(db);
+		st_scratch_remove(db);
 	free(db->inflight);
 	free(db->mark_path);
 	free(db->mark_new_path);
@@ -279,19 +279,19 @@ int st_table(struct st_db *db, const char *table, const char *const index_fields
 	struct st_table *t;
 	int first, rc = 0;
 
-	if (!name_ok(table))
+	if (!st_name_ok(table))
 		return err_set(e, "store: bad table name");
-	t = table_find(db, table);
+	t = st_table_find(db, table);
 	if (!t) {
 		if (db->ntables >= ST_TABLES_MAX)
 			return err_set(e, "store: more than %d tables", ST_TABLES_MAX);
-		t = table_get(db, table);
+		t = st_table_get(db, table);
 	}
 	first = t->nix;
 	for (size_t i = 0; index_fields && index_fields[i]; i++) {
 		const char *f = index_fields[i];
 		bool have = false;
-		if (!name_ok(f)) {
+		if (!st_name_ok(f)) {
 			rc = err_set(e, "store: table %s: bad index field name", table);
 			break;
 		}
@@ -311,13 +311,13 @@ int st_table(struct st_db *db, const char *table, const char *const index_fields
 	 * in one pass over the rows: each row is read once for all of them. */
 	if (t->root && t->nix > first) {
 		struct err be;
-		if (ix_build(db, t, first, &be) < 0) {
-			row_failed(db, &be);
+		if (st_ix_build(db, t, first, &be) < 0) {
+			st_row_failed(db, &be);
 			*e = be;
 			return -1;
 		}
 		if (t->nrows >= ST_TRIM_AFTER_ROWS)
-			trim_memory();	/* the rows it parsed are gone */
+			st_trim_memory();	/* the rows it parsed are gone */
 	}
 	return rc;
 }

@@ -17,7 +17,7 @@
 #include "store/pg.h"
 
 /* The transaction's ops, as written to the scratch log, into pg's batch. */
-void pg_forward(struct st_db *db, const struct st_txn *txn, const struct buf *b)
+void st_pg_forward(struct st_db *db, const struct st_txn *txn, const struct buf *b)
 {
 	for (size_t i = 0; i < txn->n; i++) {
 		const struct st_op *o = &txn->ops[i];
@@ -43,7 +43,7 @@ static void pg_sync_done(int status, struct err *e, void *arg)
 }
 
 /* Without a loop: this commit's batch, sent and committed before return. */
-int pg_send_sync(struct st_db *db, struct err *e)
+int st_pg_send_sync(struct st_db *db, struct err *e)
 {
 	struct pg_sync s = { 0 };
 
@@ -74,7 +74,7 @@ static void pg_sent(int status, struct err *e, void *arg);
 
 /* Send the queued commits as one PostgreSQL transaction, unless one is
  * already on its way (then they go when it ends, in order). */
-void pg_flush(struct st_db *db)
+void st_pg_flush(struct st_db *db)
 {
 	if (!db->npending || db->pg_waiting)
 		return;
@@ -126,12 +126,12 @@ static void pg_sent(int status, struct err *e, void *arg)
 		 * done_fns, with PostgreSQL as with the file store). */
 		if (db->release_after_flush && !tok->queued && !db->npending) {
 			db->release_after_flush = false;
-			cache_release(db);
+			st_cache_release(db);
 		} else if (db->release_after_flush) {
-			cache_release_first(db, db->inflight_cached);
+			st_cache_release_first(db, db->inflight_cached);
 		}
 		if (db->ev && !db->closing)
-			pg_flush(db);
+			st_pg_flush(db);
 	}
 	tok->running = was_running;
 	if (!tok->db && !tok->running && !tok->queued && !tok->rel_queued)
@@ -139,7 +139,7 @@ static void pg_sent(int status, struct err *e, void *arg)
 }
 
 /* Until nothing is queued or in flight (bounded, as st_flush). */
-void pg_drain(struct st_db *db)
+void st_pg_drain(struct st_db *db)
 {
 	struct st_flush_token *tok = db->token;
 
@@ -147,7 +147,7 @@ void pg_drain(struct st_db *db)
 		if (db->pg_waiting)
 			stpg_wait(db->pg);
 		else if (db->npending)
-			pg_flush(db);
+			st_pg_flush(db);
 		else
 			break;
 	}
@@ -186,7 +186,7 @@ static int pg_load_row(const char *tbl, const char *id, const char *doc, size_t 
 	return 0;
 }
 
-void scratch_remove(struct st_db *db)
+void st_scratch_remove(struct st_db *db)
 {
 	const char *const paths[] = { db->log_path, db->tmp_path, db->new_path, db->lock_path,
 				      db->mark_path, db->mark_new_path };
@@ -252,7 +252,7 @@ static int scratch_dir(char *out, size_t n, struct err *e)
 
 /* A store on PostgreSQL: a scratch file store filled from the server, with
  * every later commit forwarded to it (store.h, "PostgreSQL"). */
-int open_pg(const char *dsn, const struct st_opts *opts, struct st_db **out, struct err *e)
+int st_open_pg(const char *dsn, const struct st_opts *opts, struct st_db **out, struct err *e)
 {
 	struct st_opts o = opts ? *opts : (struct st_opts){ 0 };
 	struct pg_load l = { 0 };
@@ -271,7 +271,7 @@ int open_pg(const char *dsn, const struct st_opts *opts, struct st_db **out, str
 		return -1;
 	}
 	o.ev = NULL;	/* loading commits synchronously */
-	if (open_dir(dir, &o, true, &db, e) < 0) {
+	if (st_open_dir(dir, &o, true, &db, e) < 0) {
 		stpg_close(pg);
 		rmdir(dir);
 		return -1;

@@ -12,16 +12,16 @@ const struct json *st_get(struct st_db *db, const char *table, const char *id)
 	struct st_row *r;
 	struct err e;
 
-	if (!table || !id || !(t = table_find(db, table)))
+	if (!table || !id || !(t = st_table_find(db, table)))
 		return NULL;
-	r = row_find(t, id, strlen(id));
-	return r ? row_get(db, r, &e) : NULL;
+	r = st_row_find(t, id, strlen(id));
+	return r ? st_row_get(db, r, &e) : NULL;
 }
 
 void st_release(struct st_db *db)
 {
 	if (db && !db->scanning)
-		cache_release(db);
+		st_cache_release(db);
 }
 
 static int find_index(const struct st_table *t, const char *field)
@@ -43,11 +43,11 @@ int st_scan(struct st_db *db, const char *table, const char *field, const char *
 	size_t limit = range ? range->limit : 0, seen = 0;
 	int rc = 0;
 
-	if (!name_ok(table))
+	if (!st_name_ok(table))
 		return err_set(e, "store: bad table name");
-	if (field && (!name_ok(field) || !value))
+	if (field && (!st_name_ok(field) || !value))
 		return err_set(e, "store: scan of %s: bad index field or value", table);
-	t = table_find(db, table);
+	t = st_table_find(db, table);
 	if (!t)
 		return 0;
 	root = t->root;
@@ -65,13 +65,13 @@ int st_scan(struct st_db *db, const char *table, const char *field, const char *
 	} else if (rev) {
 		k.id_inf = true;
 	}
-	it_seek(&it, root, &k, rev);
+	st_it_seek(&it, root, &k, rev);
 	db->scanning++;
-	while ((n = it_next(&it))) {
+	while ((n = st_it_next(&it))) {
 		const struct json *row;
-		if (n->vlen != k.vlen || memcmp(node_v(n), k.v, k.vlen) != 0)
+		if (n->vlen != k.vlen || memcmp(st_node_v(n), k.v, k.vlen) != 0)
 			break;	/* past the index entry for value */
-		if (!(row = row_get(db, n->row, e))) {
+		if (!(row = st_row_get(db, n->row, e))) {
 			rc = -1;
 			break;
 		}
@@ -81,7 +81,7 @@ int st_scan(struct st_db *db, const char *table, const char *field, const char *
 			break;
 	}
 	db->scanning--;
-	it_release(&it);
+	st_it_release(&it);
 	return rc;
 }
 
@@ -113,7 +113,7 @@ size_t st_count(struct st_db *db, const char *table, const char *field, const ch
 	size_t count = 0;
 	int i;
 
-	if (!table || !(t = table_find(db, table)))
+	if (!table || !(t = st_table_find(db, table)))
 		return 0;
 	if (!field)
 		return t->nrows;
@@ -121,10 +121,10 @@ size_t st_count(struct st_db *db, const char *table, const char *field, const ch
 		return 0;
 	k.v = value;
 	k.vlen = strlen(value);
-	it_seek(&it, t->ixroot[i], &k, false);
-	while ((n = it_next(&it)) && n->vlen == k.vlen && memcmp(node_v(n), k.v, k.vlen) == 0)
+	st_it_seek(&it, t->ixroot[i], &k, false);
+	while ((n = st_it_next(&it)) && n->vlen == k.vlen && memcmp(st_node_v(n), k.v, k.vlen) == 0)
 		count++;
-	it_release(&it);
+	st_it_release(&it);
 	return count;
 }
 

@@ -8,7 +8,7 @@
 const char st_magic[8] = { 'd', 'e', 'n', 'v', 's', 't', 'o', 'r' };
 const char st_payload_prefix[9] = "{\"ops\":[";
 
-void put_u32(char *p, uint32_t v)
+void st_put_u32(char *p, uint32_t v)
 {
 	p[0] = (char)(v & 0xff);
 	p[1] = (char)((v >> 8) & 0xff);
@@ -16,24 +16,24 @@ void put_u32(char *p, uint32_t v)
 	p[3] = (char)((v >> 24) & 0xff);
 }
 
-uint32_t get_u32(const char *p)
+uint32_t st_get_u32(const char *p)
 {
 	const unsigned char *u = (const unsigned char *)p;
 	return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
 }
 
-void put_u64(char *p, uint64_t v)
+void st_put_u64(char *p, uint64_t v)
 {
-	put_u32(p, (uint32_t)v);
-	put_u32(p + 4, (uint32_t)(v >> 32));
+	st_put_u32(p, (uint32_t)v);
+	st_put_u32(p + 4, (uint32_t)(v >> 32));
 }
 
-uint64_t get_u64(const char *p)
+uint64_t st_get_u64(const char *p)
 {
-	return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+	return (uint64_t)st_get_u32(p) | (uint64_t)st_get_u32(p + 4) << 32;
 }
 
-uint32_t crc(const char *p, size_t n)
+uint32_t st_crc(const char *p, size_t n)
 {
 	uLong c = crc32(0L, Z_NULL, 0);
 
@@ -47,17 +47,17 @@ uint32_t crc(const char *p, size_t n)
 	return (uint32_t)c;
 }
 
-void make_header(char *h)
+void st_make_header(char *h)
 {
 	memcpy(h, st_magic, 8);
-	put_u32(h + 8, ST_FORMAT_VERSION);
-	put_u32(h + 12, crc(h, 12));
+	st_put_u32(h + 8, ST_FORMAT_VERSION);
+	st_put_u32(h + 12, st_crc(h, 12));
 }
 
 /* ---- encoding records ---- */
 
 /* Start a record in b: room for len+crc, then the payload's opening. */
-void rec_begin(struct buf *b)
+void st_rec_begin(struct buf *b)
 {
 	buf_reset(b);
 	buf_add(b, "\0\0\0\0\0\0\0\0", ST_RECORD_HEAD_BYTES);
@@ -71,8 +71,8 @@ void rec_begin(struct buf *b)
  * *rlen bytes. -1 if b's cap (the record size limit) is reached; b is then
  * in an unknown state.
  */
-int rec_add_op(struct buf *b, bool first, const char *table, const char *id, const struct json *row,
-	       const char *rtext, size_t rlen, size_t *rpos, size_t *rlenp)
+int st_rec_add_op(struct buf *b, bool first, const char *table, const char *id, const struct json *row,
+		  const char *rtext, size_t rlen, size_t *rpos, size_t *rlenp)
 {
 	bool put = row || rtext;
 
@@ -95,7 +95,7 @@ int rec_add_op(struct buf *b, bool first, const char *table, const char *id, con
 }
 
 /* Close the payload and fill in len and crc. -1 if too large. */
-int rec_end(struct buf *b)
+int st_rec_end(struct buf *b)
 {
 	size_t plen;
 
@@ -104,8 +104,8 @@ int rec_end(struct buf *b)
 	plen = b->len - ST_RECORD_HEAD_BYTES;
 	if (plen > ST_RECORD_MAX)
 		return -1;
-	put_u32(b->data, (uint32_t)plen);
-	put_u32(b->data + 4, crc(b->data + ST_RECORD_HEAD_BYTES, plen));
+	st_put_u32(b->data, (uint32_t)plen);
+	st_put_u32(b->data + 4, st_crc(b->data + ST_RECORD_HEAD_BYTES, plen));
 	return 0;
 }
 
@@ -118,7 +118,7 @@ int rec_end(struct buf *b)
  */
 static int ops_check(struct st_db *db, const struct st_op *o, size_t n, struct err *e);
 
-int decode_ops(struct st_db *db, struct json *doc, struct st_op **ops, size_t *nops, struct err *e)
+int st_decode_ops(struct st_db *db, struct json *doc, struct st_op **ops, size_t *nops, struct err *e)
 {
 	struct json *arr = json_get(doc, "ops");
 	size_t n;
@@ -176,11 +176,11 @@ static int ops_check(struct st_db *db, const struct st_op *o, size_t n, struct e
 	size_t newtables = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (!name_ok(o[i].table))
+		if (!st_name_ok(o[i].table))
 			return err_set(e, "operation %zu: bad table name", i);
-		if (!id_ok(o[i].id, o[i].idlen))
+		if (!st_id_ok(o[i].id, o[i].idlen))
 			return err_set(e, "operation %zu: bad id", i);
-		if (!o[i].del && !table_find(db, o[i].table)) {
+		if (!o[i].del && !st_table_find(db, o[i].table)) {
 			/* Count distinct new tables (n is small per record, tables few). */
 			bool seen = false;
 			for (size_t j = 0; j < i && !seen; j++)
@@ -247,7 +247,7 @@ static bool scan_op(struct st_db *db, struct rscan *sc, const char *p, size_t le
 		if (!scan_lit(p, len, i, ",\"row\":") || *i >= len || p[*i] != '{' ||
 		    json_check(p + *i, len - *i, ST_JSON_DEPTH_MAX + 5, &end) < 0)
 			return false;
-		t = table_find(db, sc->names.data + noff[0]);
+		t = st_table_find(db, sc->names.data + noff[0]);
 		if (t && t->nix > 0)
 			return false;	/* apply_op needs the row's DOM for the index values */
 		o->rpos = *i;
@@ -261,7 +261,7 @@ static bool scan_op(struct st_db *db, struct rscan *sc, const char *p, size_t le
 }
 
 /* 1: the record at p (len bytes) is in sc, checked; 0: use the DOM. */
-int rec_scan(struct st_db *db, struct rscan *sc, const char *p, size_t len)
+int st_rec_scan(struct st_db *db, struct rscan *sc, const char *p, size_t len)
 {
 	size_t i = 0;
 	struct err e;
@@ -287,7 +287,7 @@ int rec_scan(struct st_db *db, struct rscan *sc, const char *p, size_t len)
 	return ops_check(db, sc->ops, sc->n, &e) < 0 ? 0 : 1;
 }
 
-void rscan_release(struct rscan *sc)
+void st_rscan_release(struct rscan *sc)
 {
 	free(sc->ops);
 	free(sc->noff);
@@ -296,7 +296,7 @@ void rscan_release(struct rscan *sc)
 
 /* ---- where each row's text lies in a record ---- */
 
-size_t span_ws(const char *p, size_t len, size_t i)
+size_t st_span_ws(const char *p, size_t len, size_t i)
 {
 	while (i < len && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
 		i++;
@@ -304,9 +304,9 @@ size_t span_ws(const char *p, size_t len, size_t i)
 }
 
 /* Expect byte c (after whitespace) at *i and step over it. */
-int span_expect(const char *p, size_t len, size_t *i, char c)
+int st_span_expect(const char *p, size_t len, size_t *i, char c)
 {
-	*i = span_ws(p, len, *i);
+	*i = st_span_ws(p, len, *i);
 	if (*i >= len || p[*i] != c)
 		return -1;
 	(*i)++;
@@ -314,11 +314,11 @@ int span_expect(const char *p, size_t len, size_t *i, char c)
 }
 
 /* Step over one value (after whitespace); *start gets where it begins. */
-int span_value(const char *p, size_t len, size_t *i, size_t *start)
+int st_span_value(const char *p, size_t len, size_t *i, size_t *start)
 {
 	size_t end;
 
-	*i = span_ws(p, len, *i);
+	*i = st_span_ws(p, len, *i);
 	*start = *i;
 	if (json_skip(p + *i, len - *i, JSON_SKIP_DEPTH_MAX, &end) < 0)
 		return -1;
@@ -332,11 +332,11 @@ static int span_member(const char *p, size_t len, size_t *i, size_t *vstart)
 {
 	size_t ks;
 
-	if (span_value(p, len, i, &ks) < 0 || p[ks] != '"')
+	if (st_span_value(p, len, i, &ks) < 0 || p[ks] != '"')
 		return -1;
-	if (span_expect(p, len, i, ':') < 0)
+	if (st_span_expect(p, len, i, ':') < 0)
 		return -1;
-	return span_value(p, len, i, vstart);
+	return st_span_value(p, len, i, vstart);
 }
 
 /*
@@ -347,7 +347,7 @@ static int span_member(const char *p, size_t len, size_t *i, size_t *vstart)
  * text is walked by counting. Every step is bounded by len; a mismatch
  * (which a parsed payload cannot have) is an error, never a guess.
  */
-int find_row_spans(const char *p, size_t len, const struct json *doc, struct st_op *ops, size_t n)
+int st_find_row_spans(const char *p, size_t len, const struct json *doc, struct st_op *ops, size_t n)
 {
 	const struct json *arr = json_get(doc, "ops");
 	size_t i = 0, vs, mops = 0;
@@ -355,20 +355,20 @@ int find_row_spans(const char *p, size_t len, const struct json *doc, struct st_
 	for (; mops < doc->u.obj.n; mops++)
 		if (doc->u.obj.m[mops].val == arr)
 			break;
-	if (mops == doc->u.obj.n || span_expect(p, len, &i, '{') < 0)
+	if (mops == doc->u.obj.n || st_span_expect(p, len, &i, '{') < 0)
 		return -1;
 	for (size_t m = 0; m < mops; m++)
-		if (span_member(p, len, &i, &vs) < 0 || span_expect(p, len, &i, ',') < 0)
+		if (span_member(p, len, &i, &vs) < 0 || st_span_expect(p, len, &i, ',') < 0)
 			return -1;
-	if (span_value(p, len, &i, &vs) < 0 || p[vs] != '"' || span_expect(p, len, &i, ':') < 0 ||
-	    span_expect(p, len, &i, '[') < 0)
+	if (st_span_value(p, len, &i, &vs) < 0 || p[vs] != '"' || st_span_expect(p, len, &i, ':') < 0 ||
+	    st_span_expect(p, len, &i, '[') < 0)
 		return -1;
 	for (size_t k = 0; k < n; k++) {
 		const struct json *op = doc->u.obj.m[mops].val->u.arr.items[k];
-		if ((k > 0 && span_expect(p, len, &i, ',') < 0) || span_expect(p, len, &i, '{') < 0)
+		if ((k > 0 && st_span_expect(p, len, &i, ',') < 0) || st_span_expect(p, len, &i, '{') < 0)
 			return -1;
 		for (size_t m = 0; m < op->u.obj.n; m++) {
-			if ((m > 0 && span_expect(p, len, &i, ',') < 0) || span_member(p, len, &i, &vs) < 0)
+			if ((m > 0 && st_span_expect(p, len, &i, ',') < 0) || span_member(p, len, &i, &vs) < 0)
 				return -1;
 			if (ops[k].row && op->u.obj.m[m].val == ops[k].row) {
 				if (p[vs] != '{' || p[i - 1] != '}')
@@ -377,20 +377,20 @@ int find_row_spans(const char *p, size_t len, const struct json *doc, struct st_
 				ops[k].rlen = i - vs;
 			}
 		}
-		if (span_expect(p, len, &i, '}') < 0)
+		if (st_span_expect(p, len, &i, '}') < 0)
 			return -1;
 		if (ops[k].row && !ops[k].rlen)
 			return -1;
 	}
-	return span_expect(p, len, &i, ']');
+	return st_span_expect(p, len, &i, ']');
 }
 
 /* Apply the decoded record whose payload starts at file offset poff. */
-void apply_decoded(struct st_db *db, off_t poff, struct st_op *ops, size_t n)
+void st_apply_decoded(struct st_db *db, off_t poff, struct st_op *ops, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		apply_op(db, ops[i].table, ops[i].id, !ops[i].del, ops[i].row, poff + (off_t)ops[i].rpos,
-			 ops[i].rlen);
+		st_apply_op(db, ops[i].table, ops[i].id, !ops[i].del, ops[i].row, poff + (off_t)ops[i].rpos,
+			    ops[i].rlen);
 	db->records++;
 	db->log_ops += n;
 }

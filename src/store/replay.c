@@ -40,7 +40,7 @@ static int rd_get(struct reader *r, off_t off, size_t n, const char **p, struct 
 		r->cap = want;
 	}
 	r->blen = 0;
-	if (sys_pread_full(r->db, r->db->fd, r->buf, want, off) < 0)
+	if (st_sys_pread_full(r->db, r->db->fd, r->buf, want, off) < 0)
 		return err_errno(e, "store: read %s at offset %lld", r->db->log_path, (long long)off);
 	r->boff = off;
 	r->blen = want;
@@ -65,7 +65,7 @@ static int ix_sort_cmp(const void *a, const void *b)
 	if (x->prefix != y->prefix)
 		return x->prefix < y->prefix ? -1 : 1;
 	if (x->n->vlen > 8 || y->n->vlen > 8) {
-		c = bytes_cmp(node_v(x->n), x->n->vlen, node_v(y->n), y->n->vlen);
+		c = st_bytes_cmp(st_node_v(x->n), x->n->vlen, st_node_v(y->n), y->n->vlen);
 		if (c)
 			return c;
 	} else if (x->n->vlen != y->n->vlen) {
@@ -107,22 +107,22 @@ static int ix_scan(const char *p, size_t len, char *const *f, int n, const char 
 
 	for (int x = 0; x < n; x++)
 		val[x] = NULL;
-	if (span_expect(p, len, &i, '{') < 0)
+	if (st_span_expect(p, len, &i, '{') < 0)
 		return -1;
-	i = span_ws(p, len, i);
+	i = st_span_ws(p, len, i);
 	if (i < len && p[i] == '}')
 		return 1;
 	for (;;) {
 		const char *k;
 		size_t klen;
 
-		if (span_value(p, len, &i, &ks) < 0 || p[ks] != '"')
+		if (st_span_value(p, len, &i, &ks) < 0 || p[ks] != '"')
 			return -1;
 		k = p + ks + 1;
 		klen = i - ks - 2;
 		if (memchr(k, '\\', klen))
 			return 0;
-		if (span_expect(p, len, &i, ':') < 0 || span_value(p, len, &i, &vs) < 0)
+		if (st_span_expect(p, len, &i, ':') < 0 || st_span_value(p, len, &i, &vs) < 0)
 			return -1;
 		for (int x = 0; x < n; x++) {
 			if (strlen(f[x]) != klen || memcmp(f[x], k, klen) != 0)
@@ -135,7 +135,7 @@ static int ix_scan(const char *p, size_t len, char *const *f, int n, const char 
 			}
 			break;
 		}
-		i = span_ws(p, len, i);
+		i = st_span_ws(p, len, i);
 		if (i < len && p[i] == ',') {
 			i++;
 			continue;
@@ -164,7 +164,7 @@ static const char *ix_row_text(struct st_db *db, struct reader *w, struct st_row
 		db->row_reads++;
 		return p;
 	}
-	return row_text(db, r, e);
+	return st_row_text(db, r, e);
 }
 
 /* The values of indexes first.. of r (see ix_scan), from its text or, when
@@ -186,7 +186,7 @@ static int ix_row_values(struct st_db *db, struct st_table *t, int first, struct
 				       (long long)r->off, db->log_path);
 		if (k > 0)
 			return 0;
-		if (!(d = *doc = row_parse(db, r, text, e)))
+		if (!(d = *doc = st_row_parse(db, r, text, e)))
 			return -1;
 	}
 	for (int x = 0; x < nix; x++) {
@@ -205,7 +205,7 @@ static int ix_row_values(struct st_db *db, struct st_table *t, int first, struct
  * the way down. -1 if a row cannot be read (the indexes then hold the rows
  * read before it).
  */
-int ix_build(struct st_db *db, struct st_table *t, int first, struct err *e)
+int st_ix_build(struct st_db *db, struct st_table *t, int first, struct err *e)
 {
 	int nix = t->nix - first;
 	struct ix_sort *v[ST_INDEXES_MAX];
@@ -219,8 +219,8 @@ int ix_build(struct st_db *db, struct st_table *t, int first, struct err *e)
 
 	for (int x = 0; x < nix; x++)
 		v[x] = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*v[x]));
-	it_seek(&it, t->root, &k, false);
-	while ((rn = it_next(&it))) {
+	st_it_seek(&it, t->root, &k, false);
+	while ((rn = st_it_next(&it))) {
 		struct st_row *r = rn->row;
 		const char *val[ST_INDEXES_MAX];
 		size_t vlen[ST_INDEXES_MAX];
@@ -236,7 +236,7 @@ int ix_build(struct st_db *db, struct st_table *t, int first, struct err *e)
 
 			if (!val[x])
 				continue;
-			n = ix_node_new(r, first + x, val[x], vlen[x]);
+			n = st_ix_node_new(r, first + x, val[x], vlen[x]);
 			s = &v[x][cnt[x]];
 			s->prefix = 0;
 			for (size_t b = 0; b < 8; b++)
@@ -247,7 +247,7 @@ int ix_build(struct st_db *db, struct st_table *t, int first, struct err *e)
 		}
 		json_free(doc);
 	}
-	it_release(&it);
+	st_it_release(&it);
 	free(w.buf);
 	nodes = xmalloc((t->nrows ? t->nrows : 1) * sizeof(*nodes));
 	for (int x = 0; x < nix; x++) {
@@ -287,8 +287,8 @@ static int rec_check(struct reader *r, off_t off, enum rec_state *st, size_t *pl
 	}
 	if (rd_get(r, off, ST_RECORD_HEAD_BYTES, &p, e) < 0)
 		return -1;
-	len = get_u32(p);
-	want = get_u32(p + 4);
+	len = st_get_u32(p);
+	want = st_get_u32(p + 4);
 	if (len < ST_RECORD_MIN || len > ST_RECORD_MAX) {
 		*st = REC_BAD_LEN;
 		return 0;
@@ -299,7 +299,7 @@ static int rec_check(struct reader *r, off_t off, enum rec_state *st, size_t *pl
 	}
 	if (rd_get(r, off + ST_RECORD_HEAD_BYTES, len, &p, e) < 0)
 		return -1;
-	*st = crc(p, len) == want ? REC_OK : REC_BAD_CRC;
+	*st = st_crc(p, len) == want ? REC_OK : REC_BAD_CRC;
 	*plen = len;
 	*crcp = want;
 	return 0;
@@ -326,7 +326,7 @@ static int scan_forward(struct reader *r, off_t off, off_t *found, struct err *e
 
 		if (rd_get(r, p, ST_RECORD_HEAD_BYTES, &h, e) < 0)
 			return -1;
-		len = get_u32(h);
+		len = st_get_u32(h);
 		if (len < plen_prefix + 2 || len > ST_RECORD_MAX ||
 		    r->size - p - ST_RECORD_HEAD_BYTES < (off_t)len)
 			continue;
@@ -338,7 +338,7 @@ static int scan_forward(struct reader *r, off_t off, off_t *found, struct err *e
 		}
 		/* The last two bytes are read apart so that the window does not
 		 * jump to the far end for every candidate. */
-		if (sys_pread_full(r->db, r->db->fd, tail, 2, p + ST_RECORD_HEAD_BYTES + len - 2) < 0)
+		if (st_sys_pread_full(r->db, r->db->fd, tail, 2, p + ST_RECORD_HEAD_BYTES + len - 2) < 0)
 			return err_errno(e, "store: read %s", r->db->log_path);
 		if (tail[0] != ']' || tail[1] != '}')
 			continue;
@@ -359,7 +359,7 @@ static int move_aside(struct st_db *db, struct reader *r, off_t off, char *name,
 	off_t at = off;
 
 	snprintf(name, name_len, "%s.corrupt-%lld-%lld", db->log_path, (long long)off, (long long)time(NULL));
-	fd = sys_open(db, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	fd = st_sys_open(db, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
 	if (fd < 0)
 		return err_errno(e, "store: create %s", name);
 	while (at < r->size) {
@@ -367,29 +367,29 @@ static int move_aside(struct st_db *db, struct reader *r, off_t off, char *name,
 		const char *p;
 		if (rd_get(r, at, n, &p, e) < 0)
 			goto fail;
-		if (sys_pwrite_all(db, fd, p, n, at - off) < 0) {
+		if (st_sys_pwrite_all(db, fd, p, n, at - off) < 0) {
 			err_errno(e, "store: write %s", name);
 			goto fail;
 		}
 		at += (off_t)n;
 	}
-	if (sys_fsync_fd(db, fd) < 0) {
+	if (st_sys_fsync_fd(db, fd) < 0) {
 		err_errno(e, "store: fsync %s", name);
 		goto fail;
 	}
-	sys_close_fd(db, fd);
-	return fsync_dir(db, e);
+	st_sys_close_fd(db, fd);
+	return st_fsync_dir(db, e);
 fail:
-	sys_close_fd(db, fd);
+	st_sys_close_fd(db, fd);
 	db->sys->unlink(name);
 	return -1;
 }
 
 static int truncate_log(struct st_db *db, off_t off, struct err *e)
 {
-	if (sys_ftruncate_fd(db, db->fd, off) < 0)
+	if (st_sys_ftruncate_fd(db, db->fd, off) < 0)
 		return err_errno(e, "store: truncate %s to %lld bytes", db->log_path, (long long)off);
-	if (sys_fsync_fd(db, db->fd) < 0)
+	if (st_sys_fsync_fd(db, db->fd) < 0)
 		return err_errno(e, "store: fsync %s", db->log_path);
 	return 0;
 }
@@ -407,7 +407,7 @@ static int bad_record(struct st_db *db, struct reader *r, off_t off, const char 
 		return -1;
 	/* A bad last record is a torn tail only past what was acknowledged:
 	 * before the mark it is acknowledged data gone. */
-	if (!undecodable && next < 0 && mark_passed(db)) {
+	if (!undecodable && next < 0 && st_mark_passed(db)) {
 		log_warn(MOD, "log %s: torn tail at offset %lld (%s): dropping %lld bytes after %llu good transactions",
 			 db->log_path, (long long)off, why, (long long)(r->size - off),
 			 (unsigned long long)db->records);
@@ -418,7 +418,7 @@ static int bad_record(struct st_db *db, struct reader *r, off_t off, const char 
 		return 0;
 	}
 	if (!db->repair && !undecodable && next < 0)
-		return mark_refuse(db, why, e);
+		return st_mark_refuse(db, why, e);
 	if (!db->repair)
 		return err_set(e, "store: log %s: corrupt record at offset %lld (%s); start with -db-repair "
 			       "to keep the %llu transactions before it and move the rest aside",
@@ -434,7 +434,7 @@ static int bad_record(struct st_db *db, struct reader *r, off_t off, const char 
 	return 0;
 }
 
-int replay(struct st_db *db, off_t size, struct err *e)
+int st_replay(struct st_db *db, off_t size, struct err *e)
 {
 	struct reader r = { db, size, NULL, 0, 0, 0 };
 	struct json_limits lim = { ST_JSON_DEPTH_MAX + 8, ST_RECORD_MAX };
@@ -467,10 +467,10 @@ int replay(struct st_db *db, off_t size, struct err *e)
 			rc = -1;
 			break;
 		}
-		if (rec_scan(db, &sc, p, plen)) {
-			apply_decoded(db, off + ST_RECORD_HEAD_BYTES, sc.ops, sc.n);
-		} else if (json_parse(p, plen, &lim, &doc, &pe) < 0 || decode_ops(db, doc, &ops, &nops, &pe) < 0 ||
-		    (find_row_spans(p, plen, doc, ops, nops) < 0 &&
+		if (st_rec_scan(db, &sc, p, plen)) {
+			st_apply_decoded(db, off + ST_RECORD_HEAD_BYTES, sc.ops, sc.n);
+		} else if (json_parse(p, plen, &lim, &doc, &pe) < 0 || st_decode_ops(db, doc, &ops, &nops, &pe) < 0 ||
+		    (st_find_row_spans(p, plen, doc, ops, nops) < 0 &&
 		     err_set(&pe, "cannot find the rows in the record's text") < 0)) {
 			json_free(doc);
 			free(ops);
@@ -478,16 +478,16 @@ int replay(struct st_db *db, off_t size, struct err *e)
 			rc = bad_record(db, &r, off, why, true, e);
 			break;
 		} else {
-			apply_decoded(db, off + ST_RECORD_HEAD_BYTES, ops, nops);
+			st_apply_decoded(db, off + ST_RECORD_HEAD_BYTES, ops, nops);
 			free(ops);
 			json_free(doc);
 		}
 		off += ST_RECORD_HEAD_BYTES + (off_t)plen;
 		db->size = off;
 		db->last_crc = rcrc;
-		mark_see(db);
+		st_mark_see(db);
 	}
 	free(r.buf);
-	rscan_release(&sc);
+	st_rscan_release(&sc);
 	return rc;
 }

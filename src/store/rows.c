@@ -12,7 +12,7 @@
  * on that (create it again, say), so the store refuses commits from now on,
  * like after a failed fsync; a restart replays and checks the log.
  */
-void row_failed(struct st_db *db, struct err *e)
+void st_row_failed(struct st_db *db, struct err *e)
 {
 	log_error(MOD, "%s", e->msg);
 	if (!db->failed) {
@@ -22,14 +22,14 @@ void row_failed(struct st_db *db, struct err *e)
 }
 
 /* The bytes of r's JSON text, in db->rbuf (valid until the next read). */
-const char *row_text(struct st_db *db, struct st_row *r, struct err *e)
+const char *st_row_text(struct st_db *db, struct st_row *r, struct err *e)
 {
 	if (r->len + 1 > db->rbuf_cap) {
 		free(db->rbuf);
 		db->rbuf_cap = r->len + 1 > 4096 ? r->len + 1 : 4096;
 		db->rbuf = xmalloc(db->rbuf_cap);
 	}
-	if (sys_pread_full(db, db->fd, db->rbuf, r->len, r->off) < 0) {
+	if (st_sys_pread_full(db, db->fd, db->rbuf, r->len, r->off) < 0) {
 		err_errno(e, "store: read row %s at offset %lld of %s", r->id, (long long)r->off, db->log_path);
 		return NULL;
 	}
@@ -39,7 +39,7 @@ const char *row_text(struct st_db *db, struct st_row *r, struct err *e)
 }
 
 /* Parse text, r's row as read from the log: a new DOM, or NULL (and e). */
-struct json *row_parse(struct st_db *db, struct st_row *r, const char *text, struct err *e)
+struct json *st_row_parse(struct st_db *db, struct st_row *r, const char *text, struct err *e)
 {
 	struct json_limits lim = { ST_JSON_DEPTH_MAX + 8, ST_RECORD_MAX };
 	struct json *doc = NULL;
@@ -63,12 +63,12 @@ struct json *row_parse(struct st_db *db, struct st_row *r, const char *text, str
 /* Read and parse r (not cached): a new DOM, or NULL (and e). */
 static struct json *row_read(struct st_db *db, struct st_row *r, struct err *e)
 {
-	const char *text = row_text(db, r, e);
+	const char *text = st_row_text(db, r, e);
 
-	return text ? row_parse(db, r, text, e) : NULL;
+	return text ? st_row_parse(db, r, text, e) : NULL;
 }
 
-void cache_add(struct st_db *db, struct st_row *r, struct json *doc)
+void st_cache_add(struct st_db *db, struct st_row *r, struct json *doc)
 {
 	if (db->ncache == db->cache_cap) {
 		db->cache_cap = db->cache_cap ? db->cache_cap * 2 : 64;
@@ -79,21 +79,21 @@ void cache_add(struct st_db *db, struct st_row *r, struct json *doc)
 	r->json = doc;
 	if (db->ev && !db->token->rel_queued) {
 		db->token->rel_queued = true;
-		ev_defer(db->ev, release_cb, db->token);
+		ev_defer(db->ev, st_release_cb, db->token);
 	}
 }
 
 /* r's parsed row, from the cache or read now (and cached). NULL and e on failure. */
-const struct json *row_get(struct st_db *db, struct st_row *r, struct err *e)
+const struct json *st_row_get(struct st_db *db, struct st_row *r, struct err *e)
 {
 	struct json *doc;
 
 	if (r->json)
 		return r->json;
 	if (!(doc = row_read(db, r, e))) {
-		row_failed(db, e);
+		st_row_failed(db, e);
 		return NULL;
 	}
-	cache_add(db, r, doc);
+	st_cache_add(db, r, doc);
 	return doc;
 }

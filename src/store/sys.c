@@ -38,7 +38,7 @@ const struct st_sys *st_sys_default(void)
 	return &st_sys_real;
 }
 
-int sys_open(struct st_db *db, const char *path, int flags, mode_t mode)
+int st_sys_open(struct st_db *db, const char *path, int flags, mode_t mode)
 {
 	int fd;
 
@@ -56,7 +56,7 @@ int sys_open(struct st_db *db, const char *path, int flags, mode_t mode)
 	return fd;
 }
 
-void sys_close_fd(struct st_db *db, int fd)
+void st_sys_close_fd(struct st_db *db, int fd)
 {
 	int saved = errno;
 
@@ -65,7 +65,7 @@ void sys_close_fd(struct st_db *db, int fd)
 	errno = saved;
 }
 
-int sys_pwrite_all(struct st_db *db, int fd, const void *p, size_t n, off_t off)
+int st_sys_pwrite_all(struct st_db *db, int fd, const void *p, size_t n, off_t off)
 {
 	const char *c = p;
 
@@ -88,7 +88,7 @@ int sys_pwrite_all(struct st_db *db, int fd, const void *p, size_t n, off_t off)
 }
 
 /* Read exactly n bytes at off; -1 with errno (EIO for an early end). */
-int sys_pread_full(struct st_db *db, int fd, void *p, size_t n, off_t off)
+int st_sys_pread_full(struct st_db *db, int fd, void *p, size_t n, off_t off)
 {
 	char *c = p;
 
@@ -110,7 +110,7 @@ int sys_pread_full(struct st_db *db, int fd, void *p, size_t n, off_t off)
 	return 0;
 }
 
-int sys_fsync_fd(struct st_db *db, int fd)
+int st_sys_fsync_fd(struct st_db *db, int fd)
 {
 	int r;
 
@@ -122,7 +122,7 @@ int sys_fsync_fd(struct st_db *db, int fd)
 	return r;
 }
 
-int sys_fdatasync_fd(struct st_db *db, int fd)
+int st_sys_fdatasync_fd(struct st_db *db, int fd)
 {
 	/* A table made before the member existed syncs the mark with fsync. */
 	int (*sync_fn)(int) = db->sys->fdatasync ? db->sys->fdatasync : db->sys->fsync;
@@ -134,7 +134,7 @@ int sys_fdatasync_fd(struct st_db *db, int fd)
 	return r;
 }
 
-int sys_ftruncate_fd(struct st_db *db, int fd, off_t len)
+int st_sys_ftruncate_fd(struct st_db *db, int fd, off_t len)
 {
 	int r;
 
@@ -144,17 +144,17 @@ int sys_ftruncate_fd(struct st_db *db, int fd, off_t len)
 	return r;
 }
 
-int fsync_dir(struct st_db *db, struct err *e)
+int st_fsync_dir(struct st_db *db, struct err *e)
 {
-	int fd = sys_open(db, db->dir, O_RDONLY | O_DIRECTORY, 0);
+	int fd = st_sys_open(db, db->dir, O_RDONLY | O_DIRECTORY, 0);
 
 	if (fd < 0)
 		return err_errno(e, "store: open directory %s", db->dir);
-	if (sys_fsync_fd(db, fd) < 0) {
+	if (st_sys_fsync_fd(db, fd) < 0) {
 		err_errno(e, "store: fsync directory %s", db->dir);
-		sys_close_fd(db, fd);
+		st_sys_close_fd(db, fd);
 		return -1;
 	}
-	sys_close_fd(db, fd);
+	st_sys_close_fd(db, fd);
 	return 0;
 }

@@ -9,12 +9,12 @@
 
 
 /* The value a node sorts by: only index nodes have one that is not "". */
-const char *node_v(const struct tnode *n)
+const char *st_node_v(const struct tnode *n)
 {
 	return n->vlen ? ((const struct ixnode *)n)->v : "";
 }
 
-int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
+int st_bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 {
 	size_t n = alen < blen ? alen : blen;
 	int c = n ? memcmp(a, b, n) : 0;
@@ -27,18 +27,18 @@ int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 /* Compare node n with key k: <0, 0, >0. */
 static int node_cmp(const struct tnode *n, const struct tkey *k)
 {
-	int c = bytes_cmp(node_v(n), n->vlen, k->v, k->vlen);
+	int c = st_bytes_cmp(st_node_v(n), n->vlen, k->v, k->vlen);
 
 	if (c)
 		return c;
 	if (k->id_inf)
 		return -1;
-	return bytes_cmp(n->row->id, n->row->idlen, k->id, k->idlen);
+	return st_bytes_cmp(n->row->id, n->row->idlen, k->id, k->idlen);
 }
 
 static struct tkey key_of(const struct tnode *n)
 {
-	struct tkey k = { node_v(n), n->vlen, n->row->id, n->row->idlen, false };
+	struct tkey k = { st_node_v(n), n->vlen, n->row->id, n->row->idlen, false };
 	return k;
 }
 
@@ -58,7 +58,7 @@ static struct tnode *t_rot_left(struct tnode *n)
 	return r;
 }
 
-struct tnode *t_insert(struct tnode *root, struct tnode *n)
+struct tnode *st_t_insert(struct tnode *root, struct tnode *n)
 {
 	struct tkey k;
 
@@ -66,11 +66,11 @@ struct tnode *t_insert(struct tnode *root, struct tnode *n)
 		return n;
 	k = key_of(n);
 	if (node_cmp(root, &k) > 0) {
-		root->l = t_insert(root->l, n);
+		root->l = st_t_insert(root->l, n);
 		if (root->l->prio > root->prio)
 			root = t_rot_right(root);
 	} else {
-		root->r = t_insert(root->r, n);
+		root->r = st_t_insert(root->r, n);
 		if (root->r->prio > root->prio)
 			root = t_rot_left(root);
 	}
@@ -91,7 +91,7 @@ static struct tnode *t_merge(struct tnode *a, struct tnode *b)
 	return b;
 }
 
-struct tnode *t_remove(struct tnode *root, struct tnode *n)
+struct tnode *st_t_remove(struct tnode *root, struct tnode *n)
 {
 	struct tkey k;
 
@@ -101,13 +101,13 @@ struct tnode *t_remove(struct tnode *root, struct tnode *n)
 		return t_merge(root->l, root->r);
 	k = key_of(n);
 	if (node_cmp(root, &k) > 0)
-		root->l = t_remove(root->l, n);
+		root->l = st_t_remove(root->l, n);
 	else
-		root->r = t_remove(root->r, n);
+		root->r = st_t_remove(root->r, n);
 	return root;
 }
 
-struct tnode *t_find(struct tnode *n, const struct tkey *k)
+struct tnode *st_t_find(struct tnode *n, const struct tkey *k)
 {
 	while (n) {
 		int c = node_cmp(n, k);
@@ -127,7 +127,7 @@ static void it_push(struct titer *it, struct tnode *n)
 	it->stack[it->n++] = n;
 }
 
-void it_seek(struct titer *it, struct tnode *root, const struct tkey *k, bool rev)
+void st_it_seek(struct titer *it, struct tnode *root, const struct tkey *k, bool rev)
 {
 	struct tnode *n = root;
 
@@ -153,7 +153,7 @@ void it_seek(struct titer *it, struct tnode *root, const struct tkey *k, bool re
 	}
 }
 
-struct tnode *it_next(struct titer *it)
+struct tnode *st_it_next(struct titer *it)
 {
 	struct tnode *x, *m;
 
@@ -168,7 +168,7 @@ struct tnode *it_next(struct titer *it)
 	return x;
 }
 
-void it_release(struct titer *it)
+void st_it_release(struct titer *it)
 {
 	free(it->stack);
 	it->stack = NULL;

@@ -43,11 +43,11 @@ static int txn_add(struct st_txn *t, bool del, const char *table, const char *id
 		json_free(row);
 		return -1;
 	}
-	if (!name_ok(table)) {
+	if (!st_name_ok(table)) {
 		json_free(row);
 		return txn_poison(t, "store: bad table name \"%.64s\"", table ? table : "(null)");
 	}
-	if (!id || !id_ok(id, strnlen(id, ST_ID_MAX + 1))) {
+	if (!id || !st_id_ok(id, strnlen(id, ST_ID_MAX + 1))) {
 		json_free(row);
 		return txn_poison(t, "store: %s: bad row id \"%.256s\" (empty, too long or not UTF-8)", table,
 				  id ? id : "(null)");
@@ -56,7 +56,7 @@ static int txn_add(struct st_txn *t, bool del, const char *table, const char *id
 		json_free(row);
 		return txn_poison(t, "store: %s/%s: a row must be a JSON object", table, id);
 	}
-	if (!del && row_check(row, 0, &why) < 0) {
+	if (!del && st_row_check(row, 0, &why) < 0) {
 		json_free(row);
 		return txn_poison(t, "store: %s/%s: row refused: %s", table, id, why);
 	}
@@ -106,12 +106,12 @@ static int log_append(struct st_db *db, const char *p, size_t n, struct err *e)
 {
 	off_t off = db->size;
 
-	if (sys_pwrite_all(db, db->fd, p, n, off) == 0) {
+	if (st_sys_pwrite_all(db, db->fd, p, n, off) == 0) {
 		db->size += (off_t)n;
 		return 0;
 	}
 	err_errno(e, "store: write %s", db->log_path);
-	if (sys_ftruncate_fd(db, db->fd, off) < 0) {
+	if (st_sys_ftruncate_fd(db, db->fd, off) < 0) {
 		db->failed = true;
 		err_errno(&db->fail_err, "store: write %s failed and it could not be cut back to %lld bytes; "
 			  "refusing further commits (restart to replay what is on disk)",
@@ -131,7 +131,7 @@ static void set_failed_fsync(struct st_db *db)
 }
 
 /* fsync the log and call the queued done_fns. */
-void flush(struct st_db *db)
+void st_flush_pending(struct st_db *db)
 {
 	struct st_pending *list;
 	size_t n = db->npending;
@@ -139,19 +139,19 @@ void flush(struct st_db *db)
 	struct err e, fail;
 
 	if (db->pg) {
-		pg_flush(db);
+		st_pg_flush(db);
 		return;
 	}
 	if (!n)
 		return;
 	if (db->failed) {
 		status = -1;
-	} else if (sys_fsync_fd(db, db->fd) < 0) {
+	} else if (st_sys_fsync_fd(db, db->fd) < 0) {
 		set_failed_fsync(db);
 		status = -1;
 	} else {
 		db->fsyncs++;
-		mark_advance(db);
+		st_mark_advance(db);
 	}
 	/* done_fns may commit again (those queue up afresh for the next turn)
 	 * or even close the store: nothing below touches db. */
@@ -175,10 +175,10 @@ void flush(struct st_db *db)
 int st_flush(struct st_db *db)
 {
 	if (db->pg)
-		pg_drain(db);
+		st_pg_drain(db);
 	/* done_fns may commit again; a few rounds settle any sane caller. */
 	for (int round = 0; round < 16 && db->npending; round++)
-		flush(db);
+		st_flush_pending(db);
 	return db->failed ? -1 : 0;
 }
 
@@ -219,12 +219,12 @@ static void flush_cb(struct ev *ev, void *arg)
 	}
 	/* A done_fn may close the store: st_close then leaves the token to us. */
 	tok->running = true;
-	flush(tok->db);
+	st_flush_pending(tok->db);
 	if (tok->db)
 		maybe_compact(tok->db);
 	if (tok->db && tok->db->release_after_flush && !tok->db->pg_waiting) {
 		tok->db->release_after_flush = false;
-		cache_release(tok->db);
+		st_cache_release(tok->db);
 	}
 	tok->running = false;
 	if (!tok->db && !tok->queued && !tok->rel_queued)
@@ -236,7 +236,7 @@ static void flush_cb(struct ev *ev, void *arg)
  * flush is queued too, its done_fns may still use rows read in this turn:
  * then the rows go after it (at the end of flush_cb) instead.
  */
-void release_cb(struct ev *ev, void *arg)
+void st_release_cb(struct ev *ev, void *arg)
 {
 	struct st_flush_token *tok = arg;
 
@@ -249,7 +249,7 @@ void release_cb(struct ev *ev, void *arg)
 	if (tok->queued || tok->db->pg_waiting)
 		tok->db->release_after_flush = true;	/* done_fns to come may use this turn's rows */
 	else
-		cache_release(tok->db);
+		st_cache_release(tok->db);
 }
 
 int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
@@ -282,7 +282,7 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
 		goto queue;
 	for (size_t i = 0; i < txn->n; i++) {
 		bool seen = false;
-		if (txn->ops[i].del || table_find(db, txn->ops[i].table))
+		if (txn->ops[i].del || st_table_find(db, txn->ops[i].table))
 			continue;
 		for (size_t j = 0; j < i && !seen; j++)
 			seen = !txn->ops[j].del && strcmp(txn->ops[j].table, txn->ops[i].table) == 0;
@@ -291,24 +291,24 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
 			goto refuse;
 		}
 	}
-	rec_begin(b);
+	st_rec_begin(b);
 	for (size_t i = 0; i < txn->n; i++) {
 		struct st_op *o = &txn->ops[i];
-		if (rec_add_op(b, i == 0, o->table, o->id, o->row, NULL, 0, &o->rpos, &o->rlen) < 0) {
+		if (st_rec_add_op(b, i == 0, o->table, o->id, o->row, NULL, 0, &o->rpos, &o->rlen) < 0) {
 			err_set(e, "store: transaction larger than %zu bytes", ST_RECORD_MAX);
 			goto refuse;
 		}
 	}
-	if (rec_end(b) < 0) {
+	if (st_rec_end(b) < 0) {
 		err_set(e, "store: transaction larger than %zu bytes", ST_RECORD_MAX);
 		goto refuse;
 	}
 	roff = db->size;
 	if (log_append(db, b->data, b->len, e) < 0)
 		goto refuse;
-	db->last_crc = get_u32(b->data + 4);
+	db->last_crc = st_get_u32(b->data + 4);
 	if (db->pg)
-		pg_forward(db, txn, b);
+		st_pg_forward(db, txn, b);
 	if (b->cap > ST_COMPACT_RECORD_BYTES * 2)
 		buf_release(b);	/* one huge transaction should not pin its buffer */
 	/* The rows stay on disk only: readers parse them from the log, so
@@ -316,7 +316,7 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
 	 * written or replayed. st_abort below frees the DOMs. */
 	for (size_t i = 0; i < txn->n; i++) {
 		struct st_op *o = &txn->ops[i];
-		apply_op(db, o->table, o->id, !o->del, o->row, roff + (off_t)o->rpos, o->rlen);
+		st_apply_op(db, o->table, o->id, !o->del, o->row, roff + (off_t)o->rpos, o->rlen);
 	}
 	db->records++;
 	db->log_ops += txn->n;
@@ -335,15 +335,15 @@ queue:
 		return 0;
 	}
 	if (txn->n > 0 && db->pg) {
-		rc = pg_send_sync(db, e);
+		rc = st_pg_send_sync(db, e);
 	} else if (txn->n > 0) {
-		if (sys_fsync_fd(db, db->fd) < 0) {
+		if (st_sys_fsync_fd(db, db->fd) < 0) {
 			set_failed_fsync(db);
 			*e = db->fail_err;
 			rc = -1;
 		} else {
 			db->fsyncs++;
-			mark_advance(db);
+			st_mark_advance(db);
 		}
 	}
 	st_abort(txn);
