@@ -65,35 +65,16 @@ void st_sys_close_fd(struct st_db *db, int fd)
 	errno = saved;
 }
 
-int st_sys_pwrite_all(struct st_db *db, int fd, const void *p, size_t n, off_t off)
+/* The one loop behind both: pwrite from wp (reading: NULL) or pread into rp
+ * until n bytes are moved, EINTR retried; a return of 0 (an early end) fails
+ * with EIO. */
+static int sys_rw_full(struct st_db *db, int fd, const char *wp, char *rp, size_t n, off_t off)
 {
-	const char *c = p;
+	size_t done = 0;
 
-	while (n > 0) {
-		ssize_t w = db->sys->pwrite(fd, c, n, off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (w == 0) {
-			errno = EIO;
-			return -1;
-		}
-		c += w;
-		n -= (size_t)w;
-		off += w;
-	}
-	return 0;
-}
-
-/* Read exactly n bytes at off; -1 with errno (EIO for an early end). */
-int st_sys_pread_full(struct st_db *db, int fd, void *p, size_t n, off_t off)
-{
-	char *c = p;
-
-	while (n > 0) {
-		ssize_t r = db->sys->pread(fd, c, n, off);
+	while (done < n) {
+		ssize_t r = wp ? db->sys->pwrite(fd, wp + done, n - done, off)
+			       : db->sys->pread(fd, rp + done, n - done, off);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -103,11 +84,21 @@ int st_sys_pread_full(struct st_db *db, int fd, void *p, size_t n, off_t off)
 			errno = EIO;
 			return -1;
 		}
-		c += r;
-		n -= (size_t)r;
+		done += (size_t)r;
 		off += r;
 	}
 	return 0;
+}
+
+int st_sys_pwrite_all(struct st_db *db, int fd, const void *p, size_t n, off_t off)
+{
+	return sys_rw_full(db, fd, p, NULL, n, off);
+}
+
+/* Read exactly n bytes at off; -1 with errno (EIO for an early end). */
+int st_sys_pread_full(struct st_db *db, int fd, void *p, size_t n, off_t off)
+{
+	return sys_rw_full(db, fd, NULL, p, n, off);
 }
 
 int st_sys_fsync_fd(struct st_db *db, int fd)
