@@ -106,20 +106,11 @@ static int open_lock(struct st_db *db, struct err *e)
 	return 0;
 }
 
-int st_open_dir(const char *path, const struct st_opts *opts, bool scratch, struct st_db **out,
-		struct err *e)
+/* A db for directory path, nothing opened yet. */
+static struct st_db *db_new(const char *path, const struct st_opts *opts, bool scratch)
 {
 	struct st_db *db;
-	struct stat st;
-	int hr;
 
-	*out = NULL;
-	if (!path || !*path)
-		return err_set(e, "store: no directory given");
-	if (strlen(path) > PATH_MAX - 64)
-		return err_set(e, "store: path too long: %s", path);
-	if (fs_mkdir_p(path, 0700, e) < 0)
-		return err_prefix(e, "store");
 	db = xcalloc(1, sizeof(*db));
 	db->scratch = scratch;
 	db->sys = opts && opts->sys ? opts->sys : st_sys_default();
@@ -140,23 +131,41 @@ int st_open_dir(const char *path, const struct st_opts *opts, bool scratch, stru
 	buf_init(&db->wbuf, ST_RECORD_MAX + ST_RECORD_HEAD_BYTES + 1);
 	db->token = xcalloc(1, sizeof(*db->token));
 	db->token->db = db;
+	return db;
+}
+
+/* Leftovers of a compaction or creation that a crash interrupted: the log
+ * itself was never replaced by them, so they hold nothing needed. */
+static int remove_leftovers(struct st_db *db, struct err *e)
+{
+	const char *const left[] = { db->tmp_path, db->new_path, db->mark_new_path };
+
+	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++)
+		if (db->sys->unlink(left[i]) < 0 && errno != ENOENT)
+			return err_errno(e, "store: remove %s", left[i]);
+	return 0;
+}
+
+int st_open_dir(const char *path, const struct st_opts *opts, bool scratch, struct st_db **out,
+		struct err *e)
+{
+	struct st_db *db;
+	struct stat st;
+	int hr;
+
+	*out = NULL;
+	if (!path || !*path)
+		return err_set(e, "store: no directory given");
+	if (strlen(path) > PATH_MAX - 64)
+		return err_set(e, "store: path too long: %s", path);
+	if (fs_mkdir_p(path, 0700, e) < 0)
+		return err_prefix(e, "store");
+	db = db_new(path, opts, scratch);
 
 	if (open_lock(db, e) < 0)
 		goto fail;
-	/* Leftovers of a compaction or creation that a crash interrupted: the
-	 * log itself was never replaced by them, so they hold nothing needed. */
-	if (db->sys->unlink(db->tmp_path) < 0 && errno != ENOENT) {
-		err_errno(e, "store: remove %s", db->tmp_path);
+	if (remove_leftovers(db, e) < 0)
 		goto fail;
-	}
-	if (db->sys->unlink(db->new_path) < 0 && errno != ENOENT) {
-		err_errno(e, "store: remove %s", db->new_path);
-		goto fail;
-	}
-	if (db->sys->unlink(db->mark_new_path) < 0 && errno != ENOENT) {
-		err_errno(e, "store: remove %s", db->mark_new_path);
-		goto fail;
-	}
 	if (st_mark_load(db, e) < 0)
 		goto fail;
 	db->size = ST_HEADER_BYTES;	/* what an empty log holds: a mark may ask no more */

@@ -252,60 +252,57 @@ void st_release_cb(struct ev *ev, void *arg)
 		st_cache_release(tok->db);
 }
 
-int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
+/* Why txn may not be committed now (-1 with e), or 0. */
+static int commit_refused(struct st_txn *txn, struct err *e)
 {
 	struct st_db *db = txn->db;
-	struct buf *b = &db->wbuf;
 	size_t newtables = 0;
-	off_t roff;
-	int rc = 0;
 
 	if (txn->bad) {
 		*e = txn->err;
-		goto refuse;
+		return -1;
 	}
 	if (db->failed) {
 		*e = db->fail_err;
-		goto refuse;
+		return -1;
 	}
 	if (db->pg && stpg_ready(db->pg, e) < 0)
-		goto refuse;
-	if (db->closing) {
-		err_set(e, "store: commit while the store is closing");
-		goto refuse;
-	}
-	if (db->scanning) {
-		err_set(e, "store: commit from inside an st_scan callback");
-		goto refuse;
-	}
-	if (txn->n == 0)
-		goto queue;
+		return -1;
+	if (db->closing)
+		return err_set(e, "store: commit while the store is closing");
+	if (db->scanning)
+		return err_set(e, "store: commit from inside an st_scan callback");
 	for (size_t i = 0; i < txn->n; i++) {
 		bool seen = false;
 		if (txn->ops[i].del || st_table_find(db, txn->ops[i].table))
 			continue;
 		for (size_t j = 0; j < i && !seen; j++)
 			seen = !txn->ops[j].del && strcmp(txn->ops[j].table, txn->ops[i].table) == 0;
-		if (!seen && db->ntables + ++newtables > ST_TABLES_MAX) {
-			err_set(e, "store: more than %d tables", ST_TABLES_MAX);
-			goto refuse;
-		}
+		if (!seen && db->ntables + ++newtables > ST_TABLES_MAX)
+			return err_set(e, "store: more than %d tables", ST_TABLES_MAX);
 	}
+	return 0;
+}
+
+/* Encode txn as one record, append it to the log and apply it to the
+ * tables (not yet durable: the flush or the caller syncs it). */
+static int commit_append(struct st_txn *txn, struct err *e)
+{
+	struct st_db *db = txn->db;
+	struct buf *b = &db->wbuf;
+	off_t roff;
+
 	st_rec_begin(b);
 	for (size_t i = 0; i < txn->n; i++) {
 		struct st_op *o = &txn->ops[i];
-		if (st_rec_add_op(b, i == 0, o->table, o->id, o->row, NULL, 0, &o->rpos, &o->rlen) < 0) {
-			err_set(e, "store: transaction larger than %zu bytes", ST_RECORD_MAX);
-			goto refuse;
-		}
+		if (st_rec_add_op(b, i == 0, o->table, o->id, o->row, NULL, 0, &o->rpos, &o->rlen) < 0)
+			return err_set(e, "store: transaction larger than %zu bytes", ST_RECORD_MAX);
 	}
-	if (st_rec_end(b) < 0) {
-		err_set(e, "store: transaction larger than %zu bytes", ST_RECORD_MAX);
-		goto refuse;
-	}
+	if (st_rec_end(b) < 0)
+		return err_set(e, "store: transaction larger than %zu bytes", ST_RECORD_MAX);
 	roff = db->size;
 	if (log_append(db, b->data, b->len, e) < 0)
-		goto refuse;
+		return -1;
 	db->last_crc = st_get_u32(b->data + 4);
 	if (db->pg)
 		st_pg_forward(db, txn, b);
@@ -313,24 +310,44 @@ int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
 		buf_release(b);	/* one huge transaction should not pin its buffer */
 	/* The rows stay on disk only: readers parse them from the log, so
 	 * that what they see never depends on whether the row was just
-	 * written or replayed. st_abort below frees the DOMs. */
+	 * written or replayed. st_abort frees the DOMs. */
 	for (size_t i = 0; i < txn->n; i++) {
 		struct st_op *o = &txn->ops[i];
 		st_apply_op(db, o->table, o->id, !o->del, o->row, roff + (off_t)o->rpos, o->rlen);
 	}
 	db->records++;
 	db->log_ops += txn->n;
-queue:
+	return 0;
+}
+
+/* With a loop: done waits for the group commit that the deferred flush
+ * makes of this turn's transactions. */
+static void commit_queue(struct st_db *db, st_done_fn done, void *arg)
+{
+	if (db->npending == db->pending_cap) {
+		db->pending_cap = db->pending_cap ? db->pending_cap * 2 : 16;
+		db->pending = xrealloc(db->pending, db->pending_cap * sizeof(*db->pending));
+	}
+	db->pending[db->npending++] = (struct st_pending){ done, arg };
+	if (!db->token->queued) {
+		db->token->queued = true;
+		ev_defer(db->ev, flush_cb, db->token);
+	}
+}
+
+int st_commit(struct st_txn *txn, st_done_fn done, void *arg, struct err *e)
+{
+	struct st_db *db = txn->db;
+	int rc = 0;
+
+	if (commit_refused(txn, e) < 0 || (txn->n > 0 && commit_append(txn, e) < 0)) {
+		st_abort(txn);
+		if (!db->ev && done)
+			done(-1, e, arg);
+		return -1;
+	}
 	if (db->ev) {
-		if (db->npending == db->pending_cap) {
-			db->pending_cap = db->pending_cap ? db->pending_cap * 2 : 16;
-			db->pending = xrealloc(db->pending, db->pending_cap * sizeof(*db->pending));
-		}
-		db->pending[db->npending++] = (struct st_pending){ done, arg };
-		if (!db->token->queued) {
-			db->token->queued = true;
-			ev_defer(db->ev, flush_cb, db->token);
-		}
+		commit_queue(db, done, arg);
 		st_abort(txn);
 		return 0;
 	}
@@ -353,9 +370,4 @@ queue:
 	if (done)
 		done(rc, rc < 0 ? e : NULL, arg);
 	return rc;
-refuse:
-	st_abort(txn);
-	if (!db->ev && done)
-		done(-1, e, arg);
-	return -1;
 }
