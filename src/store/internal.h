@@ -149,7 +149,7 @@ struct st_db {
 	struct st_flush_token *token;
 	struct st_row **cache;		/* rows with a parsed row cached (NULL: dropped since) */
 	size_t ncache, cache_cap;
-	bool release_after_flush;	/* release_cb ran while a flush was queued */
+	bool release_after_flush;	/* st_release_cb ran while a flush was queued */
 	char *rbuf;			/* where a row's text is read */
 	size_t rbuf_cap;
 	uint64_t row_reads;
@@ -185,8 +185,8 @@ struct st_txn {
 
 /*
  * Replay without a DOM. Parsing each record into a DOM only to find where
- * its rows lie cost most of a st_replay (a million rows: seconds of allocating
- * and freeing nodes). A record as rec_add_op writes it, compact and with no
+ * its rows lie cost most of a replay (a million rows: seconds of allocating
+ * and freeing nodes). A record as st_rec_add_op writes it, compact and with no
  * escape in a table name or id, is walked instead: the ops' strings are
  * copied out, each row is stepped over with json_check, which accepts only
  * what json_parse accepts, at the same depth (the record's own three

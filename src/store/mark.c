@@ -47,7 +47,7 @@ static bool slot_decode(const char *p, int i, struct st_mark *m)
 /*
  * Read the mark file into db->want (nothing there: want.on stays false and
  * mark_fd -1). A mark that exists but is unusable is refused; with repair it
- * is ignored (mark_finish writes a new one). 0 / -1.
+ * is ignored (st_mark_finish writes a new one). 0 / -1.
  */
 int st_mark_load(struct st_db *db, struct err *e)
 {
@@ -258,7 +258,7 @@ int st_mark_refuse(struct st_db *db, const char *cut, struct err *e)
 }
 
 /* After replay: refuse a log that lacks what was acknowledged, or (repair)
- * say what is missing; the mark is then reset by mark_finish. */
+ * say what is missing; the mark is then reset by st_mark_finish. */
 int st_mark_check(struct st_db *db, struct err *e)
 {
 	const struct st_mark *m = &db->want.m;

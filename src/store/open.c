@@ -252,7 +252,7 @@ void st_close(struct st_db *db)
 			log_error(MOD, "%s", e.msg);
 	}
 	if (db->token->queued || db->token->running || db->token->rel_queued)
-		db->token->db = NULL;	/* flush_cb or release_cb frees it */
+		db->token->db = NULL;	/* flush_cb or st_release_cb frees it */
 	else
 		free(db->token);
 	for (size_t i = 0; i < db->ntables; i++) {

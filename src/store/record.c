@@ -249,7 +249,7 @@ static bool scan_op(struct st_db *db, struct rscan *sc, const char *p, size_t le
 			return false;
 		t = st_table_find(db, sc->names.data + noff[0]);
 		if (t && t->nix > 0)
-			return false;	/* apply_op needs the row's DOM for the index values */
+			return false;	/* st_apply_op needs the row's DOM for the index values */
 		o->rpos = *i;
 		o->rlen = end;
 		*i += end;
@@ -341,7 +341,7 @@ static int span_member(const char *p, size_t len, size_t *i, size_t *vstart)
 
 /*
  * Find each put's row text in payload p (len bytes), which json_parse made
- * into doc and decode_ops into ops. The DOM keeps an object's members in
+ * into doc and st_decode_ops into ops. The DOM keeps an object's members in
  * the order of the text (the parser appends them as it reads them, and
  * refuses duplicates), so "the k-th member" means the same in both and the
  * text is walked by counting. Every step is bounded by len; a mismatch
