@@ -148,14 +148,9 @@ static void cache_drop(struct st_db *db, struct st_row *r)
 	r->json = NULL;
 }
 
-/* Free the first n cached rows (those read before a PostgreSQL batch was
- * sent, once its done_fns have run); the later ones move to the front. */
-void st_cache_release_first(struct st_db *db, size_t n)
+/* Drop the parsed rows of the first n cache slots (the slots stay). */
+static void cache_free_rows(struct st_db *db, size_t n)
 {
-	size_t keep;
-
-	if (n > db->ncache)
-		n = db->ncache;
 	for (size_t i = 0; i < n; i++) {
 		struct st_row *r = db->cache[i];
 		if (!r)
@@ -164,6 +159,17 @@ void st_cache_release_first(struct st_db *db, size_t n)
 		r->json = NULL;
 		r->cidx = 0;
 	}
+}
+
+/* Free the first n cached rows (those read before a PostgreSQL batch was
+ * sent, once its done_fns have run); the later ones move to the front. */
+void st_cache_release_first(struct st_db *db, size_t n)
+{
+	size_t keep;
+
+	if (n > db->ncache)
+		n = db->ncache;
+	cache_free_rows(db, n);
 	keep = db->ncache - n;
 	memmove(db->cache, db->cache + n, keep * sizeof(*db->cache));
 	for (size_t i = 0; i < keep; i++)
@@ -177,14 +183,7 @@ void st_cache_release(struct st_db *db)
 {
 	size_t n = db->ncache;
 
-	for (size_t i = 0; i < n; i++) {
-		struct st_row *r = db->cache[i];
-		if (!r)
-			continue;
-		json_free(r->json);
-		r->json = NULL;
-		r->cidx = 0;
-	}
+	cache_free_rows(db, n);
 	db->ncache = 0;
 	if (db->cache_cap > 4096) {
 		/* a big scan should not pin its array */
