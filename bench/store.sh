@@ -56,7 +56,7 @@ while [ $i -lt $runs ]; do
 	i=$((i + 1))
 done
 if [ -s "$work/fields" ]; then
-	note "store: replay $rp ms wall ($crp ms CPU), then 2 indexes $ix ms wall ($cix ms CPU; wall over CPU is the machine's other load). Replay walks the store's own records without a DOM (json_check); indexes are built from the rows' text by one sorted bulk load (src/store/store.c)."
+	note "store: replay $rp ms wall ($crp ms CPU), then 2 indexes $ix ms wall ($cix ms CPU; wall over CPU is the machine's other load). Replay walks the store's own records without a DOM (json_check); indexes are built from the rows' text by one sorted bulk load (src/store/replay.c)."
 	note "store: RSS is bounded by the in-memory index, not the rows (they stay in the log): $rss1 MiB after replay for the row nodes (about 112 B per row: tree links, log offset, id), then about 64 B per index entry (2 per row here, one malloc chunk each) and, while the indexes are built, their sort arrays (24 B per entry, plus glibc's merge-sort copy); under 200 MiB needs pooled, smaller nodes, not done."
 fi
 run compact "$work/big" &&

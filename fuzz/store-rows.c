@@ -1,7 +1,7 @@
 /*
  * Fuzz target: one transaction's payload, as bytes, in a log with a good
  * header and CRC, so that every input reaches the decoding of the record
- * and the search for each row's text inside it (store.c, find_row_spans;
+ * and the search for each row's text inside it (src/store/record.c, st_find_row_spans;
  * json_skip). Opening must succeed or fail with a message. When it
  * succeeds, every row must read back from its span equal to what
  * json_parse makes of the payload (last put wins, a delete removes), and
