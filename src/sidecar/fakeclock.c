@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/ev.h"
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
@@ -135,6 +136,25 @@ static int maps_faketime(int pid, struct err *e)
 	return found;
 }
 
+/* maps_faketime until it says 1 or FC_MAPS_WAIT_MS pass (then its last
+ * answer, 0 or -1); the main pid is read again each time, since the
+ * entrypoint may exec or be replaced. */
+static int maps_faketime_wait(const char *cname, int pid, struct err *e)
+{
+	int64_t deadline = ev_mono_ms() + FC_MAPS_WAIT_MS;
+	int rc;
+
+	while ((rc = maps_faketime(pid, e)) != 1 && ev_mono_ms() < deadline) {
+		struct engine_ctr st;
+
+		(void)ev_wait_fd(-1, 0, ev_mono_ms() + FC_MAPS_POLL_MS);
+		if (engine_container(cname, &st, e) > 0 && st.pid > 0)
+			pid = st.pid;
+		err_clear(e);
+	}
+	return rc;
+}
+
 int fc_check(const char *project, const struct json *clock, const struct json *order, struct json *res,
 	     struct err *e)
 {
@@ -152,7 +172,7 @@ int fc_check(const char *project, const struct json *clock, const struct json *o
 		if ((rc = engine_container(cname, &st, e)) <= 0 || st.pid <= 0)
 			return rc < 0 ? err_prefix(e, "service \"%s\"", name)
 				      : err_set(e, "service \"%s\" is not running to check its clock", name);
-		if ((rc = maps_faketime(st.pid, e)) < 0)
+		if ((rc = maps_faketime_wait(cname, st.pid, e)) < 0)
 			return err_prefix(e, "service \"%s\": checking its clock", name);
 		if (rc == 0)
 			return err_set(e, "service \"%s\": x-denv.clock %s cannot reach its program: it did not load "

@@ -569,6 +569,11 @@ int render_user(const char *user, long *uid, long *gid);
 #define FC_AT_LEN 20			/* "2026-01-01T00:00:00Z" */
 #define FC_VALUE_MAX 64			/* a FAKETIME value */
 #define FC_MAPS_LINE_MAX 4352		/* one /proc/<pid>/maps line: a PATH_MAX path and the fields */
+/* How long the check waits for a service's main process to map the library:
+ * "running" can come before the entrypoint's exec of the program (runc's
+ * init, a static binary, is the pid until then). */
+#define FC_MAPS_WAIT_MS 5000
+#define FC_MAPS_POLL_MS 50
 bool fc_active(const struct json *clock);
 int fc_prepare(const struct json *clock, struct json *order, struct err *e);
 void fc_run_args(const struct json *svc, struct argv *a);
