@@ -768,7 +768,11 @@ def test_flags(tmp):
     # No DENV_BOOTSTRAP_KEY: a key is generated, printed once, and works.
     store = os.path.join(tmp, "gen")
     s = Server(store)
-    m = re.search(r"(dak_[A-Za-z0-9_-]+)", s.stderr())
+    # The key is printed once the team's commit is on disk, which can come
+    # after "listening on" (a loaded machine): wait for the line.
+    deadline = time.time() + 10
+    while not (m := re.search(r"(dak_[A-Za-z0-9_-]+)", s.stderr())) and time.time() < deadline:
+        time.sleep(0.05)
     ok(m is not None, "without DENV_BOOTSTRAP_KEY a dak_ key is printed to stderr", s.stderr())
     key = m.group(1) if m else "dak_x"
     st, doc, _ = s.call("GET", "/v1/me", key=key)
