@@ -852,6 +852,11 @@ const char *cp_drv_token(const struct json *cloud, const char *provider, const c
 void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result);
 /* Finish with "provider: kind: message" (logged). */
 void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Send one provider call (method url, headers, body) as op's call in flight,
+ * answered through fn(arg); -1 after cp_drv_fail naming what (the call's
+ * short name in the error) when it cannot start. */
+int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const char *body,
+		size_t len, size_t max_body, http_aclient_fn fn, void *arg, const char *what);
 /* A call's answer: true when it is a 2xx for the driver to read; else op
  * is finished here (failed in name's words, or done when env.destroy finds
  * the sandbox already gone). */

@@ -395,3 +395,23 @@ struct json *cp_drv_put_result(const struct cp_drv_op *op, size_t n)
 	return cp_obj("path", json_new_str(path ? path : json_get_str(op->payload, "target")), "files",
 		      json_new_int((int64_t)n), NULL);
 }
+
+int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const char *body,
+		size_t len, size_t max_body, http_aclient_fn fn, void *arg, const char *what)
+{
+	struct http_client_req req = { 0 };
+	struct err e;
+
+	req.method = method;
+	req.url = url;
+	req.headers = headers;
+	req.body = body;
+	req.body_len = len;
+	req.timeout_ms = (int)op->timeout_ms;
+	op->call = http_aclient_do(cp_aclient(op->cp), &req, max_body, fn, arg, &e);
+	if (!op->call) {
+		cp_drv_fail(op, "%s %s: %s", method, what, e.msg);
+		return -1;
+	}
+	return 0;
+}

@@ -74,8 +74,7 @@ static int call(struct dtn_op *op, const char *method, bool toolbox, const char 
 	char url[DTN_URL_MAX], auth[DTN_HEADER_MAX], type[DTN_HEADER_MAX];
 	const char *headers[5];
 	size_t nh = 0;
-	struct http_client_req req = { 0 };
-	struct err e;
+	int rc;
 
 	int k = toolbox ? snprintf(url, sizeof(url), "%s/%s%s", op->toolbox, op->sandbox, path)
 			: snprintf(url, sizeof(url), "%s%s", cp->cfg.daytona_api_url, path);
@@ -93,19 +92,9 @@ static int call(struct dtn_op *op, const char *method, bool toolbox, const char 
 	headers[nh++] = "X-Daytona-Source: denv-cp";
 	headers[nh++] = "User-Agent: denv-cp";
 	headers[nh] = NULL;
-	req.method = method;
-	req.url = url;
-	req.headers = headers;
-	req.body = body;
-	req.body_len = len;
-	req.timeout_ms = (int)op->d.timeout_ms;
-	op->d.call = http_aclient_do(cp_aclient(cp), &req, max_body, answered, op, &e);
+	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, answered, op, toolbox ? "toolbox" : path);
 	memset(auth, 0, sizeof(auth));
-	if (!op->d.call) {
-		cp_drv_fail(&op->d, "%s %s: %s", method, toolbox ? "toolbox" : path, e.msg);
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 static int call_json(struct dtn_op *op, const char *method, bool toolbox, const char *path, const struct json *body)

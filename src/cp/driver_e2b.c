@@ -71,8 +71,7 @@ static int call(struct e2b_op *op, const char *method, bool api, const char *pat
 	char url[E2B_URL_MAX], h[6][E2B_HEADER_MAX];
 	const char *headers[8];
 	size_t nh = 0;
-	struct http_client_req req = { 0 };
-	struct err e;
+	int rc;
 
 	if (api)
 		snprintf(url, sizeof(url), "%s%s", cp->cfg.e2b_api_url, path);
@@ -110,19 +109,9 @@ static int call(struct e2b_op *op, const char *method, bool api, const char *pat
 	}
 	headers[nh++] = "User-Agent: denv-cp";
 	headers[nh] = NULL;
-	req.method = method;
-	req.url = url;
-	req.headers = headers;
-	req.body = body;
-	req.body_len = len;
-	req.timeout_ms = (int)op->d.timeout_ms;
-	op->d.call = http_aclient_do(cp_aclient(cp), &req, max_body, answered, op, &e);
+	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, answered, op, api ? path : "envd");
 	memset(h, 0, sizeof(h));
-	if (!op->d.call) {
-		cp_drv_fail(&op->d, "%s %s: %s", method, api ? path : "envd", e.msg);
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 static int call_json(struct e2b_op *op, const char *method, const char *path, const struct json *body)
