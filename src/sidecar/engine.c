@@ -231,6 +231,26 @@ int engine_container(const char *name, struct engine_ctr *c, struct err *e)
 	return 1;
 }
 
+int engine_container_files(const char *name, struct json **mounts, char *rootfs, size_t n, struct err *e)
+{
+	struct json *o;
+	const char *merged;
+	int rc;
+
+	*mounts = NULL;
+	*rootfs = '\0';
+	if ((rc = get_object("container", name, &o, e)) <= 0)
+		return rc;
+	merged = json_get_str(json_get(json_get(o, "GraphDriver"), "Data"), "MergedDir");
+	if (!merged || !*merged || str_copy(rootfs, n, merged) < 0) {
+		json_free(o);
+		return err_set(e, "container %s: its inspect output names no root directory on the host", name);
+	}
+	*mounts = json_dup(json_get(o, "Mounts"));
+	json_free(o);
+	return 1;
+}
+
 int engine_image(const char *ref, struct engine_img *im, struct err *e)
 {
 	const struct json *digests;

@@ -105,6 +105,8 @@ static void caps_of(const struct json *svc, int64_t *mem, int64_t *pids, double 
 		*mem = SC_DEFAULT_MEMORY_MB;
 	if (*pids <= 0)
 		*pids = SC_DEFAULT_PIDS;
+	if (str_eq(json_get_str(svc, "runtime"), "gvisor"))
+		*pids = RT_GVISOR_PIDS_BASE + *pids * RT_GVISOR_PIDS_EACH;
 	if (*cpus <= 0)
 		*cpus = SC_DEFAULT_CPUS;
 }

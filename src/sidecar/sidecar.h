@@ -402,6 +402,12 @@ struct engine_img {
 	char digest[512];	/* its first repo digest (repo@sha256:...), "" for a local image */
 };
 int engine_container(const char *name, struct engine_ctr *c, struct err *e);
+/* The host's own view of a container's files, for a runtime whose
+ * /proc/<pid>/root is not the container's (gVisor's sandbox process has an
+ * empty root of its own): *mounts is inspect's Mounts (Destination, Source;
+ * the caller frees it), rootfs the storage driver's merged directory.
+ * 1, 0 no such container, -1 e. */
+int engine_container_files(const char *name, struct json **mounts, char *rootfs, size_t n, struct err *e);
 /* POST /containers/<name>/<action> (pause, unpause): 1 done, 0 the API
  * cannot be used (run the CLI instead), -1 Docker refused it (e). */
 int engine_container_do(const char *name, const char *action, struct err *e);
@@ -591,6 +597,13 @@ int fc_check(const char *project, const struct json *clock, const struct json *o
  * no runsc. rt_run_args adds --runtime runsc to a gVisor service's run. */
 #define RT_RUNSC_DOCKER_NAME "runsc"
 #define RT_DAEMON_JSON "/etc/docker/daemon.json"
+/* A gVisor service's pid cap is on the host's cgroup, which holds the
+ * sandbox's own threads too: about 40 at rest and, on the ptrace platform,
+ * about 8 host threads for each process inside (measured with runsc
+ * 20221219). The host cap is scaled so that the service's own cap is what
+ * its processes meet; runsc ends the whole sandbox when a clone fails. */
+#define RT_GVISOR_PIDS_BASE 64
+#define RT_GVISOR_PIDS_EACH 10
 #define RT_DOCKER_PIDFILE "/var/run/docker.pid"
 #define RT_DAEMON_JSON_MAX ((size_t)1 << 20)
 #define RT_RELOAD_WAIT_MS 10000		/* dockerd listing runsc after SIGHUP */

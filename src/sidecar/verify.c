@@ -277,6 +277,7 @@ struct collect {
 	const char *id, *svc;
 	char cname[300], dir[4096], sub[4200];
 	long pid;
+	bool gvisor;			/* its files are seen through Docker's mounts, not /proc */
 	size_t npaths;
 	bool resume;			/* unpause the agent when refused */
 	bool thaw;			/* unpause it after any collect: no snapshot follows (promote's replays) */
@@ -304,12 +305,87 @@ static int freeze(struct collect *c, struct err *e)
 	if ((rc = engine_container(c->cname, &st, e)) <= 0)
 		return rc == 0 ? err_set(e, "cannot read the state of %s: no such container", c->cname) : -1;
 	c->pid = st.pid;
+	c->gvisor = st.gvisor;
 	if (str_eq(st.status, "paused")) {
 		wk_progress("agent service %s is already frozen", c->svc);
 		return 0;
 	}
 	wk_progress("freezing agent service %s", c->svc);
 	return pause_ctl(c->cname, "pause", e);
+}
+
+/* Where path rel ("home/agent/x") of a gVisor container lies on the host:
+ * below the deepest mount whose destination holds it, else below the root
+ * directory; *sub is what remains of rel there ("" for the mount itself). */
+static const char *host_dir_of(const struct json *mounts, const char *rootfs, const char *rel, const char **sub)
+{
+	const char *best = rootfs;
+	size_t best_len = 0;
+
+	*sub = rel;
+	for (size_t i = 0; i < json_len(mounts); i++) {
+		const char *dst = json_get_str(json_at(mounts, i), "Destination");
+		const char *src = json_get_str(json_at(mounts, i), "Source");
+		size_t len = dst ? strlen(dst) : 0;
+
+		if (len < 2 || !src || *dst != '/' || len - 1 <= best_len || strncmp(rel, dst + 1, len - 1) != 0 ||
+		    (rel[len - 1] != '\0' && rel[len - 1] != '/'))
+			continue;
+		best = src;
+		best_len = len - 1;
+		*sub = rel[best_len] ? rel + best_len + 1 : "";
+	}
+	return best;
+}
+
+/* One declared path below the directory fd: missing, or walked into t. */
+static int check_one(struct collect *c, size_t i, int fd, const char *rel, struct vtree *t, struct err *e)
+{
+	bool gone = false;
+	int rc;
+
+	if (!*rel)	/* a mount point itself: a directory, walked whole */
+		return vtree_all(fd, t, e);
+	rc = vtree_path(fd, rel, t, &gone, e);
+	c->missing[i] = c->missing[i] || gone;
+	return rc;
+}
+
+/* Under gVisor the sandbox process's /proc/<pid>/root is gVisor's own empty
+ * root, not the container's: the paths are looked up where Docker keeps
+ * them on the host (the volumes' sources, the merged root directory).
+ * What gVisor keeps only inside its sandbox (a FIFO, a socket made there)
+ * is missing here, and a missing path gives the grader nothing. */
+static int check_source_gvisor(struct collect *c, struct vtree *t, struct err *e)
+{
+	struct json *mounts = NULL;
+	char rootfs[PATH_MAX];
+	int rc;
+
+	if ((rc = engine_container_files(c->cname, &mounts, rootfs, sizeof(rootfs), e)) <= 0)
+		return rc == 0 ? err_set(e, "agent service %s: no container %s", c->svc, c->cname) : -1;
+	rc = 0;
+	/* Pass 0 settles missing for every path, pass 1 walks (as below). */
+	for (int pass = 0; pass < 2 && rc == 0; pass++) {
+		for (size_t i = 0; i < c->npaths && rc == 0 && !t->stop; i++) {
+			const char *sub, *dir = host_dir_of(mounts, rootfs, c->rel[i], &sub);
+			int fd;
+
+			if (pass == 1 && c->missing[i])
+				continue;
+			if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+				rc = err_errno(e, "cannot look into the agent's files (%s)", dir);
+				break;
+			}
+			if (pass == 0)
+				c->missing[i] = *sub && vtree_missing(fd, sub);
+			else
+				rc = check_one(c, i, fd, sub, t, e);
+			sys_close(fd);
+		}
+	}
+	json_free(mounts);
+	return rc;
 }
 
 /* The declared paths in the frozen container itself. Which of them are
@@ -322,20 +398,17 @@ static int check_source(struct collect *c, struct vtree *t, struct err *e)
 
 	if (c->pid <= 0)
 		return err_set(e, "agent service %s has no process to look into", c->svc);
+	if (c->gvisor)
+		return check_source_gvisor(c, t, e);
 	snprintf(root, sizeof(root), "/proc/%ld/root", c->pid);
 	/* Following this one link is the point: it is the container's root. */
 	if ((fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return err_errno(e, "cannot look into the agent's files (%s)", root);
 	for (size_t i = 0; i < c->npaths; i++)
 		c->missing[i] = vtree_missing(fd, c->rel[i]);
-	for (size_t i = 0; i < c->npaths && rc == 0 && !t->stop; i++) {
-		bool gone = false;
-
-		if (c->missing[i])
-			continue;
-		rc = vtree_path(fd, c->rel[i], t, &gone, e);
-		c->missing[i] = c->missing[i] || gone;
-	}
+	for (size_t i = 0; i < c->npaths && rc == 0 && !t->stop; i++)
+		if (!c->missing[i])
+			rc = check_one(c, i, fd, c->rel[i], t, e);
 	sys_close(fd);
 	return rc;
 }

@@ -118,6 +118,8 @@ static void test_argv(void)
 	json_object_set_str(svc, "runtime", "gvisor");
 	ok(render_run_argv("env_x", "ENV_X", svc, "/d/vol", false, false, &a, &e) == 0 &&
 	   has_seq(&a, "--runtime", "runsc"), "a gVisor service runs with --runtime runsc");
+	ok(has_seq(&a, "--pids-limit", "20544"),
+	   "a gVisor service's host pid cap holds its sandbox's threads too (64 + 10 x 2048)");
 	json_object_set_str(svc, "runtime", "runc");
 	av_release(&a);
 	av_init(&a);
@@ -159,6 +161,13 @@ static void test_compose(void)
 	ok(render_compose("env_x", "ENV_X", spec, "/d/vol", true, &b, &e) == 0, "compose renders again");
 	ok(strstr(b.data, "mem_limit: 512m") && strstr(b.data, "pids_limit: 64") && strstr(b.data, "cpus: 1.000"),
 	   "caps rendered");
+	json_object_set_str(json_at(json_get(spec, "services"), 0), "runtime", "gvisor");
+	buf_reset(&b);
+	ok(render_compose("env_x", "ENV_X", spec, "/d/vol", true, &b, &e) == 0 && strstr(b.data, "pids_limit: 704") &&
+	   strstr(b.data, "runtime: runsc"), "under gVisor the host's pid cap is scaled: 64 + 10 x 64");
+	json_object_set_str(json_at(json_get(spec, "services"), 0), "runtime", "runc");
+	buf_reset(&b);
+	ok(render_compose("env_x", "ENV_X", spec, "/d/vol", true, &b, &e) == 0, "compose renders once more");
 	ok(strstr(b.data, "\"K\": \"a: b # c\"") != NULL, "values are quoted scalars");
 	ok(strstr(b.data, "command: [\"sh\", \"-c\", \"echo \\\"hi\\\"\\nx: y\"]") != NULL,
 	   "quotes and newlines are escaped, never structure");
