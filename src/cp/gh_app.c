@@ -421,6 +421,7 @@ struct cp_gh_call *cp_gh_call(struct cp *cp, int64_t installation, const char *m
 	c->installation = installation;
 	str_copy(c->method, sizeof(c->method), method ? method : "GET");
 	snprintf(c->url, sizeof(c->url), "%s%s", cp->cfg.gh_api_url, path);
+	buf_init(&c->body, CP_GITHUB_BODY_MAX);	/* calloc's zero would cap it at nothing */
 	if (body)
 		json_write(&c->body, body, 0);
 	c->max_body = max_body ? max_body : CP_GITHUB_BODY_MAX;
