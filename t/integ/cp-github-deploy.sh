@@ -19,6 +19,7 @@
 # Every wait polls with a deadline; nothing asserts on wall time.
 suite=cp-github-deploy
 . "${DENV_TOP:-$(pwd)}/t/lib/stack-tap.sh"
+. "$top/t/lib/sdk-relay.sh"
 suite_need_stack busybox
 if ! "$PY" -c 'import github, jwt, cryptography' 2>/dev/null; then
 	echo "1..0 # SKIP PyGithub is not installed (t/requirements.txt; t/deps.sh installs it)"
@@ -78,16 +79,7 @@ good=$sha
 
 # ---- the fake, as GitHub's own client sees it ----
 "$PY" "$top/t/cp/github_app_sdk.py" "$gh" "$APP" "$tmp/app.pem" "$INST" "$REPO" "$good" >"$tmp/sdk.out" 2>"$tmp/sdk.err"
-sdkrc=$?
-while read -r line; do
-	case $line in
-	"ok "*) ok 0 "PyGithub: ${line#* - }" ;;
-	"not ok "*) ok 1 "PyGithub: ${line#* - }" ;;
-	"#"*) echo "$line" ;;
-	esac
-done <"$tmp/sdk.out"
-[ "$sdkrc" -eq 0 ]
-ok $? "PyGithub accepts every answer of the fake (exit $sdkrc)" "$tmp/sdk.err"
+sdk_relay "$tmp/sdk.out" $? "$tmp/sdk.err"
 # A token of our own for reading check runs as GitHub has them.
 ghs=$("$PY" -c 'import sys
 from github import Auth, GithubIntegration
