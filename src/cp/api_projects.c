@@ -306,13 +306,55 @@ bad:
 	return -1;
 }
 
+struct json *cp_deploy_put(struct cp *cp, struct st_txn *txn, const char *team_id, const char *pid,
+			   const char *env_name, struct json *spec, struct json *warm, const struct cp_ttl_req *ttl,
+			   struct json *params, char env_id[ID_MAX])
+{
+	const struct json *env = cp_find(cp, "environments", "ProjectID", pid, "Name", env_name);
+	struct json *resp;
+
+	if (env) {
+		str_copy(env_id, ID_MAX, json_get_str(env, "ID"));
+		/* TTLs given with a deploy replace the environment's (ttl.c). */
+		if (ttl && cp_ttl_given(ttl)) {
+			struct json *n = json_dup(env);
+
+			cp_ttl_apply(n, ttl, NULL);
+			st_put(txn, "environments", env_id, n);
+		}
+	} else {
+		/* Deploying to a name the project does not have yet creates it. */
+		struct json *n = cp_env_new(team_id, pid, env_name, "branch");
+
+		if (ttl && cp_ttl_given(ttl))
+			cp_ttl_apply(n, ttl, NULL);
+		str_copy(env_id, ID_MAX, json_get_str(n, "ID"));
+		st_put(txn, "environments", env_id, n);
+	}
+	/* The per-deploy warm overrides the file's (compose.md). */
+	if (!params)
+		params = json_new_object();
+	if (!warm) {
+		const struct json *w = json_get(spec, "warm");
+
+		warm = json_len(w) > 0 ? json_dup(w) : json_new_null();
+	}
+	json_object_set(params, "spec", spec);
+	json_object_set(params, "warm", warm);
+	resp = cp_deployment_create(txn, team_id, pid, env_id, "deploy", params);
+	/* The compose warnings are known now (spec_parse_compose always sets
+	 * them); the resolve phase's evidence repeats them. */
+	json_object_set(resp, "warnings", json_dup(json_get(json_get(params, "spec"), "warnings")));
+	return resp;
+}
+
 static void h_deploy(struct cp *cp, struct http_req *req)
 {
 	const char *env_name = "alpha", *compose = NULL;
 	char pid[ID_MAX], env_id[ID_MAX];
 	struct cp_caller who;
-	const struct json *p, *env;
-	struct json *body = NULL, *spec = NULL, *warm = NULL, *params, *resp;
+	const struct json *p;
+	struct json *body = NULL, *spec = NULL, *warm = NULL, *resp;
 	struct cp_ttl_req ttl;
 	struct st_txn *txn;
 	struct err e;
@@ -337,75 +379,16 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 		goto out;
 	}
 	str_copy(pid, sizeof(pid), json_get_str(p, "ID"));
-	env = cp_find(cp, "environments", "ProjectID", pid, "Name", env_name);
-	if (!env && cp_quota_check(cp, req, who.team_id, CP_QUOTA_ENVS) < 0)
+	if (!cp_find(cp, "environments", "ProjectID", pid, "Name", env_name) &&
+	    cp_quota_check(cp, req, who.team_id, CP_QUOTA_ENVS) < 0)
 		goto out;
 	txn = st_begin(cp->db);
-	if (env) {
-		str_copy(env_id, sizeof(env_id), json_get_str(env, "ID"));
-		/* TTLs given with a deploy replace the environment's (ttl.c). */
-		if (cp_ttl_given(&ttl)) {
-			struct json *n = json_dup(env);
-
-			cp_ttl_apply(n, &ttl, NULL);
-			st_put(txn, "environments", env_id, n);
-		}
-	} else {
-		/* Deploying to a name the project does not have yet creates it. */
-		struct json *n = cp_env_new(who.team_id, pid, env_name, "branch");
-
-		if (cp_ttl_given(&ttl))
-			cp_ttl_apply(n, &ttl, NULL);
-		str_copy(env_id, sizeof(env_id), json_get_str(n, "ID"));
-		st_put(txn, "environments", env_id, n);
-	}
-	/* The per-deploy warm overrides the file's (compose.md). */
-	params = json_new_object();
-	if (!warm) {
-		const struct json *w = json_get(spec, "warm");
-
-		warm = json_len(w) > 0 ? json_dup(w) : json_new_null();
-	}
-	json_object_set(params, "spec", spec);
-	spec = NULL;
-	json_object_set(params, "warm", warm);
-	warm = NULL;
-	resp = cp_deployment_create(txn, who.team_id, pid, env_id, "deploy", params);
-	/* The compose warnings are known now (spec_parse_compose always sets
-	 * them); the resolve phase's evidence repeats them. */
-	json_object_set(resp, "warnings", json_dup(json_get(json_get(params, "spec"), "warnings")));
+	resp = cp_deploy_put(cp, txn, who.team_id, pid, env_name, spec, warm, &ttl, NULL, env_id);
+	spec = warm = NULL;
 	cp_commit_deploy(cp, txn, req, 202, resp, env_id);
 out:
 	json_free(spec);
 	json_free(warm);
-	json_free(body);
-}
-
-static void h_deploy_from_source(struct cp *cp, struct http_req *req)
-{
-	struct cp_caller who;
-	const struct json *p, *s;
-	struct json *body = NULL;
-	const char *branch = NULL, *env = NULL;
-
-	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
-		return;
-	p = cp_team_project(cp, req, who.team_id, http_req_param(req, "project"));
-	if (!p)
-		return;
-	if (!cp->cfg.gh_app_id || !cp->cfg.gh_app_key) {
-		http_respond_error(req, 503, "the GitHub App is not configured on this server");
-		return;
-	}
-	if (!(s = project_source(cp, req, p)) || cp_body(req, &body) < 0)
-		return;
-	if (cp_opt_str(req, body, "branch", &branch) < 0 || cp_opt_str(req, body, "env", &env) < 0)
-		goto out;
-	if (!cp_find(cp, "installations", "TeamID", who.team_id, NULL, NULL))
-		cp_fail(req, 409, "no GitHub installation linked to this team can see %s", json_get_str(s, "Repo"));
-	else	/* needs a GitHub API client to read the compose file: not written yet */
-		http_respond_error(req, 503, "deploy from GitHub: fetching from GitHub is not implemented yet");
-out:
 	json_free(body);
 }
 
@@ -417,8 +400,7 @@ int cp_api_projects(struct cp *cp)
 	    cp_route(cp, "GET", "/v1/projects/{project}/envs", 0, h_project_envs) < 0 ||
 	    cp_route(cp, "GET", "/v1/projects/{project}/source", 0, h_source_get) < 0 ||
 	    cp_route(cp, "POST", "/v1/projects/{project}/source", CP_BODY_JSON, h_source_set) < 0 ||
-	    cp_route(cp, "POST", "/v1/projects/{project}/deploy", CP_BODY_DEPLOY, h_deploy) < 0 ||
-	    cp_route(cp, "POST", "/v1/projects/{project}/deploy-from-source", CP_BODY_JSON, h_deploy_from_source) < 0)
+	    cp_route(cp, "POST", "/v1/projects/{project}/deploy", CP_BODY_DEPLOY, h_deploy) < 0)
 		return -1;
 	return 0;
 }

@@ -50,6 +50,22 @@
 #define CP_GH_LOGIN_MAX 39			/* GitHub's own limit for a login */
 #define CP_GH_NAME_MAX 255			/* a GitHub profile name kept as Name */
 #define CP_GH_CODE_MAX 256			/* the ?code= GitHub sends back */
+#define CP_GH_JWT_MAX 4096			/* the App's RS256 JWT (a 8192-bit key signs in 1366 chars) */
+#define CP_GH_JWT_TTL_S 540			/* the JWT's life: GitHub takes at most ten minutes */
+#define CP_GH_JWT_SKEW_S 60			/* its iat this far back, for clocks that drift */
+#define CP_GH_TOKEN_MARGIN_S 300		/* an installation token is renewed this long before it expires */
+#define CP_GH_TOKENS_MAX 1024			/* installation tokens cached at once */
+#define CP_GH_KEY_MAX ((size_t)64 << 10)	/* DENV_GITHUB_APP_PRIVATE_KEY, as text or its file */
+#define CP_GH_REDIRECTS_MAX 3			/* hops followed to a repository's tarball */
+#define CP_GH_TARBALL_MAX ((size_t)32 << 20)	/* a repository tarball as downloaded (gzip) */
+#define CP_GH_UNPACKED_MAX ((uint64_t)512 << 20)	/* the same, inflated: reading stops past it */
+#define CP_GH_COMPOSE_MAX ((size_t)1 << 20)	/* the compose file taken from it */
+#define CP_GH_TARBALL_TIMEOUT_MS 120000		/* the whole tarball download */
+#define CP_GH_REPOS_PAGES_MAX 10		/* GET /v1/github/repos: pages of 100 read at most */
+#define CP_GH_REF_MAX 255			/* a branch name, a sha, owner/repo */
+#define CP_GH_PER_PAGE 100			/* GitHub's largest page */
+#define CP_GH_PUSH_PROJECTS_MAX 64		/* projects one push deploys (more: an error each) */
+#define CP_GH_COMPOSE_DEFAULT "docker-compose.yaml"	/* a source's compose path (config.md) */
 #define CP_JOIN_TOKEN_TTL_S 3600		/* djt_ join tokens */
 #define CP_EVENTS_MAX 200			/* GET /v1/events answers at most this many */
 #define CP_KEY_TOUCH_MS 60000			/* LastUsedAt is written at most this often per key */
@@ -251,6 +267,10 @@ struct cp_check;
 struct cp_ttl;
 struct cp_idem;
 struct cp_exec_use;
+struct cp_gh_token;
+struct cp_gh_call;
+struct cp_gh_flow;
+struct evp_pkey_st;
 
 struct cp {
 	struct ev *ev;
@@ -285,6 +305,11 @@ struct cp {
 	bool lease_lost;
 	struct cp_pool *pools;		/* warm sandbox pools (pool.c) */
 	struct ev_timer pool_timer;
+	struct evp_pkey_st *gh_key;	/* the GitHub App's private key (gh_app.c) */
+	struct cp_gh_token *gh_tokens;	/* installation tokens until they expire */
+	size_t ngh_tokens;
+	struct cp_gh_call *gh_calls;	/* calls to GitHub as an installation, in flight */
+	struct cp_gh_flow *gh_flows;	/* deploys from GitHub being fetched or watched (gh_deploy.c) */
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -432,6 +457,74 @@ void cp_gh_email_pick(int status, const char *body, size_t len, char email[CP_EM
 /* Whether a sign-in may send the browser to ret afterwards: a path of this
  * server, the console, or a loopback URL. */
 bool cp_gh_return_allowed(const struct cp *cp, const char *ret);
+
+/* ---- the GitHub App (gh_app.c, gh_tarball.c, gh_deploy.c) ---- */
+
+/* Read DENV_GITHUB_APP_PRIVATE_KEY (PEM text, or the path of a file holding
+ * it) when the app is configured. 0, or -1 with e (denv-cp refuses to start). */
+int cp_gh_app_start(struct cp *cp, struct err *e);
+/* Drop the key, the cached tokens, the calls and flows in flight (exit). */
+void cp_gh_app_free(struct cp *cp);
+/* The App's JWT, RS256 over {iat: now - skew, exp: now + ttl, iss: app_id}. */
+int cp_gh_jwt(struct evp_pkey_st *key, const char *app_id, int64_t now_s, char *out, size_t n, struct err *e);
+/* POST /app/installations/{id}/access_tokens's answer: the token and when it
+ * expires (unix seconds). -1 with e naming GitHub's message otherwise. */
+int cp_gh_install_token_answer(int status, const char *body, size_t len, char token[CP_GH_TOKEN_MAX],
+			       int64_t *expires_s, struct err *e);
+/* A call to GitHub's API as an installation: its token (cached, renewed
+ * CP_GH_TOKEN_MARGIN_S before it expires), then method path ("/repos/...",
+ * under DENV_GITHUB_API_URL) with body (NULL: none). A 301, 302, 303 or 307
+ * is followed (CP_GH_REDIRECTS_MAX hops, without the token: a tarball's
+ * codeload URL carries its own). fn runs once from the loop: resp for any
+ * status of the last hop, else resp NULL and error saying why. */
+typedef void (*cp_gh_fn)(struct cp *cp, const struct http_client_resp *resp, const char *error, void *arg);
+struct cp_gh_call *cp_gh_call(struct cp *cp, int64_t installation, const char *method, const char *path,
+			      const struct json *body, size_t max_body, int timeout_ms, cp_gh_fn fn, void *arg);
+/* fn will not be called. NULL is fine. */
+void cp_gh_call_cancel(struct cp *cp, struct cp_gh_call *c);
+/* "HTTP 404: Not Found" from one of GitHub's answers, for our messages. */
+void cp_gh_says(const struct http_client_resp *resp, char *out, size_t n);
+
+/* The file at path (relative to the repository's root) in a GitHub
+ * tarball (gzip, every entry under one top directory): into out (at most
+ * CP_GH_COMPOSE_MAX). Refused: an archive over CP_GH_UNPACKED_MAX
+ * inflated, an entry whose path is absolute or has "..", a path that is a
+ * link or goes through one, a missing file. -1 with e then. */
+int cp_gh_tarball_file(const void *gz, size_t len, const char *path, struct buf *out, struct err *e);
+/* A branch's environment name: every character outside [a-z0-9] as '-'
+ * ("feature/x" is "feature-x"), cut to CP_NAME_MAX. */
+void cp_gh_branch_env(const char *branch, char out[CP_NAME_MAX + 1]);
+
+/* A deploy of a project from its GitHub source (push or deploy-from-source). */
+struct cp_gh_deploy_req {
+	const char *team_id, *project_id;
+	const char *repo;		/* owner/name */
+	int64_t installation;
+	const char *branch;		/* "" or NULL: the repository's default branch, asked from GitHub */
+	const char *sha;		/* "" or NULL: the branch's head, asked from GitHub */
+	const char *env;		/* the environment deployed ("" with branch "": alpha) */
+	const char *compose_path;
+};
+/* The outcome, once: status 202 with resp {deployment, phases, branch, env,
+ * sha} (the callee owns it), else the HTTP status and error (a compose file
+ * missing or refused, GitHub unreachable: no deployment is made). */
+typedef void (*cp_gh_deploy_fn)(struct cp *cp, int status, const struct json *resp, const char *error, void *arg);
+/* Start it: the sha, a check run named denv (in progress), the tarball,
+ * the compose file, the deployment; when the deployment finishes the check
+ * run says success or failure and links to its phase log. The flow runs on
+ * without the caller after cp_gh_deploy_forget. */
+struct cp_gh_flow *cp_gh_deploy(struct cp *cp, const struct cp_gh_deploy_req *rq, cp_gh_deploy_fn fn, void *arg);
+void cp_gh_deploy_forget(struct cp_gh_flow *f);
+/* Drop every flow (exit): their check runs stay as GitHub has them. */
+void cp_gh_flows_free(struct cp *cp);
+struct cp_ttl_req;
+/* Deploy spec (taken) as env_name of project pid in txn, creating the
+ * environment if the project has none of that name: {deployment, phases,
+ * warnings} (api_projects.c, shared with POST /v1/projects/{p}/deploy).
+ * params (taken, may be NULL) gets spec and warm; env_id is the environment's. */
+struct json *cp_deploy_put(struct cp *cp, struct st_txn *txn, const char *team_id, const char *pid,
+			   const char *env_name, struct json *spec, struct json *warm, const struct cp_ttl_req *ttl,
+			   struct json *params, char env_id[ID_MAX]);
 /* The device login waiting for user_code as a person typed it (any case,
  * dash optional), or NULL when it is unknown or expired. */
 struct cp_device *cp_device_find(struct cp *cp, const char *user_code);

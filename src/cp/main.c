@@ -448,6 +448,7 @@ static void cleanup(struct cp *cp)
 	cp_exec_streams_close_all(cp);	/* before the commands they point at */
 	/* Commands before the client: a driver's command cancels its call in flight. */
 	cp_cmd_free_all(cp);
+	cp_gh_app_free(cp);
 	if (cp->aclient)
 		http_aclient_free(cp->aclient);
 	cp_hub_free_all(cp);

@@ -594,9 +594,15 @@ def signed(secret, body):
 
 def test_github_configured(tmp):
     """The GitHub routes with the app and OAuth configured (no GitHub reachable)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
     secret = "whsec-test"
+    pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    # A closed loopback port: GitHub is never reachable from the tests.
     env = {"DENV_BOOTSTRAP_KEY": BOOT_KEY, "DENV_DEV_LOGIN": "1", "DENV_CONSOLE_URL": CONSOLE,
-           "DENV_GITHUB_APP_ID": "1234", "DENV_GITHUB_APP_PRIVATE_KEY": "not-a-real-key",
+           "DENV_GITHUB_APP_ID": "1234", "DENV_GITHUB_APP_PRIVATE_KEY": pem,
+           "DENV_GITHUB_API_URL": "http://127.0.0.1:9",
            "DENV_GITHUB_WEBHOOK_SECRET": secret, "DENV_GITHUB_CLIENT_ID": "Iv1.client",
            "DENV_GITHUB_CLIENT_SECRET": "oauth-secret", "DENV_PUBLIC_URL": "http://cp.example:8080"}
     s = Server(os.path.join(tmp, "gh"), env)
@@ -654,6 +660,8 @@ def test_github_configured(tmp):
                             headers={"X-GitHub-Event": "push", "X-Hub-Signature-256": signed(secret, push)})
         ok(st == 200 and doc["ok"] is True and doc["sha"] == "abc123" and doc["branch"] == "main"
            and len(doc["projects"]) == 1, "push: {ok, sha, branch, projects}", (st, doc))
+        ok("GitHub could not be reached" in doc["projects"][0].get("error", ""),
+           "push with GitHub unreachable: the project's error says so", doc)
     finally:
         is_(s.stop(), 0, "GitHub-configured server exits 0")
 

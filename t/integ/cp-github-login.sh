@@ -12,6 +12,7 @@
 set -u
 top=${DENV_TOP:-$PWD}
 . "$top/t/cli/lib.sh"
+. "$top/t/lib/sdk-relay.sh"
 if [ ! -x "$top/bin/denv" ] || [ ! -x "$top/bin/denv-cp" ]; then
 	echo "1..0 # SKIP bin/denv or bin/denv-cp is not built"
 	exit 0
@@ -90,17 +91,7 @@ start_github --login octo-dev --name "Octo Dev" --email octo@example.com --priva
 
 # ---- the fake, as GitHub's own client sees it ----
 "$PY" "$top/t/cp/github_sdk.py" "$gh" "$CID" "$SECRET" octo-dev octo@example.com >"$tmp/sdk.out" 2>"$tmp/sdk.err"
-sdkrc=$?
-while read -r line; do
-	case $line in
-	"ok "*) ok 0 "PyGithub: ${line#* - }" ;;
-	"not ok "*) ok 1 "PyGithub: ${line#* - }" ;;
-	"#"*) echo "$line" ;;
-	esac
-done <"$tmp/sdk.out"
-[ "$sdkrc" -eq 0 ] && [ -s "$tmp/sdk.out" ]
-ok $? "PyGithub accepts every answer of the fake (exit $sdkrc)"
-[ "$sdkrc" -eq 0 ] || sed 's/^/#   sdk: /' "$tmp/sdk.err" | tail -n 5
+sdk_relay "$tmp/sdk.out" $? "$tmp/sdk.err"
 
 start_cp_at || exit 1
 
