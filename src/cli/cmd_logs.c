@@ -161,6 +161,13 @@ static int run_metrics(struct cli *c, const struct cli_args *a, struct err *e)
 		print_num(json_at(vols, i), "bytes", 1048576.0, 2);
 		printf("\n");
 	}
+	if (json_get(doc, "disk")) {
+		printf("%-20s", "(all volumes)");
+		print_num(json_get(doc, "disk"), "used_bytes", 1048576.0, 2);
+		printf("  of a disk cap of");
+		print_num(json_get(doc, "disk"), "limit_mb", 1.0, 0);
+		printf(" MiB\n");
+	}
 	json_free(doc);
 	return 0;
 }

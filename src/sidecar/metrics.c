@@ -1,8 +1,9 @@
 /* metrics.c: env.metrics: what each service's container uses now, read from
  * its cgroups (v1: cpuacct, memory, pids controllers; v2: the unified
  * cgroup's cpu.stat, memory.current and pids.current), and the bytes each
- * volume takes on the storage backend. A read, so it runs beside anything
- * else on the environment (dispatch.c). A service whose container is not
+ * volume takes on the storage backend, with the disk cap they count
+ * against. A read, so it runs beside anything else on the environment
+ * (dispatch.c). A service whose container is not
  * running reports its status and no figures. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,23 @@ static struct json *volume_metrics(struct wk *w, const struct json *spec, const 
 	return out;
 }
 
+/* {limit_mb (null: no cap), used_bytes (what the volumes take; null when
+ * one could not be read)}: the disk cap beside what fills it. */
+static struct json *disk_metrics(const struct wk *w, const struct json *spec, const struct json *vols)
+{
+	struct json *o = json_new_object();
+	int64_t used = 0;
+
+	set_num(o, "limit_mb", disk_cap_mb(w, spec) > 0 ? disk_cap_mb(w, spec) : -1);
+	for (size_t i = 0; i < json_len(vols) && used >= 0; i++) {
+		int64_t b = json_get_int(json_at(vols, i), "bytes", -1);
+
+		used = b >= 0 ? used + b : -1;
+	}
+	set_num(o, "used_bytes", used);
+	return o;
+}
+
 int cmd_env_metrics(struct wk *w, const struct json *payload, struct json **result, struct err *e)
 {
 	struct json *spec = NULL, *order = NULL, *svcs, *vols;
@@ -167,6 +185,7 @@ int cmd_env_metrics(struct wk *w, const struct json *payload, struct json **resu
 	}
 	*result = json_new_object();
 	json_object_set(*result, "services", svcs);
+	json_object_set(*result, "disk", disk_metrics(w, spec, vols));
 	json_object_set(*result, "volumes", vols);
 	json_object_set_str(*result, "storage", storage);
 	json_object_set_int(*result, "sampled_at_ms", clock_now_ms());

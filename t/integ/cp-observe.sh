@@ -90,8 +90,9 @@ ok $? "denv logs: stdout to stdout, stderr to stderr"
 timeout 3 denv logs -f -n 1 "$id" >"$tmp/o" 2>&1
 [ "$(grep -c '^tick' "$tmp/o")" -ge 2 ]
 ok $? "denv logs -f keeps printing new lines"
-denv metrics "$id" >"$tmp/out" 2>&1 && grep -q '^main  *running ' "$tmp/out" && grep -q '^work ' "$tmp/out"
-ok $? "denv metrics: a table of services and volumes"
+denv metrics "$id" >"$tmp/out" 2>&1 && grep -q '^main  *running ' "$tmp/out" && grep -q '^work ' "$tmp/out" &&
+	grep -q '^(all volumes) .* of a disk cap of  *- MiB$' "$tmp/out"
+ok $? "denv metrics: a table of services and volumes, and the (absent) disk cap"
 denv metrics --json "$id" >"$tmp/out" 2>&1 && [ "$(j '.services[0].status')" = running ]
 ok $? "denv metrics --json: the server's answer"
 

@@ -69,6 +69,10 @@ try:
          "the disk-fill attack stops at A's cap with ENOSPC (%d bytes)" % size, r)
     t.ok(before - free_mb(d.data) < 40, "the data dir lost at most the cap (%d MiB before, %d after)"
          % (before, free_mb(d.data)))
+    res, _, _, _ = cp.command("env.metrics", A, {}, timeout=60)
+    dk = ((res or {}).get("payload") or {}).get("disk") or {}
+    t.ok(res and res["ok"] and dk.get("limit_mb") == 32 and 16 << 20 < dk.get("used_bytes", 0) <= 33 << 20,
+         "env.metrics reports A's disk: the cap and what its volumes use", res)
     r = ex(B, "dd if=/dev/zero of=$HOME/f bs=1M count=8 2>&1 | tail -1; ls -l $HOME/f | awk '{print $5}'")
     t.ok(r.get("stdout", "").endswith("8388608\n") and "No space" not in r.get("stdout", ""),
          "B still writes while A is full", r)
