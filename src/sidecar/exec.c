@@ -18,9 +18,14 @@
 #include "sidecar/sidecar.h"
 #include "ws/xframe.h"
 
-static int container_of(struct wk *w, const char *kind, const char *svc, bool paused_ok, char *out, size_t n,
+/* Which states a command takes its service in, beyond running. */
+enum ctr_take { CTR_RUNNING, CTR_PAUSED_TOO, CTR_ENDED_TOO };
+
+static int container_of(struct wk *w, const char *kind, const char *svc, enum ctr_take take, char *out, size_t n,
 			struct err *e)
 {
+	bool paused_ok = take != CTR_RUNNING;
+
 	char project[SC_ID_MAX];
 	struct engine_ctr c;
 	struct err ie;
@@ -47,6 +52,8 @@ static int container_of(struct wk *w, const char *kind, const char *svc, bool pa
 			       "%s: service \"%s\" is frozen by verify (its container is paused); resume it with "
 			       "`denv verify --resume %s` or `denv snapshot %s`",
 			       kind, svc, w->env, w->env);
+	if (take == CTR_ENDED_TOO && (str_eq(c.status, "exited") || str_eq(c.status, "dead")))
+		return 0;
 	if (!str_eq(c.status, "running") && !str_eq(c.status, "paused"))
 		return err_set(e, "%s: service \"%s\" is %s, not running", kind, svc, c.status);
 	return 0;
@@ -54,12 +61,17 @@ static int container_of(struct wk *w, const char *kind, const char *svc, bool pa
 
 int wk_container(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e)
 {
-	return container_of(w, kind, svc, true, out, n, e);
+	return container_of(w, kind, svc, CTR_PAUSED_TOO, out, n, e);
 }
 
 int wk_container_running(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e)
 {
-	return container_of(w, kind, svc, false, out, n, e);
+	return container_of(w, kind, svc, CTR_RUNNING, out, n, e);
+}
+
+int wk_container_ended_too(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e)
+{
+	return container_of(w, kind, svc, CTR_ENDED_TOO, out, n, e);
 }
 
 static struct json *result_of(int exit_code, const struct buf *out, const struct buf *err, bool truncated)

@@ -308,6 +308,9 @@ int wk_container(struct wk *w, const char *kind, const char *svc, char *out, siz
 /* The same, refusing a paused container: the message says it is frozen by
  * verify and how to resume it (env.exec and env.put run inside it). */
 int wk_container_running(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e);
+/* As wk_container, and a service whose container ended (exited, dead) too:
+ * verify.collect scores that as the agent's doing. */
+int wk_container_ended_too(struct wk *w, const char *kind, const char *svc, char *out, size_t n, struct err *e);
 
 typedef int (*wk_fn)(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_host_report(struct wk *w, const struct json *payload, struct json **result, struct err *e);

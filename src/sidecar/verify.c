@@ -278,6 +278,7 @@ struct collect {
 	char cname[300], dir[4096], sub[4200];
 	long pid;
 	bool gvisor;			/* its files are seen through Docker's mounts, not /proc */
+	char ended[200];		/* why the agent's container is gone, when it ended by itself */
 	size_t npaths;
 	bool resume;			/* unpause the agent when refused */
 	bool thaw;			/* unpause it after any collect: no snapshot follows (promote's replays) */
@@ -300,12 +301,20 @@ static int freeze(struct collect *c, struct err *e)
 	struct engine_ctr st;
 	int rc;
 
-	if (wk_container(c->w, "verify.collect", c->svc, c->cname, sizeof(c->cname), e) < 0)
+	if (wk_container_ended_too(c->w, "verify.collect", c->svc, c->cname, sizeof(c->cname), e) < 0)
 		return -1;
 	if ((rc = engine_container(c->cname, &st, e)) <= 0)
 		return rc == 0 ? err_set(e, "cannot read the state of %s: no such container", c->cname) : -1;
 	c->pid = st.pid;
 	c->gvisor = st.gvisor;
+	/* What ran in it ended it (under runc the agent cannot end its pid 1;
+	 * under gVisor a fork bomb ends the sandbox): a finding, not a fault,
+	 * or ending the container would dodge a 0. */
+	if (str_eq(st.status, "exited") || str_eq(st.status, "dead")) {
+		snprintf(c->ended, sizeof(c->ended), "its container ended before collect (%s, exit %d)",
+			 st.status, st.exit_code);
+		return 0;
+	}
 	if (str_eq(st.status, "paused")) {
 		wk_progress("agent service %s is already frozen", c->svc);
 		return 0;
@@ -553,9 +562,13 @@ static int collect_run(struct collect *c, struct json **result, struct err *e)
 	prune_old(c->w);
 	/* From here on the agent is frozen: what its files make fail is a
 	 * finding (a score of 0), never an error (no score at all). */
-	wk_progress("checking %zu path%s in %s", c->npaths, c->npaths == 1 ? "" : "s", c->svc);
-	if (check_source(c, &src, e) < 0)
-		goto out;
+	if (*c->ended) {
+		vtree_refuse(&src, c->svc, c->ended);
+	} else {
+		wk_progress("checking %zu path%s in %s", c->npaths, c->npaths == 1 ? "" : "s", c->svc);
+		if (check_source(c, &src, e) < 0)
+			goto out;
+	}
 	snprintf(path, sizeof(path), "%s/verify", c->w->data);
 	if (fs_mkdir_p(path, 0700, e) < 0 || fresh_dir(c->dir, e) < 0 || fresh_dir(c->sub, e) < 0 ||
 	    (!json_len(src.refused) && copy_and_check(c, &src, &cp, e) < 0)) {
@@ -597,7 +610,7 @@ static int collect_run(struct collect *c, struct json **result, struct err *e)
 		json_free(res);
 		goto out;
 	}
-	if ((json_len(json_get(res, "refused")) && c->resume) || c->thaw)
+	if (((json_len(json_get(res, "refused")) && c->resume) || c->thaw) && !*c->ended)
 		resume_agent(c);
 	*result = res;
 out:

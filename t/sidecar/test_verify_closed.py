@@ -178,6 +178,15 @@ def attacks(env, name):
     rows, forks = graders_of(env)
     cname, paused = box_paused(env)
     t.ok(not rows and not forks and paused, "no grader fork; the agent is still paused", (rows, forks, cname))
+    # An agent that ends its own container (under gVisor a fork bomb does)
+    # gets a 0, not an error that would drop the episode.
+    docker("unpause", cname)
+    docker("kill", cname)
+    rc, out, dd, ph, v = verify(env)
+    t.ok(dd.get("deployment", {}).get("Status") == "succeeded" and v.get("reward") == 0 and
+         v.get("source") == "refused" and any("container ended before collect" in x for x in v.get("refused", [])) and
+         all((ph.get(n) or {}).get("Status") == "skipped" for n in ("clone", "grade")),
+         "the agent's container ended: reward 0, source refused, the reason; no grader fork", (v, ph.get("collect")))
 
 
 # The fork stops at its copy, or before it at denvd's reserve for its own
