@@ -215,8 +215,9 @@ void cp_drv_provider_says(const struct http_client_resp *resp, char *out, size_t
 	const char *m;
 
 	snprintf(out, n, "%d %s", resp->status, http_status_text(resp->status));
+	/* {message}: E2B's and Daytona's; {detail}: Prime's (FastAPI's) */
 	if (resp->body.len && json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) == 0 &&
-	    (m = json_get_str(doc, "message")) && *m) {
+	    (((m = json_get_str(doc, "message")) && *m) || ((m = json_get_str(doc, "detail")) && *m))) {
 		size_t k = strlen(out);
 
 		snprintf(out + k, n - k, ": %.200s", m);
@@ -394,6 +395,23 @@ struct json *cp_drv_put_result(const struct cp_drv_op *op, size_t n)
 
 	return cp_obj("path", json_new_str(path ? path : json_get_str(op->payload, "target")), "files",
 		      json_new_int((int64_t)n), NULL);
+}
+
+void cp_drv_multipart(struct buf *body, char *ctype, size_t n, uint64_t seed, const void *data, size_t len)
+{
+	char boundary[64];
+	unsigned tries = 0;
+
+	/* a boundary the file's bytes do not contain */
+	do
+		snprintf(boundary, sizeof(boundary), "denv-%016" PRIx64 "-%u", seed, tries++);
+	while (len && memmem(data, len, boundary, strlen(boundary)));
+	buf_init(body, CP_ARCHIVE_MAX + 1024);
+	buf_addf(body, "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"file\"\r\n"
+		       "Content-Type: application/octet-stream\r\n\r\n", boundary);
+	buf_add(body, data, len);
+	buf_addf(body, "\r\n--%s--\r\n", boundary);
+	snprintf(ctype, n, "multipart/form-data; boundary=%s", boundary);
 }
 
 int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const char *body,

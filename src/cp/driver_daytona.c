@@ -340,25 +340,15 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 static void put_next(struct dtn_op *op)
 {
 	struct buf path = BUF_INIT, body = BUF_INIT;
-	char boundary[64], ctype[128];
+	char ctype[128];
 	struct cp_drv_file *f;
-	unsigned tries = 0;
 
 	if (op->next >= op->nfiles) {
 		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
 		return;
 	}
 	f = &op->files[op->next++];
-	/* a boundary the file's bytes do not contain */
-	do
-		snprintf(boundary, sizeof(boundary), "denv-%016" PRIx64 "-%u", (uint64_t)op->d.started_ns, tries++);
-	while (f->data.len && memmem(f->data.data, f->data.len, boundary, strlen(boundary)));
-	buf_init(&body, CP_ARCHIVE_MAX + 1024);
-	buf_addf(&body, "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"file\"\r\n"
-		       "Content-Type: application/octet-stream\r\n\r\n", boundary);
-	buf_add(&body, f->data.data, f->data.len);
-	buf_addf(&body, "\r\n--%s--\r\n", boundary);
-	snprintf(ctype, sizeof(ctype), "multipart/form-data; boundary=%s", boundary);
+	cp_drv_multipart(&body, ctype, sizeof(ctype), (uint64_t)op->d.started_ns, f->data.data, f->data.len);
 	buf_adds(&path, "/files/upload-v2?path=");
 	cp_drv_query_escape(&path, f->path);
 	call(op, "POST", true, path.data, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
