@@ -858,6 +858,23 @@ const char *cp_drv_token(const struct json *cloud, const char *provider, const c
 void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result);
 /* Finish with "provider: kind: message" (logged). */
 void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One row of a driver's table: a command kind and the driver's first step for it. */
+struct cp_drv_kind {
+	const char *kind;
+	int step;
+};
+/* kind's step in kinds[0..n), or -1 with refused filled: "provider: kind:
+ * not supported on provider yet" (targets.md's words for what a provider
+ * lacks). */
+int cp_drv_kind_step(const struct cp_drv_kind *kinds, size_t n, const char *provider, const char *kind,
+		     char *refused, size_t rn);
+/* The per-call timeout of an env.exec: its timeout_sec (dflt_s when absent)
+ * plus extra_ms, within timeout_ms when that is set. */
+int64_t cp_drv_exec_timeout_ms(const struct json *payload, int64_t dflt_s, int64_t extra_ms, int64_t timeout_ms);
+/* The environment has no sandbox on the provider (its create did not
+ * finish): env.destroy succeeds, there being nothing to remove; anything
+ * else fails, naming the provider as name. */
+void cp_drv_no_sandbox(struct cp_drv_op *op, const char *name);
 /* body: one multipart/form-data part "file" holding data[0..len), under a
  * boundary (from seed) that the bytes do not contain; ctype (size n) gets
  * the Content-Type to send with it. The providers' upload routes take it. */

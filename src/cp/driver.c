@@ -397,6 +397,31 @@ struct json *cp_drv_put_result(const struct cp_drv_op *op, size_t n)
 		      json_new_int((int64_t)n), NULL);
 }
 
+int cp_drv_kind_step(const struct cp_drv_kind *kinds, size_t n, const char *provider, const char *kind,
+		     char *refused, size_t rn)
+{
+	for (size_t i = 0; i < n; i++)
+		if (str_eq(kinds[i].kind, kind))
+			return kinds[i].step;
+	snprintf(refused, rn, "%s: %s: not supported on %s yet", provider, kind, provider);
+	return -1;
+}
+
+int64_t cp_drv_exec_timeout_ms(const struct json *payload, int64_t dflt_s, int64_t extra_ms, int64_t timeout_ms)
+{
+	int64_t own = json_get_int(payload, "timeout_sec", dflt_s) * 1000 + extra_ms;
+
+	return timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
+}
+
+void cp_drv_no_sandbox(struct cp_drv_op *op, const char *name)
+{
+	if (str_eq(op->kind, "env.destroy"))
+		cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));
+	else
+		cp_drv_fail(op, "environment %s has no %s sandbox (its create did not finish)", op->env_id, name);
+}
+
 void cp_drv_multipart(struct buf *body, char *ctype, size_t n, uint64_t seed, const void *data, size_t len)
 {
 	char boundary[64];

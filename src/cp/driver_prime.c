@@ -667,10 +667,7 @@ static void begin(struct prm_op *op, const struct buf *data)
 		return;
 	}
 	if (load_sandbox(op) < 0) {
-		if (op->step == S_DESTROY)
-			cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* never created */
-		else
-			cp_drv_fail(&op->d, "environment %s has no Prime sandbox (its create did not finish)", op->d.env_id);
+		cp_drv_no_sandbox(&op->d, "Prime");
 		return;
 	}
 	switch (op->step) {
@@ -704,34 +701,23 @@ struct cp_drv_op *cp_prime_start(struct cp *cp, const struct json *cloud, const 
 				 const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
 				 void *arg, char *refused, size_t n)
 {
-	static const struct {
-		const char *kind;
-		enum step step;
-	} kinds[] = {
+	static const struct cp_drv_kind kinds[] = {
 		{ "env.create", S_CREATE },	    { "env.exec", S_EXEC }, { "env.put", S_PUT },
 		{ "env.get", S_GET },		    { "env.snapshot", S_CHECKPOINT }, { "env.fork", S_FORK },
 		{ "env.destroy", S_DESTROY },
 	};
 	const char *token;
 	struct prm_op *op;
-	size_t i;
+	int step;
 
-	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !str_eq(kinds[i].kind, kind); i++)
-		;
-	if (i == sizeof(kinds) / sizeof(kinds[0])) {
-		snprintf(refused, n, "prime: %s: not supported on prime yet", kind);
-		return NULL;
-	}
-	if (!(token = cp_drv_token(cloud, "prime", kind, refused, n)))
+	if ((step = cp_drv_kind_step(kinds, sizeof(kinds) / sizeof(kinds[0]), "prime", kind, refused, n)) < 0 ||
+	    !(token = cp_drv_token(cloud, "prime", kind, refused, n)))
 		return NULL;
 	op = xcalloc(1, sizeof(*op));
 	cp_drv_init(&op->d, cp, "prime", kind, env_id, token, payload, timeout_ms, fn, arg, release);
-	op->step = kinds[i].step;
-	if (op->step == S_EXEC) {
-		int64_t own = json_get_int(op->d.payload, "timeout_sec", PRM_EXEC_TIMEOUT_S) * 1000 + PRM_EXTRA_MS;
-
-		op->d.timeout_ms = timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
-	}
+	op->step = (enum step)step;
+	if (op->step == S_EXEC)
+		op->d.timeout_ms = cp_drv_exec_timeout_ms(op->d.payload, PRM_EXEC_TIMEOUT_S, PRM_EXTRA_MS, timeout_ms);
 	begin(op, data);
 	return &op->d;
 }
