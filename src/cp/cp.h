@@ -875,6 +875,10 @@ int64_t cp_drv_exec_timeout_ms(const struct json *payload, int64_t dflt_s, int64
  * finish): env.destroy succeeds, there being nothing to remove; anything
  * else fails, naming the provider as name. */
 void cp_drv_no_sandbox(struct cp_drv_op *op, const char *name);
+/* The one service of env.create's payload, or NULL after failing op: more
+ * than one (the provider runs one container per environment), or, with
+ * image_for set (what the image is for, in the error), one without an image. */
+const struct json *cp_drv_one_service(struct cp_drv_op *op, const char *image_for);
 /* body: one multipart/form-data part "file" holding data[0..len), under a
  * boundary (from seed) that the bytes do not contain; ctype (size n) gets
  * the Content-Type to send with it. The providers' upload routes take it. */

@@ -422,6 +422,23 @@ void cp_drv_no_sandbox(struct cp_drv_op *op, const char *name)
 		cp_drv_fail(op, "environment %s has no %s sandbox (its create did not finish)", op->env_id, name);
 }
 
+const struct json *cp_drv_one_service(struct cp_drv_op *op, const char *image_for)
+{
+	const struct json *services = json_get(op->payload, "services"), *s = json_at(services, 0);
+	const char *image = json_get_str(s, "image");
+
+	if (json_len(services) != 1) {
+		cp_drv_fail(op, "%s runs one container per environment; use your machines for multi-service stacks "
+			    "(%zu services declared)", op->provider, json_len(services));
+		return NULL;
+	}
+	if (image_for && (!image || !*image)) {
+		cp_drv_fail(op, "service %s has no image %s", json_get_str(s, "name"), image_for);
+		return NULL;
+	}
+	return s;
+}
+
 void cp_drv_multipart(struct buf *body, char *ctype, size_t n, uint64_t seed, const void *data, size_t len)
 {
 	char boundary[64];

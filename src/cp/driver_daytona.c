@@ -136,20 +136,12 @@ static void snap_name(char *out, size_t n, const char *env, const char *name)
 
 static void start_sandbox(struct dtn_op *op, const char *from_snapshot)
 {
-	const struct json *services = json_get(op->d.payload, "services");
-	const struct json *s = json_at(services, 0);
+	const struct json *s = cp_drv_one_service(&op->d, from_snapshot ? NULL : "to build the Daytona sandbox from");
 	const char *image = json_get_str(s, "image");
 	struct json *body;
 
-	if (json_len(services) != 1) {
-		cp_drv_fail(&op->d, "daytona runs one container per environment; use your machines for multi-service stacks "
-			 "(%zu services declared)", json_len(services));
+	if (!s)
 		return;
-	}
-	if (!from_snapshot && (!image || !*image)) {
-		cp_drv_fail(&op->d, "service %s has no image to build the Daytona sandbox from", json_get_str(s, "name"));
-		return;
-	}
 	body = cp_obj("env", cp_drv_env_object(json_get(s, "env")), "labels",
 		      cp_obj("denv_env", json_new_str(op->d.env_id), NULL), NULL);
 	if (from_snapshot) {

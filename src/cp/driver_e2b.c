@@ -145,23 +145,13 @@ static int load_sandbox(struct e2b_op *op)
 
 static void start_create(struct e2b_op *op)
 {
-	const struct json *services = json_get(op->d.payload, "services");
-	const struct json *s = json_at(services, 0);
-	const char *image = json_get_str(s, "image");
-	const struct json *env = json_get(s, "env");
+	const struct json *s = cp_drv_one_service(&op->d, "to use as the E2B template");
 	struct json *body, *vars;
 
-	if (json_len(services) != 1) {
-		cp_drv_fail(&op->d, "e2b runs one container per environment; use your machines for multi-service stacks "
-			 "(%zu services declared)", json_len(services));
+	if (!s)
 		return;
-	}
-	if (!image || !*image) {
-		cp_drv_fail(&op->d, "service %s has no image to use as the E2B template", json_get_str(s, "name"));
-		return;
-	}
-	vars = cp_drv_env_object(env);	/* E2B wants an object */
-	body = cp_obj("templateID", json_new_str(image), "timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), "metadata",
+	vars = cp_drv_env_object(json_get(s, "env"));	/* E2B wants an object */
+	body = cp_obj("templateID", json_new_str(json_get_str(s, "image")), "timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), "metadata",
 		      cp_obj("denv_env", json_new_str(op->d.env_id), NULL), "envVars", vars, NULL);
 	call_json(op, "POST", "/v2/sandboxes", body);
 	json_free(body);

@@ -203,20 +203,11 @@ static struct json *create_body(struct prm_op *op, const struct json *s, const c
 
 static void start_sandbox(struct prm_op *op, const char *checkpoint)
 {
-	const struct json *services = json_get(op->d.payload, "services");
-	const struct json *s = json_at(services, 0);
-	const char *image = json_get_str(s, "image");
+	const struct json *s = cp_drv_one_service(&op->d, checkpoint ? NULL : "for the Prime sandbox");
 	struct json *body;
 
-	if (json_len(services) != 1) {
-		cp_drv_fail(&op->d, "prime runs one container per environment; use your machines for multi-service "
-			    "stacks (%zu services declared)", json_len(services));
+	if (!s)
 		return;
-	}
-	if (!checkpoint && (!image || !*image)) {
-		cp_drv_fail(&op->d, "service %s has no image for the Prime sandbox", json_get_str(s, "name"));
-		return;
-	}
 	body = create_body(op, s, checkpoint);
 	op->deadline_ns = clock_now_ns() + (int64_t)PRM_WAIT_MAX_MS * 1000000;
 	call_json(op, "POST", "/sandbox", body);

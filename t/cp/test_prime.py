@@ -129,6 +129,22 @@ def refusals(s, f, env):
        "a sandbox that ends in ERROR while starting: 502 with Prime's reason", (st, doc))
 
 
+TWO = """services:
+  a:
+    image: denv-test/debian:latest
+  b:
+    image: denv-test/debian:latest
+"""
+
+
+def two_services(s):
+    s.call("POST", "/v1/projects", key=BOOT_KEY, body={"name": "two"})
+    st, doc, _ = s.call("POST", "/v1/projects/two/deploy", key=BOOT_KEY, body={"compose": TWO})
+    d = settled(s, st, doc, timeout=30)
+    ok("prepare" in str(d) and "prime runs one container per environment; use your machines for multi-service "
+       "stacks (2 services declared)" in str(d), "two services on prime: refused at prepare", (st, d))
+
+
 def destroy(s, f, env, sid):
     st, doc, _ = s.call("DELETE", "/v1/envs/%s" % env, key=BOOT_KEY)
     d = settled(s, st, doc)
@@ -164,6 +180,7 @@ def run(s, f):
     by_cli(s, f, env)
     fork = snapshot_fork(s, f, env)
     refusals(s, f, env)
+    two_services(s)
     destroy(s, f, env, sid)
     fork_sid = next(k for k, v in f.live.items() if fork in v["labels"])
     destroy(s, f, fork, fork_sid)

@@ -42,7 +42,6 @@ with it as errorMessage), and FakeAPI's `plan` and `delay`. Run it:
 python3 t/fakes/fake_prime.py [port].
 """
 import datetime
-import email.parser
 import json
 import os
 import struct
@@ -279,7 +278,7 @@ class FakePrime(FakeAPI):
                 return 200, {"content": r.stdout.decode("utf-8", "replace"), "size": len(r.stdout)}
             return 200, r.stdout, {"Content-Type": "application/octet-stream"}
         if method == "POST" and rest == "/upload":
-            data = self.upload(headers)
+            data = self.multipart_file(headers)
             if data is None:
                 return self.error(422, "no file in the request")
             r = docker("exec", "-i", sb["container"], "sh", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1"', "sh",
@@ -288,16 +287,6 @@ class FakePrime(FakeAPI):
                 return self.error(500, "write %s: %s" % (p, r.stderr.decode()[-200:]))
             return 200, {"success": True, "path": p, "size": len(data), "timestamp": now()}
         return self.error(404, "Not Found")
-
-    def upload(self, headers):
-        ctype = headers.get("content-type", "")
-        if not ctype.startswith("multipart/form-data"):
-            return None
-        msg = email.parser.BytesParser().parsebytes(b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + self.raw)
-        for part in msg.get_payload() if msg.is_multipart() else []:
-            if part.get_param("name", header="content-disposition") == "file":
-                return part.get_payload(decode=True)
-        return None
 
     def start(self, sb, headers):
         ctype = headers.get("content-type", "")
