@@ -51,7 +51,7 @@ static const struct cli_flag cloud_connect_flags[] = {
 
 static const struct cli_cmd cloud_subs[] = {
 	{ .name = "connect", .args = "<provider>",
-	  .summary = "record a cloud account: manual, hetzner, e2b or daytona",
+	  .summary = "record a cloud account: manual, hetzner, e2b, daytona or prime",
 	  .flags = cloud_connect_flags, .min_pos = 1, .max_pos = 1, .run = run_cloud_connect },
 	{ .name = "list", .summary = "list the team's clouds (secrets masked)", .max_pos = 0,
 	  .run = run_cloud_list },

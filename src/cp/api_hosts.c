@@ -91,8 +91,8 @@ static struct json *cloud_from_body(struct cp *cp, struct http_req *req, const c
 		return NULL;
 	}
 	if (drivers_only ? !cp_provider_is_driver(provider) : !provider_known(provider)) {
-		cp_fail(req, 400, drivers_only ? "provider must be e2b or daytona, got \"%s\""
-					       : "provider must be manual, hetzner, e2b or daytona, got \"%s\"",
+		cp_fail(req, 400, drivers_only ? "provider must be e2b, daytona or prime, got \"%s\""
+					       : "provider must be manual, hetzner, e2b, daytona or prime, got \"%s\"",
 			provider);
 		return NULL;
 	}

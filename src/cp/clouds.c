@@ -1,6 +1,6 @@
 /*
  * clouds.c: what a cloud produces (targets.md, "Clouds and hosts"): the
- * providers, the one driver host of an e2b or daytona cloud (EnsureDriverHosts,
+ * providers, the one driver host of an e2b, daytona or prime cloud (EnsureDriverHosts,
  * shared by GET /v1/targets and placement), and single-use join tokens
  * (shared by POST /v1/join-tokens and the provision phase).
  */
@@ -14,19 +14,21 @@
 
 bool cp_provider_is_driver(const char *provider)
 {
-	return str_eq(provider, "e2b") || str_eq(provider, "daytona");
+	return str_eq(provider, "e2b") || str_eq(provider, "daytona") || str_eq(provider, "prime");
 }
 
 /* The static capability row of a hosted provider (targets.md). */
 struct json *cp_provider_table(const char *provider)
 {
 	static const struct {
-		const char *provider, *snapshot, *fork, *fork_time, *egress, *gpu, *notes;
+		const char *provider, *snapshot, *fork, *fork_time, *egress, *caps, *gpu, *notes;
 	} rows[] = {
-		{ "e2b", "pause (sandbox persisted)", "", "n/a", "provider network config", "no",
+		{ "e2b", "pause (sandbox persisted)", "", "n/a", "provider network config", "provider tier", "no",
 		  "one sandbox per environment; pause/resume keeps state, no branch" },
-		{ "daytona", "snapshot to image", "new sandbox from snapshot", "tens of seconds", "limited", "partial",
-		  "" },
+		{ "daytona", "snapshot to image", "new sandbox from snapshot", "tens of seconds", "limited",
+		  "provider tier", "partial", "" },
+		{ "prime", "snapshot", "new sandbox from snapshot", "seconds", "yes", "per sandbox", "yes",
+		  "filesystem checkpoints; a fork is a new sandbox restored from one" },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -41,7 +43,7 @@ struct json *cp_provider_table(const char *provider)
 		json_object_set_str(t, "fork", rows[i].fork);
 		json_object_set_str(t, "fork_time", rows[i].fork_time);
 		json_object_set_str(t, "egress_deny", rows[i].egress);
-		json_object_set_str(t, "caps", "provider tier");
+		json_object_set_str(t, "caps", rows[i].caps);
 		json_object_set_str(t, "gpu", rows[i].gpu);
 		json_object_set_bool(t, "verify", false);
 		json_object_set_str(t, "notes", rows[i].notes);

@@ -264,7 +264,7 @@ static void drive(struct cp_cmd *cmd)
 		struct cp_drv_op *(*start)(struct cp *, const struct json *, const char *, const char *,
 					   const struct json *, const struct buf *, int64_t, cp_drv_fn, void *, char *,
 					   size_t);
-	} drivers[] = { { "e2b", cp_e2b_start }, { "daytona", cp_daytona_start } };
+	} drivers[] = { { "e2b", cp_e2b_start }, { "daytona", cp_daytona_start }, { "prime", cp_prime_start } };
 	size_t i;
 
 	for (i = 0; i < sizeof(drivers) / sizeof(drivers[0]) && !str_eq(cmd->driver, drivers[i].provider); i++)

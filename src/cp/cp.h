@@ -168,12 +168,13 @@
 #define CP_HETZNER_API_URL "https://api.hetzner.cloud/v1"
 #define CP_E2B_API_URL "https://api.e2b.app"		/* the e2b SDK's default (api.<E2B_DOMAIN>) */
 #define CP_DAYTONA_API_URL "https://app.daytona.io/api"	/* the daytona SDK's default */
+#define CP_PRIME_API_URL "https://api.primeintellect.ai/api/v1"	/* prime-sandboxes' default base, its /api/v1 */
 #define CP_TOKEN_CHECK_TIMEOUT_MS 15000		/* a connect waits this long for the provider */
 /* Modal is refused at connect: its sandbox client speaks gRPC to Modal's
  * servers, and this server speaks REST only. */
 #define CP_MODAL_REFUSED "modal: not supported: Modal's sandbox API is gRPC-only (its client library speaks " \
 	"gRPC to Modal's servers) and denv-cp drives providers over REST; run on your own machines, " \
-	"e2b or daytona"
+	"e2b, daytona or prime"
 #define CP_HETZNER_SERVER_TYPE "cpx31"		/* config defaults (targets.md) */
 #define CP_HETZNER_LOCATION "nbg1"
 #define CP_HETZNER_IMAGE "ubuntu-24.04"
@@ -217,6 +218,7 @@ struct cp_config {
 	const char *e2b_api_url;	/* DENV_E2B_API_URL; likewise */
 	const char *e2b_sandbox_url;	/* DENV_E2B_SANDBOX_URL: every sandbox's envd here (tests); NULL: its own host */
 	const char *daytona_api_url;	/* DENV_DAYTONA_API_URL; likewise */
+	const char *prime_api_url;	/* DENV_PRIME_API_URL; likewise */
 	const char *sandbox_idle_ttl;	/* -sandbox-idle-ttl, DENV_SANDBOX_IDLE_TTL; NULL: default */
 	const char *sandbox_max_ttl;	/* -sandbox-max-ttl, DENV_SANDBOX_MAX_TTL; likewise */
 	int64_t sandbox_idle_ttl_s;	/* parsed; 0 none */
@@ -885,7 +887,7 @@ void cp_machine_cancel(struct cp_machine_call *call);
 /* The client for calls to providers, made on first use. */
 struct http_aclient *cp_aclient(struct cp *cp);
 
-/* ---- hosted provider drivers (driver_e2b.c, driver_daytona.c) ---- */
+/* ---- hosted provider drivers (driver_e2b.c, driver_daytona.c, driver_prime.c) ---- */
 
 /* A command run by the control plane against a provider. fn gets the
  * outcome once, never from inside the start call: ok with the result payload
@@ -923,6 +925,10 @@ struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const ch
 struct cp_drv_op *cp_daytona_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
 				   const struct json *payload, const struct buf *data, int64_t timeout_ms,
 				   cp_drv_fn fn, void *arg, char *refused, size_t n);
+/* Likewise on a Prime Intellect target (driver_prime.c). */
+struct cp_drv_op *cp_prime_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
+				 const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
+				 void *arg, char *refused, size_t n);
 /* Drop an operation in flight: fn is not called. NULL is fine. */
 void cp_drv_cancel(struct cp_drv_op *op);
 
@@ -945,6 +951,31 @@ const char *cp_drv_token(const struct json *cloud, const char *provider, const c
 void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result);
 /* Finish with "provider: kind: message" (logged). */
 void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One row of a driver's table: a command kind and the driver's first step for it. */
+struct cp_drv_kind {
+	const char *kind;
+	int step;
+};
+/* kind's step in kinds[0..n), or -1 with refused filled: "provider: kind:
+ * not supported on provider yet" (targets.md's words for what a provider
+ * lacks). */
+int cp_drv_kind_step(const struct cp_drv_kind *kinds, size_t n, const char *provider, const char *kind,
+		     char *refused, size_t rn);
+/* The per-call timeout of an env.exec: its timeout_sec (dflt_s when absent)
+ * plus extra_ms, within timeout_ms when that is set. */
+int64_t cp_drv_exec_timeout_ms(const struct json *payload, int64_t dflt_s, int64_t extra_ms, int64_t timeout_ms);
+/* The environment has no sandbox on the provider (its create did not
+ * finish): env.destroy succeeds, there being nothing to remove; anything
+ * else fails, naming the provider as name. */
+void cp_drv_no_sandbox(struct cp_drv_op *op, const char *name);
+/* The one service of env.create's payload, or NULL after failing op: more
+ * than one (the provider runs one container per environment), or, with
+ * image_for set (what the image is for, in the error), one without an image. */
+const struct json *cp_drv_one_service(struct cp_drv_op *op, const char *image_for);
+/* body: one multipart/form-data part "file" holding data[0..len), under a
+ * boundary (from seed) that the bytes do not contain; ctype (size n) gets
+ * the Content-Type to send with it. The providers' upload routes take it. */
+void cp_drv_multipart(struct buf *body, char *ctype, size_t n, uint64_t seed, const void *data, size_t len);
 /* Send one provider call (method url, headers, body) as op's call in flight,
  * answered through fn(arg); -1 after cp_drv_fail naming what (the call's
  * short name in the error) when it cannot start. */

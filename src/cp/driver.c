@@ -215,8 +215,9 @@ void cp_drv_provider_says(const struct http_client_resp *resp, char *out, size_t
 	const char *m;
 
 	snprintf(out, n, "%d %s", resp->status, http_status_text(resp->status));
+	/* {message}: E2B's and Daytona's; {detail}: Prime's (FastAPI's) */
 	if (resp->body.len && json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) == 0 &&
-	    (m = json_get_str(doc, "message")) && *m) {
+	    (((m = json_get_str(doc, "message")) && *m) || ((m = json_get_str(doc, "detail")) && *m))) {
 		size_t k = strlen(out);
 
 		snprintf(out + k, n - k, ": %.200s", m);
@@ -394,6 +395,65 @@ struct json *cp_drv_put_result(const struct cp_drv_op *op, size_t n)
 
 	return cp_obj("path", json_new_str(path ? path : json_get_str(op->payload, "target")), "files",
 		      json_new_int((int64_t)n), NULL);
+}
+
+int cp_drv_kind_step(const struct cp_drv_kind *kinds, size_t n, const char *provider, const char *kind,
+		     char *refused, size_t rn)
+{
+	for (size_t i = 0; i < n; i++)
+		if (str_eq(kinds[i].kind, kind))
+			return kinds[i].step;
+	snprintf(refused, rn, "%s: %s: not supported on %s yet", provider, kind, provider);
+	return -1;
+}
+
+int64_t cp_drv_exec_timeout_ms(const struct json *payload, int64_t dflt_s, int64_t extra_ms, int64_t timeout_ms)
+{
+	int64_t own = json_get_int(payload, "timeout_sec", dflt_s) * 1000 + extra_ms;
+
+	return timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
+}
+
+void cp_drv_no_sandbox(struct cp_drv_op *op, const char *name)
+{
+	if (str_eq(op->kind, "env.destroy"))
+		cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));
+	else
+		cp_drv_fail(op, "environment %s has no %s sandbox (its create did not finish)", op->env_id, name);
+}
+
+const struct json *cp_drv_one_service(struct cp_drv_op *op, const char *image_for)
+{
+	const struct json *services = json_get(op->payload, "services"), *s = json_at(services, 0);
+	const char *image = json_get_str(s, "image");
+
+	if (json_len(services) != 1) {
+		cp_drv_fail(op, "%s runs one container per environment; use your machines for multi-service stacks "
+			    "(%zu services declared)", op->provider, json_len(services));
+		return NULL;
+	}
+	if (image_for && (!image || !*image)) {
+		cp_drv_fail(op, "service %s has no image %s", json_get_str(s, "name"), image_for);
+		return NULL;
+	}
+	return s;
+}
+
+void cp_drv_multipart(struct buf *body, char *ctype, size_t n, uint64_t seed, const void *data, size_t len)
+{
+	char boundary[64];
+	unsigned tries = 0;
+
+	/* a boundary the file's bytes do not contain */
+	do
+		snprintf(boundary, sizeof(boundary), "denv-%016" PRIx64 "-%u", seed, tries++);
+	while (len && memmem(data, len, boundary, strlen(boundary)));
+	buf_init(body, CP_ARCHIVE_MAX + 1024);
+	buf_addf(body, "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"file\"\r\n"
+		       "Content-Type: application/octet-stream\r\n\r\n", boundary);
+	buf_add(body, data, len);
+	buf_addf(body, "\r\n--%s--\r\n", boundary);
+	snprintf(ctype, n, "multipart/form-data; boundary=%s", boundary);
 }
 
 int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const char *body,

@@ -136,20 +136,12 @@ static void snap_name(char *out, size_t n, const char *env, const char *name)
 
 static void start_sandbox(struct dtn_op *op, const char *from_snapshot)
 {
-	const struct json *services = json_get(op->d.payload, "services");
-	const struct json *s = json_at(services, 0);
+	const struct json *s = cp_drv_one_service(&op->d, from_snapshot ? NULL : "to build the Daytona sandbox from");
 	const char *image = json_get_str(s, "image");
 	struct json *body;
 
-	if (json_len(services) != 1) {
-		cp_drv_fail(&op->d, "daytona runs one container per environment; use your machines for multi-service stacks "
-			 "(%zu services declared)", json_len(services));
+	if (!s)
 		return;
-	}
-	if (!from_snapshot && (!image || !*image)) {
-		cp_drv_fail(&op->d, "service %s has no image to build the Daytona sandbox from", json_get_str(s, "name"));
-		return;
-	}
 	body = cp_obj("env", cp_drv_env_object(json_get(s, "env")), "labels",
 		      cp_obj("denv_env", json_new_str(op->d.env_id), NULL), NULL);
 	if (from_snapshot) {
@@ -340,25 +332,15 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 static void put_next(struct dtn_op *op)
 {
 	struct buf path = BUF_INIT, body = BUF_INIT;
-	char boundary[64], ctype[128];
+	char ctype[128];
 	struct cp_drv_file *f;
-	unsigned tries = 0;
 
 	if (op->next >= op->nfiles) {
 		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
 		return;
 	}
 	f = &op->files[op->next++];
-	/* a boundary the file's bytes do not contain */
-	do
-		snprintf(boundary, sizeof(boundary), "denv-%016" PRIx64 "-%u", (uint64_t)op->d.started_ns, tries++);
-	while (f->data.len && memmem(f->data.data, f->data.len, boundary, strlen(boundary)));
-	buf_init(&body, CP_ARCHIVE_MAX + 1024);
-	buf_addf(&body, "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"file\"\r\n"
-		       "Content-Type: application/octet-stream\r\n\r\n", boundary);
-	buf_add(&body, f->data.data, f->data.len);
-	buf_addf(&body, "\r\n--%s--\r\n", boundary);
-	snprintf(ctype, sizeof(ctype), "multipart/form-data; boundary=%s", boundary);
+	cp_drv_multipart(&body, ctype, sizeof(ctype), (uint64_t)op->d.started_ns, f->data.data, f->data.len);
 	buf_adds(&path, "/files/upload-v2?path=");
 	cp_drv_query_escape(&path, f->path);
 	call(op, "POST", true, path.data, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
@@ -451,10 +433,7 @@ static void begin(struct dtn_op *op, const struct buf *data)
 		return;
 	}
 	if (load_sandbox(op) < 0) {
-		if (op->step == S_DESTROY)
-			cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* never created */
-		else
-			cp_drv_fail(&op->d, "environment %s has no Daytona sandbox (its create did not finish)", op->d.env_id);
+		cp_drv_no_sandbox(&op->d, "Daytona");
 		return;
 	}
 	switch (op->step) {
@@ -491,33 +470,22 @@ struct cp_drv_op *cp_daytona_start(struct cp *cp, const struct json *cloud, cons
 				   const struct json *payload, const struct buf *data, int64_t timeout_ms,
 				   cp_drv_fn fn, void *arg, char *refused, size_t n)
 {
-	static const struct {
-		const char *kind;
-		enum step step;
-	} kinds[] = {
+	static const struct cp_drv_kind kinds[] = {
 		{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	    { "env.put", S_PUT },	   { "env.get", S_GET },
 		{ "env.snapshot", S_SNAPSHOT }, { "env.fork", S_FORK }, { "env.destroy", S_DESTROY },
 	};
 	const char *token;
 	struct dtn_op *op;
-	size_t i;
+	int step;
 
-	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !str_eq(kinds[i].kind, kind); i++)
-		;
-	if (i == sizeof(kinds) / sizeof(kinds[0])) {
-		snprintf(refused, n, "daytona: %s: not supported on daytona yet", kind);
-		return NULL;
-	}
-	if (!(token = cp_drv_token(cloud, "daytona", kind, refused, n)))
+	if ((step = cp_drv_kind_step(kinds, sizeof(kinds) / sizeof(kinds[0]), "daytona", kind, refused, n)) < 0 ||
+	    !(token = cp_drv_token(cloud, "daytona", kind, refused, n)))
 		return NULL;
 	op = xcalloc(1, sizeof(*op));
 	cp_drv_init(&op->d, cp, "daytona", kind, env_id, token, payload, timeout_ms, fn, arg, release);
-	op->step = kinds[i].step;
-	if (op->step == S_EXEC) {
-		int64_t own = json_get_int(op->d.payload, "timeout_sec", DTN_EXEC_TIMEOUT_S) * 1000 + DTN_EXTRA_MS;
-
-		op->d.timeout_ms = timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
-	}
+	op->step = (enum step)step;
+	if (op->step == S_EXEC)
+		op->d.timeout_ms = cp_drv_exec_timeout_ms(op->d.payload, DTN_EXEC_TIMEOUT_S, DTN_EXTRA_MS, timeout_ms);
 	begin(op, data);
 	return &op->d;
 }

@@ -37,6 +37,7 @@
 #define E2B_STREAM_MAX ((size_t)16 << 20)	/* a command's whole Connect stream */
 #define E2B_FILES_MAX 256			/* files in one env.put archive */
 #define E2B_EXTRA_MS 10000			/* a command's own timeout plus this, per call */
+#define E2B_EXEC_TIMEOUT_S 120			/* env.exec without timeout_sec */
 
 enum step { S_CREATE, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
 
@@ -144,23 +145,13 @@ static int load_sandbox(struct e2b_op *op)
 
 static void start_create(struct e2b_op *op)
 {
-	const struct json *services = json_get(op->d.payload, "services");
-	const struct json *s = json_at(services, 0);
-	const char *image = json_get_str(s, "image");
-	const struct json *env = json_get(s, "env");
+	const struct json *s = cp_drv_one_service(&op->d, "to use as the E2B template");
 	struct json *body, *vars;
 
-	if (json_len(services) != 1) {
-		cp_drv_fail(&op->d, "e2b runs one container per environment; use your machines for multi-service stacks "
-			 "(%zu services declared)", json_len(services));
+	if (!s)
 		return;
-	}
-	if (!image || !*image) {
-		cp_drv_fail(&op->d, "service %s has no image to use as the E2B template", json_get_str(s, "name"));
-		return;
-	}
-	vars = cp_drv_env_object(env);	/* E2B wants an object */
-	body = cp_obj("templateID", json_new_str(image), "timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), "metadata",
+	vars = cp_drv_env_object(json_get(s, "env"));	/* E2B wants an object */
+	body = cp_obj("templateID", json_new_str(json_get_str(s, "image")), "timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), "metadata",
 		      cp_obj("denv_env", json_new_str(op->d.env_id), NULL), "envVars", vars, NULL);
 	call_json(op, "POST", "/v2/sandboxes", body);
 	json_free(body);
@@ -450,10 +441,7 @@ static void begin(struct e2b_op *op, const struct buf *data)
 		return;
 	}
 	if (load_sandbox(op) < 0) {
-		if (op->step == S_DESTROY)
-			cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));	/* never created */
-		else
-			cp_drv_fail(&op->d, "environment %s has no E2B sandbox (its create did not finish)", op->d.env_id);
+		cp_drv_no_sandbox(&op->d, "E2B");
 		return;
 	}
 	switch (op->step) {
@@ -494,37 +482,26 @@ struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const ch
 			       const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
 			       void *arg, char *refused, size_t n)
 {
-	static const struct {
-		const char *kind;
-		enum step step;
-	} kinds[] = {
+	static const struct cp_drv_kind kinds[] = {
 		{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	{ "env.put", S_PUT },
 		{ "env.get", S_GET },	    { "env.snapshot", S_PAUSE }, { "env.destroy", S_DESTROY },
 	};
 	const char *token;
 	struct e2b_op *op;
-	size_t i;
+	int step;
 
-	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !str_eq(kinds[i].kind, kind); i++)
-		;
 	if (str_eq(kind, "env.fork")) {
 		snprintf(refused, n, "%s", e2b_fork_refused);
 		return NULL;
 	}
-	if (i == sizeof(kinds) / sizeof(kinds[0])) {
-		snprintf(refused, n, "e2b: %s: not supported on e2b yet", kind);
-		return NULL;
-	}
-	if (!(token = cp_drv_token(cloud, "e2b", kind, refused, n)))
+	if ((step = cp_drv_kind_step(kinds, sizeof(kinds) / sizeof(kinds[0]), "e2b", kind, refused, n)) < 0 ||
+	    !(token = cp_drv_token(cloud, "e2b", kind, refused, n)))
 		return NULL;
 	op = xcalloc(1, sizeof(*op));
 	cp_drv_init(&op->d, cp, "e2b", kind, env_id, token, payload, timeout_ms, fn, arg, release);
-	op->step = kinds[i].step;
-	if (op->step == S_EXEC) {
-		int64_t own = json_get_int(op->d.payload, "timeout_sec", 120) * 1000 + E2B_EXTRA_MS;
-
-		op->d.timeout_ms = timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
-	}
+	op->step = (enum step)step;
+	if (op->step == S_EXEC)
+		op->d.timeout_ms = cp_drv_exec_timeout_ms(op->d.payload, E2B_EXEC_TIMEOUT_S, E2B_EXTRA_MS, timeout_ms);
 	begin(op, data);
 	return &op->d;
 }

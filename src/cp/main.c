@@ -128,6 +128,7 @@ static void config_from_env(struct cp_config *c)
 	c->e2b_api_url = env_or("DENV_E2B_API_URL", CP_E2B_API_URL);
 	c->e2b_sandbox_url = env_or("DENV_E2B_SANDBOX_URL", NULL);
 	c->daytona_api_url = env_or("DENV_DAYTONA_API_URL", CP_DAYTONA_API_URL);
+	c->prime_api_url = env_or("DENV_PRIME_API_URL", CP_PRIME_API_URL);
 	c->sandbox_idle_ttl = env_or("DENV_SANDBOX_IDLE_TTL", NULL);
 	c->sandbox_max_ttl = env_or("DENV_SANDBOX_MAX_TTL", NULL);
 	c->sandbox_pool = env_or("DENV_SANDBOX_POOL", NULL);
@@ -479,6 +480,7 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.e2b_api_url);
 	free((char *)cp->cfg.e2b_sandbox_url);
 	free((char *)cp->cfg.daytona_api_url);
+	free((char *)cp->cfg.prime_api_url);
 	free((char *)cp->cfg.gh_api_url);
 	free((char *)cp->cfg.gh_url);
 	free((char *)cp->cfg.db_shown);
@@ -550,6 +552,7 @@ int main(int argc, char **argv)
 	cp.cfg.e2b_api_url = no_trailing_slash(cp.cfg.e2b_api_url);
 	cp.cfg.e2b_sandbox_url = no_trailing_slash(cp.cfg.e2b_sandbox_url);
 	cp.cfg.daytona_api_url = no_trailing_slash(cp.cfg.daytona_api_url);
+	cp.cfg.prime_api_url = no_trailing_slash(cp.cfg.prime_api_url);
 	cp.cfg.gh_api_url = no_trailing_slash(cp.cfg.gh_api_url);
 	cp.cfg.gh_url = no_trailing_slash(cp.cfg.gh_url);
 	log_set_level(cp.cfg.verbose ? LOG_DEBUG : LOG_INFO);

@@ -8,6 +8,7 @@
  *   hetzner  GET {api}/servers?per_page=1   Authorization: Bearer <token>
  *   e2b      GET {api}/v2/sandboxes?limit=1 X-API-KEY: <token>
  *   daytona  GET {api}/sandbox?limit=1      Authorization: Bearer <token>
+ *   prime    GET {api}/sandbox?page=1&per_page=1  Authorization: Bearer <token>
  *
  * A 2xx is accepted; a 401 or 403 is the provider refusing the token (the
  * caller answers 400 with the provider's own words); anything else, and a
@@ -45,6 +46,7 @@ static const struct probe {
 	{ "hetzner", "/servers?per_page=1", "Authorization: Bearer " },
 	{ "e2b", "/v2/sandboxes?limit=1", "X-API-KEY: " },
 	{ "daytona", "/sandbox?limit=1", "Authorization: Bearer " },
+	{ "prime", "/sandbox?page=1&per_page=1", "Authorization: Bearer " },
 };
 
 static const struct probe *probe_of(const char *provider)
@@ -66,6 +68,8 @@ static const char *api_base(const struct cp *cp, const char *provider)
 		return cp->cfg.e2b_api_url;
 	if (str_eq(provider, "daytona"))
 		return cp->cfg.daytona_api_url;
+	if (str_eq(provider, "prime"))
+		return cp->cfg.prime_api_url;
 	return cp->cfg.hetzner_api_url;
 }
 
@@ -79,7 +83,8 @@ static void unlink_check(struct cp_check *c)
 }
 
 /* The provider's own words from its error body: Hetzner's {error: {message}},
- * E2B's {code, message}, Daytona's {statusCode, message, error}. */
+ * E2B's {code, message}, Daytona's {statusCode, message, error}, Prime's
+ * (FastAPI's) {detail}. */
 static const char *provider_message(const struct json *doc)
 {
 	const struct json *err = json_get(doc, "error");
@@ -88,6 +93,9 @@ static const char *provider_message(const struct json *doc)
 	if (m && *m)
 		return m;
 	m = json_get_str(doc, "message");
+	if (m && *m)
+		return m;
+	m = json_get_str(doc, "detail");
 	if (m && *m)
 		return m;
 	m = err && err->type == JSON_STRING ? err->u.str.s : NULL;

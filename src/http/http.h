@@ -354,4 +354,30 @@ void http_acall_cancel(struct http_acall *call);
 int http_url_split(const char *url, bool *tls, char *host, size_t host_size, int *port,
 		   const char **path, struct err *e);
 
+/* ---- Connect RPC streams (connect.c), as the hosted sandboxes' agents speak them ---- */
+
+/* A Connect streaming body is a run of envelopes: one flags byte, a 32-bit
+ * big-endian length, the message. The last one carries HTTP_CONNECT_END and
+ * a JSON end-of-stream message ({} or {"error": {code, message}}). */
+#define HTTP_CONNECT_HEAD 5			/* flags byte and length */
+#define HTTP_CONNECT_COMPRESSED 0x01		/* the message is compressed (we never ask for it) */
+#define HTTP_CONNECT_END 0x02			/* the end-of-stream envelope */
+#define HTTP_CONNECT_MSG_MAX ((size_t)4 << 20)	/* one message we accept, at most */
+#define HTTP_CONNECT_CODE_MAX 40		/* of an error's code, in our words */
+
+/* Append one envelope of msg[0..len) with flags to out. -1 when out's cap is hit. */
+int http_connect_envelope(struct buf *out, unsigned flags, const void *msg, size_t len);
+
+/* Called with each message of a stream before its end; nonzero stops the
+ * walk (its words in why). */
+typedef int (*http_connect_msg_fn)(const char *msg, size_t len, void *arg, char *why, size_t n);
+
+/* Walk a whole Connect streaming body (body[0..len)): fn for each message,
+ * each at most max bytes (0: HTTP_CONNECT_MSG_MAX). 0 when the stream ended
+ * cleanly; -1 with why: cut short, a message over max, a compressed one,
+ * bytes after the end, no end envelope, an end message that is not JSON, or
+ * the end's error as "code: message". */
+int http_connect_stream(const void *body, size_t len, size_t max, http_connect_msg_fn fn, void *arg, char *why,
+			size_t n);
+
 #endif

@@ -31,7 +31,7 @@ E2B = "e2b_token_checked_0123456789"
 DT = "dtn_token_checked_0123456789"
 CLI = os.path.join(T.TOP, "bin", "denv")
 MODAL = ("modal: not supported: Modal's sandbox API is gRPC-only (its client library speaks gRPC to Modal's "
-         "servers) and denv-cp drives providers over REST; run on your own machines, e2b or daytona")
+         "servers) and denv-cp drives providers over REST; run on your own machines, e2b, daytona or prime")
 
 
 def names(s, path, key):

@@ -38,7 +38,6 @@ sandbox answers "creating" before "started"), `start_error` (when set, a
 new sandbox ends in state "error" with it as errorReason), and FakeAPI's
 `plan` and `delay`. Run it: python3 t/fakes/fake_daytona.py [port].
 """
-import email.parser
 import os
 import subprocess
 import sys
@@ -192,7 +191,7 @@ class FakeDaytona(FakeAPI):
                 return self.error(404, "file not found: %s" % p)
             return 200, r.stdout, {"Content-Type": "application/octet-stream"}
         if method == "POST" and path == "/files/upload-v2":
-            data = self.upload(headers)
+            data = self.multipart_file(headers)
             if data is None:
                 return self.error(400, "no file in the request")
             r = docker("exec", "-i", sb["container"], "sh", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1"', "sh",
@@ -201,16 +200,6 @@ class FakeDaytona(FakeAPI):
                 return self.error(500, "write %s: %s" % (p, r.stderr.decode()[-200:]))
             return 200, {"name": p.rsplit("/", 1)[-1], "path": p, "type": "file"}
         return self.not_found(path)
-
-    def upload(self, headers):
-        ctype = headers.get("content-type", "")
-        if not ctype.startswith("multipart/form-data"):
-            return None
-        msg = email.parser.BytesParser().parsebytes(b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + self.raw)
-        for part in msg.get_payload() if msg.is_multipart() else []:
-            if part.get_param("name", header="content-disposition") == "file":
-                return part.get_payload(decode=True)
-        return None
 
     def execute(self, sb, req):
         command = req.get("command")

@@ -8,6 +8,7 @@ check what was sent; `plan` holds (status, body) answers given before
 anything else, in order (an outage, a rate limit); `delay` holds every answer
 that many seconds (a slow provider). Loopback only.
 """
+import email.parser
 import http.server
 import json
 import threading
@@ -99,6 +100,18 @@ class FakeAPI:
                 h.rfile.readline()
         n = int(h.headers.get("Content-Length") or 0)
         return h.rfile.read(n) if n else b""
+
+    def multipart_file(self, headers, name="file"):
+        """The bytes of part name of the multipart/form-data request being
+        answered, or None (another type, no such part)."""
+        ctype = headers.get("content-type", "")
+        if not ctype.startswith("multipart/form-data"):
+            return None
+        msg = email.parser.BytesParser().parsebytes(b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + self.raw)
+        for part in msg.get_payload() if msg.is_multipart() else []:
+            if part.get_param("name", header="content-disposition") == name:
+                return part.get_payload(decode=True)
+        return None
 
     def not_found(self, path):
         return 404, {"message": "Cannot GET %s" % path}

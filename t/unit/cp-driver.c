@@ -173,8 +173,36 @@ static void test_place(void)
 	}
 }
 
+/* The kinds table, an exec's timeout and the multipart body the upload routes take. */
+static void test_kinds_timeout_multipart(void)
+{
+	static const struct cp_drv_kind kinds[] = { { "env.create", 3 }, { "env.exec", 7 } };
+	struct json *p = parse("{\"timeout_sec\":5}"), *none = parse("{}");
+	struct buf body = BUF_INIT;
+	char refused[128] = "", ctype[128];
+	static const char data[] = "--denv-0000000000000001-0 in the file\r\n";
+
+	is_int(cp_drv_kind_step(kinds, 2, "prime", "env.exec", refused, sizeof(refused)), 7, "a kind: its step");
+	ok(cp_drv_kind_step(kinds, 2, "prime", "verify.run", refused, sizeof(refused)) == -1 &&
+	   !strcmp(refused, "prime: verify.run: not supported on prime yet"), "another: -1, in targets.md's words");
+	is_int(cp_drv_exec_timeout_ms(p, 120, 10000, 0), 15000, "exec: its timeout_sec plus the extra");
+	is_int(cp_drv_exec_timeout_ms(none, 120, 10000, 0), 130000, "without one: the default plus the extra");
+	is_int(cp_drv_exec_timeout_ms(p, 120, 10000, 9000), 9000, "within the command's own timeout");
+	cp_drv_multipart(&body, ctype, sizeof(ctype), 1, data, sizeof(data) - 1);
+	ok(!strcmp(ctype, "multipart/form-data; boundary=denv-0000000000000001-1"),
+	   "a boundary the bytes hold is not used: the next one is");
+	buf_addch(&body, '\0');
+	ok(strstr(body.data, "--denv-0000000000000001-1\r\nContent-Disposition: form-data; name=\"file\"; "
+			     "filename=\"file\"\r\n") == body.data && strstr(body.data, data) &&
+	   strstr(body.data, "\r\n--denv-0000000000000001-1--\r\n"), "one part \"file\" with the bytes, closed");
+	buf_release(&body);
+	json_free(p);
+	json_free(none);
+}
+
 int main(void)
 {
+	test_kinds_timeout_multipart();
 	test_place();
 	test_env_and_command();
 	test_text_and_says();

@@ -35,6 +35,9 @@ static const struct {
 	  "daytona: cannot check the token: GET u answered 404 Not Found: Cannot GET /sandbox" },
 	{ "daytona", 500, "", 502, "daytona: cannot check the token: GET u answered 500 Internal Server Error" },
 	{ "e2b", 401, "{\"message\":\"bad\\nkey\\u0007!\"}", 400, "e2b: token refused (401 Unauthorized: bad key !)" },
+	{ "prime", 401, "{\"detail\":\"Invalid API key\"}", 400, "prime: token refused (401 Unauthorized: Invalid API key)" },
+	{ "prime", 422, "{\"detail\":[{\"loc\":[\"query\"],\"msg\":\"bad\"}]}", 502,
+	  "prime: cannot check the token: GET u answered 422 Unprocessable Content" },
 };
 
 int main(void)

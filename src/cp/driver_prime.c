@@ -1,0 +1,714 @@
+/*
+ * driver_prime.c: environment commands on a Prime Intellect target, driven
+ * from the control plane over Prime's sandbox REST API and the gateway in
+ * front of each sandbox (targets.md, "What each driver does today"). Wire
+ * shapes are the prime-sandboxes Python SDK 0.5.1's, which the fake
+ * t/fakes/fake_prime.py is checked against (t/fakes/test_sdk_prime.py):
+ *
+ *   env.create   POST {api}/sandbox {name, docker_image, vm, ...}, then GET {api}/sandbox/{id}
+ *                until RUNNING; a command starts in the background
+ *   env.exec     POST {api}/sandbox/{id}/auth: {gateway_url, user_ns, job_id, token}, then
+ *                POST {gw}/command_session.CommandSession/Start, a Connect server stream in
+ *                the JSON codec (the SDK speaks protobuf; the gateway takes both)
+ *   env.put      POST {gw}/upload?path=P&sandbox_id=ID, multipart part "file", once per file
+ *   env.get      GET  {gw}/download?path=P&sandbox_id=ID, one file, answered as a tar of it
+ *   env.snapshot POST {api}/sandbox/{id}/checkpoints, then GET {api}/sandbox/checkpoints/{cid}
+ *                until DURABLE
+ *   env.fork     POST {api}/sandbox {checkpoint_id, ...}: a new sandbox restored from it
+ *   env.destroy  DELETE {api}/sandbox/{id}
+ *
+ * {api} is DENV_PRIME_API_URL (the SDK's base with its /api/v1); {gw} is
+ * {gateway_url}/{user_ns}/{job_id} as /auth answers it. The cloud's key goes
+ * to the API as a bearer token; the gateway takes /auth's short-lived token
+ * instead, asked for at the start of each operation that needs it and never
+ * stored. The environment's row (Driver) keeps the sandbox id and, per
+ * snapshot name, Prime's checkpoint id, which is how a fork finds its
+ * checkpoint from {from_env, from_snapshot} alone. Egress deny is an empty
+ * network allowlist, Prime's "no destination". Verify and the rest are
+ * refused as targets.md says.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/crypto.h"
+#include "base/enc.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "cp/cp.h"
+
+#define PRM_HEADER_MAX 600		/* one request header with its value */
+#define PRM_URL_MAX 2048
+#define PRM_GATEWAY_MAX (PRM_URL_MAX / 2)	/* the gateway's base, so a route and query fit after it */
+#define PRM_ID_MAX 128			/* a sandbox, checkpoint or job id */
+#define PRM_TOKEN_MAX 512		/* the gateway's token (fits PRM_HEADER_MAX) */
+#define PRM_FILES_MAX 256		/* files in one env.put archive */
+#define PRM_POLL_MS 500			/* between looks at a sandbox or checkpoint */
+#define PRM_WAIT_MAX_MS 300000		/* a sandbox's start or a checkpoint, at most */
+#define PRM_EXTRA_MS 10000		/* a command's own timeout plus this, per call */
+#define PRM_COMMAND_TIMEOUT_S 30	/* starting the service's command in the background */
+#define PRM_EXEC_TIMEOUT_S 120		/* env.exec without timeout_sec */
+#define PRM_SANDBOX_MINUTES 60		/* the sandbox's lifetime at create (the SDK's default) */
+#define PRM_STREAM_MAX ((size_t)16 << 20)	/* a command's whole Connect stream */
+#define PRM_CONNECT_JSON "application/connect+json"
+
+enum step {
+	S_CREATE, S_WAIT, S_AUTH, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_CHECKPOINT, S_CK_WAIT, S_FORK, S_DESTROY
+};
+
+struct prm_op {
+	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
+	enum step step, then;	/* then: the gateway step S_AUTH leads to */
+	char sandbox[PRM_ID_MAX];
+	char checkpoint[PRM_ID_MAX];
+	char gateway[PRM_GATEWAY_MAX];	/* {gateway_url}/{user_ns}/{job_id} */
+	char gw_token[PRM_TOKEN_MAX];	/* wiped at the end */
+	struct cp_drv_file files[PRM_FILES_MAX];
+	size_t nfiles, next;
+	int64_t deadline_ns;	/* of the wait for a start or a checkpoint */
+};
+
+static void release(struct cp_drv_op *d)
+{
+	struct prm_op *op = (struct prm_op *)d;
+
+	cp_drv_files_release(op->files, op->nfiles);
+	memset(op->gw_token, 0, sizeof(op->gw_token));
+	free(op);
+}
+
+static void answered(const struct http_client_resp *resp, const struct err *e, void *arg);
+
+/* One call to the REST API (gateway false, path under {api}) or the gateway. */
+static int call(struct prm_op *op, const char *method, bool gateway, const char *path, const char *ctype,
+		const void *body, size_t len, size_t max_body)
+{
+	char url[PRM_URL_MAX], h[4][PRM_HEADER_MAX];
+	const char *headers[7];
+	size_t nh = 0;
+	int rc, k;
+
+	k = snprintf(url, sizeof(url), "%s%s", gateway ? op->gateway : op->d.cp->cfg.prime_api_url, path);
+	if (k < 0 || (size_t)k >= sizeof(url)) {
+		cp_drv_fail(&op->d, "%s %s: the URL is longer than %d bytes", method, gateway ? "gateway" : path,
+			    PRM_URL_MAX);
+		return -1;
+	}
+	snprintf(h[nh], sizeof(h[nh]), "Authorization: Bearer %s", gateway ? op->gw_token : op->d.token);
+	headers[nh] = h[nh];
+	nh++;
+	if (ctype) {
+		snprintf(h[nh], sizeof(h[nh]), "Content-Type: %s", ctype);
+		headers[nh] = h[nh];
+		nh++;
+	}
+	if (ctype && str_eq(ctype, PRM_CONNECT_JSON)) {
+		headers[nh++] = "Connect-Protocol-Version: 1";
+		snprintf(h[nh], sizeof(h[nh]), "Connect-Timeout-Ms: %" PRId64, op->d.timeout_ms);
+		headers[nh] = h[nh];
+		nh++;
+	}
+	headers[nh++] = "User-Agent: denv-cp";
+	headers[nh] = NULL;
+	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, answered, op, gateway ? "gateway" : path);
+	memset(h, 0, sizeof(h));
+	return rc;
+}
+
+static int call_json(struct prm_op *op, const char *method, const char *path, const struct json *body)
+{
+	char *text = body ? json_to_string(body, JSON_COMPACT) : NULL;
+	int rc = call(op, method, false, path, body ? "application/json" : NULL, text, text ? strlen(text) : 0,
+		      CP_PROVIDER_BODY_MAX);
+
+	free(text);
+	return rc;
+}
+
+/* The answer's body as a JSON object, or NULL after failing op naming what. */
+static struct json *answer_doc(struct prm_op *op, const struct http_client_resp *resp, const char *what)
+{
+	struct json *doc = NULL;
+	struct err pe;
+
+	if (json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0 || doc->type != JSON_OBJECT) {
+		json_free(doc);
+		cp_drv_fail(&op->d, "%s answered %d without a JSON object", what, resp->status);
+		return NULL;
+	}
+	return doc;
+}
+
+/* ---- the environment's row: its sandbox, and its checkpoints by name ---- */
+
+static const struct json *driver_row(struct prm_op *op, const char *env_id)
+{
+	return json_get(st_get(op->d.cp->db, "environments", env_id), "Driver");
+}
+
+static int load_sandbox(struct prm_op *op)
+{
+	const char *id = json_get_str(driver_row(op, op->d.env_id), "sandbox_id");
+
+	if (!id || !*id)
+		return -1;
+	str_copy(op->sandbox, sizeof(op->sandbox), id);
+	return 0;
+}
+
+/* Driver {provider, sandbox_id, checkpoints}, with name -> cid added when given. */
+static void save_driver(struct prm_op *op, const char *name, const char *cid)
+{
+	const struct json *had = json_get(driver_row(op, op->d.env_id), "checkpoints");
+	struct json *cks = had && had->type == JSON_OBJECT ? json_dup(had) : json_new_object();
+
+	if (name && cid)
+		json_object_set_str(cks, name, cid);
+	cp_update(op->d.cp, "environments", op->d.env_id,
+		  cp_obj("Driver", cp_obj("provider", json_new_str("prime"), "sandbox_id", json_new_str(op->sandbox),
+					  "checkpoints", cks, NULL), NULL));
+}
+
+/* ---- env.create and env.fork: a new sandbox, waited for ---- */
+
+static struct json *create_body(struct prm_op *op, const struct json *s, const char *checkpoint)
+{
+	char key[33];
+	unsigned char raw[16];
+	struct err e;
+	struct json *body;
+
+	if (crypto_random(raw, sizeof(raw), &e) < 0)
+		memset(raw, 0, sizeof(raw));
+	enc_hex_write(key, raw, sizeof(raw));
+	key[32] = '\0';
+	body = cp_obj("name", json_new_str(op->d.env_id), "cpu_cores", json_new_int(1), "memory_gb", json_new_int(1),
+		      "timeout_minutes", json_new_int(PRM_SANDBOX_MINUTES), "environment_vars",
+		      cp_drv_env_object(json_get(s, "env")), "labels", json_new_array(), "vm", json_new_bool(true),
+		      "idempotency_key", json_new_str(key), NULL);
+	json_array_push(json_get(body, "labels"), json_new_str("denv"));
+	json_array_push(json_get(body, "labels"), json_new_str(op->d.env_id));
+	if (checkpoint) {
+		json_object_set_str(body, "checkpoint_id", checkpoint);	/* no image nor disk size: the SDK's rule */
+	} else {
+		json_object_set_str(body, "docker_image", json_get_str(s, "image"));
+		json_object_set_int(body, "disk_size_gb", 5);	/* the SDK's default */
+	}
+	if (!str_eq(json_get_str(op->d.payload, "egress"), "allow"))
+		json_object_set(body, "network_allowlist", json_new_array());	/* no destination */
+	return body;
+}
+
+static void start_sandbox(struct prm_op *op, const char *checkpoint)
+{
+	const struct json *s = cp_drv_one_service(&op->d, checkpoint ? NULL : "for the Prime sandbox");
+	struct json *body;
+
+	if (!s)
+		return;
+	body = create_body(op, s, checkpoint);
+	op->deadline_ns = clock_now_ns() + (int64_t)PRM_WAIT_MAX_MS * 1000000;
+	call_json(op, "POST", "/sandbox", body);
+	json_free(body);
+}
+
+static void authorize(struct prm_op *op, enum step then);
+
+/* The sandbox runs: the result, then the service's command in the background. */
+static void running(struct prm_op *op)
+{
+	char took[32];
+	const struct json *c = json_get(json_at(json_get(op->d.payload, "services"), 0), "command");
+	bool allow = str_eq(json_get_str(op->d.payload, "egress"), "allow");
+	struct json *argv = cp_drv_background_argv(c);
+
+	snprintf(took, sizeof(took), "%.3fs", (double)(clock_now_ns() - op->d.started_ns) / 1e9);
+	json_free(op->d.result);
+	op->d.result = cp_obj("endpoints", json_new_object(), op->checkpoint[0] ? "forked_in" : "started_in",
+			      json_new_str(took), "digests", json_new_object(), "storage", json_new_str("prime"),
+			      "egress", json_new_str(allow ? "allow" : "deny"), "sandbox_id", json_new_str(op->sandbox),
+			      NULL);
+	if (!argv) {
+		struct json *res = op->d.result;
+
+		op->d.result = NULL;
+		cp_drv_done(&op->d, true, res);
+		return;
+	}
+	json_free(argv);	/* built again for the call, once the gateway is known */
+	authorize(op, S_COMMAND);
+}
+
+static void look(struct ev *ev, void *arg)
+{
+	struct prm_op *op = arg;
+	char path[PRM_ID_MAX + 64];
+
+	(void)ev;
+	if (op->step == S_CK_WAIT)
+		snprintf(path, sizeof(path), "/sandbox/checkpoints/%s", op->checkpoint);
+	else
+		snprintf(path, sizeof(path), "/sandbox/%s", op->sandbox);
+	call_json(op, "GET", path, NULL);
+}
+
+/* Poll again, or give up past the deadline. */
+static void again(struct prm_op *op, const char *what, const char *state)
+{
+	if (clock_now_ns() > op->deadline_ns)
+		cp_drv_fail(&op->d, "%s still %s after %d s", what, state, PRM_WAIT_MAX_MS / 1000);
+	else
+		ev_timer_start(op->d.cp->ev, &op->d.timer, PRM_POLL_MS, look, op);
+}
+
+static void created(struct prm_op *op, const struct json *doc)
+{
+	const char *id = json_get_str(doc, "id");
+
+	if (!id || !*id || strlen(id) >= sizeof(op->sandbox)) {
+		cp_drv_fail(&op->d, "POST /sandbox answered without a sandbox id");
+		return;
+	}
+	str_copy(op->sandbox, sizeof(op->sandbox), id);
+	save_driver(op, NULL, NULL);
+	log_info("prime", "env %s: sandbox %s created%s%s", op->d.env_id, id, op->checkpoint[0] ? " from checkpoint " : "",
+		 op->checkpoint);
+	op->step = S_WAIT;
+}
+
+/* A sandbox's answer while it is created (S_CREATE, S_FORK) or starts (S_WAIT). */
+static void sandbox_answered(struct prm_op *op, const struct http_client_resp *resp)
+{
+	struct json *doc = answer_doc(op, resp, "the sandbox API");
+	const char *status;
+
+	if (!doc)
+		return;
+	if (op->step == S_CREATE || op->step == S_FORK)
+		created(op, doc);
+	status = json_get_str(doc, "status");
+	if (op->step != S_WAIT) {
+		/* created failed the operation */
+	} else if (!status) {
+		cp_drv_fail(&op->d, "sandbox %s answered without a status", op->sandbox);
+	} else if (str_eq(status, "RUNNING")) {
+		running(op);
+	} else if (str_eq(status, "ERROR") || str_eq(status, "TERMINATED") || str_eq(status, "TIMEOUT")) {
+		const char *type = json_get_str(doc, "errorType"), *why = json_get_str(doc, "errorMessage");
+
+		cp_drv_fail(&op->d, "sandbox %s is %s%s%.60s%s%s%.200s", op->sandbox, status, type ? " (" : "",
+			    type ? type : "", type ? ")" : "", why && *why ? ": " : "", why ? why : "");
+	} else {
+		again(op, op->sandbox, status);
+	}
+	json_free(doc);
+}
+
+/* ---- the gateway: its address and token, then the step it was asked for ---- */
+
+static void authorize(struct prm_op *op, enum step then)
+{
+	char path[PRM_ID_MAX + 32];
+
+	op->then = then;
+	op->step = S_AUTH;
+	snprintf(path, sizeof(path), "/sandbox/%s/auth", op->sandbox);
+	call_json(op, "POST", path, NULL);
+}
+
+static void gateway_step(struct prm_op *op);
+
+static void authorized(struct prm_op *op, const struct http_client_resp *resp)
+{
+	struct json *doc = answer_doc(op, resp, "POST /sandbox/{id}/auth");
+	const char *url, *ns, *job, *token;
+	size_t ulen;
+	int k;
+
+	if (!doc)
+		return;
+	url = json_get_str(doc, "gateway_url");
+	ns = json_get_str(doc, "user_ns");
+	job = json_get_str(doc, "job_id");
+	token = json_get_str(doc, "token");
+	if (!url || (strncmp(url, "https://", 8) && strncmp(url, "http://", 7)) || !ns || !*ns || !job || !*job ||
+	    !token || !*token || strcspn(token, "\r\n") != strlen(token) || strlen(token) >= sizeof(op->gw_token)) {
+		json_free(doc);
+		cp_drv_fail(&op->d, "POST /sandbox/{id}/auth answered without a usable gateway_url, user_ns, job_id and token");
+		return;
+	}
+	for (ulen = strlen(url); ulen && url[ulen - 1] == '/'; ulen--)
+		;
+	k = snprintf(op->gateway, sizeof(op->gateway), "%.*s/%s/%s", (int)ulen, url, ns, job);
+	if (k < 0 || (size_t)k >= sizeof(op->gateway)) {
+		json_free(doc);
+		cp_drv_fail(&op->d, "the gateway's address is longer than %d bytes", PRM_GATEWAY_MAX);
+		return;
+	}
+	str_copy(op->gw_token, sizeof(op->gw_token), token);
+	memset((char *)token, 0, strlen(token));
+	json_free(doc);
+	op->step = op->then;
+	gateway_step(op);
+}
+
+/* ---- env.exec: a Connect server stream in the JSON codec ---- */
+
+static void start_exec(struct prm_op *op, const struct json *cmd)
+{
+	struct json *args, *msg;
+	struct buf b = BUF_INIT;
+	char *text;
+
+	bool strings = json_len(cmd) > 0;
+
+	for (size_t i = 0; strings && i < json_len(cmd); i++)
+		strings = json_at(cmd, i)->type == JSON_STRING;
+	if (!strings) {
+		cp_drv_fail(&op->d, "cmd must be a non-empty array of strings");
+		return;
+	}
+	args = json_new_array();
+	for (size_t i = 1; i < json_len(cmd); i++)
+		json_array_push(args, json_dup(json_at(cmd, i)));
+	msg = cp_obj("command", cp_obj("cmd", json_dup(json_at(cmd, 0)), "args", args, NULL), "stdin",
+		     json_new_bool(false), NULL);
+	text = json_to_string(msg, JSON_COMPACT);
+	json_free(msg);
+	buf_init(&b, 0);
+	http_connect_envelope(&b, 0, text, strlen(text));
+	free(text);
+	call(op, "POST", true, "/command_session.CommandSession/Start", PRM_CONNECT_JSON, b.data, b.len, PRM_STREAM_MAX);
+	buf_release(&b);
+}
+
+struct run {
+	struct buf out, err;
+	int64_t code;
+	bool ended;
+};
+
+/* One StartResponse: {event: {start | data: {stdout | stderr} | end: {exitCode} | keepalive}}. */
+static int run_event(const char *msg, size_t len, void *arg, char *why, size_t n)
+{
+	struct run *r = arg;
+	struct json *m = NULL;
+	const struct json *ev, *data, *end;
+	const char *s;
+	struct err e;
+	int rc = 0;
+
+	if (json_parse(msg, len, NULL, &m, &e) < 0) {
+		snprintf(why, n, "the command stream has a message that is not JSON");
+		return -1;
+	}
+	ev = json_get(m, "event");
+	data = json_get(ev, "data");
+	end = json_get(ev, "end");
+	if (((s = json_get_str(data, "stdout")) && enc_base64_decode(&r->out, s, strlen(s), ENC_BASE64, &e) < 0) ||
+	    ((s = json_get_str(data, "stderr")) && enc_base64_decode(&r->err, s, strlen(s), ENC_BASE64, &e) < 0)) {
+		snprintf(why, n, "the command's output: %.200s", e.msg);
+		rc = -1;
+	} else if (end && (s = json_get_str(end, "error")) && *s) {
+		snprintf(why, n, "the command did not run: %.300s", s);
+		rc = -1;
+	} else if (end) {
+		r->code = json_get_int(end, "exitCode", 0);	/* proto3 JSON leaves a zero out */
+		r->ended = true;
+	}
+	json_free(m);
+	return rc;
+}
+
+static void put_next(struct prm_op *op);
+
+/* What the stream said, for the step that asked. */
+static void ran(struct prm_op *op, struct run *r)
+{
+	struct json *res;
+
+	if (op->step == S_PROBE) {
+		buf_addch(&r->out, '\0');
+		if (cp_drv_probed(&op->d, r->code, r->out.data, op->files, op->nfiles) == 0) {
+			op->step = S_PUT;
+			put_next(op);
+		}
+	} else if (op->step == S_COMMAND) {
+		res = op->d.result;
+		op->d.result = NULL;
+		if (r->code != 0) {
+			json_free(res);
+			cp_drv_fail(&op->d, "the service's command did not start (exit %" PRId64 ")", r->code);
+		} else {
+			cp_drv_done(&op->d, true, res);
+		}
+	} else {
+		cp_drv_done(&op->d, true,
+			    cp_obj("exit_code", json_new_int(r->code), "stdout", cp_drv_text(&r->out), "stderr",
+				   cp_drv_text(&r->err), NULL));
+	}
+}
+
+static void exec_answered(struct prm_op *op, const struct http_client_resp *resp)
+{
+	const char *ctype = http_client_resp_header(resp, "content-type");
+	struct run r = { .code = -1 };
+	char why[ERR_MSG_MAX];
+
+	if (!ctype || strncmp(ctype, PRM_CONNECT_JSON, strlen(PRM_CONNECT_JSON))) {
+		cp_drv_fail(&op->d, "the gateway answered %.80s, not a Connect JSON stream", ctype ? ctype : "no content type");
+		return;
+	}
+	buf_init(&r.out, PRM_STREAM_MAX);
+	buf_init(&r.err, PRM_STREAM_MAX);
+	if (http_connect_stream(resp->body.data, resp->body.len, 0, run_event, &r, why, sizeof(why)) < 0)
+		cp_drv_fail(&op->d, "gateway: %s", why);
+	else if (!r.ended)
+		cp_drv_fail(&op->d, "gateway: the command stream ended before the command did");
+	else
+		ran(op, &r);
+	buf_release(&r.out);
+	buf_release(&r.err);
+}
+
+/* ---- env.put and env.get: the gateway's files routes ---- */
+
+/* "/route?path=P&sandbox_id=ID" into path. */
+static void files_path(struct prm_op *op, struct buf *path, const char *route, const char *file)
+{
+	buf_addf(path, "%s?path=", route);
+	cp_drv_query_escape(path, file);
+	buf_adds(path, "&sandbox_id=");
+	cp_drv_query_escape(path, op->sandbox);
+}
+
+static void put_next(struct prm_op *op)
+{
+	struct buf path = BUF_INIT, body = BUF_INIT;
+	char ctype[128];
+	struct cp_drv_file *f;
+
+	if (op->next >= op->nfiles) {
+		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
+		return;
+	}
+	f = &op->files[op->next++];
+	cp_drv_multipart(&body, ctype, sizeof(ctype), (uint64_t)op->d.started_ns, f->data.data, f->data.len);
+	files_path(op, &path, "/upload", f->path);
+	call(op, "POST", true, path.data, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
+	buf_release(&path);
+	buf_release(&body);
+}
+
+static void gateway_step(struct prm_op *op)
+{
+	struct buf path = BUF_INIT;
+	struct json *argv;
+
+	switch (op->step) {
+	case S_COMMAND:
+		argv = cp_drv_background_argv(json_get(json_at(json_get(op->d.payload, "services"), 0), "command"));
+		start_exec(op, argv);
+		json_free(argv);
+		break;
+	case S_EXEC:
+		start_exec(op, json_get(op->d.payload, "cmd"));
+		break;
+	case S_PROBE:
+		argv = cp_drv_probe_argv(json_get_str(op->d.payload, "target"));
+		start_exec(op, argv);
+		json_free(argv);
+		break;
+	case S_PUT:
+		put_next(op);
+		break;
+	case S_GET:
+		files_path(op, &path, "/download", json_get_str(op->d.payload, "path"));
+		call(op, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
+		break;
+	default:
+		cp_drv_fail(&op->d, "no gateway call for this step");
+		break;
+	}
+	buf_release(&path);
+}
+
+static void got(struct prm_op *op, const struct http_client_resp *resp)
+{
+	struct err te;
+
+	if (cp_drv_tar_one(&op->d.out, json_get_str(op->d.payload, "path"), resp->body.data, resp->body.len, &te) < 0)
+		cp_drv_fail(&op->d, "%s", te.msg);
+	else
+		cp_drv_done(&op->d, true, json_new_object());
+}
+
+/* ---- env.snapshot: a checkpoint, waited until durable ---- */
+
+static void checkpoint_answered(struct prm_op *op, const struct http_client_resp *resp)
+{
+	struct json *doc = answer_doc(op, resp, "the checkpoint API");
+	const char *id, *state, *name = json_get_str(op->d.payload, "name");
+
+	if (!doc)
+		return;
+	if (op->step == S_CHECKPOINT) {
+		id = json_get_str(doc, "id");
+		if (!id || !*id || strlen(id) >= sizeof(op->checkpoint) || strchr(id, '/')) {
+			json_free(doc);
+			cp_drv_fail(&op->d, "POST /sandbox/{id}/checkpoints answered without a checkpoint id");
+			return;
+		}
+		str_copy(op->checkpoint, sizeof(op->checkpoint), id);
+		op->step = S_CK_WAIT;
+	}
+	state = json_get_str(doc, "state");
+	if (state && str_eq(state, "DURABLE")) {
+		save_driver(op, name ? name : "", op->checkpoint);
+		cp_drv_done(&op->d, true, cp_obj("snapshot", json_new_str(name ? name : ""), "datasets", json_new_int(1),
+						 "consistent", json_new_bool(true), "how", json_new_str("prime checkpoint"),
+						 "provider_snapshot", json_new_str(op->checkpoint), NULL));
+	} else if (!state || str_eq(state, "FAILED") || str_eq(state, "DELETING")) {
+		const char *why = json_get_str(doc, "error");
+
+		cp_drv_fail(&op->d, "checkpoint %s is %s%s%.200s", op->checkpoint, state ? state : "without a state",
+			    why && *why ? ": " : "", why ? why : "");
+	} else {
+		again(op, op->checkpoint, state);
+	}
+	json_free(doc);
+}
+
+/* ---- answers ---- */
+
+static void answered(const struct http_client_resp *resp, const struct err *e, void *arg)
+{
+	struct prm_op *op = arg;
+
+	if (!cp_drv_answered(&op->d, "Prime", resp, e))
+		return;
+	switch (op->step) {
+	case S_CREATE:
+	case S_FORK:
+	case S_WAIT:
+		sandbox_answered(op, resp);
+		break;
+	case S_AUTH:
+		authorized(op, resp);
+		break;
+	case S_COMMAND:
+	case S_EXEC:
+	case S_PROBE:
+		exec_answered(op, resp);
+		break;
+	case S_PUT:
+		put_next(op);
+		break;
+	case S_GET:
+		got(op, resp);
+		break;
+	case S_CHECKPOINT:
+	case S_CK_WAIT:
+		checkpoint_answered(op, resp);
+		break;
+	case S_DESTROY:
+		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));
+		break;
+	}
+}
+
+/* ---- entry ---- */
+
+/* env.fork: the checkpoint the source environment's snapshot is. */
+static void begin_fork(struct prm_op *op)
+{
+	const char *from = json_get_str(op->d.payload, "from_env"), *name = json_get_str(op->d.payload, "from_snapshot");
+	const char *cid = json_get_str(json_get(driver_row(op, from ? from : ""), "checkpoints"), name ? name : "");
+
+	if (!cid || !*cid || strlen(cid) >= sizeof(op->checkpoint)) {
+		cp_drv_fail(&op->d, "environment %s has no Prime checkpoint for snapshot %s", from ? from : "?",
+			    name ? name : "?");
+		return;
+	}
+	str_copy(op->checkpoint, sizeof(op->checkpoint), cid);
+	start_sandbox(op, op->checkpoint);
+}
+
+/* By path: extract under it. By target: docker cp's rules, after a look at it. */
+static void begin_put(struct prm_op *op, const struct buf *data)
+{
+	int how = cp_drv_put_begin(&op->d, data, "Prime", op->files, PRM_FILES_MAX, &op->nfiles);
+
+	if (how >= 0)
+		authorize(op, how == 0 ? S_PUT : S_PROBE);
+}
+
+static void begin(struct prm_op *op, const struct buf *data)
+{
+	char path[PRM_ID_MAX + 32];
+
+	if (op->step == S_CREATE) {
+		start_sandbox(op, NULL);
+		return;
+	}
+	if (op->step == S_FORK) {
+		begin_fork(op);
+		return;
+	}
+	if (load_sandbox(op) < 0) {
+		cp_drv_no_sandbox(&op->d, "Prime");
+		return;
+	}
+	switch (op->step) {
+	case S_EXEC:
+		authorize(op, S_EXEC);
+		break;
+	case S_PUT:
+		begin_put(op, data);
+		break;
+	case S_GET:
+		if (!json_get_str(op->d.payload, "path"))
+			cp_drv_fail(&op->d, "path is required");
+		else
+			authorize(op, S_GET);
+		break;
+	case S_CHECKPOINT:
+		op->deadline_ns = clock_now_ns() + (int64_t)PRM_WAIT_MAX_MS * 1000000;
+		snprintf(path, sizeof(path), "/sandbox/%s/checkpoints", op->sandbox);
+		call_json(op, "POST", path, NULL);
+		break;
+	case S_DESTROY:
+		snprintf(path, sizeof(path), "/sandbox/%s", op->sandbox);
+		call_json(op, "DELETE", path, NULL);
+		break;
+	default:
+		break;
+	}
+}
+
+struct cp_drv_op *cp_prime_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
+				 const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
+				 void *arg, char *refused, size_t n)
+{
+	static const struct cp_drv_kind kinds[] = {
+		{ "env.create", S_CREATE },	    { "env.exec", S_EXEC }, { "env.put", S_PUT },
+		{ "env.get", S_GET },		    { "env.snapshot", S_CHECKPOINT }, { "env.fork", S_FORK },
+		{ "env.destroy", S_DESTROY },
+	};
+	const char *token;
+	struct prm_op *op;
+	int step;
+
+	if ((step = cp_drv_kind_step(kinds, sizeof(kinds) / sizeof(kinds[0]), "prime", kind, refused, n)) < 0 ||
+	    !(token = cp_drv_token(cloud, "prime", kind, refused, n)))
+		return NULL;
+	op = xcalloc(1, sizeof(*op));
+	cp_drv_init(&op->d, cp, "prime", kind, env_id, token, payload, timeout_ms, fn, arg, release);
+	op->step = (enum step)step;
+	if (op->step == S_EXEC)
+		op->d.timeout_ms = cp_drv_exec_timeout_ms(op->d.payload, PRM_EXEC_TIMEOUT_S, PRM_EXTRA_MS, timeout_ms);
+	begin(op, data);
+	return &op->d;
+}
