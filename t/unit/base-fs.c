@@ -326,6 +326,28 @@ static void test_prune(void)
 	is_int(fs_prune_files(at("nope"), now, keep_by_name), 0, "a missing dir removes nothing");
 }
 
+static void test_path(void)
+{
+	char path[FS_PATH_MAX], small[16], long_name[FS_PATH_MAX + 10];
+	struct err e;
+
+	err_clear(&e);
+	is_int(fs_path(path, sizeof(path), &e, "%s/envs/%s/spec.json", "/data", "e1"), 0, "a path that fits");
+	is_str(path, "/data/envs/e1/spec.json", "is built whole");
+	is_str(e.msg, "", "and sets no error");
+	is_int(fs_path(small, sizeof(small), &e, "%s/%s", "/data/env", "abcde"), 0,
+	       "exactly 15 bytes fit in 16");
+	is_int(fs_path(small, sizeof(small), &e, "%s/%s", "/data/env", "abcdef"), -1,
+	       "16 bytes do not fit in 16");
+	is_str(small, "", "a path that did not fit leaves \"\", not a shorter path");
+	ok(strstr(e.msg, "path too long (15 bytes at most): /data/env/abcdef") == e.msg,
+	   "the error names the limit and the path (%s)", e.msg);
+	memset(long_name, 'n', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	is_int(fs_path(path, sizeof(path), &e, "/data/%s", long_name), -1, "a name past FS_PATH_MAX fails");
+	ok(strlen(e.msg) < FS_PATH_SHOWN + 64, "its error shows only the path's start (%zu bytes)", strlen(e.msg));
+}
+
 int main(void)
 {
 	umask(022);
@@ -337,6 +359,7 @@ int main(void)
 	test_remove_root_refused();
 	test_remove_deep();
 	test_prune();
+	test_path();
 	{
 		struct err e;
 		ok(fs_fsync_dir(base, &e) == 0, "fsync a directory");
