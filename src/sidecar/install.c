@@ -39,13 +39,16 @@ static const char unit_fmt[] =
 	"[Install]\n"
 	"WantedBy=multi-user.target\n";
 
-static int under(const struct sc_config *c, const char *path, char *out, size_t n, struct err *e)
+/* Make the directory dir (under --root, with dir_mode if new) and put the
+ * path of the file name in it into path (FS_PATH_MAX bytes). */
+static int dest_in(const struct sc_config *c, const char *dir, mode_t dir_mode, const char *name,
+		   char *path, struct err *e)
 {
-	int w = snprintf(out, n, "%s%s", c->root ? c->root : "", path);
+	const char *root = c->root ? c->root : "";
 
-	if (w < 0 || (size_t)w >= n)
-		return err_set(e, "path too long: %s", path);
-	return 0;
+	if (fs_path(path, FS_PATH_MAX, e, "%s%s", root, dir) < 0 || fs_mkdir_p(path, dir_mode, e) < 0)
+		return -1;
+	return fs_path(path, FS_PATH_MAX, e, "%s%s/%s", root, dir, name);
 }
 
 /* A value goes on one KEY=VALUE line: a newline would smuggle in another. */
@@ -59,12 +62,11 @@ static int env_line(struct buf *b, const char *key, const char *val, struct err 
 
 static int write_env(const struct sc_config *c, struct err *e)
 {
-	char path[4096], dir[4096];
+	char path[FS_PATH_MAX];
 	struct buf b = BUF_INIT;
 	int rc;
 
-	if (under(c, "/etc/denv", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0700, e) < 0 ||
-	    under(c, "/etc/denv/denvd.env", path, sizeof(path), e) < 0)
+	if (dest_in(c, "/etc/denv", 0700, "denvd.env", path, e) < 0)
 		return -1;
 	if (env_line(&b, "DENV_SERVER", c->server, e) < 0 || env_line(&b, "DENV_JOIN_TOKEN", c->token, e) < 0 ||
 	    env_line(&b, "DENV_DATA_DIR", c->data_dir, e) < 0 || env_line(&b, "DENV_ZFS_POOL", c->zfs_pool, e) < 0 ||
@@ -90,12 +92,11 @@ static int write_env(const struct sc_config *c, struct err *e)
 
 static int copy_self(const struct sc_config *c, const char *self, struct err *e)
 {
-	char path[4096], dir[4096];
+	char path[FS_PATH_MAX];
 	struct buf bin = BUF_INIT;
 	int rc;
 
-	if (under(c, "/usr/local/bin", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0755, e) < 0 ||
-	    under(c, "/usr/local/bin/denvd", path, sizeof(path), e) < 0)
+	if (dest_in(c, "/usr/local/bin", 0755, "denvd", path, e) < 0)
 		return -1;
 	if (fs_read_file(self, &bin, SC_INSTALL_BIN_MAX, e) < 0)
 		return err_prefix(e, "reading this binary");
@@ -138,12 +139,11 @@ static int unit_path(const char *flag, const char *p, struct err *e)
 
 static int write_unit(const struct sc_config *c, struct err *e)
 {
-	char path[4096], dir[4096];
+	char path[FS_PATH_MAX];
 	struct buf b = BUF_INIT;
 	int rc;
 
-	if (under(c, "/etc/systemd/system", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0755, e) < 0 ||
-	    under(c, "/etc/systemd/system/denvd.service", path, sizeof(path), e) < 0)
+	if (dest_in(c, "/etc/systemd/system", 0755, "denvd.service", path, e) < 0)
 		return -1;
 	buf_addf(&b, unit_fmt, c->state_path, c->verbose ? " -v" : "");
 	rc = fs_write_atomic(path, b.data, b.len, 0644, e);
