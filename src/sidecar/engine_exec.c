@@ -35,7 +35,7 @@ static int create(const char *container, const char *const *argv, const struct e
 		  struct err *e)
 {
 	struct json *body = json_new_object(), *cmd = json_new_array(), *res = NULL;
-	char path[400];
+	char path[SC_RUN_PATH_MAX];
 	int status = 0, rc;
 
 	for (size_t i = 0; argv[i]; i++)
@@ -135,7 +135,7 @@ static int write_all_wait(struct stream *s, const char *p, size_t n, struct err 
 
 static void resize(const char *id, int rows, int cols)
 {
-	char path[300];
+	char path[SC_RUN_PATH_MAX];
 	int status = 0;
 	struct err e;
 
@@ -286,7 +286,7 @@ out:
 /* The exit code; after a timeout, kill the process it still runs. */
 static int finish(const char *id, struct engine_exec *r, struct err *e)
 {
-	char path[300];
+	char path[SC_RUN_PATH_MAX];
 	struct json *res = NULL;
 	int status = 0;
 
@@ -360,7 +360,7 @@ int engine_exec_watch(const char *container, const char *const *argv, int64_t ti
 
 int engine_exec_state(const char *exec_id, int *pid, bool *running, struct err *e)
 {
-	char path[300];
+	char path[SC_RUN_PATH_MAX];
 	struct json *res = NULL;
 	int status = 0;
 

@@ -185,7 +185,7 @@ int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result,
 	const struct json *cmd = json_get(payload, "cmd");
 	int64_t timeout = json_get_int(payload, "timeout_sec", 0);
 	struct engine_exec x;
-	char cname[300];
+	char cname[SC_DOCKER_NAME_MAX];
 	const char **argv;
 	int rc;
 

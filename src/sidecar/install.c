@@ -110,7 +110,7 @@ static int systemctl(const char *a, const char *b, const char *c3, struct err *e
 	const char *argv[] = { "systemctl", a, b, c3, NULL };
 	struct proc_spec s;
 	struct proc_result r;
-	char line[300];
+	char line[SC_DOCKER_LINE_MAX];
 	int rc = 0;
 
 	proc_spec_init(&s, argv);

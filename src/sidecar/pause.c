@@ -107,7 +107,7 @@ static int pause_or_resume(struct wk *w, const struct json *payload, bool pause,
 {
 	const char *kind = pause ? "env.pause" : "env.resume", *svc = json_get_str(payload, "service");
 	struct json *svcs = NULL, *changed = json_new_array(), *marked = json_new_array();
-	char project[SC_ID_MAX], cname[300];
+	char project[SC_ID_MAX], cname[SC_DOCKER_NAME_MAX];
 	size_t n = 0;
 	char **old;
 	struct argv a;

@@ -187,7 +187,7 @@ int render_run_argv(const char *project, const char *env, const struct json *svc
 	const char *name = json_get_str(svc, "name"), *user = json_get_str(svc, "user");
 	const struct json *envs = json_get(svc, "env"), *ports = json_get(svc, "ports");
 	const struct json *cmd = json_get(svc, "command"), *h = json_get(svc, "health");
-	char cname[300];
+	char cname[SC_DOCKER_NAME_MAX];
 	int64_t mem, pids;
 	double cpus;
 
@@ -279,7 +279,7 @@ static void y_service(struct buf *b, const char *project, const char *env, const
 	const struct json *envs = json_get(s, "env"), *h = json_get(s, "health");
 	const struct json *vols = json_get(s, "volumes"), *ports = json_get(s, "ports");
 	const char *name = json_get_str(s, "name"), *user = json_get_str(s, "user");
-	char cname[300];
+	char cname[SC_DOCKER_NAME_MAX];
 	int64_t mem, pids;
 	double cpus;
 
@@ -375,7 +375,7 @@ int render_compose(const char *project, const char *env, const struct json *spec
 	bool publish = str_eq(json_get_str(spec, "egress"), "allow");
 	/* internal is "egress denied and not the leaky test mode" (create.c). */
 	bool networkless = internal && json_len(services) == 1;
-	char net[300];
+	char net[SC_DOCKER_NAME_MAX];
 
 	snprintf(net, sizeof(net), "%s_default", project);
 	buf_adds(out, "# Rendered by denvd from spec.json: the stack as denvd runs it with the docker CLI.\n");

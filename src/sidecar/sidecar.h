@@ -101,6 +101,9 @@ struct http_client;
 #define SC_DOCKER_TIMEOUT_MS 120000	/* one ordinary docker CLI call */
 #define SC_DOCKER_QUICK_MS 15000	/* inspect, ps, version */
 #define SC_DOCKER_OUT_MAX ((size_t)1 << 20)
+#define SC_DOCKER_NAME_MAX 300		/* a container, network, label or tag name we make, NUL included */
+#define SC_DOCKER_LINE_MAX 300		/* the line of docker's stderr an error quotes */
+#define SC_DOCKER_CP_MAX (SC_DOCKER_NAME_MAX + 1 + FC_PATH_MAX + 2)	/* docker cp's "<container>:<path>" */
 #define SC_DEFAULT_MEMORY_MB 4096
 #define SC_DEFAULT_PIDS 2048
 #define SC_DEFAULT_CPUS 2.0
@@ -147,7 +150,7 @@ struct http_client;
 #define SC_ENGINE_BODY_MAX ((size_t)4 << 20)	/* one Engine API response body */
 #define SC_EXEC_HEAD_MAX 16384			/* an exec's response head (API) */
 #define SC_EXEC_READ_CHUNK 65536		/* one read of an exec's stream */
-#define SC_RUN_PATH_MAX 400			/* an Engine API path engine_run.c asks */
+#define SC_RUN_PATH_MAX 400			/* an Engine API path engine_run.c or engine_exec.c asks */
 #define SC_METRICS_FILE_MAX 4096		/* bytes read from one cgroup file */
 #define SC_PAUSE_LIST_MAX ((size_t)64 << 10)	/* the file listing the services the user paused */
 #define SC_READY_TOKENS_MAX 16			/* words of a recognised healthcheck */
