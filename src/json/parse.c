@@ -601,6 +601,35 @@ static struct json *new_container(enum json_type t)
 }
 
 /* Hang v on the open container at the top of the stack (or make it the root). */
+/* true, false or null at *p: the value, with *p moved past it; NULL when
+ * the bytes there are none of the three. */
+static struct json *parse_literal(const unsigned char **p, const unsigned char *end)
+{
+	static const struct {
+		const char *word;
+		enum json_type type;
+		bool b;
+	} literals[] = {
+		{ "true", JSON_BOOL, true },
+		{ "false", JSON_BOOL, false },
+		{ "null", JSON_NULL, false },
+	};
+
+	for (size_t i = 0; i < sizeof(literals) / sizeof(literals[0]); i++) {
+		size_t n = strlen(literals[i].word);
+		struct json *v;
+
+		if ((size_t)(end - *p) < n || memcmp(*p, literals[i].word, n) != 0)
+			continue;
+		v = xmalloc(sizeof(*v));
+		v->type = literals[i].type;
+		v->u.b = literals[i].b;
+		*p += n;
+		return v;
+	}
+	return NULL;
+}
+
 static void attach(struct parser *ps, struct json **root, struct json *v)
 {
 	struct frame *f;
@@ -745,30 +774,9 @@ value:
 			goto out;
 		attach(&ps, &root, v);
 		goto next;
-	case 't':
-		if (end - p < 4 || memcmp(p, "true", 4) != 0)
+	case 't': case 'f': case 'n':
+		if (!(v = parse_literal(&p, end)))
 			break;
-		p += 4;
-		v = xmalloc(sizeof(*v));
-		v->type = JSON_BOOL;
-		v->u.b = true;
-		attach(&ps, &root, v);
-		goto next;
-	case 'f':
-		if (end - p < 5 || memcmp(p, "false", 5) != 0)
-			break;
-		p += 5;
-		v = xmalloc(sizeof(*v));
-		v->type = JSON_BOOL;
-		v->u.b = false;
-		attach(&ps, &root, v);
-		goto next;
-	case 'n':
-		if (end - p < 4 || memcmp(p, "null", 4) != 0)
-			break;
-		p += 4;
-		v = xmalloc(sizeof(*v));
-		v->type = JSON_NULL;
 		attach(&ps, &root, v);
 		goto next;
 	default:
