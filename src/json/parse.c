@@ -689,11 +689,32 @@ static size_t limit_size(const struct json_limits *lim)
 	return lim && lim->max_size ? lim->max_size : JSON_MAX_SIZE_DEFAULT;
 }
 
+/* An object or array opens at *p: attach and push it, then step past the
+ * bracket and white space. 1 when a member follows; 0 when it closed at
+ * once (popped again, *p past the closer); -1 when nested too deep. */
+static int open_container(struct parser *ps, struct json **root, enum json_type type, const unsigned char **p)
+{
+	struct json *v = new_container(type);
+
+	attach(ps, root, v);
+	if (push(ps, *p, v) < 0)
+		return -1;
+	for ((*p)++; *p < ps->end && is_ws[**p]; (*p)++)
+		;
+	if (*p < ps->end && **p == (type == JSON_OBJECT ? '}' : ']')) {
+		pop(ps);
+		(*p)++;
+		return 0;
+	}
+	return 1;
+}
+
 int json_parse(const char *text, size_t len, const struct json_limits *lim,
 	       struct json **out, struct err *e)
 {
 	struct parser ps = { 0 };
 	const unsigned char *p, *end;
+	int opened;
 	struct json *root = NULL, *v = NULL;
 	size_t max_size = limit_size(lim);
 	int rc = -1;
@@ -727,34 +748,18 @@ value:
 	}
 	switch (*p) {
 	case '{':
-		v = new_container(JSON_OBJECT);
-		attach(&ps, &root, v);
-		if (push(&ps, p, v) < 0)
+		if ((opened = open_container(&ps, &root, JSON_OBJECT, &p)) < 0)
 			goto out;
-		p++;
-		while (p < end && is_ws[*p])
-			p++;
-		if (p < end && *p == '}') {
-			pop(&ps);
-			p++;
+		if (opened == 0)
 			goto next;
-		}
 		if (parse_key(&ps, &ps.stack[ps.depth - 1], p, &p) < 0)
 			goto out;
 		goto value;
 	case '[':
-		v = new_container(JSON_ARRAY);
-		attach(&ps, &root, v);
-		if (push(&ps, p, v) < 0)
+		if ((opened = open_container(&ps, &root, JSON_ARRAY, &p)) < 0)
 			goto out;
-		p++;
-		while (p < end && is_ws[*p])
-			p++;
-		if (p < end && *p == ']') {
-			pop(&ps);
-			p++;
+		if (opened == 0)
 			goto next;
-		}
 		goto value;
 	case '"': {
 		char *s;
