@@ -61,19 +61,14 @@ int cli_escape(struct buf *out, const char *s)
 /* The server's {"error": "..."} message, or the status and the body's start. */
 static int http_error(const struct http_client_resp *r, struct err *e)
 {
-	struct json *doc = NULL;
-	struct err ignore;
-	const char *msg = NULL;
+	char msg[ERR_MSG_MAX];
 
-	if (json_parse(r->body.data, r->body.len, NULL, &doc, &ignore) == 0)
-		msg = json_get_str(doc, "error");
-	if (msg && *msg)
+	if (http_client_resp_error(r, msg, sizeof(msg)))
 		err_set(e, "%s", msg);
 	else if (r->body.len)
 		err_set(e, "%d %s: %.200s", r->status, http_status_text(r->status), r->body.data);
 	else
 		err_set(e, "%d %s", r->status, http_status_text(r->status));
-	json_free(doc);
 	e->code = r->status;
 	return -1;
 }
