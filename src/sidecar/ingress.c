@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "base/sys.h"
@@ -76,12 +77,7 @@ static void conn_close(struct conn *c, const char *why)
 		ev_fd_del(g->ev, c->ufd);
 		sys_close(c->ufd);
 	}
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		g->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	DLIST_UNLINK(g->conns, c);
 	free(c);
 	g->nconns--;
 	if (g->paused && g->nconns < IG_MAX_CONNS) {
@@ -266,10 +262,7 @@ static void conn_open(struct ing *g, int cfd, int cport)
 		return;
 	}
 	c->connecting = rc < 0;
-	c->next = g->conns;
-	if (g->conns)
-		g->conns->prev = c;
-	g->conns = c;
+	DLIST_PUSH(g->conns, c);
 	g->nconns++;
 	ev_fd_add(g->ev, c->cfd, 0, on_client, c);
 	ev_fd_add(g->ev, c->ufd, 0, on_upstream, c);
