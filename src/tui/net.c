@@ -124,11 +124,10 @@ static char *path_of(const char *a, const char *key, const char *b)
 /* The server's {"error"} message or the status line. */
 static void http_status_error(const struct http_client_resp *resp, char *out, size_t size)
 {
-	char msg[ERR_MSG_MAX];
+	int k = snprintf(out, size, "%d ", resp->status);
 
-	if (http_client_resp_error(resp, msg, sizeof(msg)))
-		snprintf(out, size, "%d %s", resp->status, msg);
-	else
+	/* The message goes after the status, cut to the room left. */
+	if (k < 0 || (size_t)k >= size || !http_client_resp_error(resp, out + k, size - (size_t)k))
 		snprintf(out, size, "%d %s", resp->status, http_status_text(resp->status));
 }
 
