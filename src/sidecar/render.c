@@ -94,19 +94,28 @@ int render_user(const char *user, long *uid, long *gid)
 	return pw_resolve(user, NULL, uid, gid, &e);
 }
 
-static void caps_of(const struct json *svc, int64_t *mem, int64_t *pids, double *cpus)
-{
-	const struct json *r = json_get(svc, "resources");
+/* What both renderings of a service start from: its container's name and
+ * its caps, the host's defaults where the spec leaves one out. */
+struct svc_run {
+	char cname[SC_DOCKER_NAME_MAX];
+	int64_t mem, pids;
+	double cpus;
+};
 
-	*mem = json_get_int(r, "memory_mb", 0);
-	*pids = json_get_int(r, "pids", 0);
-	*cpus = json_get_double(r, "cpus", 0);
-	if (*mem <= 0)
-		*mem = SC_DEFAULT_MEMORY_MB;
-	if (*pids <= 0)
-		*pids = SC_DEFAULT_PIDS;
-	if (*cpus <= 0)
-		*cpus = SC_DEFAULT_CPUS;
+static void svc_run_of(const char *project, const struct json *svc, struct svc_run *r)
+{
+	const struct json *res = json_get(svc, "resources");
+
+	dk_container(project, json_get_str(svc, "name"), r->cname, sizeof(r->cname));
+	r->mem = json_get_int(res, "memory_mb", 0);
+	r->pids = json_get_int(res, "pids", 0);
+	r->cpus = json_get_double(res, "cpus", 0);
+	if (r->mem <= 0)
+		r->mem = SC_DEFAULT_MEMORY_MB;
+	if (r->pids <= 0)
+		r->pids = SC_DEFAULT_PIDS;
+	if (r->cpus <= 0)
+		r->cpus = SC_DEFAULT_CPUS;
 }
 
 /* Append s single-quoted for /bin/sh (a CMD healthcheck through --health-cmd). */
@@ -187,16 +196,13 @@ int render_run_argv(const char *project, const char *env, const struct json *svc
 	const char *name = json_get_str(svc, "name"), *user = json_get_str(svc, "user");
 	const struct json *envs = json_get(svc, "env"), *ports = json_get(svc, "ports");
 	const struct json *cmd = json_get(svc, "command"), *h = json_get(svc, "health");
-	char cname[SC_DOCKER_NAME_MAX];
-	int64_t mem, pids;
-	double cpus;
+	struct svc_run r;
 
-	caps_of(svc, &mem, &pids, &cpus);
-	dk_container(project, name, cname, sizeof(cname));
+	svc_run_of(project, svc, &r);
 	av_add(a, "run");
 	av_add(a, "-d");
 	av_add(a, "--name");
-	av_add(a, cname);
+	av_add(a, r.cname);
 	av_add(a, "--hostname");
 	av_add(a, name);
 	av_add(a, "--network");
@@ -220,11 +226,11 @@ int render_run_argv(const char *project, const char *env, const struct json *svc
 	av_add(a, "--label");
 	av_addf(a, "ai.denv.env=%s", env);
 	av_add(a, "--memory");
-	av_addf(a, "%lldm", (long long)mem);
+	av_addf(a, "%lldm", (long long)r.mem);
 	av_add(a, "--pids-limit");
-	av_addf(a, "%lld", (long long)pids);
+	av_addf(a, "%lld", (long long)r.pids);
 	av_add(a, "--cpus");
-	av_addf(a, "%.3f", cpus);
+	av_addf(a, "%.3f", r.cpus);
 	if (user && *user) {
 		av_add(a, "--user");
 		av_add(a, user);
@@ -279,18 +285,15 @@ static void y_service(struct buf *b, const char *project, const char *env, const
 	const struct json *envs = json_get(s, "env"), *h = json_get(s, "health");
 	const struct json *vols = json_get(s, "volumes"), *ports = json_get(s, "ports");
 	const char *name = json_get_str(s, "name"), *user = json_get_str(s, "user");
-	char cname[SC_DOCKER_NAME_MAX];
-	int64_t mem, pids;
-	double cpus;
+	struct svc_run r;
 
-	caps_of(s, &mem, &pids, &cpus);
-	dk_container(project, name, cname, sizeof(cname));
+	svc_run_of(project, s, &r);
 	buf_adds(b, "  ");
 	y_str(b, name);
 	buf_adds(b, ":\n    image: ");
 	y_str(b, json_get_str(s, "image"));
 	buf_adds(b, "\n    container_name: ");
-	y_str(b, cname);
+	y_str(b, r.cname);
 	if (str_eq(json_get_str(s, "runtime"), "gvisor"))
 		buf_adds(b, "\n    runtime: " RT_RUNSC_DOCKER_NAME);
 	if (user && *user) {
@@ -350,8 +353,8 @@ static void y_service(struct buf *b, const char *project, const char *env, const
 		buf_adds(b, "\n    depends_on: ");
 		y_list(b, json_get(s, "depends_on"));
 	}
-	buf_addf(b, "\n    mem_limit: %lldm\n    pids_limit: %lld\n    cpus: %.3f", (long long)mem,
-		 (long long)pids, cpus);
+	buf_addf(b, "\n    mem_limit: %lldm\n    pids_limit: %lld\n    cpus: %.3f", (long long)r.mem,
+		 (long long)r.pids, r.cpus);
 	buf_adds(b, "\n    labels:\n      ai.denv.env: ");
 	y_str(b, env);
 	if (networkless) {
