@@ -154,23 +154,31 @@ static bool plain_path(const char *p)
 	return true;
 }
 
+/* The lines of the file at <base><rest> (mountinfo, cgroup.procs: at most
+ * FZ_MOUNTINFO_MAX bytes), as str_split gives them; NULL with e. */
+static char **read_lines(const char *base, const char *rest, size_t *n, struct err *e)
+{
+	char path[FS_PATH_MAX];
+	struct buf b = BUF_INIT;
+	char **lines = NULL;
+
+	*n = 0;
+	if (fs_path(path, sizeof(path), e, "%s%s", base, rest) == 0 && read_text(path, FZ_MOUNTINFO_MAX, &b, e) == 0)
+		lines = str_split(b.data, "\n", n);
+	buf_release(&b);
+	return lines;
+}
+
 /* The v1 mounts of controller and the cgroup2 mounts of <proc>/self/mountinfo. */
 static int mounts_load(const struct fz_sys *s, const char *controller, struct fz_mount *m, size_t *n,
 		       struct err *e)
 {
-	char path[FZ_PATH_MAX];
-	struct buf b = BUF_INIT;
 	char **lines;
-	size_t nl = 0;
+	size_t nl;
 
 	*n = 0;
-	snprintf(path, sizeof(path), "%s/self/mountinfo", s->proc);
-	if (read_text(path, FZ_MOUNTINFO_MAX, &b, e) < 0) {
-		buf_release(&b);
+	if (!(lines = read_lines(s->proc, "/self/mountinfo", &nl, e)))
 		return -1;
-	}
-	lines = str_split(b.data, "\n", &nl);
-	buf_release(&b);
 	for (size_t i = 0; i < nl && *n < SC_FREEZE_MOUNTS_MAX; i++) {
 		char **f;
 		size_t nf = 0, dash;
@@ -298,18 +306,12 @@ out:
 
 int fz_comms(const struct fz_sys *s, const struct fz_cg *cg, struct buf *out, struct err *e)
 {
-	char path[FZ_PATH_MAX + 32], comm[64];
-	struct buf b = BUF_INIT;
+	char path[FS_PATH_MAX], comm[64];
 	char **pids;
-	size_t n = 0, found = 0;
+	size_t n, found = 0;
 
-	snprintf(path, sizeof(path), "%s/cgroup.procs", cg->dir);
-	if (read_text(path, FZ_MOUNTINFO_MAX, &b, e) < 0) {
-		buf_release(&b);
+	if (!(pids = read_lines(cg->dir, "/cgroup.procs", &n, e)))
 		return -1;
-	}
-	pids = str_split(b.data, "\n", &n);
-	buf_release(&b);
 	for (size_t i = 0; i < n; i++) {
 		int64_t pid;
 
