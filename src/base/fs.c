@@ -350,3 +350,13 @@ int fs_prune_files(const char *dir, int64_t now_s, int64_t (*keep_s)(const char 
 	closedir(dp);
 	return n;
 }
+
+int fs_prune_under(const char *top, const char *sub, int64_t now_s, int64_t (*keep_s)(const char *name))
+{
+	char dir[FS_PATH_MAX];
+	struct err e;
+
+	if (fs_path(dir, sizeof(dir), &e, "%s/%s", top, sub) < 0)
+		return 0;
+	return fs_prune_files(dir, now_s, keep_s);
+}

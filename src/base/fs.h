@@ -57,5 +57,7 @@ int fs_exists(const char *path);
  * keep_s returns a negative number to keep a file. How many went; a
  * missing or unreadable dir removes none. */
 int fs_prune_files(const char *dir, int64_t now_s, int64_t (*keep_s)(const char *name));
+/* The same in the directory top/sub (a path too long to exist removes none). */
+int fs_prune_under(const char *top, const char *sub, int64_t now_s, int64_t (*keep_s)(const char *name));
 
 #endif

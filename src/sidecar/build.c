@@ -536,10 +536,5 @@ static int64_t context_keep(const char *name)
 
 int build_prune(const char *data, int64_t now_s)
 {
-	char dir[FS_PATH_MAX];
-	struct err e;
-
-	if (fs_path(dir, sizeof(dir), &e, "%s/contexts", data) < 0)
-		return 0;	/* no such directory can exist: nothing to prune */
-	return fs_prune_files(dir, now_s, context_keep);
+	return fs_prune_under(data, "contexts", now_s, context_keep);
 }

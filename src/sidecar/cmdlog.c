@@ -107,10 +107,5 @@ static int64_t cmdlog_keep(const char *name)
 
 int cmdlog_prune(const char *data, int64_t now_s)
 {
-	char dir[FS_PATH_MAX];
-	struct err e;
-
-	if (fs_path(dir, sizeof(dir), &e, "%s/commands", data) < 0)
-		return 0;	/* no such directory can exist: nothing to prune */
-	return fs_prune_files(dir, now_s, cmdlog_keep);
+	return fs_prune_under(data, "commands", now_s, cmdlog_keep);
 }

@@ -324,6 +324,17 @@ static void test_prune(void)
 	ok(fs_exists(at("prune/short-link")) && fs_exists(at("outside")) && fs_exists(at("prune/sub")),
 	   "links and directories are never removed");
 	is_int(fs_prune_files(at("nope"), now, keep_by_name), 0, "a missing dir removes nothing");
+	put(at("prune/short-b"), "x");
+	utimensat(AT_FDCWD, at("prune/short-b"), old, 0);
+	is_int(fs_prune_under(base, "prune", now, keep_by_name), 1, "fs_prune_under prunes top/sub");
+	ok(!fs_exists(at("prune/short-b")), "the old short-lived file under top/sub went");
+	{
+		char top[FS_PATH_MAX];
+
+		memset(top, 'd', sizeof(top) - 1);
+		top[sizeof(top) - 1] = '\0';
+		is_int(fs_prune_under(top, "prune", now, keep_by_name), 0, "a top/sub too long removes nothing");
+	}
 }
 
 static void test_path(void)
