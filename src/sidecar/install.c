@@ -39,16 +39,18 @@ static const char unit_fmt[] =
 	"[Install]\n"
 	"WantedBy=multi-user.target\n";
 
-/* Make the directory dir (under --root, with dir_mode if new) and put the
- * path of the file name in it into path (FS_PATH_MAX bytes). */
-static int dest_in(const struct sc_config *c, const char *dir, mode_t dir_mode, const char *name,
-		   char *path, struct err *e)
+/* Write b's bytes to the file name (mode) in the directory dir under
+ * --root, made with dir_mode if new; atomically, as fs_write_atomic. */
+static int install_file(const struct sc_config *c, const char *dir, mode_t dir_mode, const char *name,
+			const struct buf *b, mode_t mode, struct err *e)
 {
 	const char *root = c->root ? c->root : "";
+	char path[FS_PATH_MAX];
 
-	if (fs_path(path, FS_PATH_MAX, e, "%s%s", root, dir) < 0 || fs_mkdir_p(path, dir_mode, e) < 0)
+	if (fs_path(path, sizeof(path), e, "%s%s", root, dir) < 0 || fs_mkdir_p(path, dir_mode, e) < 0 ||
+	    fs_path(path, sizeof(path), e, "%s%s/%s", root, dir, name) < 0)
 		return -1;
-	return fs_path(path, FS_PATH_MAX, e, "%s%s/%s", root, dir, name);
+	return fs_write_atomic(path, b->data, b->len, mode, e);
 }
 
 /* A value goes on one KEY=VALUE line: a newline would smuggle in another. */
@@ -62,12 +64,9 @@ static int env_line(struct buf *b, const char *key, const char *val, struct err 
 
 static int write_env(const struct sc_config *c, struct err *e)
 {
-	char path[FS_PATH_MAX];
 	struct buf b = BUF_INIT;
 	int rc;
 
-	if (dest_in(c, "/etc/denv", 0700, "denvd.env", path, e) < 0)
-		return -1;
 	if (env_line(&b, "DENV_SERVER", c->server, e) < 0 || env_line(&b, "DENV_JOIN_TOKEN", c->token, e) < 0 ||
 	    env_line(&b, "DENV_DATA_DIR", c->data_dir, e) < 0 || env_line(&b, "DENV_ZFS_POOL", c->zfs_pool, e) < 0 ||
 	    env_line(&b, "DENV_BTRFS_ROOT", c->btrfs_root, e) < 0 ||
@@ -84,7 +83,7 @@ static int write_env(const struct sc_config *c, struct err *e)
 		buf_release(&b);
 		return -1;
 	}
-	rc = fs_write_atomic(path, b.data, b.len, 0600, e);
+	rc = install_file(c, "/etc/denv", 0700, "denvd.env", &b, 0600, e);
 	memset(b.data, 0, b.len);	/* it held the join token */
 	buf_release(&b);
 	return rc;
@@ -92,15 +91,14 @@ static int write_env(const struct sc_config *c, struct err *e)
 
 static int copy_self(const struct sc_config *c, const char *self, struct err *e)
 {
-	char path[FS_PATH_MAX];
 	struct buf bin = BUF_INIT;
 	int rc;
 
-	if (dest_in(c, "/usr/local/bin", 0755, "denvd", path, e) < 0)
-		return -1;
-	if (fs_read_file(self, &bin, SC_INSTALL_BIN_MAX, e) < 0)
+	if (fs_read_file(self, &bin, SC_INSTALL_BIN_MAX, e) < 0) {
+		buf_release(&bin);
 		return err_prefix(e, "reading this binary");
-	rc = fs_write_atomic(path, bin.data, bin.len, 0755, e);
+	}
+	rc = install_file(c, "/usr/local/bin", 0755, "denvd", &bin, 0755, e);
 	buf_release(&bin);
 	return rc;
 }
@@ -139,14 +137,11 @@ static int unit_path(const char *flag, const char *p, struct err *e)
 
 static int write_unit(const struct sc_config *c, struct err *e)
 {
-	char path[FS_PATH_MAX];
 	struct buf b = BUF_INIT;
 	int rc;
 
-	if (dest_in(c, "/etc/systemd/system", 0755, "denvd.service", path, e) < 0)
-		return -1;
 	buf_addf(&b, unit_fmt, c->state_path, c->verbose ? " -v" : "");
-	rc = fs_write_atomic(path, b.data, b.len, 0644, e);
+	rc = install_file(c, "/etc/systemd/system", 0755, "denvd.service", &b, 0644, e);
 	buf_release(&b);
 	return rc;
 }
