@@ -24,12 +24,12 @@ int err_set(struct err *e, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!e)
-		return -1;
 	va_start(ap, fmt);
-	set_msg(e, fmt, ap);
+	if (e) {
+		set_msg(e, fmt, ap);
+		e->code = 0;
+	}
 	va_end(ap);
-	e->code = 0;
 	return -1;
 }
 
@@ -38,13 +38,13 @@ int err_errno(struct err *e, const char *fmt, ...)
 	int saved = errno;
 	va_list ap;
 
-	if (!e)
-		return -1;
 	va_start(ap, fmt);
-	set_msg(e, fmt, ap);
+	if (e) {
+		set_msg(e, fmt, ap);
+		add_tail(e, strerror(saved));
+		e->code = saved;
+	}
 	va_end(ap);
-	add_tail(e, strerror(saved));
-	e->code = saved;
 	errno = saved;
 	return -1;
 }
