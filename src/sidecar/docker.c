@@ -43,6 +43,17 @@ void av_addf(struct argv *a, const char *fmt, ...)
 	buf_release(&b);
 }
 
+void av_addl(struct argv *a, ...)
+{
+	va_list ap;
+	const char *s;
+
+	va_start(ap, a);
+	while ((s = va_arg(ap, const char *)))
+		av_add(a, s);
+	va_end(ap);
+}
+
 void av_release(struct argv *a)
 {
 	for (size_t i = 0; i < a->n; i++)

@@ -370,6 +370,8 @@ struct argv {
 void av_init(struct argv *a);
 void av_add(struct argv *a, const char *s);
 void av_addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Each of the strings up to a NULL, in order. */
+void av_addl(struct argv *a, ...) __attribute__((sentinel));
 void av_release(struct argv *a);
 /* Run docker with a's arguments (a excludes "docker"). Output in out (may be
  * NULL), exit status checked: -1 with "docker <verb>: <stderr>" unless 0. */

@@ -681,15 +681,7 @@ static int run_image(struct grade *g, struct err *e)
 	/* A container of the same name is from an earlier attempt of this verify. */
 	(void)dk(NULL, SC_DOCKER_TIMEOUT_MS, &e2, "rm", "-f", name, NULL);
 	av_init(&a);
-	av_add(&a, "docker");
-	av_add(&a, "run");
-	av_add(&a, "--rm");
-	av_add(&a, "--name");
-	av_add(&a, name);
-	av_add(&a, "--user");
-	av_add(&a, "0");
-	av_add(&a, "--network");
-	av_add(&a, net);
+	av_addl(&a, "docker", "run", "--rm", "--name", name, "--user", "0", "--network", net, NULL);
 	/* Labelled as the fork's, so destroying the fork removes a verifier
 	 * that outlived its run (the sidecar killed mid-grade). */
 	av_add(&a, "--label");
@@ -708,9 +700,7 @@ static int run_image(struct grade *g, struct err *e)
 	av_addf(&a, "type=bind,source=%s,target=/submission,readonly", g->sub);
 	av_add(&a, "--mount");
 	av_addf(&a, "type=bind,source=%s,target=/logs/verifier", g->logs);
-	av_add(&a, "-e");
-	av_add(&a, "SUBMISSION=/submission");
-	av_add(&a, "-e");
+	av_addl(&a, "-e", "SUBMISSION=/submission", "-e", NULL);
 	av_addf(&a, "DENV_VERIFY_ID=%s", g->id);
 	av_add(&a, g->image);
 	add_command(&a, g->command);
