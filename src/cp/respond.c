@@ -17,6 +17,17 @@ void cp_reply(struct http_req *req, int status, struct json *v)
 	json_free(v);
 }
 
+void cp_reply_with(struct http_req *req, int status, const char *key, struct json *v)
+{
+	cp_reply(req, status, cp_obj(key, v, NULL));
+}
+
+struct json *cp_row_new(const char *prefix, const char *team_id, char id[ID_MAX])
+{
+	id_new(prefix, id);
+	return cp_obj("ID", json_new_str(id), "TeamID", json_new_str(team_id), NULL);
+}
+
 void cp_fail(struct http_req *req, int status, const char *fmt, ...)
 {
 	char msg[ERR_MSG_MAX];
@@ -221,6 +232,14 @@ int cp_opt_int(struct http_req *req, const struct json *body, const char *key, i
 	if (v)
 		*out = v->u.i;
 	return 0;
+}
+
+int cp_name_ok(struct http_req *req, const char *field, const char *value)
+{
+	if (cp_valid_name(value))
+		return 0;
+	cp_fail(req, 400, "%s must be 1 to %d letters, digits, '.', '_' or '-'", field, CP_NAME_MAX);
+	return -1;
 }
 
 bool cp_valid_name(const char *s)
