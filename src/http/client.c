@@ -324,16 +324,7 @@ int http_client_resp_error(const struct http_client_resp *r, char *out, size_t n
 
 const char *http_client_resp_header(const struct http_client_resp *r, const char *name)
 {
-	size_t off = 0;
-
-	for (size_t i = 0; i < r->nheaders && off < r->head.len; i++) {
-		const char *k = r->head.data + off;
-		const char *v = k + strlen(k) + 1;
-		if (strcasecmp(k, name) == 0)
-			return v;
-		off = (size_t)(v - r->head.data) + strlen(v) + 1;
-	}
-	return NULL;
+	return http_int_pair_find(r->head.data, r->head.len, r->nheaders, name, strcasecmp);
 }
 
 void http_client_resp_release(struct http_client_resp *r)
