@@ -548,7 +548,8 @@ static int daemonize(const char *pidfile, const char *logpath, int *exit_code)
 int ingress_main(int argc, char **argv)
 {
 	const char *data = NULL, *env = NULL, *svc = NULL;
-	char dir[4096], cfgpath[4400], pidfile[4400], logpath[4400];
+	char dir[FS_PATH_MAX], cfgpath[FS_PATH_MAX], pidfile[FS_PATH_MAX], logpath[FS_PATH_MAX];
+	struct err e;
 	struct ing g;
 	int rc;
 
@@ -558,10 +559,12 @@ int ingress_main(int argc, char **argv)
 		fprintf(stderr, "denvd __ingress: bad arguments (this verb is for denvd itself)\n");
 		return 2;
 	}
-	ig_files_dir(data, env, dir, sizeof(dir));
-	snprintf(cfgpath, sizeof(cfgpath), "%s/%s.json", dir, svc);
-	snprintf(pidfile, sizeof(pidfile), "%s/%s.pid", dir, svc);
-	snprintf(logpath, sizeof(logpath), "%s/%s.log", dir, svc);
+	if (ig_files_dir(data, env, dir, &e) < 0 || fs_path(cfgpath, sizeof(cfgpath), &e, "%s/%s.json", dir, svc) < 0 ||
+	    fs_path(pidfile, sizeof(pidfile), &e, "%s/%s.pid", dir, svc) < 0 ||
+	    fs_path(logpath, sizeof(logpath), &e, "%s/%s.log", dir, svc) < 0) {
+		fprintf(stderr, "denvd __ingress: %s\n", e.msg);
+		return 1;
+	}
 	if (load_config(&g, cfgpath, env, svc) < 0)
 		return 1;
 	if ((rc = bind_and_enter(&g)) != 0)

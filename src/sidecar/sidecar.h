@@ -840,7 +840,8 @@ bool ig_dir_need_shut(const struct ig_dir *d);	/* eof, nothing pending, not yet 
 /* ingress.c: the __ingress verb. */
 int ingress_main(int argc, char **argv);
 /* ingress_ctl.c: starting and stopping them. */
-void ig_files_dir(const char *data, const char *env, char *out, size_t n);
+/* <data>/envs/<env>/ingress into out (FS_PATH_MAX bytes). 0 / -1 with e. */
+int ig_files_dir(const char *data, const char *env, char *out, struct err *e);
 /* Worker: for each service with ports, choose host ports (the previous
  * ones first), write the config, start its proxy; endpoints and the
  * result's "ingress" object ({svc: {port: "127.0.0.1:N"}}) filled in. */
