@@ -477,7 +477,8 @@ static int collect_run(struct collect *c, struct json **result, struct err *e)
 	wk_progress("checking %zu path%s in %s", c->npaths, c->npaths == 1 ? "" : "s", c->svc);
 	if (check_source(c, &src, e) < 0)
 		goto out;
-	if (fs_path(path, sizeof(path), e, "%s/verify", c->w->data) < 0 || fs_mkdir_p(path, 0700, e) < 0 || fresh_dir(c->dir, e) < 0 || fresh_dir(c->sub, e) < 0 ||
+	if (fs_path(path, sizeof(path), e, "%s/verify", c->w->data) < 0 || fs_mkdir_p(path, 0700, e) < 0 ||
+	    fresh_dir(c->dir, e) < 0 || fresh_dir(c->sub, e) < 0 ||
 	    (!json_len(src.refused) && copy_and_check(c, &src, &cp, e) < 0)) {
 		if (!disk_full(e))
 			goto out;
@@ -766,7 +767,8 @@ static int fetch_reward(struct grade *g, const char *cname, struct err *e)
 		char path[FS_PATH_MAX];
 		struct err e2;
 
-		if (fs_path(path, sizeof(path), &e2, "%s/reward.txt", g->logs) < 0 || fs_write_atomic(path, g->reward.data, g->reward.len, 0600, &e2) < 0)
+		if (fs_path(path, sizeof(path), &e2, "%s/reward.txt", g->logs) < 0 ||
+		    fs_write_atomic(path, g->reward.data, g->reward.len, 0600, &e2) < 0)
 			wk_progress("keeping reward.txt: %s", e2.msg);
 	}
 	return 0;
