@@ -87,8 +87,8 @@ static int read_pid(const char *pidfile)
 static void stop_one(const char *data, const char *env, const char *svc)
 {
 	char pidfile[FS_PATH_MAX];
-	struct err e;
 	int pid;
+	struct err e;
 
 	if (file_of(data, env, svc, ".pid", pidfile, &e) < 0)
 		return;	/* no proxy can have written it */
