@@ -177,15 +177,14 @@ static int run_kill(struct cli *c, const struct cli_args *a, struct err *e)
 {
 	const char *sig = cli_flag_str(a, "signal");
 	struct buf path = BUF_INIT;
-	struct json *body = json_new_object(), *resp = NULL;
-	int rc;
+	struct json *body;
+	int rc = -1;
 
-	json_object_set_str(body, "signal", sig && *sig ? sig : "KILL");
-	rc = bg_path(c, a->pos[0], a->pos[1], "/signal", &path, e);
-	if (rc == 0 && (rc = cli_call(c, "POST", path.data, body, &resp, e)) == 0)
-		rc = cli_print_json(resp, e);
-	json_free(body);
-	json_free(resp);
+	if (bg_path(c, a->pos[0], a->pos[1], "/signal", &path, e) == 0) {
+		body = json_new_object();
+		json_object_set_str(body, "signal", sig && *sig ? sig : "KILL");
+		rc = cli_send_print(c, "POST", path.data, NULL, NULL, body, e);
+	}
 	buf_release(&path);
 	return rc;
 }

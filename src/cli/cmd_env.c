@@ -13,12 +13,10 @@
 static int env_simple(struct cli *c, const char *method, const char *ref, const char *suffix, struct err *e)
 {
 	struct buf path = BUF_INIT;
-	struct json *resp = NULL;
 	int rc = -1;
 
-	if (cli_env_path(c, ref, suffix, &path, e) == 0 && cli_call(c, method, path.data, NULL, &resp, e) == 0)
-		rc = cli_print_json(resp, e);
-	json_free(resp);
+	if (cli_env_path(c, ref, suffix, &path, e) == 0)
+		rc = cli_send_print(c, method, path.data, NULL, NULL, NULL, e);
 	buf_release(&path);
 	return rc;
 }
@@ -67,22 +65,25 @@ static int ttl_secs(const struct cli_args *a, const char *flag, const char *key,
 
 static int run_env_ttl(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	struct json *body = json_new_object(), *resp = NULL;
+	struct json *body = json_new_object();
 	struct buf path = BUF_INIT;
-	int rc = CLI_RUN_USAGE;
+	int rc = -1;
 
-	if (ttl_secs(a, "idle", "idle_ttl_sec", body, e) < 0 || ttl_secs(a, "max", "max_ttl_sec", body, e) < 0)
-		goto out;
+	if (ttl_secs(a, "idle", "idle_ttl_sec", body, e) < 0 || ttl_secs(a, "max", "max_ttl_sec", body, e) < 0) {
+		json_free(body);
+		return CLI_RUN_USAGE;
+	}
 	if (cli_flag_str(a, "action"))
 		json_object_set_str(body, "ttl_action", cli_flag_str(a, "action"));
-	rc = -1;
 	/* No flag: show the TTLs (GET answers expires_at and idle_expires_at too). */
-	if (cli_env_path(c, a->pos[0], "", &path, e) == 0 &&
-	    cli_call(c, json_len(body) ? "PATCH" : "GET", path.data, json_len(body) ? body : NULL, &resp, e) == 0)
-		rc = cli_print_json(resp, e);
-out:
-	json_free(body);
-	json_free(resp);
+	if (!json_len(body)) {
+		json_free(body);
+		body = NULL;
+	}
+	if (cli_env_path(c, a->pos[0], "", &path, e) == 0)
+		rc = cli_send_print(c, body ? "PATCH" : "GET", path.data, NULL, NULL, body, e);
+	else
+		json_free(body);
 	buf_release(&path);
 	return rc;
 }
