@@ -279,8 +279,8 @@ int fz_cgroup_dir(const struct fz_sys *s, long pid, const struct fz_want *want, 
 		for (size_t i = 0; i < nm; i++) {
 			if (m[i].version != version || place(s, &m[i], cg, out->dir, sizeof(out->dir)) < 0)
 				continue;
-			snprintf(file, sizeof(file), "%s/%s", out->dir, version == 1 ? want->file_v1 : want->file_v2);
-			if (access(file, want->mode) == 0) {
+			if (str_fmt(file, sizeof(file), "%s/%s", out->dir, version == 1 ? want->file_v1 : want->file_v2) == 0 &&
+			    access(file, want->mode) == 0) {
 				out->version = version;
 				break;
 			}
@@ -332,26 +332,32 @@ int fz_comms(const struct fz_sys *s, const struct fz_cg *cg, struct buf *out, st
 
 /* ---- freeze and thaw ---- */
 
-static void file_of(const struct fz_cg *cg, const char *name, char *out, size_t n)
+/* The control file name of the cgroup into out (FS_PATH_MAX bytes). 0 / -1. */
+static int file_of(const struct fz_cg *cg, const char *name, char *out)
 {
-	snprintf(out, n, "%s/%s", cg->dir, name);
+	if (str_fmt(out, FS_PATH_MAX, "%s/%s", cg->dir, name) < 0) {
+		errno = ENAMETOOLONG;	/* what the callers report, as open would */
+		return -1;
+	}
+	return 0;
 }
 
 static int set_state(const struct fz_cg *cg, bool frozen)
 {
-	char path[FZ_PATH_MAX + 32];
+	char path[FS_PATH_MAX];
 
-	file_of(cg, cg->version == 1 ? "freezer.state" : "cgroup.freeze", path, sizeof(path));
+	if (file_of(cg, cg->version == 1 ? "freezer.state" : "cgroup.freeze", path) < 0)
+		return -1;
 	return write_small(path, cg->version == 1 ? (frozen ? "FROZEN" : "THAWED") : (frozen ? "1" : "0"));
 }
 
 /* 1 frozen, 0 not yet, -1 unreadable. */
 static int is_frozen(const struct fz_cg *cg)
 {
-	char path[FZ_PATH_MAX + 32], st[SC_FREEZE_STATE_MAX];
+	char path[FS_PATH_MAX], st[SC_FREEZE_STATE_MAX];
 
-	file_of(cg, cg->version == 1 ? "freezer.state" : "cgroup.events", path, sizeof(path));
-	if (read_small(path, st, sizeof(st)) < 0)
+	if (file_of(cg, cg->version == 1 ? "freezer.state" : "cgroup.events", path) < 0 ||
+	    read_small(path, st, sizeof(st)) < 0)
 		return -1;
 	if (cg->version == 1)
 		return strncmp(st, "FROZEN", 6) == 0;
@@ -586,12 +592,13 @@ int fz_recover_env(const char *data, const char *env, struct err *e)
 
 int fz_recover_all(const char *data, struct err *e)
 {
-	char dir[FZ_PATH_MAX];
+	char dir[FS_PATH_MAX];
 	DIR *d;
 	struct dirent *de;
 	int rc = 0;
 
-	snprintf(dir, sizeof(dir), "%s/envs", data);
+	if (fs_path(dir, sizeof(dir), e, "%s/envs", data) < 0)
+		return -1;
 	if (!(d = opendir(dir)))
 		return errno == ENOENT ? 0 : err_errno(e, "open %s", dir);
 	while ((de = readdir(d))) {

@@ -319,14 +319,12 @@ static void y_service(struct buf *b, const char *project, const char *env, const
 		buf_adds(b, "\n    volumes:");
 		for (size_t i = 0; i < json_len(vols); i++) {
 			const char *spec = json_at(vols, i)->u.str.s;
+			struct buf full = BUF_INIT;
 
 			buf_adds(b, "\n      - ");
-			{
-				char full[4096 + 300];
-
-				snprintf(full, sizeof(full), "%s/%s", voldir, spec);
-				y_str(b, full);
-			}
+			buf_addf(&full, "%s/%s", voldir, spec);
+			y_str(b, full.data);
+			buf_release(&full);
 		}
 	}
 	if (publish && json_len(ports)) {
