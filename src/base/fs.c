@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <stdbool.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,6 +15,25 @@
 
 #include "base/str.h"
 #include "base/sys.h"
+
+int fs_path(char *dst, size_t n, struct err *e, const char *fmt, ...)
+{
+	char shown[FS_PATH_SHOWN + 1];
+	va_list ap, again;
+	int rc;
+
+	va_start(ap, fmt);
+	va_copy(again, ap);
+	rc = str_vfmt(dst, n, fmt, ap);
+	va_end(ap);
+	if (rc < 0) {
+		/* the preview is cut on purpose: it only has to say which path */
+		vsnprintf(shown, sizeof(shown), fmt, again);
+		err_set(e, "path too long (%zu bytes at most): %s...", n ? n - 1 : 0, shown);
+	}
+	va_end(again);
+	return rc;
+}
 
 int fs_mkdir_p(const char *path, mode_t mode, struct err *e)
 {
@@ -329,4 +349,14 @@ int fs_prune_files(const char *dir, int64_t now_s, int64_t (*keep_s)(const char 
 	}
 	closedir(dp);
 	return n;
+}
+
+int fs_prune_under(const char *top, const char *sub, int64_t now_s, int64_t (*keep_s)(const char *name))
+{
+	char dir[FS_PATH_MAX];
+	struct err e;
+
+	if (fs_path(dir, sizeof(dir), &e, "%s/%s", top, sub) < 0)
+		return 0;
+	return fs_prune_files(dir, now_s, keep_s);
 }

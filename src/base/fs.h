@@ -19,6 +19,17 @@
 #define FS_REMOVE_DEPTH_MAX 4096
 #define FS_REMOVE_FDS 32
 
+/* Room for any path the programs build, NUL included (Linux's PATH_MAX). */
+#define FS_PATH_MAX 4096
+/* How much of a path that did not fit fs_path's error shows. */
+#define FS_PATH_SHOWN 80
+
+/* Build a path from a printf format into dst (of size n, usually
+ * FS_PATH_MAX). A result that does not fit is an error that names the
+ * start of the path, never a shorter path that names another file; dst is
+ * then "". 0 / -1. */
+int fs_path(char *dst, size_t n, struct err *e, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 /* mkdir -p with mode for the directories it creates. Existing dirs are fine. */
 int fs_mkdir_p(const char *path, mode_t mode, struct err *e);
 
@@ -46,5 +57,7 @@ int fs_exists(const char *path);
  * keep_s returns a negative number to keep a file. How many went; a
  * missing or unreadable dir removes none. */
 int fs_prune_files(const char *dir, int64_t now_s, int64_t (*keep_s)(const char *name));
+/* The same in the directory top/sub (a path too long to exist removes none). */
+int fs_prune_under(const char *top, const char *sub, int64_t now_s, int64_t (*keep_s)(const char *name));
 
 #endif

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,31 @@ int str_copy(char *dst, size_t n, const char *src)
 	}
 	memcpy(dst, src, len + 1);
 	return 0;
+}
+
+int str_vfmt(char *dst, size_t n, const char *fmt, va_list ap)
+{
+	int len;
+
+	if (n == 0)
+		return -1;
+	len = vsnprintf(dst, n, fmt, ap);
+	if (len < 0 || (size_t)len >= n) {
+		dst[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+int str_fmt(char *dst, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = str_vfmt(dst, n, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 int str_to_i64(const char *s, int64_t *out)

@@ -5,6 +5,7 @@
 #ifndef DENV_STR_H
 #define DENV_STR_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +16,12 @@ bool str_has_suffix(const char *s, const char *suffix);
 
 /* Copy src into dst of size n, always NUL-terminated. Returns -1 if truncated. */
 int str_copy(char *dst, size_t n, const char *src);
+
+/* snprintf that never cuts quietly: 0 when the whole result fits in dst (of
+ * size n), -1 when it does not or the format fails. On -1 dst holds "", so a
+ * cut name or path cannot be used by mistake. */
+int str_fmt(char *dst, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int str_vfmt(char *dst, size_t n, const char *fmt, va_list ap);
 
 /* Whole-string parses: no leading space, no trailing junk, range-checked. 0 / -1. */
 int str_to_i64(const char *s, int64_t *out);

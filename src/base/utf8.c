@@ -1,6 +1,25 @@
 /* utf8.c: see utf8.h. */
 #include "base/utf8.h"
 
+/* A lead byte's sequence length (2 to 4) and its code point bits in *cp;
+ * 0 for a byte no sequence starts with (ASCII is the callers' own case). */
+static size_t lead(unsigned char c, uint32_t *cp)
+{
+	if (c >= 0xC2 && c <= 0xDF) {
+		*cp = c & 0x1F;
+		return 2;
+	}
+	if (c >= 0xE0 && c <= 0xEF) {
+		*cp = c & 0x0F;
+		return 3;
+	}
+	if (c >= 0xF0 && c <= 0xF4) {
+		*cp = c & 0x07;
+		return 4;
+	}
+	return 0;
+}
+
 size_t utf8_seq_len(const unsigned char *s, size_t n)
 {
 	unsigned char c = s[0];
@@ -11,19 +30,7 @@ size_t utf8_seq_len(const unsigned char *s, size_t n)
 		return 0;
 	if (c < 0x80)
 		return 1;
-	if (c >= 0xC2 && c <= 0xDF) {
-		len = 2;
-		cp = c & 0x1F;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		len = 3;
-		cp = c & 0x0F;
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		len = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < len)
+	if (!(len = lead(c, &cp)) || n < len)
 		return 0;
 	for (size_t i = 1; i < len; i++) {
 		if ((s[i] & 0xC0) != 0x80)
@@ -70,19 +77,9 @@ bool utf8_feed(uint32_t *state, const void *p, size_t n)
 		if (need == 0) {
 			if (c < 0x80)
 				continue;
-			if (c >= 0xC2 && c <= 0xDF) {
-				need = 1;
-				cp = c & 0x1F;
-			} else if (c >= 0xE0 && c <= 0xEF) {
-				need = 2;
-				cp = c & 0x0F;
-			} else if (c >= 0xF0 && c <= 0xF4) {
-				need = 3;
-				cp = c & 0x07;
-			} else {
+			if (!(total = (uint32_t)lead(c, &cp)))
 				return false;
-			}
-			total = need + 1;
+			need = total - 1;
 			continue;
 		}
 		if ((c & 0xC0) != 0x80)

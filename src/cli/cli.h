@@ -203,6 +203,16 @@ int cli_call_raw(struct cli *c, const char *method, const char *path, const char
 int cli_print_json(const struct json *v, struct err *e);
 /* GET path and print the answer. */
 int cli_get_print(struct cli *c, const char *path, struct err *e);
+/* Append prefix, id percent-encoded, and suffix (may be NULL) to out:
+ * "/v1/keys/" + "k 1" -> "/v1/keys/k%201". */
+void cli_path(struct buf *out, const char *prefix, const char *id, const char *suffix);
+/* method on prefix + id + suffix (as cli_path; id NULL: prefix alone) with
+ * body (NULL: none; freed here either way), and print the answer. */
+int cli_send_print(struct cli *c, const char *method, const char *prefix, const char *id, const char *suffix,
+		   struct json *body, struct err *e);
+/* Append "/v1/envs/<id><suffix>" to path for the environment ref names
+ * (cli_resolve_env). 0 / -1. */
+int cli_env_path(struct cli *c, const char *ref, const char *suffix, struct buf *path, struct err *e);
 /* Resolve an environment reference to an id: "env_…" is one already,
  * "<project>/<env>" is looked up in the project, a bare name in every
  * project of the team (cli_ref_pick decides). */
@@ -252,8 +262,11 @@ bool cli_exec_timed_out(int status, const char *msg);
 /* The command's exit code (0-255) from a {exit_code, ...} answer; -1 with e
  * when the host reported none. */
 int cli_exec_code(const struct json *resp, struct err *e);
-/* {service, cmd: the positionals after the environment, timeout_sec (when > 0)}. */
-struct json *cli_exec_body(const struct cli_args *a, const char *service, int64_t timeout_s);
+/* {service, cmd: the positionals after the environment, timeout_sec (when
+ * > 0)} from --service (required) and --timeout (a positive number of
+ * seconds, also into *timeout_s; 0 when not given). NULL with e, a usage
+ * error that starts with verb, when either flag is wrong. */
+struct json *cli_exec_body(const struct cli_args *a, const char *verb, int64_t *timeout_s, struct err *e);
 /* exec_stream.c: run body ({service, cmd, timeout_sec}) in env_id through the
  * streamed exec, writing its output as it arrives. The command's code (or
  * CLI_EXEC_TIMEOUT with e), -1 with e, or CLI_EXEC_NO_STREAM when the stream

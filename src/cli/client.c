@@ -61,19 +61,14 @@ int cli_escape(struct buf *out, const char *s)
 /* The server's {"error": "..."} message, or the status and the body's start. */
 static int http_error(const struct http_client_resp *r, struct err *e)
 {
-	struct json *doc = NULL;
-	struct err ignore;
-	const char *msg = NULL;
+	char msg[ERR_MSG_MAX];
 
-	if (json_parse(r->body.data, r->body.len, NULL, &doc, &ignore) == 0)
-		msg = json_get_str(doc, "error");
-	if (msg && *msg)
+	if (http_client_resp_error(r, msg, sizeof(msg)))
 		err_set(e, "%s", msg);
 	else if (r->body.len)
 		err_set(e, "%d %s: %.200s", r->status, http_status_text(r->status), r->body.data);
 	else
 		err_set(e, "%d %s", r->status, http_status_text(r->status));
-	json_free(doc);
 	e->code = r->status;
 	return -1;
 }
@@ -172,13 +167,30 @@ int cli_print_json(const struct json *v, struct err *e)
 
 int cli_get_print(struct cli *c, const char *path, struct err *e)
 {
-	struct json *doc;
+	return cli_send_print(c, "GET", path, NULL, NULL, NULL, e);
+}
+
+void cli_path(struct buf *out, const char *prefix, const char *id, const char *suffix)
+{
+	buf_adds(out, prefix);
+	cli_escape(out, id);
+	if (suffix)
+		buf_adds(out, suffix);
+}
+
+int cli_send_print(struct cli *c, const char *method, const char *prefix, const char *id, const char *suffix,
+		   struct json *body, struct err *e)
+{
+	struct buf path = BUF_INIT;
+	struct json *resp = NULL;
 	int rc;
 
-	if (cli_call(c, "GET", path, NULL, &doc, e) < 0)
-		return -1;
-	rc = cli_print_json(doc, e);
-	json_free(doc);
+	if (id)
+		cli_path(&path, prefix, id, suffix);
+	rc = cli_call(c, method, id ? path.data : prefix, body, &resp, e) < 0 ? -1 : cli_print_json(resp, e);
+	json_free(body);
+	json_free(resp);
+	buf_release(&path);
 	return rc;
 }
 
@@ -191,9 +203,7 @@ static int find_env(struct cli *c, const char *project, const char *name, char *
 	const struct json *envs;
 	int rc = -1;
 
-	buf_adds(&path, "/v1/projects/");
-	cli_escape(&path, project);
-	buf_adds(&path, "/envs");
+	cli_path(&path, "/v1/projects/", project, "/envs");
 	if (cli_call(c, "GET", path.data, NULL, &doc, e) < 0) {
 		if (e->code == 404)
 			err_prefix(e, "project %s", project);
@@ -238,9 +248,7 @@ static int find_bare(struct cli *c, const char *name, char *id, size_t size, str
 
 		if (!pid)
 			continue;
-		buf_adds(&path, "/v1/projects/");
-		cli_escape(&path, pid);
-		buf_adds(&path, "/envs");
+		cli_path(&path, "/v1/projects/", pid, "/envs");
 		rc = cli_call(c, "GET", path.data, NULL, &doc, e);
 		buf_release(&path);
 		if (rc < 0) {
@@ -275,4 +283,14 @@ int cli_resolve_env(struct cli *c, const char *ref, char *id, size_t size, struc
 	if (r == 0)
 		return find_bare(c, ref, id, size, e);
 	return find_env(c, project, name, id, size, e);
+}
+
+int cli_env_path(struct cli *c, const char *ref, const char *suffix, struct buf *path, struct err *e)
+{
+	char id[CLI_ID_MAX];
+
+	if (cli_resolve_env(c, ref, id, sizeof(id), e) < 0)
+		return -1;
+	cli_path(path, "/v1/envs/", id, suffix);
+	return 0;
 }

@@ -171,30 +171,17 @@ static int run_keys_list(struct cli *c, const struct cli_args *a, struct err *e)
 
 static int run_keys_create(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	struct json *body = json_new_object(), *resp = NULL;
-	int rc;
+	struct json *body = json_new_object();
 
 	if (cli_flag_str(a, "name"))
 		json_object_set_str(body, "name", cli_flag_str(a, "name"));
 	/* The new key is printed: showing it once is what this command is for. */
-	rc = cli_call(c, "POST", "/v1/keys", body, &resp, e) < 0 ? -1 : cli_print_json(resp, e);
-	json_free(body);
-	json_free(resp);
-	return rc;
+	return cli_send_print(c, "POST", "/v1/keys", NULL, NULL, body, e);
 }
 
 static int run_keys_revoke(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	struct buf path = BUF_INIT;
-	struct json *resp = NULL;
-	int rc;
-
-	buf_adds(&path, "/v1/keys/");
-	cli_escape(&path, a->pos[0]);
-	rc = cli_call(c, "DELETE", path.data, NULL, &resp, e) < 0 ? -1 : cli_print_json(resp, e);
-	json_free(resp);
-	buf_release(&path);
-	return rc;
+	return cli_send_print(c, "DELETE", "/v1/keys/", a->pos[0], NULL, NULL, e);
 }
 
 static const struct cli_flag keys_create_flags[] = {

@@ -150,14 +150,7 @@ static int run_batch_create(struct cli *c, const struct cli_args *a, struct err 
 
 static int run_batch_get(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	struct buf path = BUF_INIT;
-	int rc;
-
-	buf_adds(&path, "/v1/batches/");
-	cli_escape(&path, a->pos[0]);
-	rc = cli_get_print(c, path.data, e);
-	buf_release(&path);
-	return rc;
+	return cli_send_print(c, "GET", "/v1/batches/", a->pos[0], NULL, NULL, e);
 }
 
 static const struct cli_flag create_flags[] = {

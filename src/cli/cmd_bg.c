@@ -14,13 +14,8 @@
 /* /v1/envs/<id>/commands[/<cmd>][<tail>] into path; 0 / -1 with e. */
 static int bg_path(struct cli *c, const char *ref, const char *cmd, const char *tail, struct buf *path, struct err *e)
 {
-	char id[CLI_ID_MAX];
-
-	if (cli_resolve_env(c, ref, id, sizeof(id), e) < 0)
+	if (cli_env_path(c, ref, "/commands", path, e) < 0)
 		return -1;
-	buf_adds(path, "/v1/envs/");
-	cli_escape(path, id);
-	buf_adds(path, "/commands");
 	if (cmd) {
 		buf_addch(path, '/');
 		cli_escape(path, cmd);
@@ -32,17 +27,13 @@ static int bg_path(struct cli *c, const char *ref, const char *cmd, const char *
 
 static int run_start(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	const char *service = cli_flag_str(a, "service"), *timeout = cli_flag_str(a, "timeout");
 	struct json *body, *resp = NULL;
 	struct buf path = BUF_INIT;
-	int64_t t = 0;
+	int64_t t;
 	int rc = -1;
 
-	if (!service || !*service)
-		return err_set(e, "bg start: --service is required"), CLI_USAGE;
-	if (timeout && (str_to_i64(timeout, &t) < 0 || t <= 0))
-		return err_set(e, "bg start: --timeout must be a positive number of seconds"), CLI_USAGE;
-	body = cli_exec_body(a, service, t);
+	if (!(body = cli_exec_body(a, "bg start", &t, e)))
+		return CLI_USAGE;
 	if (bg_path(c, a->pos[0], NULL, NULL, &path, e) == 0 && cli_call(c, "POST", path.data, body, &resp, e) == 0) {
 		if (cli_flag_bool(a, "json", false))
 			rc = cli_print_json(resp, e);
@@ -186,15 +177,14 @@ static int run_kill(struct cli *c, const struct cli_args *a, struct err *e)
 {
 	const char *sig = cli_flag_str(a, "signal");
 	struct buf path = BUF_INIT;
-	struct json *body = json_new_object(), *resp = NULL;
-	int rc;
+	struct json *body;
+	int rc = -1;
 
-	json_object_set_str(body, "signal", sig && *sig ? sig : "KILL");
-	rc = bg_path(c, a->pos[0], a->pos[1], "/signal", &path, e);
-	if (rc == 0 && (rc = cli_call(c, "POST", path.data, body, &resp, e)) == 0)
-		rc = cli_print_json(resp, e);
-	json_free(body);
-	json_free(resp);
+	if (bg_path(c, a->pos[0], a->pos[1], "/signal", &path, e) == 0) {
+		body = json_new_object();
+		json_object_set_str(body, "signal", sig && *sig ? sig : "KILL");
+		rc = cli_send_print(c, "POST", path.data, NULL, NULL, body, e);
+	}
 	buf_release(&path);
 	return rc;
 }

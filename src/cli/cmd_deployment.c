@@ -8,14 +8,7 @@
 
 static int run_dep_get(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	struct buf path = BUF_INIT;
-	int rc;
-
-	buf_adds(&path, "/v1/deployments/");
-	cli_escape(&path, a->pos[0]);
-	rc = cli_get_print(c, path.data, e);
-	buf_release(&path);
-	return rc;
+	return cli_send_print(c, "GET", "/v1/deployments/", a->pos[0], NULL, NULL, e);
 }
 
 /* Like --wait: phase lines, the final status, exit 1 unless it succeeded. */

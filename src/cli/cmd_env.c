@@ -9,29 +9,14 @@
 #include "base/str.h"
 #include "json/json.h"
 
-/* "/v1/envs/<id><suffix>" for the environment named by ref. */
-static int env_path(struct cli *c, const char *ref, const char *suffix, struct buf *path, struct err *e)
-{
-	char id[CLI_ID_MAX];
-
-	if (cli_resolve_env(c, ref, id, sizeof(id), e) < 0)
-		return -1;
-	buf_adds(path, "/v1/envs/");
-	cli_escape(path, id);
-	buf_adds(path, suffix);
-	return 0;
-}
-
 /* GET or DELETE an environment route and print the answer. */
 static int env_simple(struct cli *c, const char *method, const char *ref, const char *suffix, struct err *e)
 {
 	struct buf path = BUF_INIT;
-	struct json *resp = NULL;
 	int rc = -1;
 
-	if (env_path(c, ref, suffix, &path, e) == 0 && cli_call(c, method, path.data, NULL, &resp, e) == 0)
-		rc = cli_print_json(resp, e);
-	json_free(resp);
+	if (cli_env_path(c, ref, suffix, &path, e) == 0)
+		rc = cli_send_print(c, method, path.data, NULL, NULL, NULL, e);
 	buf_release(&path);
 	return rc;
 }
@@ -80,22 +65,25 @@ static int ttl_secs(const struct cli_args *a, const char *flag, const char *key,
 
 static int run_env_ttl(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	struct json *body = json_new_object(), *resp = NULL;
+	struct json *body = json_new_object();
 	struct buf path = BUF_INIT;
-	int rc = CLI_RUN_USAGE;
+	int rc = -1;
 
-	if (ttl_secs(a, "idle", "idle_ttl_sec", body, e) < 0 || ttl_secs(a, "max", "max_ttl_sec", body, e) < 0)
-		goto out;
+	if (ttl_secs(a, "idle", "idle_ttl_sec", body, e) < 0 || ttl_secs(a, "max", "max_ttl_sec", body, e) < 0) {
+		json_free(body);
+		return CLI_RUN_USAGE;
+	}
 	if (cli_flag_str(a, "action"))
 		json_object_set_str(body, "ttl_action", cli_flag_str(a, "action"));
-	rc = -1;
 	/* No flag: show the TTLs (GET answers expires_at and idle_expires_at too). */
-	if (env_path(c, a->pos[0], "", &path, e) == 0 &&
-	    cli_call(c, json_len(body) ? "PATCH" : "GET", path.data, json_len(body) ? body : NULL, &resp, e) == 0)
-		rc = cli_print_json(resp, e);
-out:
-	json_free(body);
-	json_free(resp);
+	if (!json_len(body)) {
+		json_free(body);
+		body = NULL;
+	}
+	if (cli_env_path(c, a->pos[0], "", &path, e) == 0)
+		rc = cli_send_print(c, body ? "PATCH" : "GET", path.data, NULL, NULL, body, e);
+	else
+		json_free(body);
 	buf_release(&path);
 	return rc;
 }
@@ -135,7 +123,7 @@ static int env_action(struct cli *c, const struct cli_args *a, const char *suffi
 	struct json *resp = NULL;
 	int rc = CLI_FAIL;
 
-	if (env_path(c, a->pos[0], suffix, &path, e) == 0 && cli_call(c, "POST", path.data, body, &resp, e) == 0)
+	if (cli_env_path(c, a->pos[0], suffix, &path, e) == 0 && cli_call(c, "POST", path.data, body, &resp, e) == 0)
 		rc = cli_started(c, resp, cli_flag_bool(a, "wait", true), extra, e);
 	json_free(resp);
 	buf_release(&path);
@@ -158,7 +146,7 @@ static void default_fork_name(struct cli *c, const char *ref, struct json *body)
 		struct json *doc = NULL;
 
 		/* An id: ask for the name; without it the server picks one. */
-		if (env_path(c, ref, "", &path, &e) == 0 && cli_call(c, "GET", path.data, NULL, &doc, &e) == 0)
+		if (cli_env_path(c, ref, "", &path, &e) == 0 && cli_call(c, "GET", path.data, NULL, &doc, &e) == 0)
 			str_copy(env, sizeof(env), json_get_str(json_get(doc, "environment"), "Name") ?
 						   json_get_str(json_get(doc, "environment"), "Name") : "");
 		else
@@ -349,23 +337,34 @@ static void name_as_given(struct err *e, const char *id, const char *ref)
 	buf_release(&b);
 }
 
-struct json *cli_exec_body(const struct cli_args *a, const char *service, int64_t timeout_s)
+struct json *cli_exec_body(const struct cli_args *a, const char *verb, int64_t *timeout_s, struct err *e)
 {
-	struct json *body = json_new_object(), *cmd = json_new_array();
+	const char *service = cli_flag_str(a, "service"), *timeout = cli_flag_str(a, "timeout");
+	struct json *body, *cmd;
 
+	*timeout_s = 0;
+	if (!service || !*service) {
+		err_set(e, "%s: --service is required", verb);
+		return NULL;
+	}
+	if (timeout && (str_to_i64(timeout, timeout_s) < 0 || *timeout_s <= 0)) {
+		err_set(e, "%s: --timeout must be a positive number of seconds", verb);
+		return NULL;
+	}
+	body = json_new_object();
+	cmd = json_new_array();
 	json_object_set_str(body, "service", service);
 	for (int i = 1; i < a->npos; i++)
 		json_array_push(cmd, json_new_str(a->pos[i]));
 	json_object_set(body, "cmd", cmd);
-	if (timeout_s > 0)
-		json_object_set_int(body, "timeout_sec", timeout_s);
+	if (*timeout_s > 0)
+		json_object_set_int(body, "timeout_sec", *timeout_s);
 	return body;
 }
 
 /* Returns the exit code to pass on, -1, or CLI_RUN_USAGE (cli_cmd.own_fail). */
 static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	const char *service = cli_flag_str(a, "service"), *timeout = cli_flag_str(a, "timeout");
 	bool as_json = cli_flag_bool(a, "json", false);
 	bool interactive = cli_flag_bool(a, "interactive", false), tty = cli_flag_bool(a, "tty", false);
 	char id[CLI_ID_MAX] = "";
@@ -374,11 +373,8 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 	int64_t t = 0;
 	int rc = -1;
 
-	if (!service || !*service)
-		return err_set(e, "exec: --service is required"), CLI_RUN_USAGE;
-	if (timeout && (str_to_i64(timeout, &t) < 0 || t <= 0))
-		return err_set(e, "exec: --timeout must be a positive number of seconds"), CLI_RUN_USAGE;
-	body = cli_exec_body(a, service, t);
+	if (!(body = cli_exec_body(a, "exec", &t, e)))
+		return CLI_RUN_USAGE;
 	if (interactive)
 		json_object_set_bool(body, "stdin", true);
 	if (tty) {
@@ -397,9 +393,7 @@ static int run_exec(struct cli *c, const struct cli_args *a, struct err *e)
 	}
 	if (cli_resolve_env(c, a->pos[0], id, sizeof(id), e) < 0)
 		goto out;
-	buf_adds(&path, "/v1/envs/");
-	cli_escape(&path, id);
-	buf_adds(&path, "/exec");
+	cli_path(&path, "/v1/envs/", id, "/exec");
 	/* Streamed unless --json (whose answer is the one-shot's). */
 	if (!as_json) {
 		rc = cli_exec_stream(c, id, body, t, e);

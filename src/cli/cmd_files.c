@@ -60,13 +60,8 @@ static int upload_name(const char *local, char *name, size_t size, struct err *e
 static int files_path(struct cli *c, const char *ref, const char *service, const char *key, const char *remote,
 		      struct buf *path, struct err *e)
 {
-	char id[CLI_ID_MAX];
-
-	if (cli_resolve_env(c, ref, id, sizeof(id), e) < 0)
+	if (cli_env_path(c, ref, "/files?service=", path, e) < 0)
 		return -1;
-	buf_adds(path, "/v1/envs/");
-	cli_escape(path, id);
-	buf_adds(path, "/files?service=");
 	cli_escape(path, service);
 	buf_addf(path, "&%s=", key);
 	cli_escape(path, remote);

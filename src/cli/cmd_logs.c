@@ -49,9 +49,7 @@ static int logs_once(struct cli *c, const char *env, const struct cli_args *a, c
 	const char *since = strcmp(so, se) > 0 ? se : so;	/* the older: each stream filters its own */
 	int rc;
 
-	buf_adds(&path, "/v1/envs/");
-	cli_escape(&path, env);
-	buf_adds(&path, "/logs?timestamps=true&tail=");
+	cli_path(&path, "/v1/envs/", env, "/logs?timestamps=true&tail=");
 	cli_escape(&path, tail);
 	if (svc) {
 		buf_adds(&path, "&service=");
@@ -122,17 +120,13 @@ static void print_num(const struct json *o, const char *key, double div, int pre
 
 static int run_metrics(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	char env[128];
 	struct buf path = BUF_INIT;
 	struct json *doc = NULL;
 	const struct json *svcs, *vols;
 	int rc;
 
-	if (cli_resolve_env(c, a->pos[0], env, sizeof(env), e) < 0)
+	if (cli_env_path(c, a->pos[0], "/metrics", &path, e) < 0)
 		return -1;
-	buf_adds(&path, "/v1/envs/");
-	cli_escape(&path, env);
-	buf_adds(&path, "/metrics");
 	rc = cli_call(c, "GET", path.data, NULL, &doc, e);
 	buf_release(&path);
 	if (rc < 0)

@@ -6,37 +6,30 @@
 #include "cli/cli.h"
 #include "json/json.h"
 
-static int pause_or_resume(struct cli *c, const struct cli_args *a, const char *verb, struct err *e)
+/* POST /v1/envs/<id><route> (/pause or /resume). */
+static int pause_or_resume(struct cli *c, const struct cli_args *a, const char *route, struct err *e)
 {
 	const char *service = cli_flag_str(a, "service");
 	char id[CLI_ID_MAX];
-	struct buf path = BUF_INIT;
-	struct json *body = json_new_object(), *resp = NULL;
-	int rc = -1;
+	struct json *body = json_new_object();
 
 	if (service && *service)
 		json_object_set_str(body, "service", service);
-	if (cli_resolve_env(c, a->pos[0], id, sizeof(id), e) == 0) {
-		buf_adds(&path, "/v1/envs/");
-		cli_escape(&path, id);
-		buf_addf(&path, "/%s", verb);
-		if (cli_call(c, "POST", path.data, body, &resp, e) == 0)
-			rc = cli_print_json(resp, e);
+	if (cli_resolve_env(c, a->pos[0], id, sizeof(id), e) < 0) {
+		json_free(body);
+		return -1;
 	}
-	json_free(body);
-	json_free(resp);
-	buf_release(&path);
-	return rc;
+	return cli_send_print(c, "POST", "/v1/envs/", id, route, body, e);
 }
 
 static int run_pause(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	return pause_or_resume(c, a, "pause", e);
+	return pause_or_resume(c, a, "/pause", e);
 }
 
 static int run_resume(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	return pause_or_resume(c, a, "resume", e);
+	return pause_or_resume(c, a, "/resume", e);
 }
 
 static const struct cli_flag pause_flags[] = {

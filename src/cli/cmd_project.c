@@ -149,18 +149,14 @@ const struct cli_cmd cli_cmd_init = {
 
 static int run_project_create(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	struct json *body = json_new_object(), *resp = NULL;
-	int rc;
+	struct json *body = json_new_object();
 
 	json_object_set_str(body, "name", a->pos[0]);
 	if (cli_flag_str(a, "kind"))
 		json_object_set_str(body, "kind", cli_flag_str(a, "kind"));
 	if (cli_flag_str(a, "source"))
 		json_object_set_str(body, "source", cli_flag_str(a, "source"));
-	rc = cli_call(c, "POST", "/v1/projects", body, &resp, e) < 0 ? -1 : cli_print_json(resp, e);
-	json_free(body);
-	json_free(resp);
-	return rc;
+	return cli_send_print(c, "POST", "/v1/projects", NULL, NULL, body, e);
 }
 
 static int run_project_list(struct cli *c, const struct cli_args *a, struct err *e)
@@ -170,15 +166,7 @@ static int run_project_list(struct cli *c, const struct cli_args *a, struct err 
 
 static int run_project_envs(struct cli *c, const struct cli_args *a, struct err *e)
 {
-	struct buf path = BUF_INIT;
-	int rc;
-
-	buf_adds(&path, "/v1/projects/");
-	cli_escape(&path, a->pos[0]);
-	buf_adds(&path, "/envs");
-	rc = cli_get_print(c, path.data, e);
-	buf_release(&path);
-	return rc;
+	return cli_send_print(c, "GET", "/v1/projects/", a->pos[0], "/envs", NULL, e);
 }
 
 static const struct cli_flag project_create_flags[] = {
@@ -247,9 +235,7 @@ static int run_deploy(struct cli *c, const struct cli_args *a, struct err *e)
 		return err_set(e, "deploy: --project is required"), CLI_USAGE;
 	if (deploy_body(c, a, &body, e) < 0)
 		return CLI_FAIL;
-	buf_adds(&path, "/v1/projects/");
-	cli_escape(&path, project);
-	buf_adds(&path, "/deploy");
+	cli_path(&path, "/v1/projects/", project, "/deploy");
 	if (cli_call(c, "POST", path.data, body, &resp, e) == 0)
 		rc = cli_started(c, resp, cli_flag_bool(a, "wait", true), NULL, e);
 	json_free(body);

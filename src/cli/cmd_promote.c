@@ -33,7 +33,6 @@ static int run_promote(struct cli *c, const struct cli_args *a, struct err *e)
 {
 	struct json *body = json_new_object(), *resp = NULL;
 	struct buf ref = BUF_INIT, path = BUF_INIT;
-	char id[CLI_ID_MAX];
 	int rc = CLI_FAIL;
 
 	/* ENV within PROJECT, unless it is an id already. */
@@ -44,13 +43,8 @@ static int run_promote(struct cli *c, const struct cli_args *a, struct err *e)
 	json_object_set_str(body, "target", a->pos[2]);
 	if (cli_flag_str(a, "version"))
 		json_object_set_str(body, "version", cli_flag_str(a, "version"));
-	if (cli_resolve_env(c, ref.data, id, sizeof(id), e) == 0) {
-		buf_adds(&path, "/v1/envs/");
-		cli_escape(&path, id);
-		buf_adds(&path, "/promote");
-		if (cli_call(c, "POST", path.data, body, &resp, e) == 0)
-			rc = cli_started(c, resp, cli_flag_bool(a, "wait", true), print_promoted, e);
-	}
+	if (cli_env_path(c, ref.data, "/promote", &path, e) == 0 && cli_call(c, "POST", path.data, body, &resp, e) == 0)
+		rc = cli_started(c, resp, cli_flag_bool(a, "wait", true), print_promoted, e);
 	json_free(resp);
 	json_free(body);
 	buf_release(&ref);
@@ -146,20 +140,14 @@ static int run_sheet(struct cli *c, const struct cli_args *a, struct err *e)
 {
 	struct buf path = BUF_INIT;
 	struct json *resp = NULL;
-	char id[CLI_ID_MAX];
 	int rc = -1;
 
-	if (cli_resolve_env(c, a->pos[0], id, sizeof(id), e) == 0) {
-		buf_adds(&path, "/v1/envs/");
-		cli_escape(&path, id);
-		buf_adds(&path, "/sheet");
-		if (cli_call(c, "GET", path.data, NULL, &resp, e) == 0) {
-			if (cli_flag_bool(a, "json", false))
-				rc = cli_print_json(resp, e);
-			else {
-				print_lines(json_get(resp, "sheet"));
-				rc = fflush(stdout) == 0 ? 0 : err_set(e, "sheet: cannot write the output");
-			}
+	if (cli_env_path(c, a->pos[0], "/sheet", &path, e) == 0 && cli_call(c, "GET", path.data, NULL, &resp, e) == 0) {
+		if (cli_flag_bool(a, "json", false))
+			rc = cli_print_json(resp, e);
+		else {
+			print_lines(json_get(resp, "sheet"));
+			rc = fflush(stdout) == 0 ? 0 : err_set(e, "sheet: cannot write the output");
 		}
 	}
 	json_free(resp);

@@ -65,8 +65,7 @@ static int quota_body(const struct cli_args *a, struct json **out, struct err *e
 static int run_quotas(struct cli *c, const struct cli_args *a, struct err *e)
 {
 	char team[128];
-	struct buf path = BUF_INIT;
-	struct json *body = NULL, *resp = NULL;
+	struct json *body = NULL;
 	int rc = quota_body(a, &body, e);
 
 	if (rc != 0)
@@ -75,14 +74,7 @@ static int run_quotas(struct cli *c, const struct cli_args *a, struct err *e)
 		json_free(body);
 		return -1;
 	}
-	buf_adds(&path, "/v1/teams/");
-	cli_escape(&path, team);
-	buf_adds(&path, "/quotas");
-	rc = cli_call(c, body ? "PUT" : "GET", path.data, body, &resp, e) < 0 ? -1 : cli_print_json(resp, e);
-	json_free(body);
-	json_free(resp);
-	buf_release(&path);
-	return rc;
+	return cli_send_print(c, body ? "PUT" : "GET", "/v1/teams/", team, "/quotas", body, e);
 }
 
 static const struct cli_flag quotas_flags[] = {

@@ -302,10 +302,7 @@ struct json *cp_key_create(struct st_txn *txn, const char *team_id, const char *
 		err_set(e, "cannot hash the key");
 		return NULL;
 	}
-	id_new("key", id);
-	row = json_new_object();
-	json_object_set_str(row, "ID", id);
-	json_object_set_str(row, "TeamID", team_id);
+	row = cp_row_new("key", team_id, id);
 	json_object_set_str(row, "Name", name);
 	json_object_set_str(row, "CreatedBy", created_by);
 	json_object_set(row, "CreatedAt", cp_now_json());

@@ -36,13 +36,19 @@ static const char *local_arch(void)
  * machine's. */
 static void serve_denvd(struct cp *cp, struct http_req *req, const char *arch)
 {
-	char path[4096], name[64];
+	char path[FS_PATH_MAX], name[64];
 	struct buf body = BUF_INIT;
 	struct err e;
 
-	snprintf(path, sizeof(path), "%s/denvd-linux-%s", cp->cfg.releases_dir, arch);
-	if (!fs_exists(path) && str_eq(arch, local_arch()))
-		snprintf(path, sizeof(path), "%s/denvd", cp->cfg.releases_dir);
+	if (fs_path(path, sizeof(path), &e, "%s/denvd-linux-%s", cp->cfg.releases_dir, arch) < 0) {
+		cp_fail(req, 400, "denvd for linux/%.32s: %s", arch, e.msg);
+		return;
+	}
+	if (!fs_exists(path) && str_eq(arch, local_arch()) &&
+	    fs_path(path, sizeof(path), &e, "%s/denvd", cp->cfg.releases_dir) < 0) {
+		cp_fail(req, 500, "denvd: %s", e.msg);
+		return;
+	}
 	if (!fs_exists(path)) {
 		cp_fail(req, 404, "denvd for linux/%s is not on this server", arch);
 		return;

@@ -76,10 +76,8 @@ const char *cp_new_env_name(struct cp *cp, struct http_req *req, const char *pro
 		cp_short_name(prefix, buf, n);
 		return buf;
 	}
-	if (!cp_valid_name(given)) {
-		cp_fail(req, 400, "name must be 1 to %d letters, digits, '.', '_' or '-'", CP_NAME_MAX);
+	if (cp_name_ok(req, "name", given) < 0)
 		return NULL;
-	}
 	if (cp_find(cp, "environments", "ProjectID", project_id, "Name", given)) {
 		cp_fail(req, 409, "environment \"%s\" already exists", given);
 		return NULL;

@@ -63,13 +63,10 @@ static void h_templates(struct cp *cp, struct http_req *req)
 static void h_projects_list(struct cp *cp, struct http_req *req)
 {
 	struct cp_caller who;
-	struct json *resp;
 
 	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
 		return;
-	resp = json_new_object();
-	json_object_set(resp, "projects", cp_list(cp, "projects", "TeamID", who.team_id, false, 0, NULL, NULL));
-	cp_reply(req, 200, resp);
+	cp_reply_with(req, 200, "projects", cp_list(cp, "projects", "TeamID", who.team_id, false, 0, NULL, NULL));
 }
 
 /* "github:owner/repo" -> "owner/repo" in out; false for anything else. */
@@ -119,10 +116,8 @@ static void h_projects_create(struct cp *cp, struct http_req *req)
 		goto out;
 	if (!*kind)
 		kind = "rl-environment";
-	if (!cp_valid_name(name)) {
-		cp_fail(req, 400, "name must be 1 to %d letters, digits, '.', '_' or '-'", CP_NAME_MAX);
+	if (cp_name_ok(req, "name", name) < 0)
 		goto out;
-	}
 	if (!valid_kind(kind)) {
 		http_respond_error(req, 400, "kind must be rl-environment or agent");
 		goto out;
@@ -137,10 +132,7 @@ static void h_projects_create(struct cp *cp, struct http_req *req)
 	}
 	if (cp_quota_check(cp, req, who.team_id, CP_QUOTA_ENVS) < 0)	/* its alpha environment */
 		goto out;
-	id_new("prj", id);
-	p = json_new_object();
-	json_object_set_str(p, "ID", id);
-	json_object_set_str(p, "TeamID", who.team_id);
+	p = cp_row_new("prj", who.team_id, id);
 	json_object_set_str(p, "Name", name);
 	json_object_set_str(p, "Kind", kind);
 	json_object_set_str(p, "Source", source);
@@ -194,16 +186,13 @@ static void h_source_get(struct cp *cp, struct http_req *req)
 {
 	struct cp_caller who;
 	const struct json *p, *s;
-	struct json *resp;
 
 	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
 		return;
 	p = cp_team_project(cp, req, who.team_id, http_req_param(req, "project"));
 	if (!p || !(s = project_source(cp, req, p)))
 		return;
-	resp = json_new_object();
-	json_object_set(resp, "source", json_dup(s));
-	cp_reply(req, 200, resp);
+	cp_reply_with(req, 200, "source", json_dup(s));
 }
 
 /* A compose path inside the repository: relative, no "..". */
@@ -369,10 +358,8 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 		goto out;
 	if (!*env_name)
 		env_name = "alpha";
-	if (!cp_valid_name(env_name)) {
-		cp_fail(req, 400, "env must be 1 to %d letters, digits, '.', '_' or '-'", CP_NAME_MAX);
+	if (cp_name_ok(req, "env", env_name) < 0)
 		goto out;
-	}
 	if (spec_parse_compose(compose, strlen(compose), &spec, &e) < 0 ||
 	    cp_contexts_attach(cp, who.team_id, spec, json_get(body, "contexts"), &e) < 0) {
 		http_respond_error(req, 400, e.msg);

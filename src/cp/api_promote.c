@@ -47,10 +47,8 @@ static void h_promote(struct cp *cp, struct http_req *req)
 	if (cp_req_str(req, body, "target", &target) < 0 || cp_opt_str(req, body, "version", &vid) < 0)
 		goto out;
 	project = json_get_str(env, "ProjectID");
-	if (!cp_valid_name(target)) {
-		cp_fail(req, 400, "target must be 1 to %d letters, digits, '.', '_' or '-'", CP_NAME_MAX);
+	if (cp_name_ok(req, "target", target) < 0)
 		goto out;
-	}
 	if (str_eq(target, json_get_str(env, "Name"))) {
 		http_respond_error(req, 400, "target must be another environment of the project");
 		goto out;

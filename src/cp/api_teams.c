@@ -69,13 +69,10 @@ static void h_me(struct cp *cp, struct http_req *req)
 static void h_teams_list(struct cp *cp, struct http_req *req)
 {
 	struct cp_caller who;
-	struct json *resp;
 
 	if (cp_auth(cp, req, CP_AUTH_USER, &who) < 0)
 		return;
-	resp = json_new_object();
-	json_object_set(resp, "teams", user_teams(cp, who.user_id));
-	cp_reply(req, 200, resp);
+	cp_reply_with(req, 200, "teams", user_teams(cp, who.user_id));
 }
 
 static void h_teams_create(struct cp *cp, struct http_req *req)
@@ -104,13 +101,10 @@ out:
 static void h_keys_list(struct cp *cp, struct http_req *req)
 {
 	struct cp_caller who;
-	struct json *resp;
 
 	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
 		return;
-	resp = json_new_object();
-	json_object_set(resp, "keys", cp_list(cp, "keys", "TeamID", who.team_id, false, 0, NULL, NULL));
-	cp_reply(req, 200, resp);
+	cp_reply_with(req, 200, "keys", cp_list(cp, "keys", "TeamID", who.team_id, false, 0, NULL, NULL));
 }
 
 static void h_keys_create(struct cp *cp, struct http_req *req)

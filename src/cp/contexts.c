@@ -33,8 +33,8 @@
 
 #include "base/clock.h"
 #include "base/crypto.h"
-#include "base/log.h"
 #include "base/fs.h"
+#include "base/log.h"
 #include "base/str.h"
 #include "cp/cp.h"
 
@@ -52,16 +52,14 @@ int cp_context_path(const struct cp *cp, const char *team_id, const char *digest
 {
 	if (!is_digest(digest) || !*team_id)
 		return -1;
-	if (snprintf(out, n, "%s/contexts/%s/%s.tar", cp->cfg.files_dir, team_id, digest) >= (int)n)
-		return -1;
-	return 0;
+	return str_fmt(out, n, "%s/contexts/%s/%s.tar", cp->cfg.files_dir, team_id, digest);
 }
 
 /* Size of the stored context, or -1 when there is none. A use: its mtime
  * becomes now, which is what the sweep measures. */
 static int64_t stored_bytes(const struct cp *cp, const char *team_id, const char *digest)
 {
-	char path[4096];
+	char path[FS_PATH_MAX];
 	struct stat st;
 
 	if (cp_context_path(cp, team_id, digest, path, sizeof(path)) < 0 || stat(path, &st) < 0 ||
@@ -74,7 +72,7 @@ static int64_t stored_bytes(const struct cp *cp, const char *team_id, const char
 static void h_context_put(struct cp *cp, struct http_req *req)
 {
 	const char *digest = http_req_param(req, "digest"), *body;
-	char path[4096], dir[4096], sum[SHA256_HEX_LEN + 1];
+	char path[FS_PATH_MAX], dir[FS_PATH_MAX], sum[SHA256_HEX_LEN + 1];
 	struct cp_caller who;
 	struct err e;
 	size_t len;
@@ -90,9 +88,9 @@ static void h_context_put(struct cp *cp, struct http_req *req)
 		cp_fail(req, 400, "context: the body's sha256 is %s, not %s", sum, digest);
 		return;
 	}
-	snprintf(dir, sizeof(dir), "%s/contexts/%s", cp->cfg.files_dir, who.team_id);
 	err_clear(&e);
-	if (cp_context_path(cp, who.team_id, digest, path, sizeof(path)) < 0 || fs_mkdir_p(dir, 0700, &e) < 0 ||
+	if (fs_path(dir, sizeof(dir), &e, "%s/contexts/%s", cp->cfg.files_dir, who.team_id) < 0 ||
+	    cp_context_path(cp, who.team_id, digest, path, sizeof(path)) < 0 || fs_mkdir_p(dir, 0700, &e) < 0 ||
 	    fs_write_atomic(path, body, len, 0600, &e) < 0) {
 		cp_fail(req, 500, "context: storing it failed: %s", e.msg);
 		return;
@@ -185,7 +183,7 @@ static int sweep_team(const char *dir, const struct named *nd, int64_t cutoff_s,
 	if (!d)
 		return 0;
 	while (*budget > 0 && (de = readdir(d))) {
-		char path[4096], digest[SHA256_HEX_LEN + 1];
+		char path[FS_PATH_MAX], digest[SHA256_HEX_LEN + 1];
 		struct stat st;
 		size_t len = strlen(de->d_name);
 
@@ -195,7 +193,7 @@ static int sweep_team(const char *dir, const struct named *nd, int64_t cutoff_s,
 		digest[SHA256_HEX_LEN] = '\0';
 		if (!is_digest(digest) || is_named(nd, digest))
 			continue;
-		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
+		if (str_fmt(path, sizeof(path), "%s/%s", dir, de->d_name) < 0)
 			continue;
 		if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || (int64_t)st.st_mtime > cutoff_s)
 			continue;
@@ -211,7 +209,7 @@ static int sweep_team(const char *dir, const struct named *nd, int64_t cutoff_s,
 int cp_contexts_sweep(struct cp *cp, int64_t now_s)
 {
 	struct named nd = { NULL, 0, 0 };
-	char root[4096];
+	char root[FS_PATH_MAX];
 	struct err e;
 	DIR *d;
 	struct dirent *de;
@@ -219,8 +217,7 @@ int cp_contexts_sweep(struct cp *cp, int64_t now_s)
 
 	if (cp->cfg.context_keep_s <= 0)
 		return 0;
-	snprintf(root, sizeof(root), "%s/contexts", cp->cfg.files_dir);
-	if (!(d = opendir(root)))
+	if (fs_path(root, sizeof(root), &e, "%s/contexts", cp->cfg.files_dir) < 0 || !(d = opendir(root)))
 		return 0;
 	/* Every version row is read: a sweep is rare (CP_CONTEXT_SWEEP_MS). */
 	err_clear(&e);
@@ -231,11 +228,9 @@ int cp_contexts_sweep(struct cp *cp, int64_t now_s)
 		return 0;
 	}
 	while ((de = readdir(d))) {
-		char dir[4096];
+		char dir[FS_PATH_MAX];
 
-		if (de->d_name[0] == '.')
-			continue;
-		if (snprintf(dir, sizeof(dir), "%s/%s", root, de->d_name) >= (int)sizeof(dir))
+		if (de->d_name[0] == '.' || str_fmt(dir, sizeof(dir), "%s/%s", root, de->d_name) < 0)
 			continue;
 		n += sweep_team(dir, &nd, now_s - cp->cfg.context_keep_s, &budget);
 	}

@@ -566,6 +566,11 @@ void cp_commit_quiet(struct st_txn *txn, const char *what);
 int cp_update(struct cp *cp, const char *table, const char *id, struct json *fields);
 /* {k1: v1, k2: v2, ...}: pairs of (const char *, struct json * taken), NULL-ended. */
 struct json *cp_obj(const char *key, ...);
+/* A new row of a team's table: {"ID": a new id with prefix (also into id),
+ * "TeamID": team_id}; the caller adds the rest. */
+struct json *cp_row_new(const char *prefix, const char *team_id, char id[ID_MAX]);
+/* Answer {key: v} (v taken). */
+void cp_reply_with(struct http_req *req, int status, const char *key, struct json *v);
 
 /* The request body as a JSON object (an empty body is {}). -1 after answering 400. */
 int cp_body(struct http_req *req, struct json **out);
@@ -579,6 +584,8 @@ int cp_req_str(struct http_req *req, const struct json *body, const char *key, c
 
 /* Names: 1..CP_NAME_MAX of [A-Za-z0-9._-], starting with a letter or digit. */
 bool cp_valid_name(const char *s);
+/* 0 when value is such a name; -1 after answering 400 "<field> must be ...". */
+int cp_name_ok(struct http_req *req, const char *field, const char *value);
 
 /* Now as RFC 3339 (Go's RFC3339Nano, UTC). */
 void cp_now(char out[48]);

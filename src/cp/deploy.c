@@ -39,12 +39,9 @@ const char *const *cp_phase_names(const char *kind)
 
 struct json *cp_env_new(const char *team_id, const char *project_id, const char *name, const char *stage)
 {
-	struct json *env = json_new_object();
 	char id[ID_MAX];
+	struct json *env = cp_row_new("env", team_id, id);
 
-	id_new("env", id);
-	json_object_set_str(env, "ID", id);
-	json_object_set_str(env, "TeamID", team_id);
 	json_object_set_str(env, "ProjectID", project_id);
 	json_object_set_str(env, "Name", name);
 	json_object_set_str(env, "Stage", stage);
@@ -106,12 +103,9 @@ struct json *cp_deployment_create_v(struct st_txn *txn, const char *team_id, con
 				    const char *env_id, const char *kind, struct json *params, const char *version_id)
 {
 	const char *const *names = cp_phase_names(kind);
-	struct json *dep = json_new_object(), *phases = json_new_array(), *out = json_new_object();
 	char id[ID_MAX], pid[CP_ROW_ID_MAX];
+	struct json *dep = cp_row_new("dep", team_id, id), *phases = json_new_array(), *out = json_new_object();
 
-	id_new("dep", id);
-	json_object_set_str(dep, "ID", id);
-	json_object_set_str(dep, "TeamID", team_id);
 	json_object_set_str(dep, "ProjectID", project_id);
 	json_object_set_str(dep, "EnvID", env_id);
 	json_object_set_str(dep, "Kind", kind);

@@ -50,12 +50,9 @@ static void publish(struct cp *cp, const struct json *row)
 void cp_event(struct cp *cp, struct st_txn *txn, const char *team_id, const char *subject, const char *kind,
 	      struct json *body)
 {
-	struct json *row = json_new_object();
 	char id[ID_MAX];
+	struct json *row = cp_row_new("evt", team_id, id);
 
-	id_new("evt", id);
-	json_object_set_str(row, "ID", id);
-	json_object_set_str(row, "TeamID", team_id);
 	json_object_set_str(row, "Subject", subject);
 	json_object_set_str(row, "Kind", kind);
 	json_object_set(row, "Body", body ? body : json_new_null());

@@ -17,6 +17,17 @@ void cp_reply(struct http_req *req, int status, struct json *v)
 	json_free(v);
 }
 
+void cp_reply_with(struct http_req *req, int status, const char *key, struct json *v)
+{
+	cp_reply(req, status, cp_obj(key, v, NULL));
+}
+
+struct json *cp_row_new(const char *prefix, const char *team_id, char id[ID_MAX])
+{
+	id_new(prefix, id);
+	return cp_obj("ID", json_new_str(id), "TeamID", json_new_str(team_id), NULL);
+}
+
 void cp_fail(struct http_req *req, int status, const char *fmt, ...)
 {
 	char msg[ERR_MSG_MAX];
@@ -160,6 +171,19 @@ static const struct json *member(const struct json *body, const char *key)
 	return v && v->type != JSON_NULL ? v : NULL;
 }
 
+/* body's member key in *v when it is of type t (NULL when absent or null);
+ * -1 after a 400 that says what it must be. */
+static int typed_member(struct http_req *req, const struct json *body, const char *key, enum json_type t,
+			const char *want, const struct json **v)
+{
+	*v = member(body, key);
+	if (*v && (*v)->type != t) {
+		cp_fail(req, 400, "%s must be %s", key, want);
+		return -1;
+	}
+	return 0;
+}
+
 int cp_opt_str(struct http_req *req, const struct json *body, const char *key, const char **out)
 {
 	const struct json *v = member(body, key);
@@ -190,30 +214,32 @@ int cp_req_str(struct http_req *req, const struct json *body, const char *key, c
 
 int cp_opt_bool(struct http_req *req, const struct json *body, const char *key, int *out)
 {
-	const struct json *v = member(body, key);
+	const struct json *v;
 
-	if (!v)
-		return 0;
-	if (v->type != JSON_BOOL) {
-		cp_fail(req, 400, "%s must be true, false or null", key);
+	if (typed_member(req, body, key, JSON_BOOL, "true, false or null", &v) < 0)
 		return -1;
-	}
-	*out = v->u.b;
+	if (v)
+		*out = v->u.b;
 	return 0;
 }
 
 int cp_opt_int(struct http_req *req, const struct json *body, const char *key, int64_t *out)
 {
-	const struct json *v = member(body, key);
+	const struct json *v;
 
-	if (!v)
-		return 0;
-	if (v->type != JSON_INT) {
-		cp_fail(req, 400, "%s must be an integer", key);
+	if (typed_member(req, body, key, JSON_INT, "an integer", &v) < 0)
 		return -1;
-	}
-	*out = v->u.i;
+	if (v)
+		*out = v->u.i;
 	return 0;
+}
+
+int cp_name_ok(struct http_req *req, const char *field, const char *value)
+{
+	if (cp_valid_name(value))
+		return 0;
+	cp_fail(req, 400, "%s must be 1 to %d letters, digits, '.', '_' or '-'", field, CP_NAME_MAX);
+	return -1;
 }
 
 bool cp_valid_name(const char *s)

@@ -23,10 +23,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/list.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "base/sys.h"
 #include "http/resolve.h"
+#include "json/json.h"
 
 #define KEY_MAX (STREAM_MAX_HOST + 32)
 
@@ -302,18 +304,27 @@ static int reader_eof(struct reader *rr, const char *peer, struct err *e)
 	return err_set(e, "connection closed by %s before the response was complete", peer);
 }
 
+int http_client_resp_error(const struct http_client_resp *r, char *out, size_t n)
+{
+	struct json *doc = NULL;
+	struct err ignore;
+	const char *msg = NULL;
+	int found;
+
+	if (n)
+		out[0] = '\0';
+	if (json_parse(r->body.data, r->body.len, NULL, &doc, &ignore) == 0)
+		msg = json_get_str(doc, "error");
+	found = msg && *msg;
+	if (found && n)
+		snprintf(out, n, "%s", msg);
+	json_free(doc);
+	return found;
+}
+
 const char *http_client_resp_header(const struct http_client_resp *r, const char *name)
 {
-	size_t off = 0;
-
-	for (size_t i = 0; i < r->nheaders && off < r->head.len; i++) {
-		const char *k = r->head.data + off;
-		const char *v = k + strlen(k) + 1;
-		if (strcasecmp(k, name) == 0)
-			return v;
-		off = (size_t)(v - r->head.data) + strlen(v) + 1;
-	}
-	return NULL;
+	return http_int_pair_find(r->head.data, r->head.len, r->nheaders, name, strcasecmp);
 }
 
 void http_client_resp_release(struct http_client_resp *r)
@@ -592,12 +603,7 @@ static void acall_unlink(struct http_acall *call)
 	resolve_cancel(call->lookup);	/* its thread drops the answer */
 	call->lookup = NULL;
 	acall_drop_conn(call);
-	if (call->prev)
-		call->prev->next = call->next;
-	else
-		ac->calls = call->next;
-	if (call->next)
-		call->next->prev = call->prev;
+	DLIST_UNLINK(ac->calls, call);
 }
 
 static void acall_release(struct http_acall *call)
@@ -917,10 +923,7 @@ struct http_acall *http_aclient_do(struct http_aclient *ac, const struct http_cl
 	call->arg = arg;
 	call->head_req = req->method && strcmp(req->method, "HEAD") == 0;
 	call->phase = A_START;
-	call->next = ac->calls;
-	if (call->next)
-		call->next->prev = call;
-	ac->calls = call;
+	DLIST_PUSH(ac->calls, call);
 	ev_timer_start(ac->ev, &call->timer, 0, acall_on_timer, call);
 	return call;
 }

@@ -309,6 +309,10 @@ struct http_client_resp {
 
 /* A response header value (case-insensitive name), or NULL. */
 const char *http_client_resp_header(const struct http_client_resp *r, const char *name);
+/* The message of a JSON error body ({"error": "..."}) in out (of size n,
+ * cut to fit: it is for a person to read). 1 when the body had a non-empty
+ * one, 0 when not (out is then ""). */
+int http_client_resp_error(const struct http_client_resp *r, char *out, size_t n);
 void http_client_resp_release(struct http_client_resp *r);
 
 /* Blocking client. Keeps idle keep-alive connections per scheme://host:port.

@@ -22,4 +22,11 @@ typedef int (*http_int_gai_fn)(const char *node, const char *service, const stru
 			       struct addrinfo **res);
 void http_int_resolve_hook(http_int_gai_fn fn);
 
+/* In a run of "name\0value\0" pairs (len bytes of data, at most max pairs),
+ * the value of the first pair whose name cmp finds equal to name (cmp is
+ * strcmp or strcasecmp); NULL if none. Headers and decoded queries are kept
+ * so. */
+const char *http_int_pair_find(const char *data, size_t len, size_t max, const char *name,
+			       int (*cmp)(const char *, const char *));
+
 #endif

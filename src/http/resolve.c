@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/list.h"
 #include "base/sys.h"
 #include "http/stream.h"
 
@@ -108,17 +109,6 @@ static void *lookup_thread(void *p)
 	return NULL;
 }
 
-static void list_unlink(struct resolve_req **head, struct resolve_req *q)
-{
-	if (q->prev)
-		q->prev->next = q->next;
-	else
-		*head = q->next;
-	if (q->next)
-		q->next->prev = q->prev;
-	q->prev = q->next = NULL;
-}
-
 static void on_done(struct ev *ev, int fd, int revents, void *arg);
 
 /* Give a lookup that could not get a thread its answer the ordinary way:
@@ -147,11 +137,7 @@ static int req_launch(struct resolver *r, struct resolve_req *q)
 	if (q->efd < 0)
 		return -1;
 	q->started = true;
-	q->next = r->running;
-	q->prev = NULL;
-	if (q->next)
-		q->next->prev = q;
-	r->running = q;
+	DLIST_PUSH(r->running, q);
 	r->nrunning++;
 	ev_fd_add(r->ev, q->efd, EV_READ, on_done, q);
 	atomic_store(&q->refs, 2);
@@ -183,7 +169,7 @@ static void start_queued(struct resolver *r)
 {
 	while (r->queue && r->nrunning < RESOLVE_MAX_THREADS) {
 		struct resolve_req *q = r->queue;
-		list_unlink(&r->queue, q);
+		DLIST_UNLINK(r->queue, q);
 		if (r->queue) {
 			r->queue->prev = NULL;
 		} else {
@@ -219,7 +205,7 @@ static void on_done(struct ev *ev, int fd, int revents, void *arg)
 	if (!atomic_load_explicit(&q->done, memory_order_acquire))
 		return;
 	ev_fd_del(ev, q->efd);
-	list_unlink(&r->running, q);
+	DLIST_UNLINK(r->running, q);
 	r->nrunning--;
 	fn = q->fn;
 	fn_arg = q->arg;
@@ -308,7 +294,7 @@ void resolve_cancel(struct resolve_req *q)
 		/* Still queued: nobody else knows it. */
 		if (q == r->queue_tail)
 			r->queue_tail = q->prev;
-		list_unlink(&r->queue, q);
+		DLIST_UNLINK(r->queue, q);
 		r->nqueued--;
 		req_destroy(q);
 		return;
@@ -325,12 +311,12 @@ void resolver_free(struct resolver *r)
 		return;
 	while (r->queue) {
 		struct resolve_req *q = r->queue;
-		list_unlink(&r->queue, q);
+		DLIST_UNLINK(r->queue, q);
 		req_destroy(q);
 	}
 	while (r->running) {
 		struct resolve_req *q = r->running;
-		list_unlink(&r->running, q);
+		DLIST_UNLINK(r->running, q);
 		ev_fd_del(r->ev, q->efd);
 		q->r = NULL;
 		q->fn = NULL;

@@ -5,7 +5,9 @@
  * conn_run in server.c does the rest (see the comment atop server.c).
  */
 #include "http/server_int.h"
+#include "http/http_int.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +63,6 @@ const char *http_req_param(const struct http_req *req, const char *name)
 const char *http_req_query(const struct http_req *req, const char *name)
 {
 	struct http_req *r = (struct http_req *)req;	/* lazily decoded cache */
-	size_t off = 0;
 
 	if (!r->query)
 		return NULL;
@@ -87,12 +88,21 @@ const char *http_req_query(const struct http_req *req, const char *name)
 			p = e + 1;
 		}
 	}
-	while (off < r->qstore.len) {
-		const char *k = r->qstore.data + off;
+	return http_int_pair_find(r->qstore.data, r->qstore.len, SIZE_MAX, name, strcmp);
+}
+
+const char *http_int_pair_find(const char *data, size_t len, size_t max, const char *name,
+			       int (*cmp)(const char *, const char *))
+{
+	size_t off = 0;
+
+	for (size_t i = 0; i < max && off < len; i++) {
+		const char *k = data + off;
 		const char *v = k + strlen(k) + 1;
-		if (strcmp(k, name) == 0)
+
+		if (cmp(k, name) == 0)
 			return v;
-		off = (size_t)(v - r->qstore.data) + strlen(v) + 1;
+		off = (size_t)(v - data) + strlen(v) + 1;
 	}
 	return NULL;
 }

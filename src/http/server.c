@@ -44,6 +44,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/list.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "base/sys.h"
@@ -942,12 +943,7 @@ void hs_conn_unlink(struct conn *c)
 {
 	struct http_server *srv = c->srv;
 
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		srv->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	DLIST_UNLINK(srv->conns, c);
 	wait_leave(c);
 	if (c->reserve)
 		srv->nreserve--;
@@ -1055,10 +1051,7 @@ static void conn_accept(struct http_server *srv, int cfd, const struct sockaddr_
 		c->state = C_HEAD;
 		c->fresh = true;
 	}
-	c->next = srv->conns;
-	if (c->next)
-		c->next->prev = c;
-	srv->conns = c;
+	DLIST_PUSH(srv->conns, c);
 	srv->nconns++;
 	srv->stats.accepted++;
 	c->reserve = reserve;

@@ -125,6 +125,21 @@ static ssize_t tls_fail(struct stream *s, int ret)
 	}
 }
 
+/* One SSL_read (into rbuf) or SSL_write (from wbuf) of at most INT32_MAX
+ * bytes: how many moved, or tls_fail's verdict. */
+static ssize_t tls_io(struct stream *s, void *rbuf, const void *wbuf, size_t n)
+{
+	int r;
+
+	if (n == 0)
+		return 0;
+	if (n > INT32_MAX)
+		n = INT32_MAX;
+	errno = 0;
+	r = rbuf ? SSL_read(s->ssl, rbuf, (int)n) : SSL_write(s->ssl, wbuf, (int)n);
+	return r > 0 ? r : tls_fail(s, r);
+}
+
 ssize_t stream_read(struct stream *s, void *buf, size_t n)
 {
 	if (!s->ssl) {
@@ -135,15 +150,7 @@ ssize_t stream_read(struct stream *s, void *buf, size_t n)
 		}
 		return r;
 	}
-	if (n == 0)
-		return 0;
-	if (n > INT32_MAX)
-		n = INT32_MAX;
-	errno = 0;
-	int r = SSL_read(s->ssl, buf, (int)n);
-	if (r > 0)
-		return r;
-	return tls_fail(s, r);
+	return tls_io(s, buf, NULL, n);
 }
 
 ssize_t stream_write(struct stream *s, const void *buf, size_t n)
@@ -163,16 +170,8 @@ ssize_t stream_write(struct stream *s, const void *buf, size_t n)
 		}
 		return w;
 	}
-	if (n == 0)
-		return 0;
-	if (n > INT32_MAX)
-		n = INT32_MAX;
-	errno = 0;
-	int r = SSL_write(s->ssl, buf, (int)n);
-	if (r > 0)
-		return r;
-	ssize_t f = tls_fail(s, r);
-	if (f == 0) {		/* peer closed while we write: that is a broken pipe */
+	ssize_t f = tls_io(s, NULL, buf, n);
+	if (f == 0 && n > 0) {		/* peer closed while we write: that is a broken pipe */
 		errno = EPIPE;
 		return -1;
 	}

@@ -601,6 +601,35 @@ static struct json *new_container(enum json_type t)
 }
 
 /* Hang v on the open container at the top of the stack (or make it the root). */
+/* true, false or null at *p: the value, with *p moved past it; NULL when
+ * the bytes there are none of the three. */
+static struct json *parse_literal(const unsigned char **p, const unsigned char *end)
+{
+	static const struct {
+		const char *word;
+		enum json_type type;
+		bool b;
+	} literals[] = {
+		{ "true", JSON_BOOL, true },
+		{ "false", JSON_BOOL, false },
+		{ "null", JSON_NULL, false },
+	};
+
+	for (size_t i = 0; i < sizeof(literals) / sizeof(literals[0]); i++) {
+		size_t n = strlen(literals[i].word);
+		struct json *v;
+
+		if ((size_t)(end - *p) < n || memcmp(*p, literals[i].word, n) != 0)
+			continue;
+		v = xmalloc(sizeof(*v));
+		v->type = literals[i].type;
+		v->u.b = literals[i].b;
+		*p += n;
+		return v;
+	}
+	return NULL;
+}
+
 static void attach(struct parser *ps, struct json **root, struct json *v)
 {
 	struct frame *f;
@@ -660,11 +689,32 @@ static size_t limit_size(const struct json_limits *lim)
 	return lim && lim->max_size ? lim->max_size : JSON_MAX_SIZE_DEFAULT;
 }
 
+/* An object or array opens at *p: attach and push it, then step past the
+ * bracket and white space. 1 when a member follows; 0 when it closed at
+ * once (popped again, *p past the closer); -1 when nested too deep. */
+static int open_container(struct parser *ps, struct json **root, enum json_type type, const unsigned char **p)
+{
+	struct json *v = new_container(type);
+
+	attach(ps, root, v);
+	if (push(ps, *p, v) < 0)
+		return -1;
+	for ((*p)++; *p < ps->end && is_ws[**p]; (*p)++)
+		;
+	if (*p < ps->end && **p == (type == JSON_OBJECT ? '}' : ']')) {
+		pop(ps);
+		(*p)++;
+		return 0;
+	}
+	return 1;
+}
+
 int json_parse(const char *text, size_t len, const struct json_limits *lim,
 	       struct json **out, struct err *e)
 {
 	struct parser ps = { 0 };
 	const unsigned char *p, *end;
+	int opened;
 	struct json *root = NULL, *v = NULL;
 	size_t max_size = limit_size(lim);
 	int rc = -1;
@@ -698,34 +748,18 @@ value:
 	}
 	switch (*p) {
 	case '{':
-		v = new_container(JSON_OBJECT);
-		attach(&ps, &root, v);
-		if (push(&ps, p, v) < 0)
+		if ((opened = open_container(&ps, &root, JSON_OBJECT, &p)) < 0)
 			goto out;
-		p++;
-		while (p < end && is_ws[*p])
-			p++;
-		if (p < end && *p == '}') {
-			pop(&ps);
-			p++;
+		if (opened == 0)
 			goto next;
-		}
 		if (parse_key(&ps, &ps.stack[ps.depth - 1], p, &p) < 0)
 			goto out;
 		goto value;
 	case '[':
-		v = new_container(JSON_ARRAY);
-		attach(&ps, &root, v);
-		if (push(&ps, p, v) < 0)
+		if ((opened = open_container(&ps, &root, JSON_ARRAY, &p)) < 0)
 			goto out;
-		p++;
-		while (p < end && is_ws[*p])
-			p++;
-		if (p < end && *p == ']') {
-			pop(&ps);
-			p++;
+		if (opened == 0)
 			goto next;
-		}
 		goto value;
 	case '"': {
 		char *s;
@@ -745,30 +779,9 @@ value:
 			goto out;
 		attach(&ps, &root, v);
 		goto next;
-	case 't':
-		if (end - p < 4 || memcmp(p, "true", 4) != 0)
+	case 't': case 'f': case 'n':
+		if (!(v = parse_literal(&p, end)))
 			break;
-		p += 4;
-		v = xmalloc(sizeof(*v));
-		v->type = JSON_BOOL;
-		v->u.b = true;
-		attach(&ps, &root, v);
-		goto next;
-	case 'f':
-		if (end - p < 5 || memcmp(p, "false", 5) != 0)
-			break;
-		p += 5;
-		v = xmalloc(sizeof(*v));
-		v->type = JSON_BOOL;
-		v->u.b = false;
-		attach(&ps, &root, v);
-		goto next;
-	case 'n':
-		if (end - p < 4 || memcmp(p, "null", 4) != 0)
-			break;
-		p += 4;
-		v = xmalloc(sizeof(*v));
-		v->type = JSON_NULL;
 		attach(&ps, &root, v);
 		goto next;
 	default:

@@ -277,16 +277,8 @@ static int skip_value(const char *text, size_t len, unsigned max_depth, size_t *
 			if (skip_string(s, len, &i) < 0)
 				return -1;
 			break;
-		case 't':
-			if (skip_word(s, len, &i, "true") < 0)
-				return -1;
-			break;
-		case 'f':
-			if (skip_word(s, len, &i, "false") < 0)
-				return -1;
-			break;
-		case 'n':
-			if (skip_word(s, len, &i, "null") < 0)
+		case 't': case 'f': case 'n':
+			if (skip_word(s, len, &i, s[i] == 't' ? "true" : s[i] == 'f' ? "false" : "null") < 0)
 				return -1;
 			break;
 		default:

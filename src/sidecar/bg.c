@@ -281,7 +281,7 @@ int cmd_env_bg_start(struct wk *w, const struct json *payload, struct json **res
 	const struct json *cmd = json_get(payload, "cmd");
 	const char *svc = json_get_str(payload, "service");
 	int64_t timeout = json_get_int(payload, "timeout_sec", SC_BG_TIMEOUT_MAX_S);
-	char cname[300], id[ID_MAX], dir[SC_BG_PATH_MAX];
+	char cname[SC_DOCKER_NAME_MAX], id[ID_MAX], dir[SC_BG_PATH_MAX];
 	const char **argv;
 	struct json *st, *done = NULL;
 	size_t running = 0;

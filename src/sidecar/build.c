@@ -90,12 +90,13 @@ int build_tag(const char *svc, const struct json *b, char *tag, size_t n)
 	for (i = 0; svc[i] && i + 1 < sizeof(lower); i++)
 		lower[i] = (char)(svc[i] >= 'A' && svc[i] <= 'Z' ? svc[i] - 'A' + 'a' : svc[i]);
 	lower[i] = '\0';
-	return snprintf(tag, n, "denv-build/%s:%.12s", lower, hex) >= (int)n ? -1 : 0;
+	return str_fmt(tag, n, "denv-build/%s:%.12s", lower, hex);
 }
 
-static void context_file(const struct wk *w, const char *digest, const char *suffix, char *out, size_t n)
+/* <data>/contexts/<digest><suffix>, into out (FS_PATH_MAX bytes). */
+static int context_file(const struct wk *w, const char *digest, const char *suffix, char *out, struct err *e)
 {
-	snprintf(out, n, "%s/contexts/%s%s", w->data, digest, suffix);
+	return fs_path(out, FS_PATH_MAX, e, "%s/contexts/%s%s", w->data, digest, suffix);
 }
 
 static int64_t file_size(const char *path)
@@ -158,18 +159,16 @@ int cmd_env_context(struct wk *w, const struct json *p, struct json **result, st
 {
 	const char *digest = json_get_str(p, "digest"), *svc = json_get_str(p, "service");
 	int64_t size = json_get_int(p, "size", -1), have;
-	char dir[4096], final[4200], part[4400], tag[300], hex[SHA256_HEX_LEN + 1];
+	char dir[FS_PATH_MAX], final[FS_PATH_MAX], part[FS_PATH_MAX], tag[SC_DOCKER_NAME_MAX], hex[SHA256_HEX_LEN + 1];
 	struct engine_img im;
 	bool cached = false;
 
 	if (!is_digest(digest) || !svc || size < 0 || (uint64_t)size > SC_CONTEXT_MAX)
 		return err_set(e, "env.context: payload needs service, digest (sha256) and a size of at most %llu MiB",
 			       (unsigned long long)(SC_CONTEXT_MAX >> 20));
-	snprintf(dir, sizeof(dir), "%s/contexts", w->data);
-	context_file(w, digest, ".tar", final, sizeof(final));
-	snprintf(part, sizeof(part), "%s/%s.%s.part", dir, digest, w->env);
-	if (fs_mkdir_p(dir, 0700, e) < 0)
-		return -1;
+	if (fs_path(dir, sizeof(dir), e, "%s/contexts", w->data) < 0 || context_file(w, digest, ".tar", final, e) < 0 ||
+	    fs_path(part, sizeof(part), e, "%s/%s.%s.part", dir, digest, w->env) < 0 || fs_mkdir_p(dir, 0700, e) < 0)
+		return err_prefix(e, "env.context");
 	if (json_get(p, "build") && build_tag(svc, json_get(p, "build"), tag, sizeof(tag)) == 0 &&
 	    engine_image(tag, &im, e) > 0)
 		cached = true;
@@ -413,12 +412,13 @@ static int docker_build(struct wk *w, const char *svc, const struct json *s, con
 			const char **builder, struct err *e)
 {
 	const struct json *b = json_get(s, "build");
-	char ctx[4200], tail[SC_BUILD_ERROR_TAIL + 64];
+	char ctx[FS_PATH_MAX], tail[SC_BUILD_ERROR_TAIL + 64];
 	struct output o;
 	struct stat st;
 	int fd, code;
 
-	context_file(w, json_get_str(b, "context_digest"), ".tar", ctx, sizeof(ctx));
+	if (context_file(w, json_get_str(b, "context_digest"), ".tar", ctx, e) < 0)
+		return -1;
 	if ((fd = open(ctx, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0) {
 		struct engine_img im;
 		struct err e2;
@@ -464,7 +464,7 @@ static int ensure_one(struct wk *w, struct json *s, struct json *builds, struct 
 {
 	struct json *b = json_get(s, "build"), *rec;
 	const char *svc = json_get_str(s, "name"), *image = json_get_str(s, "image"), *builder = "cache";
-	char tag[300];
+	char tag[SC_DOCKER_NAME_MAX];
 	struct engine_img im;
 	int64_t t0 = ev_mono_ms();
 	int rc;
@@ -536,8 +536,5 @@ static int64_t context_keep(const char *name)
 
 int build_prune(const char *data, int64_t now_s)
 {
-	char dir[4096];
-
-	snprintf(dir, sizeof(dir), "%s/contexts", data);
-	return fs_prune_files(dir, now_s, context_keep);
+	return fs_prune_under(data, "contexts", now_s, context_keep);
 }

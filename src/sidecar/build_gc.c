@@ -60,15 +60,15 @@ static void pin_tree(const char *dir, const char *file, bool snaps, struct json 
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
-		char sub[4096], path[4400];
+		char sub[FS_PATH_MAX], path[FS_PATH_MAX];
 
-		if (de->d_name[0] == '.' || snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name) >= (int)sizeof(sub))
+		if (de->d_name[0] == '.' || str_fmt(sub, sizeof(sub), "%s/%s", dir, de->d_name) < 0)
 			continue;
 		if (snaps) {
 			pin_tree(sub, file, false, pins);
 			continue;
 		}
-		if (snprintf(path, sizeof(path), "%s/%s", sub, file) < (int)sizeof(path))
+		if (str_fmt(path, sizeof(path), "%s/%s", sub, file) == 0)
 			pin_file(path, str_eq(file, "snapshot.json"), pins);
 	}
 	closedir(d);
@@ -128,7 +128,7 @@ int build_images_prune(const char *data, int64_t now_s)
 {
 	struct json *images = NULL, *pins = json_new_array();
 	const struct json **loose = NULL;
-	char dir[4096];
+	char envs[FS_PATH_MAX], snaps[FS_PATH_MAX];
 	struct err e;
 	size_t n = 0, i;
 	int removed = 0;
@@ -153,15 +153,15 @@ int build_images_prune(const char *data, int64_t now_s)
 	rc = path.len < 600 ? engine_api_get(path.data, &images, &e) : 0;
 	buf_release(&path);
 	buf_release(&filter);
-	if (rc <= 0 || images->type != JSON_ARRAY) {
+	/* Without both trees the pins are unknown: then nothing is swept. */
+	if (rc <= 0 || images->type != JSON_ARRAY || fs_path(envs, sizeof(envs), &e, "%s/envs", data) < 0 ||
+	    fs_path(snaps, sizeof(snaps), &e, "%s/snaps", data) < 0) {
 		json_free(images);
 		json_free(pins);
 		return 0;
 	}
-	snprintf(dir, sizeof(dir), "%s/envs", data);
-	pin_tree(dir, "spec.json", false, pins);
-	snprintf(dir, sizeof(dir), "%s/snaps", data);
-	pin_tree(dir, "snapshot.json", true, pins);
+	pin_tree(envs, "spec.json", false, pins);
+	pin_tree(snaps, "snapshot.json", true, pins);
 	loose = xcalloc(json_len(images) + 1, sizeof(*loose));
 	for (i = 0; i < json_len(images); i++)
 		if (json_get_str(json_at(images, i), "Id") && !pinned(pins, json_get_str(json_at(images, i), "Id")))

@@ -18,17 +18,14 @@
 
 int cmdlog_path(const char *data, const char *id, const char *ext, char *out, size_t n)
 {
-	int w;
-
 	if (!sc_safe_id(id))
 		return -1;
-	w = snprintf(out, n, "%s/commands/%s%s", data, id, ext);
-	return w < 0 || (size_t)w >= n ? -1 : 0;
+	return str_fmt(out, n, "%s/commands/%s%s", data, id, ext);
 }
 
 int cmdlog_read(const char *data, const char *id, struct json **res, struct err *e)
 {
-	char path[4096];
+	char path[FS_PATH_MAX];
 
 	*res = NULL;
 	if (cmdlog_path(data, id, ".json", path, sizeof(path)) < 0)
@@ -44,7 +41,7 @@ int cmdlog_write(const char *data, const char *id, const char *kind, const char 
 		 bool ok, struct json *payload, const char *error, struct err *e)
 {
 	struct json *j = json_new_object();
-	char path[4096], dir[4096], ts[CLOCK_RFC3339_MAX];
+	char path[FS_PATH_MAX], dir[FS_PATH_MAX], ts[CLOCK_RFC3339_MAX];
 	char *text;
 	int rc;
 
@@ -53,8 +50,7 @@ int cmdlog_write(const char *data, const char *id, const char *kind, const char 
 		json_free(j);
 		return err_set(e, "bad command id");
 	}
-	snprintf(dir, sizeof(dir), "%s/commands", data);
-	if (fs_mkdir_p(dir, 0700, e) < 0) {
+	if (fs_path(dir, sizeof(dir), e, "%s/commands", data) < 0 || fs_mkdir_p(dir, 0700, e) < 0) {
 		json_free(payload);
 		json_free(j);
 		return -1;
@@ -111,8 +107,5 @@ static int64_t cmdlog_keep(const char *name)
 
 int cmdlog_prune(const char *data, int64_t now_s)
 {
-	char dir[4096];
-
-	snprintf(dir, sizeof(dir), "%s/commands", data);
-	return fs_prune_files(dir, now_s, cmdlog_keep);
+	return fs_prune_under(data, "commands", now_s, cmdlog_keep);
 }

@@ -12,7 +12,7 @@
 
 int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **result, struct err *e)
 {
-	char project[SC_ID_MAX], dir[4096];
+	char project[SC_ID_MAX], dir[FS_PATH_MAX];
 
 	if (!sc_safe_id(w->env))
 		return err_set(e, "env.destroy: the command has no usable env_id");
@@ -21,7 +21,8 @@ int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **resu
 	ig_stop_env(w->data, w->env);
 	if (dk_project_down(project, e) < 0)
 		return err_prefix(e, "env.destroy");
-	snprintf(dir, sizeof(dir), "%s/envs/%s", w->data, w->env);
+	if (fs_path(dir, sizeof(dir), e, "%s/envs/%s", w->data, w->env) < 0)
+		return err_prefix(e, "env.destroy");
 	if (snap_destroy_env(w, w->env, e) < 0)
 		return err_prefix(e, "env.destroy");
 	wk_progress("removing %s", dir);

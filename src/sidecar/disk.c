@@ -100,7 +100,7 @@ static void evidence(struct json *ev, int64_t mb, const char *mechanism, bool en
 
 static int make_image(const char *img, const char *voldir, int64_t mb, struct err *e)
 {
-	char size[32], lost[STG_PATH_MAX + 16];
+	char size[32], lost[FS_PATH_MAX];
 	const char *mkfs[] = { "mkfs.ext4", "-q", "-F", "-m", "0", "-E",
 			       "nodiscard,lazy_itable_init=1,lazy_journal_init=1", img, NULL };
 	const char *mount[] = { "mount", "-o", "loop,nodev,nosuid", img, voldir, NULL };
@@ -116,8 +116,8 @@ static int make_image(const char *img, const char *voldir, int64_t mb, struct er
 		return err_prefix(e, "disk cap of %lld MiB", (long long)mb);
 	}
 	/* ext4's lost+found is not a volume. */
-	snprintf(lost, sizeof(lost), "%s/lost+found", voldir);
-	(void)rmdir(lost);
+	if (fs_path(lost, sizeof(lost), e, "%s/lost+found", voldir) == 0)
+		(void)rmdir(lost);
 	return chmod(voldir, 0755) < 0 ? err_errno(e, "chmod %s", voldir) : 0;
 }
 
@@ -146,7 +146,8 @@ int disk_prepare(const struct wk *w, const struct stg *s, const char *env, const
 		wk_progress("disk cap %lld MiB (host default): not enforced on storage %s", (long long)mb, s->ops->name);
 		return 0;
 	}
-	snprintf(img, sizeof(img), "%s/envs/%s/disk.img", w->data, env);
+	if (fs_path(img, sizeof(img), e, "%s/envs/%s/disk.img", w->data, env) < 0)
+		return err_prefix(e, "disk cap");
 	if (!is_mount(voldir)) {
 		if (!dir_empty(voldir)) {
 			evidence(ev, mb, "ext4 image (loop)", false, voldir);
@@ -166,8 +167,9 @@ int disk_release(const char *data, const char *env, struct err *e)
 	char voldir[STG_PATH_MAX], img[STG_PATH_MAX];
 	const char *umount[] = { "umount", voldir, NULL };
 
-	snprintf(voldir, sizeof(voldir), "%s/envs/%s/vol", data, env);
-	snprintf(img, sizeof(img), "%s/envs/%s/disk.img", data, env);
+	if (fs_path(voldir, sizeof(voldir), e, "%s/envs/%s/vol", data, env) < 0 ||
+	    fs_path(img, sizeof(img), e, "%s/envs/%s/disk.img", data, env) < 0)
+		return err_prefix(e, "disk cap");
 	if (is_mount(voldir) && stg_run(umount, NULL, e) < 0)
 		return err_prefix(e, "unmounting the disk cap's image");
 	if (unlink(img) < 0 && errno != ENOENT)

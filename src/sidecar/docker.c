@@ -43,6 +43,17 @@ void av_addf(struct argv *a, const char *fmt, ...)
 	buf_release(&b);
 }
 
+void av_addl(struct argv *a, ...)
+{
+	va_list ap;
+	const char *s;
+
+	va_start(ap, a);
+	while ((s = va_arg(ap, const char *)))
+		av_add(a, s);
+	va_end(ap);
+}
+
 void av_release(struct argv *a)
 {
 	for (size_t i = 0; i < a->n; i++)
@@ -72,7 +83,7 @@ int dk_run(const struct argv *a, int64_t timeout_ms, struct buf *out, struct err
 	const char **argv = xcalloc(a->n + 2, sizeof(char *));
 	struct proc_spec s;
 	struct proc_result r;
-	char line[300];
+	char line[SC_DOCKER_LINE_MAX];
 	int rc = 0;
 
 	argv[0] = "docker";
@@ -120,7 +131,7 @@ static void many_done(struct proc_job *job, const struct proc_result *r, void *a
 {
 	struct many_job *j = arg;
 	struct many *m = j->m;
-	char line[300];
+	char line[SC_DOCKER_LINE_MAX];
 
 	m->left--;
 	if (m->failed >= 0 && (size_t)m->failed < j->i)
@@ -213,7 +224,7 @@ void dk_container(const char *project, const char *svc, char *out, size_t n)
 
 int dk_project_containers(const char *project, struct buf *out, struct err *e)
 {
-	char filter[300];
+	char filter[SC_DOCKER_NAME_MAX];
 
 	snprintf(filter, sizeof(filter), "label=com.docker.compose.project=%s", project);
 	return dk(out, SC_DOCKER_QUICK_MS, e, "ps", "-aq", "--no-trunc", "--filter", filter, NULL);
@@ -226,7 +237,7 @@ int dk_project_down(const char *project, struct err *e)
 	struct buf ids = BUF_INIT;
 	struct argv a;
 	char **list;
-	char net[300];
+	char net[SC_DOCKER_NAME_MAX];
 	size_t n = 0;
 	int rc = 0;
 

@@ -155,7 +155,7 @@ int engine_container_do(const char *name, const char *action, struct err *e)
 	} else if (rc >= 200 && rc < 300) {
 		rc = 1;
 	} else {
-		char line[300];
+		char line[SC_DOCKER_LINE_MAX];
 
 		/* Docker's own words, {"message": "..."}, as the CLI would print them. */
 		dk_first_line(resp.body.data ? resp.body.data : "", line, sizeof(line));

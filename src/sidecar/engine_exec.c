@@ -35,7 +35,7 @@ static int create(const char *container, const char *const *argv, const struct e
 		  struct err *e)
 {
 	struct json *body = json_new_object(), *cmd = json_new_array(), *res = NULL;
-	char path[400];
+	char path[SC_RUN_PATH_MAX];
 	int status = 0, rc;
 
 	for (size_t i = 0; argv[i]; i++)
@@ -135,7 +135,7 @@ static int write_all_wait(struct stream *s, const char *p, size_t n, struct err 
 
 static void resize(const char *id, int rows, int cols)
 {
-	char path[300];
+	char path[SC_RUN_PATH_MAX];
 	int status = 0;
 	struct err e;
 
@@ -283,18 +283,33 @@ out:
 	return rc;
 }
 
+/* GET /exec/<id>/json into *res (the caller frees it); what names the
+ * question in an error. 0 / -1. */
+static int exec_inspect(const char *id, const char *what, struct json **res, struct err *e)
+{
+	char path[SC_RUN_PATH_MAX];
+	int status = 0;
+
+	*res = NULL;
+	if (str_fmt(path, sizeof(path), "/exec/%s/json", id) < 0)
+		return err_set(e, "%s: exec id too long", what);
+	if (engine_api("GET", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, res, e) < 0 || status != 200) {
+		if (status && status != 200)
+			err_set(e, "HTTP %d", status);
+		json_free(*res);
+		*res = NULL;
+		return err_prefix(e, "%s", what);
+	}
+	return 0;
+}
+
 /* The exit code; after a timeout, kill the process it still runs. */
 static int finish(const char *id, struct engine_exec *r, struct err *e)
 {
-	char path[300];
-	struct json *res = NULL;
-	int status = 0;
+	struct json *res;
 
-	snprintf(path, sizeof(path), "/exec/%s/json", id);
-	if (engine_api("GET", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, &res, e) < 0 || status != 200) {
-		json_free(res);
-		return err_prefix(e, "exec result");
-	}
+	if (exec_inspect(id, "exec result", &res, e) < 0)
+		return -1;
 	if (r->timed_out && json_get_bool(res, "Running", false)) {
 		int64_t pid = json_get_int(res, "Pid", 0);
 
@@ -360,15 +375,10 @@ int engine_exec_watch(const char *container, const char *const *argv, int64_t ti
 
 int engine_exec_state(const char *exec_id, int *pid, bool *running, struct err *e)
 {
-	char path[300];
-	struct json *res = NULL;
-	int status = 0;
+	struct json *res;
 
-	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
-	if (engine_api("GET", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, &res, e) < 0 || status != 200) {
-		json_free(res);
-		return err_prefix(e, "exec state");
-	}
+	if (exec_inspect(exec_id, "exec state", &res, e) < 0)
+		return -1;
 	*pid = (int)json_get_int(res, "Pid", 0);
 	*running = json_get_bool(res, "Running", false);
 	json_free(res);

@@ -11,12 +11,10 @@
 int sc_spec_load(const char *data, const char *env, struct json **spec, struct err *e)
 {
 	char path[SC_SPEC_PATH_MAX];
-	int n = snprintf(path, sizeof(path), "%s/envs/%s/spec.json", data, env);
 
 	*spec = NULL;
-	if (n < 0 || (size_t)n >= sizeof(path))
-		return err_set(e, "the path of the spec.json of environment %.64s is over %d bytes", env,
-			       SC_SPEC_PATH_MAX - 1);
+	if (fs_path(path, sizeof(path), e, "%s/envs/%s/spec.json", data, env) < 0)
+		return err_prefix(e, "the spec.json of environment %.64s", env);
 	if (!fs_exists(path))
 		return 0;
 	if (json_parse_file(path, SC_SPEC_FILE_MAX, spec, e) < 0)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fs.h"
 #include "base/proc.h"
 #include "base/str.h"
 #include "base/sys.h"
@@ -140,7 +141,7 @@ static void to_agent_member(const struct json *res, const char *key, int which, 
 /* The control FIFO the agent made for this command (runner.c), or -1. */
 static int open_ctl(const struct wk *w)
 {
-	char path[4096];
+	char path[FS_PATH_MAX];
 
 	if (cmdlog_path(w->data, w->id, ".ctl", path, sizeof(path)) < 0)
 		return -1;
@@ -197,7 +198,7 @@ int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result,
 	const struct json *cmd = json_get(payload, "cmd");
 	int64_t timeout = json_get_int(payload, "timeout_sec", 0);
 	struct engine_exec x;
-	char cname[300];
+	char cname[SC_DOCKER_NAME_MAX];
 	const char **argv;
 	int rc;
 

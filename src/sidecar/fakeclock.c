@@ -165,7 +165,7 @@ int fc_check(const char *project, const struct json *clock, const struct json *o
 	for (size_t i = 0; i < json_len(order); i++) {
 		const char *name = json_get_str(json_at(order, i), "name");
 		struct engine_ctr st;
-		char cname[300];
+		char cname[SC_DOCKER_NAME_MAX];
 		int rc;
 
 		dk_container(project, name, cname, sizeof(cname));

@@ -150,13 +150,14 @@ static int plan_target(const struct wk *w, const char *cname, const char *target
 /* `docker cp -` of the archive on fd into dir. */
 static int cp_into(const char *cname, const char *dir, int fd, struct err *e)
 {
-	char dst[FC_PATH_MAX + 400];
+	char dst[SC_DOCKER_CP_MAX];
 	const char *argv[] = { "docker", "cp", "-", dst, NULL };
 	struct proc_spec s;
 	struct proc_result r;
 	int rc = 0;
 
-	snprintf(dst, sizeof(dst), "%s:%s", cname, dir);
+	if (str_fmt(dst, sizeof(dst), "%s:%s", cname, dir) < 0)
+		return err_set(e, "env.put: the target directory's path is too long");
 	proc_spec_init(&s, argv);
 	s.in.mode = PROC_FD;
 	s.in.fd = fd;
@@ -165,7 +166,7 @@ static int cp_into(const char *cname, const char *dir, int fd, struct err *e)
 	if (proc_run(&s, NULL, 0, &r, e) < 0)
 		return err_prefix(e, "env.put");
 	if (r.exit_code != 0 || r.timed_out) {
-		char line[300];
+		char line[SC_DOCKER_LINE_MAX];
 
 		dk_first_line(r.err.data, line, sizeof(line));
 		rc = err_set(e, "env.put: docker cp: %s", r.timed_out ? "timed out" : line);
@@ -179,10 +180,11 @@ static int cp_into(const char *cname, const char *dir, int fd, struct err *e)
 static int restamped(const char *spool, int in, const char *top, const char *rename, bool own, long uid, long gid,
 		     struct err *e)
 {
-	char tmp[4200];
+	char tmp[FS_PATH_MAX];
 	int out;
 
-	snprintf(tmp, sizeof(tmp), "%s.cp", spool);
+	if (fs_path(tmp, sizeof(tmp), e, "%s.cp", spool) < 0)
+		return err_prefix(e, "env.put");
 	if ((out = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
 		return err_errno(e, "env.put: %s", tmp);
 	unlink(tmp);
@@ -204,7 +206,7 @@ int cmd_env_put(struct wk *w, const struct json *payload, struct json **result, 
 	const char *path = json_get_str(payload, "path"), *target = json_get_str(payload, "target");
 	const char *owner = json_get_str(payload, "owner"), *spool = json_get_str(sp, "path");
 	const char *where = target ? target : path;
-	char cname[300], top[FC_NAME_MAX + 1] = "", landed[FC_PATH_MAX + FC_NAME_MAX + 2];
+	char cname[SC_DOCKER_NAME_MAX], top[FC_NAME_MAX + 1] = "", landed[FC_PATH_MAX + FC_NAME_MAX + 2];
 	struct fc_plan plan = { 0 };
 	bool own = false;
 	long uid = 0, gid = 0;
@@ -277,7 +279,7 @@ out:
 int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, struct err *e)
 {
 	const char *path = json_get_str(payload, "path");
-	char cname[300], src[4400], tarpath[4096], hex[SHA256_HEX_LEN + 1];
+	char cname[SC_DOCKER_NAME_MAX], src[SC_DOCKER_CP_MAX], tarpath[FS_PATH_MAX], hex[SHA256_HEX_LEN + 1];
 	const char *argv[] = { "docker", "cp", src, "-", NULL };
 	struct proc_spec s;
 	struct proc_result r;
@@ -285,11 +287,12 @@ int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, 
 
 	if (wk_container(w, "env.get", json_get_str(payload, "service"), cname, sizeof(cname), e) < 0)
 		return -1;
-	if (!path || path[0] != '/' || strlen(path) > 4000)
+	if (!path || path[0] != '/' || strlen(path) > FC_PATH_MAX)
 		return err_set(e, "env.get: payload.path must be an absolute path");
 	if (cmdlog_path(w->data, w->id, ".tar", tarpath, sizeof(tarpath)) < 0)
 		return err_set(e, "env.get: bad command id");
-	snprintf(src, sizeof(src), "%s:%s", cname, path);
+	if (str_fmt(src, sizeof(src), "%s:%s", cname, path) < 0)
+		return err_set(e, "env.get: payload.path is too long");
 	proc_spec_init(&s, argv);
 	s.timeout_ms = SC_DOCKER_TIMEOUT_MS;
 	s.out_max = (size_t)SC_ARCHIVE_MAX;
@@ -301,7 +304,7 @@ int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, 
 		return err_set(e, "env.get: archive larger than 32 MiB");
 	}
 	if (r.exit_code != 0 || r.timed_out) {
-		char line[300];
+		char line[SC_DOCKER_LINE_MAX];
 
 		dk_first_line(r.err.data, line, sizeof(line));
 		proc_result_release(&r);

@@ -154,23 +154,31 @@ static bool plain_path(const char *p)
 	return true;
 }
 
+/* The lines of the file at <base><rest> (mountinfo, cgroup.procs: at most
+ * FZ_MOUNTINFO_MAX bytes), as str_split gives them; NULL with e. */
+static char **read_lines(const char *base, const char *rest, size_t *n, struct err *e)
+{
+	char path[FS_PATH_MAX];
+	struct buf b = BUF_INIT;
+	char **lines = NULL;
+
+	*n = 0;
+	if (fs_path(path, sizeof(path), e, "%s%s", base, rest) == 0 && read_text(path, FZ_MOUNTINFO_MAX, &b, e) == 0)
+		lines = str_split(b.data, "\n", n);
+	buf_release(&b);
+	return lines;
+}
+
 /* The v1 mounts of controller and the cgroup2 mounts of <proc>/self/mountinfo. */
 static int mounts_load(const struct fz_sys *s, const char *controller, struct fz_mount *m, size_t *n,
 		       struct err *e)
 {
-	char path[FZ_PATH_MAX];
-	struct buf b = BUF_INIT;
 	char **lines;
-	size_t nl = 0;
+	size_t nl;
 
 	*n = 0;
-	snprintf(path, sizeof(path), "%s/self/mountinfo", s->proc);
-	if (read_text(path, FZ_MOUNTINFO_MAX, &b, e) < 0) {
-		buf_release(&b);
+	if (!(lines = read_lines(s->proc, "/self/mountinfo", &nl, e)))
 		return -1;
-	}
-	lines = str_split(b.data, "\n", &nl);
-	buf_release(&b);
 	for (size_t i = 0; i < nl && *n < SC_FREEZE_MOUNTS_MAX; i++) {
 		char **f;
 		size_t nf = 0, dash;
@@ -271,8 +279,8 @@ int fz_cgroup_dir(const struct fz_sys *s, long pid, const struct fz_want *want, 
 		for (size_t i = 0; i < nm; i++) {
 			if (m[i].version != version || place(s, &m[i], cg, out->dir, sizeof(out->dir)) < 0)
 				continue;
-			snprintf(file, sizeof(file), "%s/%s", out->dir, version == 1 ? want->file_v1 : want->file_v2);
-			if (access(file, want->mode) == 0) {
+			if (str_fmt(file, sizeof(file), "%s/%s", out->dir, version == 1 ? want->file_v1 : want->file_v2) == 0 &&
+			    access(file, want->mode) == 0) {
 				out->version = version;
 				break;
 			}
@@ -298,18 +306,12 @@ out:
 
 int fz_comms(const struct fz_sys *s, const struct fz_cg *cg, struct buf *out, struct err *e)
 {
-	char path[FZ_PATH_MAX + 32], comm[64];
-	struct buf b = BUF_INIT;
+	char path[FS_PATH_MAX], comm[64];
 	char **pids;
-	size_t n = 0, found = 0;
+	size_t n, found = 0;
 
-	snprintf(path, sizeof(path), "%s/cgroup.procs", cg->dir);
-	if (read_text(path, FZ_MOUNTINFO_MAX, &b, e) < 0) {
-		buf_release(&b);
+	if (!(pids = read_lines(cg->dir, "/cgroup.procs", &n, e)))
 		return -1;
-	}
-	pids = str_split(b.data, "\n", &n);
-	buf_release(&b);
 	for (size_t i = 0; i < n; i++) {
 		int64_t pid;
 
@@ -330,26 +332,32 @@ int fz_comms(const struct fz_sys *s, const struct fz_cg *cg, struct buf *out, st
 
 /* ---- freeze and thaw ---- */
 
-static void file_of(const struct fz_cg *cg, const char *name, char *out, size_t n)
+/* The control file name of the cgroup into out (FS_PATH_MAX bytes). 0 / -1. */
+static int file_of(const struct fz_cg *cg, const char *name, char *out)
 {
-	snprintf(out, n, "%s/%s", cg->dir, name);
+	if (str_fmt(out, FS_PATH_MAX, "%s/%s", cg->dir, name) < 0) {
+		errno = ENAMETOOLONG;	/* what the callers report, as open would */
+		return -1;
+	}
+	return 0;
 }
 
 static int set_state(const struct fz_cg *cg, bool frozen)
 {
-	char path[FZ_PATH_MAX + 32];
+	char path[FS_PATH_MAX];
 
-	file_of(cg, cg->version == 1 ? "freezer.state" : "cgroup.freeze", path, sizeof(path));
+	if (file_of(cg, cg->version == 1 ? "freezer.state" : "cgroup.freeze", path) < 0)
+		return -1;
 	return write_small(path, cg->version == 1 ? (frozen ? "FROZEN" : "THAWED") : (frozen ? "1" : "0"));
 }
 
 /* 1 frozen, 0 not yet, -1 unreadable. */
 static int is_frozen(const struct fz_cg *cg)
 {
-	char path[FZ_PATH_MAX + 32], st[SC_FREEZE_STATE_MAX];
+	char path[FS_PATH_MAX], st[SC_FREEZE_STATE_MAX];
 
-	file_of(cg, cg->version == 1 ? "freezer.state" : "cgroup.events", path, sizeof(path));
-	if (read_small(path, st, sizeof(st)) < 0)
+	if (file_of(cg, cg->version == 1 ? "freezer.state" : "cgroup.events", path) < 0 ||
+	    read_small(path, st, sizeof(st)) < 0)
 		return -1;
 	if (cg->version == 1)
 		return strncmp(st, "FROZEN", 6) == 0;
@@ -584,12 +592,13 @@ int fz_recover_env(const char *data, const char *env, struct err *e)
 
 int fz_recover_all(const char *data, struct err *e)
 {
-	char dir[FZ_PATH_MAX];
+	char dir[FS_PATH_MAX];
 	DIR *d;
 	struct dirent *de;
 	int rc = 0;
 
-	snprintf(dir, sizeof(dir), "%s/envs", data);
+	if (fs_path(dir, sizeof(dir), e, "%s/envs", data) < 0)
+		return -1;
 	if (!(d = opendir(dir)))
 		return errno == ENOENT ? 0 : err_errno(e, "open %s", dir);
 	while ((de = readdir(d))) {

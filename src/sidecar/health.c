@@ -78,7 +78,7 @@ static void sleep_ms(int64_t ms)
 struct waiter {
 	const struct json *svc;
 	const char *name;
-	char cname[300];
+	char cname[SC_DOCKER_NAME_MAX];
 	struct rd_plan plan;
 	bool ready;
 	int64_t next_native, gap_native, next_exec, gap_exec;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "base/sys.h"
@@ -76,12 +77,7 @@ static void conn_close(struct conn *c, const char *why)
 		ev_fd_del(g->ev, c->ufd);
 		sys_close(c->ufd);
 	}
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		g->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	DLIST_UNLINK(g->conns, c);
 	free(c);
 	g->nconns--;
 	if (g->paused && g->nconns < IG_MAX_CONNS) {
@@ -266,10 +262,7 @@ static void conn_open(struct ing *g, int cfd, int cport)
 		return;
 	}
 	c->connecting = rc < 0;
-	c->next = g->conns;
-	if (g->conns)
-		g->conns->prev = c;
-	g->conns = c;
+	DLIST_PUSH(g->conns, c);
 	g->nconns++;
 	ev_fd_add(g->ev, c->cfd, 0, on_client, c);
 	ev_fd_add(g->ev, c->ufd, 0, on_upstream, c);
@@ -555,7 +548,8 @@ static int daemonize(const char *pidfile, const char *logpath, int *exit_code)
 int ingress_main(int argc, char **argv)
 {
 	const char *data = NULL, *env = NULL, *svc = NULL;
-	char dir[4096], cfgpath[4400], pidfile[4400], logpath[4400];
+	char dir[FS_PATH_MAX], cfgpath[FS_PATH_MAX], pidfile[FS_PATH_MAX], logpath[FS_PATH_MAX];
+	struct err e;
 	struct ing g;
 	int rc;
 
@@ -565,10 +559,12 @@ int ingress_main(int argc, char **argv)
 		fprintf(stderr, "denvd __ingress: bad arguments (this verb is for denvd itself)\n");
 		return 2;
 	}
-	ig_files_dir(data, env, dir, sizeof(dir));
-	snprintf(cfgpath, sizeof(cfgpath), "%s/%s.json", dir, svc);
-	snprintf(pidfile, sizeof(pidfile), "%s/%s.pid", dir, svc);
-	snprintf(logpath, sizeof(logpath), "%s/%s.log", dir, svc);
+	if (ig_files_dir(data, env, dir, &e) < 0 || fs_path(cfgpath, sizeof(cfgpath), &e, "%s/%s.json", dir, svc) < 0 ||
+	    fs_path(pidfile, sizeof(pidfile), &e, "%s/%s.pid", dir, svc) < 0 ||
+	    fs_path(logpath, sizeof(logpath), &e, "%s/%s.log", dir, svc) < 0) {
+		fprintf(stderr, "denvd __ingress: %s\n", e.msg);
+		return 1;
+	}
 	if (load_config(&g, cfgpath, env, svc) < 0)
 		return 1;
 	if ((rc = bind_and_enter(&g)) != 0)

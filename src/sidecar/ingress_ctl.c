@@ -24,17 +24,15 @@
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
 
-void ig_files_dir(const char *data, const char *env, char *out, size_t n)
+int ig_files_dir(const char *data, const char *env, char *out, struct err *e)
 {
-	snprintf(out, n, "%s/envs/%s/ingress", data, env);
+	return fs_path(out, FS_PATH_MAX, e, "%s/envs/%s/ingress", data, env);
 }
 
-static void file_of(const char *data, const char *env, const char *svc, const char *ext, char *out, size_t n)
+/* <data>/envs/<env>/ingress/<svc><ext> into out (FS_PATH_MAX bytes). */
+static int file_of(const char *data, const char *env, const char *svc, const char *ext, char *out, struct err *e)
 {
-	char dir[4096];
-
-	ig_files_dir(data, env, dir, sizeof(dir));
-	snprintf(out, n, "%s/%s%s", dir, svc, ext);
+	return fs_path(out, FS_PATH_MAX, e, "%s/envs/%s/ingress/%s%s", data, env, svc, ext);
 }
 
 /* Does pid run "__ingress --data data --env env --service svc"? */
@@ -88,10 +86,12 @@ static int read_pid(const char *pidfile)
 
 static void stop_one(const char *data, const char *env, const char *svc)
 {
-	char pidfile[4400];
+	char pidfile[FS_PATH_MAX];
 	int pid;
+	struct err e;
 
-	file_of(data, env, svc, ".pid", pidfile, sizeof(pidfile));
+	if (file_of(data, env, svc, ".pid", pidfile, &e) < 0)
+		return;	/* no proxy can have written it */
 	pid = read_pid(pidfile);
 	if (pid > 0 && pid_is_ours(pid, data, env, svc)) {
 		int64_t deadline = ev_mono_ms() + IG_STOP_MS;
@@ -113,12 +113,12 @@ static void stop_one(const char *data, const char *env, const char *svc)
 static void each_service(const char *data, const char *env, const char *ext,
 			 void (*fn)(const char *data, const char *env, const char *svc, void *arg), void *arg)
 {
-	char dir[4096];
+	char dir[FS_PATH_MAX];
 	DIR *d;
 	struct dirent *de;
+	struct err e;
 
-	ig_files_dir(data, env, dir, sizeof(dir));
-	if (!(d = opendir(dir)))
+	if (ig_files_dir(data, env, dir, &e) < 0 || !(d = opendir(dir)))
 		return;
 	while ((de = readdir(d))) {
 		char svc[SC_ID_MAX];
@@ -148,13 +148,14 @@ void ig_stop_env(const char *data, const char *env)
 /* 0 started (or already running), -2 a host port was taken (e), -1 e. */
 static int start_one(const char *data, const char *env, const char *svc, struct err *e)
 {
-	char pidfile[4400], line[400];
+	char pidfile[FS_PATH_MAX], line[SC_DOCKER_LINE_MAX];
 	const char *argv[10];
 	struct proc_spec s;
 	struct proc_result r;
 	int pid, rc;
 
-	file_of(data, env, svc, ".pid", pidfile, sizeof(pidfile));
+	if (file_of(data, env, svc, ".pid", pidfile, e) < 0)
+		return -1;
 	if ((pid = read_pid(pidfile)) > 0 && pid_is_ours(pid, data, env, svc))
 		return 0;
 	argv[0] = "/proc/self/exe";
@@ -225,7 +226,7 @@ static int publish_one(const char *data, const char *env, const char *project, c
 	const char *name = json_get_str(svc, "name");
 	const struct json *ports = json_get(svc, "ports");
 	struct ig_config c, prev;
-	char path[4400], key[300], addr[64], cport[16];
+	char path[FS_PATH_MAX], key[SC_DOCKER_NAME_MAX], addr[64], cport[16];
 	struct json *mine;
 	bool have_prev;
 	int rc = -2;
@@ -246,7 +247,8 @@ static int publish_one(const char *data, const char *env, const char *project, c
 				       p->type == JSON_STRING ? p->u.str.s : json_type_name(p->type));
 	}
 	c.nports = json_len(ports);
-	file_of(data, env, name, ".json", path, sizeof(path));
+	if (file_of(data, env, name, ".json", path, e) < 0)
+		return -1;
 	/* The host ports this service had before (a rollback, a re-delivered create) come first. */
 	have_prev = config_load(path, &prev);
 	stop_one(data, env, name);
@@ -290,21 +292,23 @@ static int publish_one(const char *data, const char *env, const char *project, c
 static void drop_stale(const char *data, const char *env, const char *svc, void *arg)
 {
 	const struct json *ingress = arg;
-	char path[4400];
+	char path[FS_PATH_MAX];
+	struct err e;
 
 	if (json_get(ingress, svc))
 		return;
 	stop_one(data, env, svc);
-	file_of(data, env, svc, ".json", path, sizeof(path));
-	unlink(path);
+	if (file_of(data, env, svc, ".json", path, &e) == 0)
+		unlink(path);
 }
 
 int ig_publish(const char *data, const char *env, const char *project, const struct json *order,
 	       struct json *endpoints, struct json *ingress, struct err *e)
 {
-	char dir[4096];
+	char dir[FS_PATH_MAX];
 
-	ig_files_dir(data, env, dir, sizeof(dir));
+	if (ig_files_dir(data, env, dir, e) < 0)
+		return -1;
 	for (size_t i = 0; i < json_len(order); i++) {
 		const struct json *s = json_at(order, i);
 
@@ -328,11 +332,10 @@ static void restore_cb(const char *data, const char *env, const char *svc, void 
 	struct restore *r = arg;
 	struct ig_config c;
 	struct engine_ctr ctr;
-	char path[4400];
+	char path[FS_PATH_MAX];
 	struct err e;
 
-	file_of(data, env, svc, ".json", path, sizeof(path));
-	if (!config_load(path, &c))
+	if (file_of(data, env, svc, ".json", path, &e) < 0 || !config_load(path, &c))
 		return;
 	err_clear(&e);
 	if (engine_container(c.container, &ctr, &e) <= 0 || !str_eq(ctr.status, "running"))
@@ -347,13 +350,13 @@ static void restore_cb(const char *data, const char *env, const char *svc, void 
 
 void ig_restore_all(const char *data)
 {
-	char dir[4096];
+	char dir[FS_PATH_MAX];
 	DIR *d;
 	struct dirent *de;
 	struct restore r = { 0, 0 };
+	struct err e;
 
-	snprintf(dir, sizeof(dir), "%s/envs", data);
-	if (!(d = opendir(dir)))
+	if (fs_path(dir, sizeof(dir), &e, "%s/envs", data) < 0 || !(d = opendir(dir)))
 		return;
 	while ((de = readdir(d)))
 		if (sc_safe_id(de->d_name))

@@ -39,13 +39,18 @@ static const char unit_fmt[] =
 	"[Install]\n"
 	"WantedBy=multi-user.target\n";
 
-static int under(const struct sc_config *c, const char *path, char *out, size_t n, struct err *e)
+/* Write b's bytes to the file name (mode) in the directory dir under
+ * --root, made with dir_mode if new; atomically, as fs_write_atomic. */
+static int install_file(const struct sc_config *c, const char *dir, mode_t dir_mode, const char *name,
+			const struct buf *b, mode_t mode, struct err *e)
 {
-	int w = snprintf(out, n, "%s%s", c->root ? c->root : "", path);
+	const char *root = c->root ? c->root : "";
+	char path[FS_PATH_MAX];
 
-	if (w < 0 || (size_t)w >= n)
-		return err_set(e, "path too long: %s", path);
-	return 0;
+	if (fs_path(path, sizeof(path), e, "%s%s", root, dir) < 0 || fs_mkdir_p(path, dir_mode, e) < 0 ||
+	    fs_path(path, sizeof(path), e, "%s%s/%s", root, dir, name) < 0)
+		return -1;
+	return fs_write_atomic(path, b->data, b->len, mode, e);
 }
 
 /* A value goes on one KEY=VALUE line: a newline would smuggle in another. */
@@ -59,13 +64,9 @@ static int env_line(struct buf *b, const char *key, const char *val, struct err 
 
 static int write_env(const struct sc_config *c, struct err *e)
 {
-	char path[4096], dir[4096];
 	struct buf b = BUF_INIT;
 	int rc;
 
-	if (under(c, "/etc/denv", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0700, e) < 0 ||
-	    under(c, "/etc/denv/denvd.env", path, sizeof(path), e) < 0)
-		return -1;
 	if (env_line(&b, "DENV_SERVER", c->server, e) < 0 || env_line(&b, "DENV_JOIN_TOKEN", c->token, e) < 0 ||
 	    env_line(&b, "DENV_DATA_DIR", c->data_dir, e) < 0 || env_line(&b, "DENV_ZFS_POOL", c->zfs_pool, e) < 0 ||
 	    env_line(&b, "DENV_BTRFS_ROOT", c->btrfs_root, e) < 0 ||
@@ -82,7 +83,7 @@ static int write_env(const struct sc_config *c, struct err *e)
 		buf_release(&b);
 		return -1;
 	}
-	rc = fs_write_atomic(path, b.data, b.len, 0600, e);
+	rc = install_file(c, "/etc/denv", 0700, "denvd.env", &b, 0600, e);
 	memset(b.data, 0, b.len);	/* it held the join token */
 	buf_release(&b);
 	return rc;
@@ -90,16 +91,14 @@ static int write_env(const struct sc_config *c, struct err *e)
 
 static int copy_self(const struct sc_config *c, const char *self, struct err *e)
 {
-	char path[4096], dir[4096];
 	struct buf bin = BUF_INIT;
 	int rc;
 
-	if (under(c, "/usr/local/bin", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0755, e) < 0 ||
-	    under(c, "/usr/local/bin/denvd", path, sizeof(path), e) < 0)
-		return -1;
-	if (fs_read_file(self, &bin, SC_INSTALL_BIN_MAX, e) < 0)
+	if (fs_read_file(self, &bin, SC_INSTALL_BIN_MAX, e) < 0) {
+		buf_release(&bin);
 		return err_prefix(e, "reading this binary");
-	rc = fs_write_atomic(path, bin.data, bin.len, 0755, e);
+	}
+	rc = install_file(c, "/usr/local/bin", 0755, "denvd", &bin, 0755, e);
 	buf_release(&bin);
 	return rc;
 }
@@ -109,7 +108,7 @@ static int systemctl(const char *a, const char *b, const char *c3, struct err *e
 	const char *argv[] = { "systemctl", a, b, c3, NULL };
 	struct proc_spec s;
 	struct proc_result r;
-	char line[300];
+	char line[SC_DOCKER_LINE_MAX];
 	int rc = 0;
 
 	proc_spec_init(&s, argv);
@@ -138,15 +137,11 @@ static int unit_path(const char *flag, const char *p, struct err *e)
 
 static int write_unit(const struct sc_config *c, struct err *e)
 {
-	char path[4096], dir[4096];
 	struct buf b = BUF_INIT;
 	int rc;
 
-	if (under(c, "/etc/systemd/system", dir, sizeof(dir), e) < 0 || fs_mkdir_p(dir, 0755, e) < 0 ||
-	    under(c, "/etc/systemd/system/denvd.service", path, sizeof(path), e) < 0)
-		return -1;
 	buf_addf(&b, unit_fmt, c->state_path, c->verbose ? " -v" : "");
-	rc = fs_write_atomic(path, b.data, b.len, 0644, e);
+	rc = install_file(c, "/etc/systemd/system", 0755, "denvd.service", &b, 0644, e);
 	buf_release(&b);
 	return rc;
 }

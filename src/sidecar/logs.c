@@ -32,7 +32,7 @@ int cmd_env_logs(struct wk *w, const struct json *payload, struct json **result,
 {
 	const char *svc = json_get_str(payload, "service"), *since = json_get_str(payload, "since");
 	int64_t tail = json_get_int(payload, "tail", SC_LOGS_TAIL_DEFAULT);
-	char cname[300], tailarg[32], a[SC_LOGS_STAMP_MAX] = "", b[SC_LOGS_STAMP_MAX] = "";
+	char cname[SC_DOCKER_NAME_MAX], tailarg[32], a[SC_LOGS_STAMP_MAX] = "", b[SC_LOGS_STAMP_MAX] = "";
 	const char *argv[10];
 	struct proc_spec s;
 	struct proc_result r;
@@ -63,7 +63,7 @@ int cmd_env_logs(struct wk *w, const struct json *payload, struct json **result,
 	if (proc_run(&s, NULL, 0, &r, e) < 0)
 		return err_prefix(e, "env.logs");
 	if (r.exit_code != 0 || r.timed_out) {
-		char line[300];
+		char line[SC_DOCKER_LINE_MAX];
 
 		dk_first_line(r.err.data, line, sizeof(line));
 		proc_result_release(&r);

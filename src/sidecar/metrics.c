@@ -20,14 +20,14 @@
  * -1 when absent or "max" (no limit). */
 static int64_t read_num(const char *dir, const char *file, const char *key)
 {
-	char path[FZ_PATH_MAX + 64];
+	char path[FS_PATH_MAX];
 	struct buf b = BUF_INIT;
 	struct err e;
 	int64_t v = -1;
 	const char *p;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	if (fs_read_file(path, &b, SC_METRICS_FILE_MAX, &e) < 0 || !b.data) {
+	if (fs_path(path, sizeof(path), &e, "%s/%s", dir, file) < 0 ||
+	    fs_read_file(path, &b, SC_METRICS_FILE_MAX, &e) < 0 || !b.data) {
 		buf_release(&b);
 		return -1;
 	}
@@ -84,7 +84,7 @@ static struct json *service_metrics(struct wk *w, const struct fz_sys *sys, cons
 	static const struct fz_want mem = { "memory", "memory.usage_in_bytes", "memory.current", R_OK };
 	static const struct fz_want lim = { "memory", "memory.limit_in_bytes", "memory.max", R_OK };
 	static const struct fz_want pids = { "pids", "pids.current", "pids.current", R_OK };
-	char project[SC_ID_MAX + 8], cname[300];
+	char project[SC_ID_MAX + 8], cname[SC_DOCKER_NAME_MAX];
 	struct engine_ctr c;
 	struct err e;
 	struct json *o = json_new_object();

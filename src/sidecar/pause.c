@@ -19,22 +19,22 @@
 #include "base/str.h"
 #include "sidecar/sidecar.h"
 
-static void list_path(const char *data, const char *env, char *out, size_t n)
+/* <data>/envs/<env>/paused into out (FS_PATH_MAX bytes). */
+static int list_path(const char *data, const char *env, char *out, struct err *e)
 {
-	snprintf(out, n, "%s/envs/%s/paused", data, env);
+	return fs_path(out, FS_PATH_MAX, e, "%s/envs/%s/paused", data, env);
 }
 
 /* The services in the list (owned; free with str_list_free). */
 static char **read_list(const char *data, const char *env, size_t *n)
 {
-	char path[4096];
+	char path[FS_PATH_MAX];
 	struct buf b = BUF_INIT;
 	struct err e;
 	char **list;
 
-	list_path(data, env, path, sizeof(path));
 	buf_init(&b, SC_PAUSE_LIST_MAX);
-	if (fs_read_file(path, &b, SC_PAUSE_LIST_MAX, &e) < 0)
+	if (list_path(data, env, path, &e) < 0 || fs_read_file(path, &b, SC_PAUSE_LIST_MAX, &e) < 0)
 		buf_reset(&b);
 	list = str_split(b.len ? b.data : "", "\n", n);
 	buf_release(&b);
@@ -55,11 +55,12 @@ bool pause_marked(const char *data, const char *env, const char *svc)
 
 static int write_list(const char *data, const char *env, const struct json *names, struct err *e)
 {
-	char path[4096];
+	char path[FS_PATH_MAX];
 	struct buf b = BUF_INIT;
 	int rc;
 
-	list_path(data, env, path, sizeof(path));
+	if (list_path(data, env, path, e) < 0)
+		return -1;
 	if (json_len(names) == 0)
 		return unlink(path) < 0 && errno != ENOENT ? err_errno(e, "remove %s", path) : 0;
 	for (size_t i = 0; i < json_len(names); i++)
@@ -107,7 +108,7 @@ static int pause_or_resume(struct wk *w, const struct json *payload, bool pause,
 {
 	const char *kind = pause ? "env.pause" : "env.resume", *svc = json_get_str(payload, "service");
 	struct json *svcs = NULL, *changed = json_new_array(), *marked = json_new_array();
-	char project[SC_ID_MAX], cname[300];
+	char project[SC_ID_MAX], cname[SC_DOCKER_NAME_MAX];
 	size_t n = 0;
 	char **old;
 	struct argv a;

@@ -127,11 +127,11 @@ static int probe_netns(const char *container, struct target *t, struct probe_res
 static int probe_container(struct wk *w, const char *project, const char *network, struct probe_result *r,
 			   struct err *e)
 {
-	char name[300], label[300], label2[300];
+	char name[SC_DOCKER_NAME_MAX], label[SC_DOCKER_NAME_MAX], label2[SC_DOCKER_NAME_MAX];
 	const char *argv[24];
 	struct proc_spec s;
 	struct proc_result res;
-	char line[300];
+	char line[SC_DOCKER_LINE_MAX];
 	size_t n = 0;
 	int rc = 0;
 

@@ -94,21 +94,30 @@ int render_user(const char *user, long *uid, long *gid)
 	return pw_resolve(user, NULL, uid, gid, &e);
 }
 
-static void caps_of(const struct json *svc, int64_t *mem, int64_t *pids, double *cpus)
-{
-	const struct json *r = json_get(svc, "resources");
+/* What both renderings of a service start from: its container's name and
+ * its caps, the host's defaults where the spec leaves one out. */
+struct svc_run {
+	char cname[SC_DOCKER_NAME_MAX];
+	int64_t mem, pids;
+	double cpus;
+};
 
-	*mem = json_get_int(r, "memory_mb", 0);
-	*pids = json_get_int(r, "pids", 0);
-	*cpus = json_get_double(r, "cpus", 0);
-	if (*mem <= 0)
-		*mem = SC_DEFAULT_MEMORY_MB;
-	if (*pids <= 0)
-		*pids = SC_DEFAULT_PIDS;
+static void svc_run_of(const char *project, const struct json *svc, struct svc_run *r)
+{
+	const struct json *res = json_get(svc, "resources");
+
+	dk_container(project, json_get_str(svc, "name"), r->cname, sizeof(r->cname));
+	r->mem = json_get_int(res, "memory_mb", 0);
+	r->pids = json_get_int(res, "pids", 0);
+	r->cpus = json_get_double(res, "cpus", 0);
+	if (r->mem <= 0)
+		r->mem = SC_DEFAULT_MEMORY_MB;
+	if (r->pids <= 0)
+		r->pids = SC_DEFAULT_PIDS;
 	if (str_eq(json_get_str(svc, "runtime"), "gvisor"))
-		*pids = RT_GVISOR_PIDS_BASE + *pids * RT_GVISOR_PIDS_EACH;
-	if (*cpus <= 0)
-		*cpus = SC_DEFAULT_CPUS;
+		r->pids = RT_GVISOR_PIDS_BASE + r->pids * RT_GVISOR_PIDS_EACH;
+	if (r->cpus <= 0)
+		r->cpus = SC_DEFAULT_CPUS;
 }
 
 /* Append s single-quoted for /bin/sh (a CMD healthcheck through --health-cmd). */
@@ -189,16 +198,13 @@ int render_run_argv(const char *project, const char *env, const struct json *svc
 	const char *name = json_get_str(svc, "name"), *user = json_get_str(svc, "user");
 	const struct json *envs = json_get(svc, "env"), *ports = json_get(svc, "ports");
 	const struct json *cmd = json_get(svc, "command"), *h = json_get(svc, "health");
-	char cname[300];
-	int64_t mem, pids;
-	double cpus;
+	struct svc_run r;
 
-	caps_of(svc, &mem, &pids, &cpus);
-	dk_container(project, name, cname, sizeof(cname));
+	svc_run_of(project, svc, &r);
 	av_add(a, "run");
 	av_add(a, "-d");
 	av_add(a, "--name");
-	av_add(a, cname);
+	av_add(a, r.cname);
 	av_add(a, "--hostname");
 	av_add(a, name);
 	av_add(a, "--network");
@@ -222,11 +228,11 @@ int render_run_argv(const char *project, const char *env, const struct json *svc
 	av_add(a, "--label");
 	av_addf(a, "ai.denv.env=%s", env);
 	av_add(a, "--memory");
-	av_addf(a, "%lldm", (long long)mem);
+	av_addf(a, "%lldm", (long long)r.mem);
 	av_add(a, "--pids-limit");
-	av_addf(a, "%lld", (long long)pids);
+	av_addf(a, "%lld", (long long)r.pids);
 	av_add(a, "--cpus");
-	av_addf(a, "%.3f", cpus);
+	av_addf(a, "%.3f", r.cpus);
 	if (user && *user) {
 		av_add(a, "--user");
 		av_add(a, user);
@@ -281,18 +287,15 @@ static void y_service(struct buf *b, const char *project, const char *env, const
 	const struct json *envs = json_get(s, "env"), *h = json_get(s, "health");
 	const struct json *vols = json_get(s, "volumes"), *ports = json_get(s, "ports");
 	const char *name = json_get_str(s, "name"), *user = json_get_str(s, "user");
-	char cname[300];
-	int64_t mem, pids;
-	double cpus;
+	struct svc_run r;
 
-	caps_of(s, &mem, &pids, &cpus);
-	dk_container(project, name, cname, sizeof(cname));
+	svc_run_of(project, s, &r);
 	buf_adds(b, "  ");
 	y_str(b, name);
 	buf_adds(b, ":\n    image: ");
 	y_str(b, json_get_str(s, "image"));
 	buf_adds(b, "\n    container_name: ");
-	y_str(b, cname);
+	y_str(b, r.cname);
 	if (str_eq(json_get_str(s, "runtime"), "gvisor"))
 		buf_adds(b, "\n    runtime: " RT_RUNSC_DOCKER_NAME);
 	if (user && *user) {
@@ -318,14 +321,12 @@ static void y_service(struct buf *b, const char *project, const char *env, const
 		buf_adds(b, "\n    volumes:");
 		for (size_t i = 0; i < json_len(vols); i++) {
 			const char *spec = json_at(vols, i)->u.str.s;
+			struct buf full = BUF_INIT;
 
 			buf_adds(b, "\n      - ");
-			{
-				char full[4096 + 300];
-
-				snprintf(full, sizeof(full), "%s/%s", voldir, spec);
-				y_str(b, full);
-			}
+			buf_addf(&full, "%s/%s", voldir, spec);
+			y_str(b, full.data);
+			buf_release(&full);
 		}
 	}
 	if (publish && json_len(ports)) {
@@ -352,8 +353,8 @@ static void y_service(struct buf *b, const char *project, const char *env, const
 		buf_adds(b, "\n    depends_on: ");
 		y_list(b, json_get(s, "depends_on"));
 	}
-	buf_addf(b, "\n    mem_limit: %lldm\n    pids_limit: %lld\n    cpus: %.3f", (long long)mem,
-		 (long long)pids, cpus);
+	buf_addf(b, "\n    mem_limit: %lldm\n    pids_limit: %lld\n    cpus: %.3f", (long long)r.mem,
+		 (long long)r.pids, r.cpus);
 	buf_adds(b, "\n    labels:\n      ai.denv.env: ");
 	y_str(b, env);
 	if (networkless) {
@@ -377,7 +378,7 @@ int render_compose(const char *project, const char *env, const struct json *spec
 	bool publish = str_eq(json_get_str(spec, "egress"), "allow");
 	/* internal is "egress denied and not the leaky test mode" (create.c). */
 	bool networkless = internal && json_len(services) == 1;
-	char net[300];
+	char net[SC_DOCKER_NAME_MAX];
 
 	snprintf(net, sizeof(net), "%s_default", project);
 	buf_adds(out, "# Rendered by denvd from spec.json: the stack as denvd runs it with the docker CLI.\n");

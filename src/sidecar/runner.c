@@ -26,7 +26,7 @@
 
 int runner_lock_busy(const char *data, const char *id)
 {
-	char path[4096];
+	char path[FS_PATH_MAX];
 	int fd, rc;
 
 	if (cmdlog_path(data, id, ".cmd", path, sizeof(path)) < 0)
@@ -42,7 +42,7 @@ int runner_lock_busy(const char *data, const char *id)
  * left by an earlier agent leaves that behind too). */
 static void remove_cmd_file(const char *data, const char *id)
 {
-	char path[4096];
+	char path[FS_PATH_MAX];
 
 	if (cmdlog_path(data, id, ".cmd", path, sizeof(path)) == 0)
 		unlink(path);
@@ -54,7 +54,7 @@ static void remove_cmd_file(const char *data, const char *id)
 
 static void ctl_close(struct job *j)
 {
-	char path[4096];
+	char path[FS_PATH_MAX];
 
 	if (j->ctl_fd < 0)
 		return;
@@ -85,7 +85,7 @@ static void on_ctl_writable(struct ev *ev, int fd, int revents, void *arg)
  * open blocks and the agent never sees EPIPE; the worker opens it to read. */
 static int ctl_open(struct job *j, struct err *e)
 {
-	char path[4096];
+	char path[FS_PATH_MAX];
 
 	if (cmdlog_path(j->d->data, j->id, ".ctl", path, sizeof(path)) < 0)
 		return err_set(e, "bad command id");
@@ -172,7 +172,7 @@ static void finish(struct job *j)
 	int rc = cmdlog_read(d->data, j->id, &res, &e);
 
 	if (rc != 1) {
-		char msg[300];
+		char msg[ERR_MSG_MAX];
 
 		if (WIFSIGNALED(j->status))
 			snprintf(msg, sizeof(msg), "%s: the sidecar's worker died (signal %d) before it finished",
@@ -298,7 +298,7 @@ int runner_start(struct job *j, struct err *e)
 	const char *argv[20];
 	struct proc_spec s;
 	struct proc p;
-	char path[4096];
+	char path[FS_PATH_MAX];
 	char *text;
 	size_t n = 0;
 	int fd, rc;

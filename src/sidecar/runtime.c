@@ -136,7 +136,7 @@ static int reload_dockerd(const char *pidfile, struct err *e)
 int rt_register(const char *root, struct err *e)
 {
 	const char *bin = rt_runsc_binary();
-	char path[4096], pidfile[4096];
+	char path[FS_PATH_MAX], pidfile[FS_PATH_MAX];
 	char *text = NULL;
 	int has, rc;
 
@@ -145,12 +145,13 @@ int rt_register(const char *root, struct err *e)
 	/* Under --root (tests) the real dockerd is not asked and not reloaded. */
 	if (!root && (has = rt_docker_has(RT_RUNSC_DOCKER_NAME, e)) != 0)
 		return has < 0 ? -1 : 0;
-	snprintf(path, sizeof(path), "%s%s", root ? root : "", RT_DAEMON_JSON);
-	snprintf(pidfile, sizeof(pidfile), "%s%s", root ? root : "", RT_DOCKER_PIDFILE);
+	if (fs_path(path, sizeof(path), e, "%s%s", root ? root : "", RT_DAEMON_JSON) < 0 ||
+	    fs_path(pidfile, sizeof(pidfile), e, "%s%s", root ? root : "", RT_DOCKER_PIDFILE) < 0)
+		return -1;
 	if (add_runsc(path, bin, &text, e) < 0)
 		return -1;
 	{
-		char dir[4096], *slash;
+		char dir[FS_PATH_MAX], *slash;
 
 		str_copy(dir, sizeof(dir), path);
 		if ((slash = strrchr(dir, '/')) && slash != dir)

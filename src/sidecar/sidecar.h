@@ -101,6 +101,9 @@ struct http_client;
 #define SC_DOCKER_TIMEOUT_MS 120000	/* one ordinary docker CLI call */
 #define SC_DOCKER_QUICK_MS 15000	/* inspect, ps, version */
 #define SC_DOCKER_OUT_MAX ((size_t)1 << 20)
+#define SC_DOCKER_NAME_MAX 300		/* a container, network, label or tag name we make, NUL included */
+#define SC_DOCKER_LINE_MAX 300		/* the line of docker's stderr an error quotes */
+#define SC_DOCKER_CP_MAX (SC_DOCKER_NAME_MAX + 1 + FC_PATH_MAX + 2)	/* docker cp's "<container>:<path>" */
 #define SC_DEFAULT_MEMORY_MB 4096
 #define SC_DEFAULT_PIDS 2048
 #define SC_DEFAULT_CPUS 2.0
@@ -147,7 +150,7 @@ struct http_client;
 #define SC_ENGINE_BODY_MAX ((size_t)4 << 20)	/* one Engine API response body */
 #define SC_EXEC_HEAD_MAX 16384			/* an exec's response head (API) */
 #define SC_EXEC_READ_CHUNK 65536		/* one read of an exec's stream */
-#define SC_RUN_PATH_MAX 400			/* an Engine API path engine_run.c asks */
+#define SC_RUN_PATH_MAX 400			/* an Engine API path engine_run.c or engine_exec.c asks */
 #define SC_METRICS_FILE_MAX 4096		/* bytes read from one cgroup file */
 #define SC_PAUSE_LIST_MAX ((size_t)64 << 10)	/* the file listing the services the user paused */
 #define SC_READY_TOKENS_MAX 16			/* words of a recognised healthcheck */
@@ -370,6 +373,8 @@ struct argv {
 void av_init(struct argv *a);
 void av_add(struct argv *a, const char *s);
 void av_addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Each of the strings up to a NULL, in order. */
+void av_addl(struct argv *a, ...) __attribute__((sentinel));
 void av_release(struct argv *a);
 /* Run docker with a's arguments (a excludes "docker"). Output in out (may be
  * NULL), exit status checked: -1 with "docker <verb>: <stderr>" unless 0. */
@@ -851,7 +856,8 @@ bool ig_dir_need_shut(const struct ig_dir *d);	/* eof, nothing pending, not yet 
 /* ingress.c: the __ingress verb. */
 int ingress_main(int argc, char **argv);
 /* ingress_ctl.c: starting and stopping them. */
-void ig_files_dir(const char *data, const char *env, char *out, size_t n);
+/* <data>/envs/<env>/ingress into out (FS_PATH_MAX bytes). 0 / -1 with e. */
+int ig_files_dir(const char *data, const char *env, char *out, struct err *e);
 /* Worker: for each service with ports, choose host ports (the previous
  * ones first), write the config, start its proxy; endpoints and the
  * result's "ingress" object ({svc: {port: "127.0.0.1:N"}}) filled in. */

@@ -21,7 +21,7 @@
 
 struct spool {
 	char id[SC_ID_MAX];
-	char path[4096 + SC_ID_MAX + 8];
+	char path[FS_PATH_MAX];
 	int fd;			/* -1 once closed or when refused */
 	uint64_t next_seq, bytes;
 	bool complete, bad;
@@ -31,7 +31,7 @@ struct spool {
 };
 
 struct spools {
-	char dir[4096];
+	char dir[FS_PATH_MAX];
 	struct spool *head;
 };
 
@@ -40,14 +40,15 @@ static void clear_dir(const char *dir)
 {
 	DIR *dp = opendir(dir);
 	struct dirent *de;
-	char path[4096 + 260];
+	char path[FS_PATH_MAX];
+	struct err e;
 
 	if (!dp)
 		return;
 	while ((de = readdir(dp)))
 		if (str_has_suffix(de->d_name, ".tar")) {
-			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			unlink(path);
+			if (fs_path(path, sizeof(path), &e, "%s/%s", dir, de->d_name) == 0)
+				unlink(path);
 		}
 	closedir(dp);
 }
@@ -57,8 +58,7 @@ struct spools *spools_new(const char *data)
 	struct spools *s = xcalloc(1, sizeof(*s));
 	struct err e;
 
-	snprintf(s->dir, sizeof(s->dir), "%s/spool", data);
-	if (fs_mkdir_p(s->dir, 0700, &e) < 0)
+	if (fs_path(s->dir, sizeof(s->dir), &e, "%s/spool", data) < 0 || fs_mkdir_p(s->dir, 0700, &e) < 0)
 		log_warn("denvd", "spool dir: %s", e.msg);
 	clear_dir(s->dir);
 	return s;
@@ -137,7 +137,10 @@ static struct spool *open_spool(struct spools *s, const char *id, int64_t now)
 		mark_bad(sp, "too many archives arriving at once");
 		return sp;
 	}
-	snprintf(sp->path, sizeof(sp->path), "%s/%s.tar", s->dir, id);
+	if (str_fmt(sp->path, sizeof(sp->path), "%s/%s.tar", s->dir, id) < 0) {
+		mark_bad(sp, "the spool file's path is too long");
+		return sp;
+	}
 	sp->fd = open(sp->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (sp->fd < 0)
 		mark_bad(sp, strerror(errno));

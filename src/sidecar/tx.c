@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/enc.h"
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "base/sys.h"
@@ -33,7 +34,7 @@ static void tx_free(struct tx *t)
 
 int tx_start(struct dispatch *d, const char *id, struct json *result)
 {
-	char path[4096];
+	char path[FS_PATH_MAX];
 	struct stat st;
 	struct tx *t, **pp;
 	int fd;

@@ -227,30 +227,23 @@ static int norm_path(const char *decl, struct buf *out, struct err *e)
 	return 0;
 }
 
-static void verify_dir(const struct wk *w, const char *id, char *out, size_t n)
-{
-	snprintf(out, n, "%s/verify/%s", w->data, id);
-}
-
 /* Directories under <data>/verify older than SC_VERIFY_KEEP_S: a verify that
  * never reached its grade (control plane gone, command cut off). */
 static void prune_old(const struct wk *w)
 {
-	char top[4096], path[4400];
+	char top[FS_PATH_MAX], path[FS_PATH_MAX];
 	DIR *d;
 	struct dirent *de;
 	time_t now = time(NULL);
+	struct err e;
 
-	snprintf(top, sizeof(top), "%s/verify", w->data);
-	if (!(d = opendir(top)))
+	if (fs_path(top, sizeof(top), &e, "%s/verify", w->data) < 0 || !(d = opendir(top)))
 		return;
 	while ((de = readdir(d))) {
 		struct stat st;
-		struct err e;
 
-		if (!sc_safe_id(de->d_name))
+		if (!sc_safe_id(de->d_name) || fs_path(path, sizeof(path), &e, "%s/%s", top, de->d_name) < 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", top, de->d_name);
 		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && now - st.st_mtime > SC_VERIFY_KEEP_S &&
 		    fs_remove_all(path, &e) < 0)
 			wk_progress("removing the old %s: %s", path, e.msg);
@@ -275,10 +268,10 @@ static int fresh_dir(const char *path, struct err *e)
 struct collect {
 	struct wk *w;
 	const char *id, *svc;
-	char cname[300], dir[4096], sub[4200];
+	char cname[SC_DOCKER_NAME_MAX], dir[FS_PATH_MAX], sub[FS_PATH_MAX];
 	long pid;
 	bool gvisor;			/* its files are seen through Docker's mounts, not /proc */
-	char ended[200];		/* why the agent's container is gone, when it ended by itself */
+	char ended[ERR_MSG_MAX];	/* why the agent's container is gone, when it ended by itself */
 	size_t npaths;
 	bool resume;			/* unpause the agent when refused */
 	bool thaw;			/* unpause it after any collect: no snapshot follows (promote's replays) */
@@ -368,7 +361,7 @@ static int check_one(struct collect *c, size_t i, int fd, const char *rel, struc
 static int check_source_gvisor(struct collect *c, struct vtree *t, struct err *e)
 {
 	struct json *mounts = NULL;
-	char rootfs[PATH_MAX];
+	char rootfs[FS_PATH_MAX];
 	int rc;
 
 	if ((rc = engine_container_files(c->cname, &mounts, rootfs, sizeof(rootfs), e)) <= 0)
@@ -441,7 +434,7 @@ static const char *copy_fault(const struct err *e)
 static int copy_one(struct collect *c, size_t i, struct err *e)
 {
 	const char *rel = c->rel[i], *slash = strrchr(rel, '/');
-	char dest[8700], src[4400];
+	char dest[FS_PATH_MAX], src[SC_DOCKER_CP_MAX];
 	const char *argv[] = { "docker", "cp", "-a=false", src, "-", NULL };
 	struct tar_limits lim = { 2 * SC_VERIFY_MAX_FILES + 2, SC_VERIFY_MAX_BYTES, 0, SC_VERIFY_MAX_DEPTH };
 	struct tar_extract *x;
@@ -449,10 +442,11 @@ static int copy_one(struct collect *c, size_t i, struct err *e)
 	struct vf_ran r;
 	int rc;
 
-	snprintf(dest, sizeof(dest), "%s%s%.*s", c->sub, slash ? "/" : "", slash ? (int)(slash - rel) : 0, rel);
-	if (fs_mkdir_p(dest, 0700, e) < 0)
+	if (fs_path(dest, sizeof(dest), e, "%s%s%.*s", c->sub, slash ? "/" : "", slash ? (int)(slash - rel) : 0,
+		    rel) < 0 || fs_mkdir_p(dest, 0700, e) < 0)
 		return -1;
-	snprintf(src, sizeof(src), "%s:/%s", c->cname, rel);
+	if (str_fmt(src, sizeof(src), "%s:/%s", c->cname, rel) < 0)
+		return err_set(e, "collect path /%.64s...: too long for docker cp", rel);
 	/* Devices and FIFOs were refused in the source walk; should one appear
 	 * since (a volume another service writes), it is not made on the host.
 	 * Links are made as links, never followed, for the copy walk to refuse. */
@@ -463,7 +457,7 @@ static int copy_one(struct collect *c, size_t i, struct err *e)
 	if (rc == 0 && r.timed_out)
 		rc = err_set(e, "docker cp %s: no answer within %d s", c->decl[i], SC_DOCKER_TIMEOUT_MS / 1000);
 	else if (rc == 0 && r.exit_code != 0) {
-		char line[300];
+		char line[SC_DOCKER_LINE_MAX];
 
 		dk_first_line(errt.data, line, sizeof(line));
 		if (strstr(line, "No such container:path") || strstr(line, "Could not find the file"))
@@ -551,7 +545,7 @@ static int collect_run(struct collect *c, struct json **result, struct err *e)
 	struct vtree src, cp;
 	struct json *res;
 	const struct vtree *t;
-	char path[4400];
+	char path[FS_PATH_MAX];
 	char *text;
 	int rc = -1;
 
@@ -569,8 +563,8 @@ static int collect_run(struct collect *c, struct json **result, struct err *e)
 		if (check_source(c, &src, e) < 0)
 			goto out;
 	}
-	snprintf(path, sizeof(path), "%s/verify", c->w->data);
-	if (fs_mkdir_p(path, 0700, e) < 0 || fresh_dir(c->dir, e) < 0 || fresh_dir(c->sub, e) < 0 ||
+	if (fs_path(path, sizeof(path), e, "%s/verify", c->w->data) < 0 || fs_mkdir_p(path, 0700, e) < 0 ||
+	    fresh_dir(c->dir, e) < 0 || fresh_dir(c->sub, e) < 0 ||
 	    (!json_len(src.refused) && copy_and_check(c, &src, &cp, e) < 0)) {
 		if (!disk_full(e))
 			goto out;
@@ -595,8 +589,9 @@ static int collect_run(struct collect *c, struct json **result, struct err *e)
 	json_object_set(res, "missing", strings(c->decl, c->missing, c->npaths));
 	json_object_set(res, "refused", json_dup(t->refused));
 	text = json_to_string(res, JSON_PRETTY);
-	snprintf(path, sizeof(path), "%s/collect.json", c->dir);
-	rc = fs_write_atomic(path, text, strlen(text), 0600, e);
+	rc = fs_path(path, sizeof(path), e, "%s/collect.json", c->dir);
+	if (rc == 0)
+		rc = fs_write_atomic(path, text, strlen(text), 0600, e);
 	free(text);
 	if (rc < 0 && (disk_full(e) || json_len(t->refused))) {
 		/* No record then, and no grader either: verify.run grades nothing
@@ -656,9 +651,8 @@ int cmd_verify_collect(struct wk *w, const struct json *payload, struct json **r
 		}
 		c.rel[i] = buf_detach(&b, NULL);
 	}
-	verify_dir(w, c.id, c.dir, sizeof(c.dir));
-	snprintf(c.sub, sizeof(c.sub), "%s/submission", c.dir);
-	rc = collect_run(&c, result, e);
+	rc = fs_path(c.dir, sizeof(c.dir), e, "%s/verify/%s", w->data, c.id) < 0 ||
+	     fs_path(c.sub, sizeof(c.sub), e, "%s/submission", c.dir) < 0 ? -1 : collect_run(&c, result, e);
 	if (rc < 0)
 		err_prefix(e, "verify.collect");
 out:
@@ -677,7 +671,7 @@ struct grade {
 	const char *id, *image, *svc;
 	const struct json *command;
 	int64_t timeout_s;
-	char dir[4096], sub[4200], logs[4200];
+	char dir[FS_PATH_MAX], sub[FS_PATH_MAX], logs[FS_PATH_MAX];
 	struct buf out, err, reward;	/* tails; reward.txt's bytes */
 	bool have_reward;
 	struct vf_ran ran;
@@ -732,7 +726,7 @@ static int lone_service(struct grade *g, const char *project, char *net, size_t 
 {
 	struct json *spec = NULL;
 	const char *svc;
-	char cname[300];
+	char cname[SC_DOCKER_NAME_MAX];
 
 	net[0] = '\0';
 	if (create_read_spec(g->w, g->w->env, &spec, e) < 0)
@@ -774,15 +768,7 @@ static int run_image(struct grade *g, struct err *e)
 	/* A container of the same name is from an earlier attempt of this verify. */
 	(void)dk(NULL, SC_DOCKER_TIMEOUT_MS, &e2, "rm", "-f", name, NULL);
 	av_init(&a);
-	av_add(&a, "docker");
-	av_add(&a, "run");
-	av_add(&a, "--rm");
-	av_add(&a, "--name");
-	av_add(&a, name);
-	av_add(&a, "--user");
-	av_add(&a, "0");
-	av_add(&a, "--network");
-	av_add(&a, net);
+	av_addl(&a, "docker", "run", "--rm", "--name", name, "--user", "0", "--network", net, NULL);
 	/* Labelled as the fork's, so destroying the fork removes a verifier
 	 * that outlived its run (the sidecar killed mid-grade). */
 	av_add(&a, "--label");
@@ -801,9 +787,7 @@ static int run_image(struct grade *g, struct err *e)
 	av_addf(&a, "type=bind,source=%s,target=/submission,readonly", g->sub);
 	av_add(&a, "--mount");
 	av_addf(&a, "type=bind,source=%s,target=/logs/verifier", g->logs);
-	av_add(&a, "-e");
-	av_add(&a, "SUBMISSION=/submission");
-	av_add(&a, "-e");
+	av_addl(&a, "-e", "SUBMISSION=/submission", "-e", NULL);
 	av_addf(&a, "DENV_VERIFY_ID=%s", g->id);
 	av_add(&a, g->image);
 	add_command(&a, g->command);
@@ -866,11 +850,11 @@ static int fetch_reward(struct grade *g, const char *cname, struct err *e)
 	buf_release(&tarb);
 	err_clear(e);
 	if (g->have_reward) {	/* kept beside the run, as the image verifier's would be */
-		char path[4300];
+		char path[FS_PATH_MAX];
 		struct err e2;
 
-		snprintf(path, sizeof(path), "%s/reward.txt", g->logs);
-		if (fs_write_atomic(path, g->reward.data, g->reward.len, 0600, &e2) < 0)
+		if (fs_path(path, sizeof(path), &e2, "%s/reward.txt", g->logs) < 0 ||
+		    fs_write_atomic(path, g->reward.data, g->reward.len, 0600, &e2) < 0)
 			wk_progress("keeping reward.txt: %s", e2.msg);
 	}
 	return 0;
@@ -878,7 +862,7 @@ static int fetch_reward(struct grade *g, const char *cname, struct err *e)
 
 static int run_service(struct grade *g, struct err *e)
 {
-	char cname[300], src[4300], dst[400];
+	char cname[SC_DOCKER_NAME_MAX], src[FS_PATH_MAX], dst[SC_DOCKER_CP_MAX];
 	struct argv a;
 	struct err e2;
 	int rc;
@@ -893,8 +877,9 @@ static int run_service(struct grade *g, struct err *e)
 	    dk(NULL, SC_DOCKER_TIMEOUT_MS, e, "exec", "-u", "0", cname, "mkdir", "-p", "/submission", "/logs/verifier",
 	       NULL) < 0)
 		return err_prefix(e, "service %s", g->svc);
-	snprintf(src, sizeof(src), "%s/.", g->sub);
-	snprintf(dst, sizeof(dst), "%s:/submission", cname);
+	if (fs_path(src, sizeof(src), e, "%s/.", g->sub) < 0 ||
+	    str_fmt(dst, sizeof(dst), "%s:/submission", cname) < 0)
+		return err_prefix(e, "placing the copy in %s", g->svc);
 	if (dk(NULL, SC_DOCKER_TIMEOUT_MS, e, "cp", src, dst, NULL) < 0)
 		return err_prefix(e, "placing the copy in %s", g->svc);
 	av_init(&a);
@@ -1003,7 +988,7 @@ int cmd_verify_run(struct wk *w, const struct json *payload, struct json **resul
 {
 	struct grade g;
 	struct json *col = NULL;
-	char path[4300], real[PATH_MAX];
+	char path[FS_PATH_MAX], real[PATH_MAX];
 	struct stat st;
 	struct err e2;
 	int rc;
@@ -1015,13 +1000,15 @@ int cmd_verify_run(struct wk *w, const struct json *payload, struct json **resul
 		return err_set(e, "verify.run: payload.id must be a verify id");
 	if (!sc_safe_id(w->env))
 		return err_set(e, "verify.run: the command has no usable env_id");
-	verify_dir(w, g.id, g.dir, sizeof(g.dir));
+	if (fs_path(g.dir, sizeof(g.dir), e, "%s/verify/%s", w->data, g.id) < 0)
+		return err_prefix(e, "verify.run");
 	if (json_get_bool(payload, "refused", false)) {
 		wk_progress("the submission was refused: no grader runs");
 		*result = refused_result();
 		return 0;
 	}
-	snprintf(path, sizeof(path), "%s/collect.json", g.dir);
+	if (fs_path(path, sizeof(path), e, "%s/collect.json", g.dir) < 0)
+		return err_prefix(e, "verify.run");
 	if (json_parse_file(path, SC_VERIFY_COLLECT_JSON_MAX, &col, e) < 0)
 		return err_set(e, "verify.run: nothing was collected for %s on this host", g.id);
 	rc = json_len(json_get(col, "refused")) > 0;
@@ -1036,8 +1023,9 @@ int cmd_verify_run(struct wk *w, const struct json *payload, struct json **resul
 	/* Docker wants absolute paths to mount; --data may be relative. */
 	if (!realpath(g.dir, real))
 		return err_set(e, "verify.run: the collected copy for %s is gone", g.id);
-	snprintf(g.sub, sizeof(g.sub), "%s/submission", real);
-	snprintf(g.logs, sizeof(g.logs), "%s/logs", real);
+	if (fs_path(g.sub, sizeof(g.sub), e, "%s/submission", real) < 0 ||
+	    fs_path(g.logs, sizeof(g.logs), e, "%s/logs", real) < 0)
+		return err_prefix(e, "verify.run");
 	if (lstat(g.sub, &st) < 0 || !S_ISDIR(st.st_mode))
 		return err_set(e, "verify.run: the collected copy for %s is gone", g.id);
 	buf_init(&g.out, SC_VERIFY_TAIL_BYTES * 2);

@@ -209,6 +209,20 @@ int vtree_all(int rootfd, struct vtree *t, struct err *e)
 	return walk_dir(fd, name, 0, 0, t, e);
 }
 
+/* The walks below hold one directory fd at a time; rootfd is the caller's. */
+static void close_unless_root(int rootfd, int dirfd)
+{
+	if (dirfd != rootfd)
+		sys_close(dirfd);
+}
+
+/* Step from dirfd into its subdirectory, opened as fd: fd is the new dirfd. */
+static int descend(int rootfd, int dirfd, int fd)
+{
+	close_unless_root(rootfd, dirfd);
+	return fd;
+}
+
 int vtree_path(int rootfd, const char *rel, struct vtree *t, bool *missing, struct err *e)
 {
 	char name[SC_VERIFY_NAME_MAX], comp[256];
@@ -271,13 +285,10 @@ int vtree_path(int rootfd, const char *rel, struct vtree *t, bool *missing, stru
 				rc = cannot_read(t, name, "open", e);
 			break;
 		}
-		if (dirfd != rootfd)
-			sys_close(dirfd);
-		dirfd = fd;
+		dirfd = descend(rootfd, dirfd, fd);
 		p += n + 1;
 	}
-	if (dirfd != rootfd)
-		sys_close(dirfd);
+	close_unless_root(rootfd, dirfd);
 	return rc;
 }
 
@@ -314,12 +325,9 @@ bool vtree_missing(int rootfd, const char *rel)
 			missing = errno == ENOENT;
 			break;
 		}
-		if (dirfd != rootfd)
-			sys_close(dirfd);
-		dirfd = fd;
+		dirfd = descend(rootfd, dirfd, fd);
 		p += n + 1;
 	}
-	if (dirfd != rootfd)
-		sys_close(dirfd);
+	close_unless_root(rootfd, dirfd);
 	return missing;
 }

@@ -55,40 +55,11 @@ static int read_string(const char *svc, const struct json *v, const char *key, c
  * "K" alone) is refused, as for environment. */
 static int read_args(const char *svc, const struct json *v, struct json *args, struct err *e)
 {
-	char val[SPEC_MAX_STRING];
-
 	if (!v || v->type == JSON_NULL)
 		return 0;
 	if (json_len(v) > SPEC_MAX_LIST)
 		return err_set(e, "compose: service \"%s\" build.args has more than %d entries", svc, SPEC_MAX_LIST);
-	if (v->type == JSON_OBJECT) {
-		for (size_t i = 0; i < v->u.obj.n; i++) {
-			const struct json_member *m = &v->u.obj.m[i];
-
-			if (m->key_len == 0 || memchr(m->key, '\0', m->key_len) ||
-			    spec_scalar_string(m->val, val, sizeof(val)) < 0)
-				return err_set(e, "compose: service \"%s\" build.args \"%.64s\" needs a value "
-					       "(the deploying shell's environment is not passed in)", svc, m->key);
-			json_object_setn(args, m->key, m->key_len, json_new_str(val));
-		}
-		return 0;
-	}
-	if (v->type != JSON_ARRAY)
-		return err_set(e, "compose: service \"%s\" build.args must be a map or a list of KEY=VALUE", svc);
-	for (size_t i = 0; i < json_len(v); i++) {
-		const struct json *item = json_at(v, i);
-		const char *eq;
-
-		if (item->type != JSON_STRING || item->u.str.len >= SPEC_MAX_STRING ||
-		    memchr(item->u.str.s, '\0', item->u.str.len))
-			return err_set(e, "compose: service \"%s\" build.args must be a map or a list of KEY=VALUE", svc);
-		eq = strchr(item->u.str.s, '=');
-		if (!eq || eq == item->u.str.s)
-			return err_set(e, "compose: service \"%s\" build.args \"%.64s\" needs a value "
-				       "(the deploying shell's environment is not passed in)", svc, item->u.str.s);
-		json_object_setn(args, item->u.str.s, (size_t)(eq - item->u.str.s), json_new_str(eq + 1));
-	}
-	return 0;
+	return spec_kv_list(svc, "build.args", v, args, e);
 }
 
 static int read_map(const char *svc, const struct json *v, char *context, char *dockerfile, char *target,

@@ -22,34 +22,9 @@ static int refuse_unsafe(const char *name, const struct json *svc, struct err *e
 
 static int read_env(const char *name, const struct json *v, struct json *env, struct err *e)
 {
-	char val[SPEC_MAX_STRING];
-
 	if (json_len(v) > SPEC_MAX_LIST)
 		return err_set(e, "compose: service \"%s\" has more than %d environment entries", name, SPEC_MAX_LIST);
-	if (v->type == JSON_OBJECT) {
-		for (size_t i = 0; i < v->u.obj.n; i++) {
-			const struct json_member *m = &v->u.obj.m[i];
-			if (m->val->type == JSON_NULL || spec_scalar_string(m->val, val, sizeof(val)) < 0)
-				return err_set(e, "compose: service \"%s\" environment \"%s\" needs a value "
-					       "(the deploying shell's environment is not passed in)", name, m->key);
-			json_object_set(env, m->key, json_new_str(val));
-		}
-		return 0;
-	}
-	if (v->type != JSON_ARRAY)
-		return err_set(e, "compose: service \"%s\" environment must be a map or a list of KEY=VALUE", name);
-	for (size_t i = 0; i < json_len(v); i++) {
-		const struct json *item = json_at(v, i);
-		const char *eq;
-		if (item->type != JSON_STRING || item->u.str.len >= SPEC_MAX_STRING)
-			return err_set(e, "compose: service \"%s\" environment must be a map or a list of KEY=VALUE", name);
-		eq = strchr(item->u.str.s, '=');
-		if (!eq || eq == item->u.str.s)
-			return err_set(e, "compose: service \"%s\" environment \"%s\" needs a value "
-				       "(the deploying shell's environment is not passed in)", name, item->u.str.s);
-		json_object_setn(env, item->u.str.s, (size_t)(eq - item->u.str.s), json_new_str(eq + 1));
-	}
-	return 0;
+	return spec_kv_list(name, "environment", v, env, e);
 }
 
 /* "8080:80" -> "80", "127.0.0.1:8080:80/tcp" -> "80", 80 -> "80", {target: 80} -> "80".

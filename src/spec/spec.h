@@ -149,6 +149,10 @@ struct json *spec_service_resolve(const char *name, const struct json *service,
 				  const struct json *declared_volumes, struct err *e);
 struct json *spec_argv(const struct json *v, const char *what, struct err *e);
 int spec_scalar_string(const struct json *v, char *out, size_t n);
+/* A map, or a list of KEY=VALUE (compose's environment, build.args), into
+ * the object out; what names the field in errors. Every key needs a value:
+ * the deploying shell's environment is not passed in. 0 / -1. */
+int spec_kv_list(const char *svc, const char *what, const struct json *v, struct json *out, struct err *e);
 int spec_valid_name(const char *s);
 
 #endif

@@ -30,6 +30,40 @@ int spec_scalar_string(const struct json *v, char *out, size_t n)
 	}
 }
 
+int spec_kv_list(const char *svc, const char *what, const struct json *v, struct json *out, struct err *e)
+{
+	char val[SPEC_MAX_STRING];
+
+	if (v->type == JSON_OBJECT) {
+		for (size_t i = 0; i < v->u.obj.n; i++) {
+			const struct json_member *m = &v->u.obj.m[i];
+
+			if (m->key_len == 0 || memchr(m->key, '\0', m->key_len) ||
+			    spec_scalar_string(m->val, val, sizeof(val)) < 0)
+				return err_set(e, "compose: service \"%s\" %s \"%.64s\" needs a value "
+					       "(the deploying shell's environment is not passed in)", svc, what, m->key);
+			json_object_setn(out, m->key, m->key_len, json_new_str(val));
+		}
+		return 0;
+	}
+	if (v->type != JSON_ARRAY)
+		return err_set(e, "compose: service \"%s\" %s must be a map or a list of KEY=VALUE", svc, what);
+	for (size_t i = 0; i < json_len(v); i++) {
+		const struct json *item = json_at(v, i);
+		const char *eq;
+
+		if (item->type != JSON_STRING || item->u.str.len >= SPEC_MAX_STRING ||
+		    memchr(item->u.str.s, '\0', item->u.str.len))
+			return err_set(e, "compose: service \"%s\" %s must be a map or a list of KEY=VALUE", svc, what);
+		eq = strchr(item->u.str.s, '=');
+		if (!eq || eq == item->u.str.s)
+			return err_set(e, "compose: service \"%s\" %s \"%.64s\" needs a value "
+				       "(the deploying shell's environment is not passed in)", svc, what, item->u.str.s);
+		json_object_setn(out, item->u.str.s, (size_t)(eq - item->u.str.s), json_new_str(eq + 1));
+	}
+	return 0;
+}
+
 /* A command: a string split on whitespace, or a list of scalars. */
 struct json *spec_argv(const struct json *v, const char *what, struct err *e)
 {

@@ -236,6 +236,12 @@ int st_sys_fsync_fd(struct st_db *db, int fd);
 int st_sys_fdatasync_fd(struct st_db *db, int fd);
 int st_sys_ftruncate_fd(struct st_db *db, int fd, off_t len);
 int st_fsync_dir(struct st_db *db, struct err *e);
+/* Write data to a new file at tmp, fsync it and rename it over final: a
+ * crash leaves the old final (or none) or the whole new one. The open fd
+ * (the caller fsyncs the directory, then keeps or closes it); -1 with e and
+ * tmp removed. */
+int st_sys_install(struct st_db *db, const char *tmp, const char *final, const void *data, size_t len,
+		   struct err *e);
 
 /* mark.c */
 int st_mark_load(struct st_db *db, struct err *e);

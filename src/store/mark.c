@@ -137,31 +137,19 @@ static int mark_create(struct st_db *db, struct err *e)
 {
 	char buf[ST_MARK_BYTES];
 	struct st_mark m = { 1, (uint64_t)db->size, db->records, db->last_crc, 0 };
-	int fd = st_sys_open(db, db->mark_new_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	int fd;
 
-	if (fd < 0)
-		return err_errno(e, "store: create %s", db->mark_new_path);
 	memset(buf, 0, sizeof(buf));
 	mark_header(buf);
 	slot_encode(buf + ST_MARK_HEADER_BYTES + ST_MARK_SLOT_BYTES, &m);	/* seq 1: slot 1 */
-	if (st_sys_pwrite_all(db, fd, buf, sizeof(buf), 0) < 0 || st_sys_fsync_fd(db, fd) < 0) {
-		err_errno(e, "store: write %s", db->mark_new_path);
-		goto fail;
-	}
-	if (db->sys->rename(db->mark_new_path, db->mark_path) < 0) {
-		err_errno(e, "store: rename %s to %s", db->mark_new_path, db->mark_path);
-		goto fail;
-	}
+	if ((fd = st_sys_install(db, db->mark_new_path, db->mark_path, buf, sizeof(buf), e)) < 0)
+		return -1;
 	st_sys_close_fd(db, db->mark_fd);
 	db->mark_fd = fd;
 	db->mark = m;
 	db->mark_unsynced = false;
 	db->mark_synced_ms = ev_mono_ms();
 	return st_fsync_dir(db, e);
-fail:
-	st_sys_close_fd(db, fd);
-	db->sys->unlink(db->mark_new_path);
-	return -1;
 }
 
 /* The mark could not be written or synced: the store can no longer tell

@@ -29,19 +29,11 @@ static char *path_join(const char *dir, const char *name)
 static int create_log(struct st_db *db, struct err *e)
 {
 	char h[ST_HEADER_BYTES];
-	int fd = st_sys_open(db, db->new_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	int fd;
 
-	if (fd < 0)
-		return err_errno(e, "store: create %s", db->new_path);
 	st_make_header(h);
-	if (st_sys_pwrite_all(db, fd, h, sizeof(h), 0) < 0 || st_sys_fsync_fd(db, fd) < 0) {
-		err_errno(e, "store: write %s", db->new_path);
-		goto fail;
-	}
-	if (db->sys->rename(db->new_path, db->log_path) < 0) {
-		err_errno(e, "store: rename %s to %s", db->new_path, db->log_path);
-		goto fail;
-	}
+	if ((fd = st_sys_install(db, db->new_path, db->log_path, h, sizeof(h), e)) < 0)
+		return -1;
 	if (st_fsync_dir(db, e) < 0) {
 		st_sys_close_fd(db, fd);
 		return -1;
@@ -49,10 +41,6 @@ static int create_log(struct st_db *db, struct err *e)
 	db->fd = fd;
 	db->size = ST_HEADER_BYTES;
 	return 0;
-fail:
-	st_sys_close_fd(db, fd);
-	db->sys->unlink(db->new_path);
-	return -1;
 }
 
 static int check_header(struct st_db *db, off_t size, struct err *e)

@@ -149,3 +149,25 @@ int st_fsync_dir(struct st_db *db, struct err *e)
 	st_sys_close_fd(db, fd);
 	return 0;
 }
+
+int st_sys_install(struct st_db *db, const char *tmp, const char *final, const void *data, size_t len,
+		   struct err *e)
+{
+	int fd = st_sys_open(db, tmp, O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0)
+		return err_errno(e, "store: create %s", tmp);
+	if (st_sys_pwrite_all(db, fd, data, len, 0) < 0 || st_sys_fsync_fd(db, fd) < 0) {
+		err_errno(e, "store: write %s", tmp);
+		goto fail;
+	}
+	if (db->sys->rename(tmp, final) < 0) {
+		err_errno(e, "store: rename %s to %s", tmp, final);
+		goto fail;
+	}
+	return fd;
+fail:
+	st_sys_close_fd(db, fd);
+	db->sys->unlink(tmp);
+	return -1;
+}

@@ -606,6 +606,17 @@ static int fill(struct tar_reader *r, int fd, struct err *e)
 	return n > 0;
 }
 
+/* More input from fd for the readers below: 1 when there is some; else
+ * what the caller returns (0 at a clean end of the archive, -1 e). */
+static int fill_or_finish(struct tar_reader *r, int fd, struct err *e)
+{
+	int f = fill(r, fd, e);
+
+	if (f <= 0)
+		return f < 0 ? -1 : tar_reader_finish(r, e);
+	return 1;
+}
+
 int tar_reader_next_fd(struct tar_reader *r, int fd, const struct tar_entry **ent, struct err *e)
 {
 	struct tar_event ev;
@@ -615,11 +626,8 @@ int tar_reader_next_fd(struct tar_reader *r, int fd, const struct tar_entry **en
 		int f, rc;
 		if (r->st == RS_END)
 			return 0;
-		f = fill(r, fd, e);
-		if (f < 0)
-			return -1;
-		if (f == 0)
-			return tar_reader_finish(r, e);
+		if ((f = fill_or_finish(r, fd, e)) <= 0)
+			return f;
 		rc = tar_reader_feed(r, r->in + r->in_off, r->in_len - r->in_off, &used, &ev, e);
 		r->in_off += used;
 		if (rc < 0)
@@ -646,11 +654,8 @@ ssize_t tar_reader_data_fd(struct tar_reader *r, int fd, void *dst, size_t n, st
 	}
 	if (r->st != RS_DATA || n == 0)
 		return 0;
-	f = fill(r, fd, e);
-	if (f < 0)
-		return -1;
-	if (f == 0)
-		return tar_reader_finish(r, e);
+	if ((f = fill_or_finish(r, fd, e)) <= 0)
+		return f;
 	avail = r->in_len - r->in_off;
 	if (avail > n)
 		avail = n;

@@ -124,17 +124,11 @@ static char *path_of(const char *a, const char *key, const char *b)
 /* The server's {"error"} message or the status line. */
 static void http_status_error(const struct http_client_resp *resp, char *out, size_t size)
 {
-	struct json *doc = NULL;
-	struct err ignore;
-	const char *msg = NULL;
+	int k = snprintf(out, size, "%d ", resp->status);
 
-	if (json_parse(resp->body.data, resp->body.len, NULL, &doc, &ignore) == 0)
-		msg = json_get_str(doc, "error");
-	if (msg && *msg)
-		snprintf(out, size, "%d %s", resp->status, msg);
-	else
+	/* The message goes after the status, cut to the room left. */
+	if (k < 0 || (size_t)k >= size || !http_client_resp_error(resp, out + k, size - (size_t)k))
 		snprintf(out, size, "%d %s", resp->status, http_status_text(resp->status));
-	json_free(doc);
 }
 
 static void on_reply(const struct http_client_resp *resp, const struct err *e, void *arg);

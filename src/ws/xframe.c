@@ -146,16 +146,23 @@ static struct json *frame_new(const char *type, const char *id)
 	return f;
 }
 
-struct json *xf_out_json(const char *id, enum xf_stream s, int64_t seq, const void *data, size_t n)
+/* A frame's bytes go as base64 in its "data". */
+static void set_data(struct json *f, const void *data, size_t n)
 {
-	struct json *f = frame_new("exec.out", id);
 	struct buf b = BUF_INIT;
 
 	enc_base64_encode(&b, data, n, ENC_BASE64);
-	json_object_set_str(f, "stream", stream_name(s));
-	json_object_set_int(f, "seq", seq);
 	json_object_set(f, "data", json_new_strn(b.data, b.len));
 	buf_release(&b);
+}
+
+struct json *xf_out_json(const char *id, enum xf_stream s, int64_t seq, const void *data, size_t n)
+{
+	struct json *f = frame_new("exec.out", id);
+
+	json_object_set_str(f, "stream", stream_name(s));
+	json_object_set_int(f, "seq", seq);
+	set_data(f, data, n);
 	return f;
 }
 
@@ -180,13 +187,10 @@ struct json *xf_error_json(const char *id, const char *error)
 struct json *xf_in_json(const char *id, const void *data, size_t n, bool eof)
 {
 	struct json *f = frame_new("exec.in", id);
-	struct buf b = BUF_INIT;
 
-	enc_base64_encode(&b, data, n, ENC_BASE64);
-	json_object_set(f, "data", json_new_strn(b.data, b.len));
+	set_data(f, data, n);
 	if (eof)
 		json_object_set_bool(f, "eof", true);
-	buf_release(&b);
 	return f;
 }
 

@@ -682,6 +682,19 @@ static int mapb_done(struct parser *p, struct mapb *mb, const struct props *pr, 
 	return 0;
 }
 
+/* Hand the finished sequence arr to *out with pr's anchor and tag recorded,
+ * closing the nesting level it opened; on failure arr is freed. */
+static int seq_done(struct parser *p, struct json *arr, const struct props *pr, struct json **out)
+{
+	if (coll_props(p, pr, arr, false) < 0) {
+		json_free(arr);
+		return -1;
+	}
+	*out = arr;
+	p->depth--;
+	return 0;
+}
+
 /* A key's text, malloc'd, from p->sb. The key's tag is checked by typing it;
  * an anchored key keeps its typed node in p->keep for later aliases. */
 static int key_text(struct parser *p, enum style st, const struct props *pr, size_t pos, char **key, size_t *n)
@@ -903,11 +916,7 @@ static int block_seq(struct parser *p, int m, const struct props *pr, struct jso
 		yp_fail(p, p->pos, "bad indentation of a sequence entry");
 		goto bad;
 	}
-	if (coll_props(p, pr, arr, false) < 0)
-		goto bad;
-	*out = arr;
-	p->depth--;
-	return 0;
+	return seq_done(p, arr, pr, out);
 bad:
 	json_free(arr);
 	return -1;
@@ -1217,11 +1226,7 @@ static int flow_seq(struct parser *p, const struct props *pr, struct json **out)
 			goto bad;
 		}
 	}
-	if (coll_props(p, pr, arr, false) < 0)
-		goto bad;
-	*out = arr;
-	p->depth--;
-	return 0;
+	return seq_done(p, arr, pr, out);
 bad:
 	json_free(arr);
 	return -1;

@@ -324,6 +324,39 @@ static void test_prune(void)
 	ok(fs_exists(at("prune/short-link")) && fs_exists(at("outside")) && fs_exists(at("prune/sub")),
 	   "links and directories are never removed");
 	is_int(fs_prune_files(at("nope"), now, keep_by_name), 0, "a missing dir removes nothing");
+	put(at("prune/short-b"), "x");
+	utimensat(AT_FDCWD, at("prune/short-b"), old, 0);
+	is_int(fs_prune_under(base, "prune", now, keep_by_name), 1, "fs_prune_under prunes top/sub");
+	ok(!fs_exists(at("prune/short-b")), "the old short-lived file under top/sub went");
+	{
+		char top[FS_PATH_MAX];
+
+		memset(top, 'd', sizeof(top) - 1);
+		top[sizeof(top) - 1] = '\0';
+		is_int(fs_prune_under(top, "prune", now, keep_by_name), 0, "a top/sub too long removes nothing");
+	}
+}
+
+static void test_path(void)
+{
+	char path[FS_PATH_MAX], small[16], long_name[FS_PATH_MAX + 10];
+	struct err e;
+
+	err_clear(&e);
+	is_int(fs_path(path, sizeof(path), &e, "%s/envs/%s/spec.json", "/data", "e1"), 0, "a path that fits");
+	is_str(path, "/data/envs/e1/spec.json", "is built whole");
+	is_str(e.msg, "", "and sets no error");
+	is_int(fs_path(small, sizeof(small), &e, "%s/%s", "/data/env", "abcde"), 0,
+	       "exactly 15 bytes fit in 16");
+	is_int(fs_path(small, sizeof(small), &e, "%s/%s", "/data/env", "abcdef"), -1,
+	       "16 bytes do not fit in 16");
+	is_str(small, "", "a path that did not fit leaves \"\", not a shorter path");
+	ok(strstr(e.msg, "path too long (15 bytes at most): /data/env/abcdef") == e.msg,
+	   "the error names the limit and the path (%s)", e.msg);
+	memset(long_name, 'n', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	is_int(fs_path(path, sizeof(path), &e, "/data/%s", long_name), -1, "a name past FS_PATH_MAX fails");
+	ok(strlen(e.msg) < FS_PATH_SHOWN + 64, "its error shows only the path's start (%zu bytes)", strlen(e.msg));
 }
 
 int main(void)
@@ -337,6 +370,7 @@ int main(void)
 	test_remove_root_refused();
 	test_remove_deep();
 	test_prune();
+	test_path();
 	{
 		struct err e;
 		ok(fs_fsync_dir(base, &e) == 0, "fsync a directory");

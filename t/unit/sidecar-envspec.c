@@ -41,6 +41,6 @@ int main(void)
 	memset(env, 'x', sizeof(env) - 1);
 	env[sizeof(env) - 1] = '\0';
 	rc = sc_spec_load(tap_tmpdir(), env, &spec, &e);
-	ok(rc < 0 && spec == NULL && strstr(e.msg, "is over"), "an over-long path is refused: %.60s...", e.msg);
+	ok(rc < 0 && spec == NULL && strstr(e.msg, "path too long"), "an over-long path is refused: %.60s...", e.msg);
 	return tap_done();
 }
