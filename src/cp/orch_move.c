@@ -68,10 +68,11 @@ static const char *host_storage(struct cp *cp, const char *host_id)
 	return s && *s ? s : "dir";
 }
 
-static void mv_fail(struct cp_run *r, const char *what, const struct cp_result *res)
+/* The host's error names its command ("snap.import: ..."). */
+static void mv_fail(struct cp_run *r, const struct cp_result *res)
 {
-	run_fail(r, cp_obj("move", json_dup(mv(r)), NULL), "moving snapshot %s from host %s to host %s: %s: %s",
-		 mv_str(r, "snapshot"), mv_str(r, "from_host"), mv_str(r, "to_host"), what, res->error);
+	run_fail(r, NULL, "moving snapshot %s from host %s to host %s: %s", mv_str(r, "snapshot"),
+		 mv_str(r, "from_host"), mv_str(r, "to_host"), res->error);
 }
 
 static void mv_done(struct cp_run *r)
@@ -113,7 +114,7 @@ static void imported(struct cp_run *r, const struct cp_result *res)
 	const char *vid = json_get_str(m, "version");
 
 	if (!res->ok) {
-		mv_fail(r, "snap.import", res);
+		mv_fail(r, res);
 		return;
 	}
 	holders = cp_version_holders(r->cp, st_get(r->cp->db, "versions", vid));
@@ -152,7 +153,7 @@ static void written(struct cp_run *r, const struct cp_result *res)
 	int64_t before = json_get_int(m, "vol_done_before", 0);
 
 	if (!res->ok) {
-		mv_fail(r, "snap.write", res);
+		mv_fail(r, res);
 		return;
 	}
 	if (have < 0 || have > json_get_int(vol, "bytes", 0)) {
@@ -189,7 +190,7 @@ static void read_back(struct cp_run *r, const struct cp_result *res)
 	struct err e;
 
 	if (!res->ok) {
-		mv_fail(r, "snap.read", res);
+		mv_fail(r, res);
 		return;
 	}
 	buf_init(&part, CP_ARCHIVE_MAX);
@@ -235,7 +236,7 @@ static void exported(struct cp_run *r, const struct cp_result *res)
 	const struct json *vols = json_get(res->payload, "volumes");
 
 	if (!res->ok) {
-		mv_fail(r, "snap.export", res);
+		mv_fail(r, res);
 		return;
 	}
 	if (!vols || vols->type != JSON_ARRAY || json_len(vols) == 0 || !json_get(res->payload, "record")) {
