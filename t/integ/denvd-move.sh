@@ -14,14 +14,7 @@ suite_need_root "volumes owned by other uids"
 suite_need_docker all
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/denvd-move.XXXXXX")
 dev=
-cleanup() {
-	if mountpoint -q "$tmp/mnt" 2>/dev/null; then
-		umount "$tmp/mnt" 2>/dev/null || { sleep 1; umount "$tmp/mnt" 2>/dev/null; } || umount -l "$tmp/mnt"
-	fi
-	[ -n "$dev" ] && losetup -d "$dev" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap btrfs_loop_cleanup EXIT
 trap 'exit 1' INT TERM
 mkdir "$tmp/dir" "$tmp/btrfs" "$tmp/mnt"
 rc=0
