@@ -52,6 +52,13 @@ struct json *cp_fork_create_ttl(struct cp *cp, struct st_txn *txn, const char *t
 				const char *name, const struct cp_ttl_req *ttl, const struct cp_ttl_req *base,
 				char env_id[ID_MAX], struct json **env_out)
 {
+	return cp_fork_create_on(cp, txn, team_id, version, name, ttl, base, NULL, env_id, env_out);
+}
+
+struct json *cp_fork_create_on(struct cp *cp, struct st_txn *txn, const char *team_id, const struct json *version,
+			       const char *name, const struct cp_ttl_req *ttl, const struct cp_ttl_req *base,
+			       const char *host_id, char env_id[ID_MAX], struct json **env_out)
+{
 	const char *vid = json_get_str(version, "ID");
 	struct json *env = cp_env_new(team_id, json_get_str(version, "ProjectID"), name, "fork");
 	struct json *params;
@@ -64,6 +71,8 @@ struct json *cp_fork_create_ttl(struct cp *cp, struct st_txn *txn, const char *t
 	st_put(txn, "environments", env_id, env);
 	params = cp_obj("from_env", json_new_str(json_get_str(version, "EnvID")), "version", json_new_str(vid), "name",
 			json_new_str(name), NULL);
+	if (host_id && *host_id)
+		json_object_set_str(params, "host", host_id);
 	return cp_deployment_create_v(txn, team_id, json_get_str(version, "ProjectID"), env_id, "fork", params, vid);
 }
 
@@ -85,9 +94,25 @@ const char *cp_new_env_name(struct cp *cp, struct http_req *req, const char *pro
 	return given;
 }
 
+/* A host of the team named by id or by name (a sidecar: a fork's pin), or
+ * NULL after a 400. */
+static const struct json *team_host(struct cp *cp, struct http_req *req, const char *team_id, const char *ref)
+{
+	const struct json *h = st_get(cp->db, "hosts", ref);
+
+	if (!h || !str_eq(json_get_str(h, "TeamID"), team_id))
+		h = cp_find(cp, "hosts", "TeamID", team_id, "Name", ref);
+	if (!h) {
+		cp_fail(req, 400, "host \"%s\" is not a host of this team", ref);
+		return NULL;
+	}
+	return h;
+}
+
 static void h_fork(struct cp *cp, struct http_req *req)
 {
-	const char *name = NULL, *vid = NULL;
+	const char *name = NULL, *vid = NULL, *host = NULL;
+	const struct json *pinned = NULL;
 	char env_id[ID_MAX], buf[CP_NAME_MAX + 1];
 	struct cp_ttl_req ttl, base;
 	struct cp_caller who;
@@ -98,7 +123,9 @@ static void h_fork(struct cp *cp, struct http_req *req)
 	if (!(env = cp_live_env(cp, req, &who)) || cp_body(req, &body) < 0)
 		return;
 	if (cp_opt_str(req, body, "name", &name) < 0 || cp_opt_str(req, body, "version", &vid) < 0 ||
-	    cp_ttl_read(req, body, &ttl) < 0)
+	    cp_opt_str(req, body, "host", &host) < 0 || cp_ttl_read(req, body, &ttl) < 0)
+		goto out;
+	if (host && *host && !(pinned = team_host(cp, req, who.team_id, host)))
 		goto out;
 	if (!vid || !*vid)
 		vid = json_get_str(env, "CurrentVersionID");
@@ -113,7 +140,7 @@ static void h_fork(struct cp *cp, struct http_req *req)
 	/* The body's TTLs, else the environment forked from's. */
 	cp_ttl_source(env, &base);
 	txn = st_begin(cp->db);
-	resp = cp_fork_create_ttl(cp, txn, who.team_id, v, name, &ttl, &base, env_id, NULL);
+	resp = cp_fork_create_on(cp, txn, who.team_id, v, name, &ttl, &base, json_get_str(pinned, "ID"), env_id, NULL);
 	cp_commit_deploy(cp, txn, req, 202, resp, env_id);
 out:
 	json_free(body);

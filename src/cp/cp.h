@@ -106,6 +106,11 @@
 #define CP_HEALTH_TIMEOUT_S 30			/* `true` after a snapshot */
 #define CP_CHUNK_BYTES ((size_t)1 << 20)	/* archive bytes per chunk frame (doc/host-stream-chunks.md) */
 #define CP_ARCHIVE_MAX ((size_t)32 << 20)	/* one archive either way */
+/* A snapshot moving between hosts (orch_move.c) goes in parts of this much
+ * (one snap.read answer, then one snap.write): the control plane's memory per
+ * move. A part the target did not take is sent again at most so often. */
+#define CP_MOVE_PART_BYTES ((size_t)8 << 20)
+#define CP_MOVE_RESENDS_MAX 8
 #define CP_RESULT_STORE_MAX ((size_t)256 << 10)	/* a bigger command result is stored as its size only */
 #define CP_SANDBOX_TIMEOUT_DEFAULT_S 600	/* POST /v1/sandboxes without timeout_sec */
 #define CP_SANDBOX_TIMEOUT_MAX_S 86400
@@ -744,6 +749,11 @@ struct cp_ttl_req;
 struct json *cp_fork_create_ttl(struct cp *cp, struct st_txn *txn, const char *team_id, const struct json *version,
 				const char *name, const struct cp_ttl_req *ttl, const struct cp_ttl_req *base,
 				char env_id[ID_MAX], struct json **env_out);
+/* The same on a pinned host (host_id NULL: placed by where the snapshot
+ * is); a host without the snapshot gets it moved there (orch_move.c). */
+struct json *cp_fork_create_on(struct cp *cp, struct st_txn *txn, const char *team_id, const struct json *version,
+			       const char *name, const struct cp_ttl_req *ttl, const struct cp_ttl_req *base,
+			       const char *host_id, char env_id[ID_MAX], struct json **env_out);
 /* ---- sandboxes, one or a batch (api_sandboxes.c, api_batch.c) ---- */
 
 /* One sandbox to put into a transaction. */

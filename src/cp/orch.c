@@ -203,13 +203,19 @@ int run_cmd_data(struct cp_run *r, const char *env_id, const char *kind, struct 
 		run_fail(r, NULL, "the environment has no host");
 		return -1;
 	}
-	if (!cp_host_connected(r->cp, r->host_id)) {
+	return run_cmd_on(r, r->host_id, env_id, kind, payload, data, timeout_ms, fn);
+}
+
+int run_cmd_on(struct cp_run *r, const char *host_id, const char *env_id, const char *kind, struct json *payload,
+	       struct buf *data, int64_t timeout_ms, run_cmd_fn fn)
+{
+	if (!cp_host_connected(r->cp, host_id)) {
 		json_free(payload);
-		run_fail(r, NULL, "host %s is not connected", r->host_id);
+		run_fail(r, NULL, "host %s is not connected", host_id);
 		return -1;
 	}
 	r->cmd_fn = fn;
-	r->cmd = cp_cmd_send(r->cp, r->host_id, env_id, kind, payload, data, timeout_ms, cmd_done, r);
+	r->cmd = cp_cmd_send(r->cp, host_id, env_id, kind, payload, data, timeout_ms, cmd_done, r);
 	return 0;
 }
 

@@ -49,6 +49,7 @@ struct cp_run {
 	int64_t handover_ns;		/* run_handover: when this phase ends and the next starts, 0 = now */
 	int64_t phase_started_ns;	/* when the current phase started */
 	run_phase_fn after_ship;	/* run_ship_contexts: what runs once every context is on the host */
+	run_phase_fn after_move;	/* run_move: what runs once the snapshot is on the host */
 	struct ev_timer soak_timer;	/* promote's gate.soak */
 	int step_i;			/* promote: the replay, check or service a gate is at */
 	struct cp_run *next;
@@ -76,6 +77,17 @@ int run_cmd(struct cp_run *r, const char *env_id, const char *kind, struct json 
 /* run_cmd with an archive (data taken, may be NULL) sent in chunk frames before the command. */
 int run_cmd_data(struct cp_run *r, const char *env_id, const char *kind, struct json *payload, struct buf *data,
 		 int64_t timeout_ms, run_cmd_fn fn);
+/* run_cmd_data to host_id rather than r->host_id (a move's other host). */
+int run_cmd_on(struct cp_run *r, const char *host_id, const char *env_id, const char *kind, struct json *payload,
+	       struct buf *data, int64_t timeout_ms, run_cmd_fn fn);
+/* orch_move.c: make the snapshot of version_id present on to_host (moving
+ * it from a connected host that holds it), then call then; a failure fails
+ * the phase. r->ctx "moved" then describes the move (absent: none needed). */
+void run_move(struct cp_run *r, const char *version_id, const char *to_host, run_phase_fn then);
+/* The hosts holding a version's snapshot (a new array of ids): its
+ * SnapshotHosts, else its environment's host. */
+struct json *cp_version_holders(struct cp *cp, const struct json *v);
+bool cp_version_held_on(struct cp *cp, const struct json *v, const char *host_id);
 /* Send every build context of the deploy's Spec to r->host_id that it
  * does not hold (orch_build.c), then call then; a failure fails the phase. */
 void run_ship_contexts(struct cp_run *r, run_phase_fn then);

@@ -48,13 +48,26 @@ struct json *run_fork_payload(const char *from_env, const struct json *version)
 
 /* ---- fork: Params {from_env, version, name}; EnvID is the new environment ---- */
 
+/* The pinned host (params.host, checked by the route), else the first
+ * connected host holding the snapshot; a host without it gets it moved
+ * there in clone (orch_move.c). */
 static void fork_place(struct cp_run *r)
 {
 	const struct json *v = st_get(r->cp->db, "versions", r->version_id);
 	const struct json *src = v ? st_get(r->cp->db, "environments", json_get_str(v, "EnvID")) : NULL;
-	const char *host = json_get_str(src, "HostID");
+	const char *pin = json_get_str(r->params, "host");
+	struct json *holders = cp_version_holders(r->cp, v);
+	char host[ID_MAX] = "";
 
-	if (!host || !*host) {
+	for (size_t i = 0; !(pin && *pin) && i < json_len(holders) && !*host; i++)
+		if (cp_host_connected(r->cp, json_at(holders, i)->u.str.s))
+			str_copy(host, sizeof(host), json_at(holders, i)->u.str.s);
+	if (pin && *pin)
+		str_copy(host, sizeof(host), pin);
+	else if (!*host && json_len(holders))
+		str_copy(host, sizeof(host), json_at(holders, 0)->u.str.s);
+	json_free(holders);
+	if (!*host) {
 		run_fail(r, NULL, "the source environment has no host");
 		return;
 	}
@@ -65,7 +78,11 @@ static void fork_place(struct cp_run *r)
 	str_copy(r->host_id, sizeof(r->host_id), host);
 	json_object_set_str(r->ctx, "from_env", json_get_str(src, "ID"));
 	run_env(r, cp_obj("HostID", json_new_str(host), NULL));
-	run_ok(r, cp_obj("host", json_new_str(host), "reason", json_new_str("same host as source snapshot"), NULL));
+	run_ok(r, cp_obj("host", json_new_str(host), "reason",
+			 json_new_str(!cp_version_held_on(r->cp, v, host) ? "pinned by the request; the snapshot moves here"
+				      : pin && *pin				 ? "pinned by the request"
+										 : "same host as source snapshot"),
+			 NULL));
 }
 
 static void fork_cloned(struct cp_run *r, const struct cp_result *res)
@@ -79,6 +96,9 @@ static void fork_cloned(struct cp_run *r, const struct cp_result *res)
 	keep_endpoints(r, r->env_id, res->payload);
 	ev = cp_obj("forked_in_ms", json_new_int(run_duration_ms(json_get(res->payload, "forked_in"), true)), "from",
 		    json_new_str(r->version_id), NULL);
+	/* The snapshot came from another host first: how. */
+	if (json_get(r->ctx, "moved"))
+		json_object_set(ev, "moved", json_dup(json_get(r->ctx, "moved")));
 	if (json_get(res->payload, "clock"))
 		json_object_set(ev, "clock", json_dup(json_get(res->payload, "clock")));
 	/* Where the fork's time went, and which test found each service ready. */
@@ -89,11 +109,16 @@ static void fork_cloned(struct cp_run *r, const struct cp_result *res)
 	run_ok(r, ev);
 }
 
-static void fork_clone(struct cp_run *r)
+static void fork_clone_here(struct cp_run *r)
 {
 	const struct json *v = st_get(r->cp->db, "versions", r->version_id);
 
 	run_cmd(r, r->env_id, "env.fork", run_fork_payload(json_get_str(r->ctx, "from_env"), v), 0, fork_cloned);
+}
+
+static void fork_clone(struct cp_run *r)
+{
+	run_move(r, r->version_id, r->host_id, fork_clone_here);
 }
 
 static void health_endpoints(struct cp_run *r)
@@ -171,21 +196,35 @@ static void rb_restored(struct cp_run *r, const struct cp_result *res)
 {
 	const char *snap = json_get_str(res->payload, "snapshot");
 	const struct json *v = st_get(r->cp->db, "versions", json_get_str(r->params, "version"));
+	struct json *ev;
 
 	if (!res->ok) {
 		run_fail(r, NULL, "%s", res->error);
 		return;
 	}
 	keep_endpoints(r, r->env_id, res->payload);
-	run_ok(r, cp_obj("snapshot", json_new_str(snap && *snap ? snap : json_get_str(v, "Snapshot")), NULL));
+	ev = cp_obj("snapshot", json_new_str(snap && *snap ? snap : json_get_str(v, "Snapshot")), NULL);
+	if (json_get(r->ctx, "moved"))
+		json_object_set(ev, "moved", json_dup(json_get(r->ctx, "moved")));
+	run_ok(r, ev);
 }
 
-static void rb_restore(struct cp_run *r)
+static void rb_restore_here(struct cp_run *r)
 {
 	const struct json *v = st_get(r->cp->db, "versions", json_get_str(r->params, "version"));
 
 	run_cmd(r, r->env_id, "env.rollback", cp_obj("snapshot", json_new_str(json_get_str(v, "Snapshot")), NULL), 0,
 		rb_restored);
+}
+
+/* The version's snapshot may be on another host than the environment now. */
+static void rb_restore(struct cp_run *r)
+{
+	if (!*r->host_id) {
+		run_fail(r, NULL, "the environment has no host");
+		return;
+	}
+	run_move(r, json_get_str(r->params, "version"), r->host_id, rb_restore_here);
 }
 
 static void rb_health(struct cp_run *r)

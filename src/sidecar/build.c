@@ -106,55 +106,6 @@ static int64_t file_size(const char *path)
 	return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
 }
 
-/* Append the file at from to the file at to. */
-static int append(const char *from, const char *to, struct err *e)
-{
-	char tmp[65536];
-	int in = open(from, O_RDONLY | O_CLOEXEC), out;
-	ssize_t n;
-	int rc = 0;
-
-	if (in < 0)
-		return err_errno(e, "env.context: %s", from);
-	if ((out = open(to, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0) {
-		sys_close(in);
-		return err_errno(e, "env.context: %s", to);
-	}
-	while (rc == 0 && (n = sys_read(in, tmp, sizeof(tmp))) > 0)
-		if (sys_write_all(out, tmp, (size_t)n) < 0)
-			rc = err_errno(e, "env.context: writing %s", to);
-	if (rc == 0 && n < 0)
-		rc = err_errno(e, "env.context: reading %s", from);
-	if (rc == 0 && fsync(out) < 0)
-		rc = err_errno(e, "env.context: fsync %s", to);
-	sys_close(in);
-	sys_close(out);
-	return rc;
-}
-
-/* The part that arrived, appended when it continues what is held. */
-static int take_part(struct wk *w, const struct json *p, const char *part, int64_t *have, struct err *e)
-{
-	const struct json *sp = json_get(w->cmd, "_spool");
-	const char *spool = json_get_str(sp, "path");
-	int64_t bytes = json_get_int(p, "tar_bytes", 0), size = json_get_int(p, "size", 0);
-	int rc = 0;
-
-	if (!sp)
-		return 0;	/* the first command of a context: only the question */
-	if (json_get_int(p, "offset", -1) != *have) {
-		wk_progress("a part for offset %lld arrived while %lld bytes are held: the control plane resends",
-			    (long long)json_get_int(p, "offset", -1), (long long)*have);
-	} else if (*have + bytes > size) {
-		rc = err_set(e, "env.context: the part ends past the context's %lld bytes", (long long)size);
-	} else if ((rc = sc_spool_check("env.context", p, sp, e)) == 0 && (rc = append(spool, part, e)) == 0) {
-		*have += bytes;
-	}
-	if (spool && *spool)
-		unlink(spool);
-	return rc;
-}
-
 int cmd_env_context(struct wk *w, const struct json *p, struct json **result, struct err *e)
 {
 	const char *digest = json_get_str(p, "digest"), *svc = json_get_str(p, "service");
@@ -178,7 +129,7 @@ int cmd_env_context(struct wk *w, const struct json *p, struct json **result, st
 			unlink(json_get_str(json_get(w->cmd, "_spool"), "path"));
 	} else {
 		have = file_size(part) < 0 ? 0 : file_size(part);
-		if (take_part(w, p, part, &have, e) < 0)
+		if (sc_part_take("env.context", w, p, part, &have, e) < 0)
 			return -1;
 		if (have == size) {
 			if (sc_file_sha256(part, hex, e) < 0)

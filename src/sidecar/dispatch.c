@@ -61,7 +61,9 @@ void dispatch_answer(struct dispatch *d, const struct json *res)
 	const char *id = json_get_str(res, "command_id");
 
 	spools_drop(d->sp, id);
-	if (str_eq(json_get_str(res, "kind"), "env.get") && json_get_bool(res, "ok", false)) {
+	/* The answers that are archives: their chunks go first. */
+	if ((str_eq(json_get_str(res, "kind"), "env.get") || str_eq(json_get_str(res, "kind"), "snap.read")) &&
+	    json_get_bool(res, "ok", false)) {
 		if (tx_start(d, id, cmdlog_frame(res)) == 0)
 			return;
 	}
@@ -318,6 +320,8 @@ void dispatch_sweep(struct dispatch *d)
 		log_info("denvd", "command log: %d old file(s) removed", n);
 	if ((n = storage_fill_prune(d->data, clock_now_ms() / 1000)) > 0)
 		log_info("denvd", "volume fill cache: %d unused entr%s removed", n, n == 1 ? "y" : "ies");
+	if ((n = move_prune(d->data, clock_now_ms() / 1000)) > 0)
+		log_info("denvd", "snapshot moves: %d old stream file(s) removed", n);
 	if ((n = build_prune(d->data, clock_now_ms() / 1000)) > 0)
 		log_info("denvd", "build contexts: %d old file(s) removed", n);
 	if ((n = build_images_prune(d->data, clock_now_ms() / 1000)) > 0)

@@ -55,6 +55,72 @@ int sc_spool_check(const char *kind, const struct json *p, const struct json *sp
 	return 0;
 }
 
+/* Append the file at from to the file at to (fsynced). */
+static int part_append(const char *kind, const char *from, const char *to, struct err *e)
+{
+	char tmp[65536];
+	int in = open(from, O_RDONLY | O_CLOEXEC), out;
+	ssize_t n;
+	int rc = 0;
+
+	if (in < 0)
+		return err_errno(e, "%s: %s", kind, from);
+	if ((out = open(to, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0) {
+		sys_close(in);
+		return err_errno(e, "%s: %s", kind, to);
+	}
+	while (rc == 0 && (n = sys_read(in, tmp, sizeof(tmp))) > 0)
+		if (sys_write_all(out, tmp, (size_t)n) < 0)
+			rc = err_errno(e, "%s: writing %s", kind, to);
+	if (rc == 0 && n < 0)
+		rc = err_errno(e, "%s: reading %s", kind, from);
+	if (rc == 0 && fsync(out) < 0)
+		rc = err_errno(e, "%s: fsync %s", kind, to);
+	sys_close(in);
+	sys_close(out);
+	return rc;
+}
+
+int sc_part_take(const char *kind, struct wk *w, const struct json *p, const char *part, int64_t *have,
+		 struct err *e)
+{
+	const struct json *sp = json_get(w->cmd, "_spool");
+	const char *spool = json_get_str(sp, "path");
+	int64_t bytes = json_get_int(p, "tar_bytes", 0), size = json_get_int(p, "size", 0);
+	int rc = 0;
+
+	if (!sp)
+		return 0;	/* a command without data: only the question */
+	if (json_get_int(p, "offset", -1) != *have) {
+		wk_progress("a part for offset %lld arrived while %lld bytes are held: the control plane resends",
+			    (long long)json_get_int(p, "offset", -1), (long long)*have);
+	} else if (*have + bytes > size) {
+		rc = err_set(e, "%s: the part ends past the stream's %lld bytes", kind, (long long)size);
+	} else if ((rc = sc_spool_check(kind, p, sp, e)) == 0 && (rc = part_append(kind, spool, part, e)) == 0) {
+		*have += bytes;
+	}
+	if (spool && *spool)
+		unlink(spool);
+	return rc;
+}
+
+int sc_archive_answer(const struct wk *w, const void *p, size_t n, struct json **result, struct err *e)
+{
+	char tarpath[4096], hex[SHA256_HEX_LEN + 1];
+
+	if (cmdlog_path(w->data, w->id, ".tar", tarpath, sizeof(tarpath)) < 0)
+		return err_set(e, "%s: bad command id", w->kind);
+	if (fs_write_atomic(tarpath, p, n, 0600, e) < 0)
+		return err_prefix(e, "%s", w->kind);
+	if (sha256_hex(p, n, hex) < 0)
+		return err_set(e, "%s: sha256 failed", w->kind);
+	*result = json_new_object();
+	json_object_set_int(*result, "tar_bytes", (int64_t)n);
+	json_object_set_str(*result, "tar_sha256", hex);
+	json_object_set_int(*result, "tar_chunks", n ? (int64_t)((n + SC_CHUNK_BYTES - 1) / SC_CHUNK_BYTES) : 1);
+	return 0;
+}
+
 /* cmd run as root in cname (rt_root_exec_args: privileged under gVisor). */
 static int root_exec(const struct wk *w, const char *cname, struct buf *out, int64_t ms, struct err *e,
 		     const char *const *cmd)
@@ -279,7 +345,7 @@ out:
 int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, struct err *e)
 {
 	const char *path = json_get_str(payload, "path");
-	char cname[SC_DOCKER_NAME_MAX], src[SC_DOCKER_CP_MAX], tarpath[FS_PATH_MAX], hex[SHA256_HEX_LEN + 1];
+	char cname[SC_DOCKER_NAME_MAX], src[SC_DOCKER_CP_MAX];
 	const char *argv[] = { "docker", "cp", src, "-", NULL };
 	struct proc_spec s;
 	struct proc_result r;
@@ -289,8 +355,6 @@ int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, 
 		return -1;
 	if (!path || path[0] != '/' || strlen(path) > FC_PATH_MAX)
 		return err_set(e, "env.get: payload.path must be an absolute path");
-	if (cmdlog_path(w->data, w->id, ".tar", tarpath, sizeof(tarpath)) < 0)
-		return err_set(e, "env.get: bad command id");
 	if (str_fmt(src, sizeof(src), "%s:%s", cname, path) < 0)
 		return err_set(e, "env.get: payload.path is too long");
 	proc_spec_init(&s, argv);
@@ -310,16 +374,7 @@ int cmd_env_get(struct wk *w, const struct json *payload, struct json **result, 
 		proc_result_release(&r);
 		return err_set(e, "env.get: docker cp %s: %s", path, r.timed_out ? "timed out" : line);
 	}
-	rc = fs_write_atomic(tarpath, r.out.data, r.out.len, 0600, e);
-	if (rc == 0 && sha256_hex(r.out.data, r.out.len, hex) < 0)
-		rc = err_set(e, "env.get: sha256 failed");
-	if (rc == 0) {
-		*result = json_new_object();
-		json_object_set_int(*result, "tar_bytes", (int64_t)r.out.len);
-		json_object_set_str(*result, "tar_sha256", hex);
-		json_object_set_int(*result, "tar_chunks",
-				    r.out.len ? (int64_t)((r.out.len + SC_CHUNK_BYTES - 1) / SC_CHUNK_BYTES) : 1);
-	}
+	rc = sc_archive_answer(w, r.out.data, r.out.len, result, e);
 	proc_result_release(&r);
 	return rc;
 }

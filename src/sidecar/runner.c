@@ -277,14 +277,15 @@ static void on_exit_status(struct ev *ev, pid_t pid, int status, void *arg)
 		finish(j);
 }
 
-/* The frame the worker runs: an env.put or env.context carries its spool's state. */
+/* The frame the worker runs: an env.put, env.context or snap.write carries its spool's state. */
 static char *worker_input(struct job *j)
 {
 	struct json *f = json_dup(j->frame);
 	struct json *sp;
 	char *text;
 
-	if ((str_eq(j->kind, "env.put") || str_eq(j->kind, "env.context")) && (sp = spools_take(j->d->sp, j->id)))
+	if ((str_eq(j->kind, "env.put") || str_eq(j->kind, "env.context") || str_eq(j->kind, "snap.write")) &&
+	    (sp = spools_take(j->d->sp, j->id)))
 		json_object_set(f, "_spool", sp);
 	text = json_to_string(f, JSON_COMPACT);
 	json_free(f);

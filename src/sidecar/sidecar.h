@@ -82,6 +82,12 @@ struct http_client;
 #define FC_NAME_MAX 255			/* one component of a target */
 #define SC_FILES_CP_CHUNK 65536			/* a piece of a tar entry's data (env.put) */
 
+/* ---- moving snapshots between hosts (move.c) ---- */
+#define SC_MOVE_KEEP_S (3600)				/* an exported stream or a partly received one, unused */
+#define SC_MOVE_TREE_BYTES_MAX ((uint64_t)64 << 30)	/* one volume's tar stream, and any stream received */
+#define SC_MOVE_TREE_ENTRIES_MAX 10000000		/* entries in one volume's tar stream */
+#define SC_MOVE_VOL_MAX 255				/* a volume's name */
+
 /* ---- builds (build.c) ---- */
 #define SC_CONTEXT_MAX ((uint64_t)256 << 20)	/* one build context (the control plane's CP_CONTEXT_MAX) */
 #define SC_BUILD_TIMEOUT_MS (10 * 60 * 1000)	/* one docker build */
@@ -342,6 +348,13 @@ int cmd_env_fork(struct wk *w, const struct json *payload, struct json **result,
 int cmd_env_rollback(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 /* digest.c: env.digest, the content digest of each volume of a snapshot. */
 int cmd_env_digest(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+/* move.c: snap.export, snap.read, snap.write, snap.import (a snapshot that
+ * moves to another host), and the sweep of their stream files. */
+int cmd_snap_export(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_snap_read(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_snap_write(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int cmd_snap_import(struct wk *w, const struct json *payload, struct json **result, struct err *e);
+int move_prune(const char *data, int64_t now_s);
 /* verify.c: collecting the agent's submission and running the grader. */
 int cmd_verify_collect(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_verify_run(struct wk *w, const struct json *payload, struct json **result, struct err *e);
@@ -444,6 +457,17 @@ int build_tag(const char *svc, const struct json *b, char *tag, size_t n);
 /* files.c: a spooled archive against the payload's tar_bytes, tar_chunks
  * and tar_sha256 ("<kind>: archive incomplete: ..."); a file's sha256. */
 int sc_spool_check(const char *kind, const struct json *payload, const struct json *spool, struct err *e);
+/* The part the command's spool holds, appended to the file part when the
+ * payload's offset is *have (what part holds): *have grows by its tar_bytes.
+ * A part for another offset is dropped with a progress line (the control
+ * plane resends from the answer's have); one past payload.size is an error.
+ * No spool: nothing to take (0). Shared by env.context and snap.write. */
+int sc_part_take(const char *kind, struct wk *w, const struct json *payload, const char *part, int64_t *have,
+		 struct err *e);
+/* Keep p as <data>/commands/<id>.tar and answer {tar_bytes, tar_sha256,
+ * tar_chunks}: the agent streams it as chunk frames before the result
+ * (env.get, snap.read). */
+int sc_archive_answer(const struct wk *w, const void *p, size_t n, struct json **result, struct err *e);
 int sc_file_sha256(const char *path, char hex[65], struct err *e);
 
 /* GET path on the API socket: 1 and *out (200), 0 (404), -1 (e); DELETE

@@ -37,6 +37,10 @@ static const struct {
 	{ "env.fork", cmd_env_fork },
 	{ "env.rollback", cmd_env_rollback },
 	{ "env.digest", cmd_env_digest },
+	{ "snap.export", cmd_snap_export },
+	{ "snap.read", cmd_snap_read },
+	{ "snap.write", cmd_snap_write },
+	{ "snap.import", cmd_snap_import },
 	{ "verify.collect", cmd_verify_collect },
 	{ "verify.run", cmd_verify_run },
 };

@@ -16,14 +16,7 @@ done
 suite_need_docker all
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/denvd-snap-btrfs.XXXXXX")
 dev=
-cleanup() {
-	if mountpoint -q "$tmp/mnt" 2>/dev/null; then
-		umount "$tmp/mnt" 2>/dev/null || { sleep 1; umount "$tmp/mnt" 2>/dev/null; } || umount -l "$tmp/mnt"
-	fi
-	[ -n "$dev" ] && losetup -d "$dev" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap btrfs_loop_cleanup EXIT
 trap 'exit 1' INT TERM
 truncate -s 2G "$tmp/btrfs.img"
 mkfs.btrfs -q "$tmp/btrfs.img" >/dev/null 2>&1 || { echo "1..0 # SKIP mkfs.btrfs failed on an image file"; exit 0; }

@@ -81,3 +81,13 @@ tap_join() {
 		END { close_part(); print "1.." n }
 	' "$@"
 }
+
+# btrfs_loop_cleanup: what a btrfs-on-a-loop-image suite's EXIT trap does:
+# unmount $tmp/mnt (retrying, then lazily), detach $dev, remove $tmp.
+btrfs_loop_cleanup() {
+	if mountpoint -q "$tmp/mnt" 2>/dev/null; then
+		umount "$tmp/mnt" 2>/dev/null || { sleep 1; umount "$tmp/mnt" 2>/dev/null; } || umount -l "$tmp/mnt"
+	fi
+	[ -n "$dev" ] && losetup -d "$dev" 2>/dev/null
+	rm -rf "$tmp"
+}
