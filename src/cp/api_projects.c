@@ -340,6 +340,11 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 	env = cp_find(cp, "environments", "ProjectID", pid, "Name", env_name);
 	if (!env && cp_quota_check(cp, req, who.team_id, CP_QUOTA_ENVS) < 0)
 		goto out;
+	params = json_new_object();
+	if (cp_place_param(req, body, params) < 0) {
+		json_free(params);
+		goto out;
+	}
 	txn = st_begin(cp->db);
 	if (env) {
 		str_copy(env_id, sizeof(env_id), json_get_str(env, "ID"));
@@ -360,7 +365,6 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 		st_put(txn, "environments", env_id, n);
 	}
 	/* The per-deploy warm overrides the file's (compose.md). */
-	params = json_new_object();
 	if (!warm) {
 		const struct json *w = json_get(spec, "warm");
 
