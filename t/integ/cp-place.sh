@@ -21,28 +21,9 @@ sc3_pid=
 # The second and third hosts: stack_stop knows only the first's data dir.
 suite_cleanup() {
 	for p in $sc2_pid $sc3_pid; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-	for d in "$tmp"/data2/envs/* "$tmp"/data3/envs/*; do
-		[ -d "$d" ] || continue
-		p=$(basename "$d" | tr 'A-Z' 'a-z')
-		for c in $(docker ps -aq --filter "label=com.docker.compose.project=$p" 2>/dev/null); do
-			docker rm -f "$c" >/dev/null 2>&1 || true
-		done
-		docker network rm "${p}_default" >/dev/null 2>&1 || true
-	done
+	suite_rm_envs "$tmp/data2" "$tmp/data3"
 }
 j() { jq -r "$1" "$tmp/out"; }
-# wait_dep DEP: until the deployment is over (180 s); 0 when it succeeded.
-wait_dep() {
-	n=0
-	while :; do
-		api GET "/v1/deployments/$1"
-		case $(j .deployment.Status) in
-		succeeded) return 0 ;;
-		failed|rolled_back) return 1 ;;
-		esac
-		n=$((n + 1)); [ $n -le 360 ] || return 1; sleep 0.5
-	done
-}
 # compose CPUS: a busybox service capped at CPUS and 64 MB, as JSON text.
 compose() {
 	printf 'services:\n  box:\n    image: denv-test/busybox:latest\n    command: ["sleep", "3600"]\n    cpus: %s\n    mem_limit: 64m\n' "$1" |
@@ -171,11 +152,7 @@ wait "$victim" 2>/dev/null
 # The three hosts share this machine's Docker: a machine that is really gone
 # takes its containers with it, so take the lost host's away too (else the
 # re-created environment's container names would clash with them here).
-p=$(echo "$s3" | tr 'A-Z' 'a-z')
-for c in $(docker ps -aq --filter "label=com.docker.compose.project=$p" 2>/dev/null); do
-	docker rm -f "$c" >/dev/null 2>&1
-done
-docker network rm "${p}_default" >/dev/null 2>&1
+suite_rm_env "$s3"
 is_lost() { [ "$(status_of "$s3")" = lost ]; }
 until_ok 90 is_lost
 ok $? "killing the host's denvd: its environment becomes lost"
