@@ -313,7 +313,7 @@ extern const struct cli_cmd cli_cmd_login, cli_cmd_whoami, cli_cmd_keys;
 extern const struct cli_cmd cli_cmd_templates, cli_cmd_init, cli_cmd_project, cli_cmd_deploy;
 extern const struct cli_cmd cli_cmd_cloud, cli_cmd_host;
 extern const struct cli_cmd cli_cmd_env, cli_cmd_fork, cli_cmd_snapshot, cli_cmd_verify,
-	cli_cmd_rollback, cli_cmd_exec, cli_cmd_bg, cli_cmd_pause, cli_cmd_resume;
+	cli_cmd_rollback, cli_cmd_redeploy, cli_cmd_exec, cli_cmd_bg, cli_cmd_pause, cli_cmd_resume;
 extern const struct cli_cmd cli_cmd_files, cli_cmd_deployment, cli_cmd_events;
 extern const struct cli_cmd cli_cmd_quotas;
 extern const struct cli_cmd cli_cmd_mcp;	/* cmd_mcp.c */

@@ -276,6 +276,36 @@ const struct cli_cmd cli_cmd_rollback = {
 	.min_pos = 2, .max_pos = 2, .run = run_rollback,
 };
 
+/* ---- redeploy ---- */
+
+static int run_redeploy(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	struct json *body = json_new_object();
+	int rc;
+
+	if (cli_flag_str(a, "version"))
+		json_object_set_str(body, "version", cli_flag_str(a, "version"));
+	if (cli_flag_str(a, "placement"))
+		json_object_set_str(body, "placement", cli_flag_str(a, "placement"));
+	rc = env_action(c, a, "/redeploy", body, NULL, e);
+	json_free(body);
+	return rc;
+}
+
+static const struct cli_flag redeploy_flags[] = {
+	{ "version", 0, CLI_STR, "V", "the version to re-create (default: the current one)" },
+	{ "placement", 0, CLI_STR, "spread|pack", "how a new host is chosen (default: the team's policy)" },
+	CLI_FLAG_WAIT,
+	CLI_FLAG_VERBOSE,
+	{ 0 },
+};
+
+const struct cli_cmd cli_cmd_redeploy = {
+	.name = "redeploy", .args = "<env>",
+	.summary = "re-create an environment from one of its versions, on whichever host placement picks",
+	.flags = redeploy_flags, .min_pos = 1, .max_pos = 1, .run = run_redeploy,
+};
+
 /* ---- exec ---- */
 
 bool cli_exec_timed_out(int status, const char *msg)

@@ -1,6 +1,7 @@
 /* cmd_infra.c: cloud and host (where environments run). */
 #include "cli/cli.h"
 
+#include "base/buf.h"
 #include "json/json.h"
 
 /* POST body and print the answer. */
@@ -78,14 +79,44 @@ static int run_host_join_token(struct cli *c, const struct cli_args *a, struct e
 	return rc;
 }
 
+/* POST /v1/hosts/{host}/<action> with an empty body and print the host. */
+static int host_action(struct cli *c, const char *host, const char *action, struct err *e)
+{
+	struct json *body = json_new_object();
+	struct buf path = BUF_INIT;
+	int rc;
+
+	buf_adds(&path, "/v1/hosts/");
+	cli_escape(&path, host);
+	buf_addf(&path, "/%s", action);
+	rc = post_print(c, path.data, body, e);
+	buf_release(&path);
+	json_free(body);
+	return rc;
+}
+
+static int run_host_drain(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return host_action(c, a->pos[0], "drain", e);
+}
+
+static int run_host_undrain(struct cli *c, const struct cli_args *a, struct err *e)
+{
+	return host_action(c, a->pos[0], "undrain", e);
+}
+
 static const struct cli_cmd host_subs[] = {
 	{ .name = "list", .summary = "list the team's hosts and whether each is connected", .max_pos = 0,
 	  .run = run_host_list },
 	{ .name = "join-token", .summary = "mint a single-use token (1 hour) and the command that joins a host",
 	  .max_pos = 0, .run = run_host_join_token },
+	{ .name = "drain", .args = "<host>", .summary = "place nothing new on a host; its environments stay",
+	  .min_pos = 1, .max_pos = 1, .run = run_host_drain },
+	{ .name = "undrain", .args = "<host>", .summary = "let placement use a drained host again",
+	  .min_pos = 1, .max_pos = 1, .run = run_host_undrain },
 	{ 0 },
 };
 
 const struct cli_cmd cli_cmd_host = {
-	.name = "host", .summary = "list hosts and mint join tokens", .subs = host_subs,
+	.name = "host", .summary = "list hosts, mint join tokens, drain and undrain", .subs = host_subs,
 };

@@ -204,6 +204,8 @@ static int deploy_body(struct cli *c, const struct cli_args *a, struct json **ou
 	body = json_new_object();
 	json_object_set_str(body, "env", cli_flag_str(a, "env") ? cli_flag_str(a, "env") : "alpha");
 	json_object_set(body, "compose", json_new_strn(text.data, text.len));
+	if (cli_flag_str(a, "placement"))
+		json_object_set_str(body, "placement", cli_flag_str(a, "placement"));
 	if (warm) {
 		size_t n;
 		char **argv = str_split(warm, " \t\n", &n);
@@ -250,6 +252,7 @@ static const struct cli_flag deploy_flags[] = {
 	{ "file", 'f', CLI_STR, "FILE",
 	  "compose file (default compose.yaml); build: contexts are packed relative to its directory and uploaded" },
 	{ "warm", 0, CLI_STR, "\"CMD ARGS\"", "command run after health, split on whitespace" },
+	{ "placement", 0, CLI_STR, "spread|pack", "how a new host is chosen (default: the team's policy)" },
 	CLI_FLAG_WAIT,
 	CLI_FLAG_VERBOSE,
 	{ 0 },

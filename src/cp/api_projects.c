@@ -343,7 +343,7 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 	char pid[ID_MAX], env_id[ID_MAX];
 	struct cp_caller who;
 	const struct json *p;
-	struct json *body = NULL, *spec = NULL, *warm = NULL, *resp;
+	struct json *body = NULL, *spec = NULL, *warm = NULL, *params, *resp;
 	struct cp_ttl_req ttl;
 	struct st_txn *txn;
 	struct err e;
@@ -369,8 +369,13 @@ static void h_deploy(struct cp *cp, struct http_req *req)
 	if (!cp_find(cp, "environments", "ProjectID", pid, "Name", env_name) &&
 	    cp_quota_check(cp, req, who.team_id, CP_QUOTA_ENVS) < 0)
 		goto out;
+	params = json_new_object();
+	if (cp_place_param(req, body, params) < 0) {
+		json_free(params);
+		goto out;
+	}
 	txn = st_begin(cp->db);
-	resp = cp_deploy_put(cp, txn, who.team_id, pid, env_name, spec, warm, &ttl, NULL, env_id);
+	resp = cp_deploy_put(cp, txn, who.team_id, pid, env_name, spec, warm, &ttl, params, env_id);
 	spec = warm = NULL;
 	cp_commit_deploy(cp, txn, req, 202, resp, env_id);
 out:

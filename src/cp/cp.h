@@ -164,6 +164,16 @@
 #define CP_WEB_CODE_MAX 16			/* a user code as typed ("bcdf ghjk", any case) */
 #define CP_WEB_TEAMS_MAX 200			/* teams offered in its team selector */
 
+/* Placement across hosts (place_fit.c, lost.c, api_place.c; denv-cp(8),
+ * "PLACEMENT"). A service without a cap reserves the UNCAPPED amounts: the
+ * sidecar's own defaults are limits, not what such a service uses. */
+#define CP_PLACE_UNCAPPED_MILLICPUS 100		/* a service without cpus */
+#define CP_PLACE_UNCAPPED_MEMORY_MB 256		/* a service without a memory limit */
+#define CP_PLACE_UNCAPPED_DISK_MB 1024		/* an environment without x-denv.disk */
+#define CP_PLACE_EVIDENCE_HOSTS 32		/* hosts the place phase's evidence lists */
+#define CP_HOST_LOST_MS (5 * 60 * 1000)		/* unreachable this long after LastSeenAt: host and its envs are lost */
+#define CP_LOST_TICK_MS 2000			/* how often lost.c looks for such hosts */
+
 /* Provisioning machines (targets.md, "Placement"). */
 #define CP_JOIN_WAIT_MS (6 * 60 * 1000)		/* the join phase waits this long for a host */
 #define CP_PROVIDER_TIMEOUT_MS 60000		/* one call to a cloud provider's API */
@@ -215,6 +225,7 @@ struct cp_config {
 	int64_t host_grace_ms;		/* DENV_HOST_GRACE_SEC (tests); default CP_HOST_GRACE_MS */
 	int64_t command_timeout_ms;	/* DENV_COMMAND_TIMEOUT_SEC (tests); default CP_COMMAND_TIMEOUT_MS */
 	int64_t join_wait_ms;		/* DENV_JOIN_WAIT_SEC (tests); default CP_JOIN_WAIT_MS */
+	int64_t host_lost_ms;		/* DENV_HOST_LOST_SEC; default CP_HOST_LOST_MS */
 	int64_t device_ttl_ms;		/* DENV_DEVICE_TTL_SEC (tests); default CP_DEVICE_TTL_S */
 	int64_t oauth_ttl_ms;		/* DENV_OAUTH_STATE_TTL_SEC (tests); default CP_OAUTH_STATE_TTL_S */
 	const char *hetzner_api_url;	/* DENV_HETZNER_API_URL (tests, proxies); no trailing slash */
@@ -317,6 +328,8 @@ struct cp {
 	size_t ngh_tokens;
 	struct cp_gh_call *gh_calls;	/* calls to GitHub as an installation, in flight */
 	struct cp_gh_flow *gh_flows;	/* deploys from GitHub being fetched or watched (gh_deploy.c) */
+	struct ev_timer lost_timer;	/* marks long-unreachable hosts lost (lost.c) */
+	int64_t lost_since_ms;		/* monotonic start: a host gets the whole grace after a restart */
 };
 
 /* ---- routing (main.c / cors.c) ---- */
@@ -665,6 +678,8 @@ int cp_events_stream_route(struct cp *cp);
 
 /* Whether the host can take commands now: a sidecar with an open stream, or a driver host. */
 bool cp_host_connected(struct cp *cp, const char *host_id);
+/* Whether a host row is a hosted provider's (its cloud is e2b or daytona). */
+bool cp_host_is_driver(struct cp *cp, const struct json *host);
 /* Send one frame to a connected sidecar. -1 with e when it has no stream or the queue is full. */
 int cp_hub_send(struct cp *cp, const char *host_id, const struct json *frame, struct err *e);
 /* Start-up: no stream is open, so no sidecar is connected. */
@@ -719,6 +734,68 @@ void cp_cmd_recover(struct cp *cp);
 void cp_cmd_free_all(struct cp *cp);
 /* The archive of an env.get result: chunked data, or payload.tar_b64. */
 int cp_result_archive(const struct cp_result *res, struct buf *out, struct err *e);
+
+/* ---- placement (place_fit.c, lost.c, api_place.c) ---- */
+
+enum cp_place_policy {
+	CP_PLACE_SPREAD,	/* the host with the largest free share first (the default) */
+	CP_PLACE_PACK,		/* the host with the smallest free share that still fits */
+};
+
+/* Resources in the units placement counts; CP_CAP_UNKNOWN where a host
+ * did not report one (that resource is then not checked). */
+#define CP_CAP_UNKNOWN (-1)
+struct cp_capacity {
+	int64_t millicpus;
+	int64_t memory_mb;
+	int64_t disk_mb;
+};
+
+/* One candidate host: what it has (its report) and what placed
+ * environments reserve on it. id points into the caller's storage. */
+struct cp_place_host {
+	const char *id;
+	struct cp_capacity cap, used;
+	int64_t live;		/* environments counted in used */
+};
+
+/* What an environment with this Spec reserves: each service's cpus and
+ * memory cap (or the UNCAPPED amounts), the Spec's disk_mb (or UNCAPPED). */
+void cp_place_need(const struct json *spec, struct cp_capacity *need);
+/* A host's capacity from its Capabilities (cpus, memory_mb, disk_gb free). */
+void cp_place_host_capacity(const struct json *caps, struct cp_capacity *cap);
+/* A reservation as stored on an environment row ("Reserved") and back; a
+ * missing or malformed one reads as false. */
+struct json *cp_capacity_json(const struct cp_capacity *c);
+bool cp_capacity_from_json(const struct json *j, struct cp_capacity *c);
+void cp_capacity_add(struct cp_capacity *sum, const struct cp_capacity *c);
+/* cap minus used per known resource (may be negative); CP_CAP_UNKNOWN stays. */
+void cp_place_free(const struct cp_place_host *h, struct cp_capacity *out);
+/* Whether need fits in what h has free, on every resource h reported. */
+bool cp_place_fits(const struct cp_place_host *h, const struct cp_capacity *need);
+/* h's free share in permille: the smallest of free/cap over cpus and
+ * memory; a host that reported neither: 1000 / (1 + live). */
+int64_t cp_place_share(const struct cp_place_host *h);
+/* The index of the host policy picks among those need fits, or -1; ties
+ * go to the earlier host. */
+int cp_place_choose(const struct cp_place_host *hosts, size_t n, const struct cp_capacity *need,
+		    enum cp_place_policy policy);
+/* "spread" or "pack"; -1 for anything else. */
+int cp_place_policy_parse(const char *s, enum cp_place_policy *out);
+const char *cp_place_policy_name(enum cp_place_policy p);
+
+/* lost.c: every CP_LOST_TICK_MS, a sidecar host unreachable for
+ * cfg.host_lost_ms becomes lost, and so do its environments (events
+ * host.lost, env.lost); cp_lost_host_back gives them back their status when
+ * the host reconnects (env.found). */
+void cp_lost_start(struct cp *cp);
+void cp_lost_stop(struct cp *cp);
+void cp_lost_host_back(struct cp *cp, const char *host_id);
+/* api_place.c: drain, undrain, the team's placement policy, redeploy. */
+int cp_api_place(struct cp *cp);
+/* A deploy body's optional "placement" (spread or pack) into params; -1
+ * after answering 400. */
+int cp_place_param(struct http_req *req, const struct json *body, struct json *params);
 
 /* ---- orchestrator (orch.c, orch_deploy.c, orch_place.c, orch_kinds.c) ---- */
 

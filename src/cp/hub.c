@@ -68,7 +68,7 @@ static struct cp_conn *conn_of_host(struct cp *cp, const char *host_id)
 	return NULL;
 }
 
-static bool is_driver_host(struct cp *cp, const struct json *host)
+bool cp_host_is_driver(struct cp *cp, const struct json *host)
 {
 	const char *cloud_id = json_get_str(host, "CloudID");
 	const struct json *cloud = cloud_id && *cloud_id ? st_get(cp->db, "clouds", cloud_id) : NULL;
@@ -85,7 +85,7 @@ bool cp_host_connected(struct cp *cp, const char *host_id)
 	if (conn_of_host(cp, host_id))
 		return true;
 	h = st_get(cp->db, "hosts", host_id);
-	return h && is_driver_host(cp, h);
+	return h && cp_host_is_driver(cp, h);
 }
 
 int cp_hub_send(struct cp *cp, const char *host_id, const struct json *frame, struct err *e)
@@ -155,6 +155,7 @@ static void admitted(struct cp_conn *c, const char *host_id, const char *team_id
 	str_copy(c->team_id, sizeof(c->team_id), team_id);
 	c->state = CONN_ADMITTED;
 	arm(c, c->cp->cfg.host_grace_ms);
+	cp_lost_host_back(c->cp, host_id);
 	cp_cmd_host_up(c->cp, host_id);
 	cp_orch_host_up(c->cp, team_id);
 }
@@ -321,6 +322,33 @@ static void hello(struct cp_conn *c, const struct json *frame)
 		reconnect(c, host_id, token, caps);
 }
 
+/* A heartbeat: the host is alive, and its payload (when it has one) is
+ * what it has now (cpus, memory_mb, disk_gb), merged into Capabilities for
+ * placement (place_fit.c). */
+static void heartbeat(struct cp_conn *c, const struct json *payload)
+{
+	static const char *const keys[] = { "cpus", "memory_mb", "disk_gb" };
+	const struct json *h = st_get(c->cp->db, "hosts", c->host_id);
+	struct json *f = cp_obj("Status", json_new_str("connected"), "LastSeenAt", cp_now_json(), NULL);
+	struct json *caps = NULL;
+
+	for (size_t i = 0; payload && i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const struct json *v = json_get(payload, keys[i]);
+
+		if (!v || v->type != JSON_INT || v->u.i < 0)
+			continue;
+		if (!caps) {
+			const struct json *old = json_get(h, "Capabilities");
+
+			caps = old && old->type == JSON_OBJECT ? json_dup(old) : json_new_object();
+		}
+		json_object_set_int(caps, keys[i], v->u.i);
+	}
+	if (caps)
+		json_object_set(f, "Capabilities", caps);
+	cp_update(c->cp, "hosts", c->host_id, f);
+}
+
 /* Frames of an admitted host. Any frame shows it is alive. */
 static void admitted_frame(struct cp_conn *c, const struct json *frame)
 {
@@ -330,7 +358,7 @@ static void admitted_frame(struct cp_conn *c, const struct json *frame)
 
 	arm(c, c->cp->cfg.host_grace_ms);
 	if (str_eq(type, "heartbeat")) {
-		set_status(c->cp, c->host_id, "connected", true);
+		heartbeat(c, json_get(frame, "payload"));
 	} else if (str_eq(type, "ack") || str_eq(type, "progress") || str_eq(type, "result") ||
 		   str_eq(type, "chunk") || str_eq(type, "exec.out")) {
 		cp_cmd_frame(c->cp, c->host_id, type, frame);
@@ -526,7 +554,7 @@ void cp_hub_start(struct cp *cp)
 	for (size_t i = 0; i < json_len(m.ids); i++) {
 		const char *id = json_at(m.ids, i)->u.str.s;
 
-		if (!is_driver_host(cp, st_get(cp->db, "hosts", id)))
+		if (!cp_host_is_driver(cp, st_get(cp->db, "hosts", id)))
 			set_status(cp, id, "unreachable", false);
 	}
 	json_free(m.ids);

@@ -61,7 +61,7 @@ static const char usage_text[] =
 	"DENV_GITHUB_APP_ID, DENV_GITHUB_APP_PRIVATE_KEY, DENV_GITHUB_WEBHOOK_SECRET,\n"
 	"DENV_GITHUB_URL, DENV_GITHUB_API_URL, DENV_HETZNER_API_URL, DENV_E2B_API_URL,\n"
 	"DENV_E2B_SANDBOX_URL, DENV_DAYTONA_API_URL, DENV_HOST_GRACE_SEC, DENV_COMMAND_TIMEOUT_SEC,\n"
-	"DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC,\n"
+	"DENV_HOST_LOST_SEC, DENV_JOIN_WAIT_SEC, DENV_DEVICE_TTL_SEC, DENV_OAUTH_STATE_TTL_SEC,\n"
 	"DENV_SANDBOX_IDLE_TTL, DENV_SANDBOX_MAX_TTL, DENV_SANDBOX_POOL, DENV_CONTEXT_SWEEP_SEC, DENV_DB_HOST, DENV_DB_PORT,\n"
 	"DENV_DB_NAME, DENV_DB_USER, DENV_DB_PASSWORD, DENV_DB_SSLMODE, DENV_FILES_DIR.\n"
 	"See denv-cp(8).\n";
@@ -119,6 +119,7 @@ static void config_from_env(struct cp_config *c)
 	c->gh_url = env_or("DENV_GITHUB_URL", "https://github.com");
 	c->releases_dir = env_or("DENV_RELEASES_DIR", "bin");
 	c->host_grace_ms = seconds_env("DENV_HOST_GRACE_SEC", CP_HOST_GRACE_MS);
+	c->host_lost_ms = seconds_env("DENV_HOST_LOST_SEC", CP_HOST_LOST_MS);
 	c->command_timeout_ms = seconds_env("DENV_COMMAND_TIMEOUT_SEC", CP_COMMAND_TIMEOUT_MS);
 	c->join_wait_ms = seconds_env("DENV_JOIN_WAIT_SEC", CP_JOIN_WAIT_MS);
 	c->device_ttl_ms = seconds_env("DENV_DEVICE_TTL_SEC", (int64_t)CP_DEVICE_TTL_S * 1000);
@@ -354,7 +355,7 @@ static int add_routes(struct cp *cp)
 {
 	int (*groups[])(struct cp *) = {
 		cp_api_misc, cp_api_auth, cp_api_teams, cp_api_projects, cp_api_envs,
-		cp_api_events, cp_api_hosts, cp_api_github, cp_api_ops, cp_api_bg, cp_api_pause, cp_api_sandboxes,
+		cp_api_events, cp_api_hosts, cp_api_place, cp_api_github, cp_api_ops, cp_api_bg, cp_api_pause, cp_api_sandboxes,
 		cp_api_batch, cp_api_pools, cp_api_observe, cp_api_promote,
 		cp_api_contexts, cp_api_ttl, cp_api_quotas, cp_hub_routes, cp_web_device, cp_auth_github,
 		cp_cors_routes,	/* last: its catch-alls must not shadow real routes */
@@ -413,6 +414,7 @@ static int run(struct cp *cp)
 	cp_cmd_recover(cp);
 	cp_orch_start(cp);
 	cp_ttl_start(cp);
+	cp_lost_start(cp);
 	if (cp_pool_start(cp, &e) < 0) {
 		fprintf(stderr, "denv-cp: %s\n", e.msg);
 		return 1;
@@ -439,6 +441,7 @@ static void cleanup(struct cp *cp)
 	 * requests: let them land while all of those are alive. Then free
 	 * runs and commands, and close the store last. */
 	cp_ttl_free(cp);
+	cp_lost_stop(cp);
 	cp_pool_free(cp);
 	if (cp->db)
 		st_flush(cp->db);

@@ -3,8 +3,10 @@
  * deployments.md, phases place, provision and join).
  *
  * place takes the environment's own host, the pinned target, or the team's
- * first connected host (sidecars before driver hosts, which EnsureDriverHosts
- * creates first). With none, provision creates a machine through the team's
+ * connected sidecar that is not drained and has room, by the policy (spread
+ * or pack; the arithmetic is place_fit.c's); when no sidecar has room, a
+ * connected driver host (EnsureDriverHosts creates them first), else a new
+ * machine, else a refusal naming what was needed. With no host at all, provision creates a machine through the team's
  * first cloud that can (Hetzner today) with a fresh join token bound to that
  * cloud in its cloud-init, and join waits for a host of the team to connect,
  * preferring one that joined through that cloud. The machine's answer and the
@@ -45,12 +47,10 @@ struct host_pick {
 	char host_id[ID_MAX];
 };
 
-static bool host_is_driver(struct cp *cp, const struct json *h)
+/* A drained host takes nothing new (denv host drain). */
+static bool host_takes_new(struct cp *cp, const char *id, const struct json *row)
 {
-	const char *cid = json_get_str(h, "CloudID");
-	const struct json *cloud = cid && *cid ? st_get(cp->db, "clouds", cid) : NULL;
-
-	return cp_provider_is_driver(json_get_str(cloud, "Provider"));
+	return cp_host_connected(cp, id) && !json_get_bool(row, "Draining", false);
 }
 
 static int pick_host(const char *id, const struct json *row, void *arg)
@@ -59,19 +59,20 @@ static int pick_host(const char *id, const struct json *row, void *arg)
 
 	if (p->cloud_id && !str_eq(json_get_str(row, "CloudID"), p->cloud_id))
 		return 0;
-	if (host_is_driver(p->cp, row) != p->drivers || !cp_host_connected(p->cp, id))
+	if (cp_host_is_driver(p->cp, row) != p->drivers || !host_takes_new(p->cp, id, row))
 		return 0;
 	str_copy(p->host_id, sizeof(p->host_id), id);
 	return 1;
 }
 
-/* The team's first connected host, sidecars before driver hosts. */
-static bool first_connected(struct cp_run *r, const char *cloud_id, char out[ID_MAX])
+/* The team's first connected host that takes new environments, sidecars
+ * before driver hosts; only driver hosts when drivers_only. */
+static bool first_connected_of(struct cp_run *r, const char *cloud_id, bool drivers_only, char out[ID_MAX])
 {
 	struct host_pick p = { r->cp, cloud_id, false, "" };
 	struct err e;
 
-	for (int pass = 0; pass < 2 && !*p.host_id; pass++) {
+	for (int pass = drivers_only ? 1 : 0; pass < 2 && !*p.host_id; pass++) {
 		p.drivers = pass == 1;
 		if (st_scan(r->cp->db, "hosts", "TeamID", r->team_id, NULL, pick_host, &p, &e) < 0)
 			log_error("orch", "hosts: %s", e.msg);
@@ -80,64 +81,118 @@ static bool first_connected(struct cp_run *r, const char *cloud_id, char out[ID_
 	return *p.host_id != '\0';
 }
 
-/* ---- spread: a batch member goes where there is most room ---- */
+static bool first_connected(struct cp_run *r, const char *cloud_id, char out[ID_MAX])
+{
+	return first_connected_of(r, cloud_id, false, out);
+}
 
-struct room {
+/* ---- capacity: the team's sidecars that take new environments ---- */
+
+struct fleet {
 	struct cp *cp;
-	const char *team_id;
-	char host_id[ID_MAX];
-	int64_t best_load, best_cpus;	/* the best so far: live environments on it, its CPUs */
+	const char *skip_env;		/* the environment being placed: its old reservation goes */
+	struct cp_place_host *hosts;
+	char (*ids)[ID_MAX];
+	size_t n, cap;
 };
 
-struct live_count {
-	const char *host_id;
-	int64_t n;
-};
-
-static int count_live(const char *id, const struct json *row, void *arg)
+static int add_host(const char *id, const struct json *row, void *arg)
 {
-	struct live_count *c = arg;
-	const char *st = json_get_str(row, "Status");
+	struct fleet *f = arg;
 
-	(void)id;
-	if (str_eq(json_get_str(row, "HostID"), c->host_id) && !str_eq(st, "destroyed") && !str_eq(st, "destroying"))
-		c->n++;
-	return 0;
-}
-
-static int pick_room(const char *id, const struct json *row, void *arg)
-{
-	struct room *r = arg;
-	int64_t cpus = json_get_int(json_get(row, "Capabilities"), "cpus", 1);
-	struct live_count c = { id, 0 };
-	struct err e;
-
-	if (host_is_driver(r->cp, row) || !cp_host_connected(r->cp, id))
+	if (cp_host_is_driver(f->cp, row) || !host_takes_new(f->cp, id, row))
 		return 0;
-	if (st_scan(r->cp->db, "environments", "TeamID", r->team_id, NULL, count_live, &c, &e) < 0)
-		return 0;
-	int64_t load = c.n;
-
-	cpus = cpus > 0 ? cpus : 1;
-	/* Fewer environments per CPU wins; load/cpus < best_load/best_cpus, without division. */
-	if (!*r->host_id || load * r->best_cpus < r->best_load * cpus) {
-		str_copy(r->host_id, sizeof(r->host_id), id);
-		r->best_load = load;
-		r->best_cpus = cpus;
+	if (f->n == f->cap) {
+		f->cap = f->cap ? f->cap * 2 : 8;
+		f->hosts = xrealloc(f->hosts, f->cap * sizeof(*f->hosts));
+		f->ids = xrealloc(f->ids, f->cap * sizeof(*f->ids));
 	}
+	memset(&f->hosts[f->n], 0, sizeof(f->hosts[f->n]));
+	str_copy(f->ids[f->n], ID_MAX, id);
+	cp_place_host_capacity(json_get(row, "Capabilities"), &f->hosts[f->n].cap);
+	f->n++;
 	return 0;
 }
 
-/* The team's connected sidecar with the fewest live environments per CPU. */
-static bool most_room(struct cp_run *r, char out[ID_MAX])
+/* What a placed environment holds: the reservation place recorded, else
+ * (a fork, or a row from before reservations) its current version's Spec. */
+static void env_reservation(struct cp *cp, const struct json *env, struct cp_capacity *c)
 {
-	struct room p = { r->cp, r->team_id, "", 0, 1 };
+	const struct json *v;
+
+	if (cp_capacity_from_json(json_get(env, "Reserved"), c))
+		return;
+	v = st_get(cp->db, "versions", json_get_str(env, "CurrentVersionID"));
+	cp_place_need(json_get(v, "Spec"), c);
+}
+
+static int add_env(const char *id, const struct json *row, void *arg)
+{
+	struct fleet *f = arg;
+	const char *host = json_get_str(row, "HostID"), *st = json_get_str(row, "Status");
+	struct cp_capacity c;
+
+	if (!host || !*host || str_eq(id, f->skip_env) || str_eq(st, "destroyed") || str_eq(st, "lost"))
+		return 0;
+	for (size_t i = 0; i < f->n; i++)
+		if (str_eq(f->ids[i], host)) {
+			env_reservation(f->cp, row, &c);
+			cp_capacity_add(&f->hosts[i].used, &c);
+			f->hosts[i].live++;
+			break;
+		}
+	return 0;
+}
+
+static void fleet_load(struct cp_run *r, struct fleet *f)
+{
 	struct err e;
 
-	if (st_scan(r->cp->db, "hosts", "TeamID", r->team_id, NULL, pick_room, &p, &e) < 0)
-		log_error("orch", "hosts: %s", e.msg);
-	str_copy(out, ID_MAX, p.host_id);
-	return *p.host_id != '\0';
+	memset(f, 0, sizeof(*f));
+	f->cp = r->cp;
+	f->skip_env = r->env_id;
+	if (st_scan(r->cp->db, "hosts", "TeamID", r->team_id, NULL, add_host, f, &e) < 0 ||
+	    st_scan(r->cp->db, "environments", "TeamID", r->team_id, NULL, add_env, f, &e) < 0)
+		log_error("orch", "placement: %s", e.msg);
+	for (size_t i = 0; i < f->n; i++)
+		f->hosts[i].id = f->ids[i];
+}
+
+static void fleet_release(struct fleet *f)
+{
+	free(f->hosts);
+	free(f->ids);
+}
+
+/* The evidence's view of each candidate: what it has free and its share. */
+static struct json *fleet_json(const struct fleet *f, const struct cp_capacity *need)
+{
+	struct json *list = json_new_array();
+	struct cp_capacity fr;
+
+	for (size_t i = 0; i < f->n && i < CP_PLACE_EVIDENCE_HOSTS; i++) {
+		cp_place_free(&f->hosts[i], &fr);
+		json_array_push(list, cp_obj("host", json_new_str(f->ids[i]), "free", cp_capacity_json(&fr),
+					     "environments", json_new_int(f->hosts[i].live), "share_permille",
+					     json_new_int(cp_place_share(&f->hosts[i])), "fits",
+					     json_new_bool(cp_place_fits(&f->hosts[i], need)), NULL));
+	}
+	return list;
+}
+
+/* The deploy's policy: its own placement (or a batch's spread), else the team's, else spread. */
+static enum cp_place_policy run_policy(struct cp_run *r)
+{
+	const struct json *team = st_get(r->cp->db, "teams", r->team_id);
+	enum cp_place_policy p = CP_PLACE_SPREAD;
+
+	if (json_get_bool(r->params, "spread", false))
+		return CP_PLACE_SPREAD;
+	if (cp_place_policy_parse(json_get_str(r->params, "placement"), &p) == 0)
+		return p;
+	if (cp_place_policy_parse(json_get_str(team, "Placement"), &p) == 0)
+		return p;
+	return CP_PLACE_SPREAD;
 }
 
 static void use_host(struct cp_run *r, const char *host_id)
@@ -146,11 +201,77 @@ static void use_host(struct cp_run *r, const char *host_id)
 	run_env(r, cp_obj("HostID", json_new_str(host_id), NULL));
 }
 
+/* The host is the environment's; what its Spec reserves is recorded with
+ * it, so that later placements count it. evidence is taken (NULL: none). */
+static void placed_with(struct cp_run *r, const char *host_id, const char *reason, struct json *evidence)
+{
+	struct cp_capacity need;
+
+	cp_place_need(json_get(r->params, "spec"), &need);
+	use_host(r, host_id);
+	run_env(r, cp_obj("Reserved", cp_capacity_json(&need), NULL));
+	json_object_set_bool(r->ctx, "placed", true);
+	if (!evidence)
+		evidence = json_new_object();
+	json_object_set_str(evidence, "host", host_id);
+	json_object_set_str(evidence, "reason", reason);
+	run_ok(r, evidence);
+}
+
 static void placed(struct cp_run *r, const char *host_id, const char *reason)
 {
-	use_host(r, host_id);
-	json_object_set_bool(r->ctx, "placed", true);
-	run_ok(r, cp_obj("host", json_new_str(host_id), "reason", json_new_str(reason), NULL));
+	placed_with(r, host_id, reason, NULL);
+}
+
+/* Whether the team has a cloud that creates machines (pick_cloud, below). */
+static bool can_provision(struct cp_run *r);
+
+/* Among the team's sidecars by free capacity. 1 when the phase ended (placed
+ * refused, or on to provision), 0 when no sidecar takes new environments. */
+static int place_by_capacity(struct cp_run *r)
+{
+	enum cp_place_policy policy = run_policy(r);
+	struct cp_capacity need;
+	struct json *ev;
+	struct fleet f;
+	char host[ID_MAX], reason[160];
+	int i;
+
+	cp_place_need(json_get(r->params, "spec"), &need);
+	fleet_load(r, &f);
+	if (f.n == 0) {
+		fleet_release(&f);
+		return 0;
+	}
+	i = cp_place_choose(f.hosts, f.n, &need, policy);
+	ev = cp_obj("policy", json_new_str(cp_place_policy_name(policy)), "need", cp_capacity_json(&need), "hosts",
+		    fleet_json(&f, &need), NULL);
+	if (i >= 0) {
+		snprintf(reason, sizeof(reason), "%s: %s free share of %zu candidate host%s",
+			 cp_place_policy_name(policy), policy == CP_PLACE_PACK ? "smallest" : "largest", f.n,
+			 f.n == 1 ? "" : "s");
+		str_copy(host, sizeof(host), f.ids[i]);
+		fleet_release(&f);
+		placed_with(r, host, reason, ev);
+		return 1;
+	}
+	fleet_release(&f);
+	/* No sidecar has room: a provider's host, or a new machine, may. */
+	if (first_connected_of(r, NULL, true, host)) {
+		placed_with(r, host, "no sidecar has room; connected provider host", ev);
+		return 1;
+	}
+	if (can_provision(r)) {
+		json_object_set_str(ev, "host", "");
+		json_object_set_str(ev, "reason", "no connected host has room; provisioning");
+		run_ok(r, ev);
+		return 1;
+	}
+	run_fail(r, ev,
+		 "no connected host has room: the environment needs %lld millicpus, %lld MB of memory and %lld MB "
+		 "of disk (see each host's free capacity in this phase's evidence)",
+		 (long long)need.millicpus, (long long)need.memory_mb, (long long)need.disk_mb);
+	return 1;
 }
 
 void run_place(struct cp_run *r)
@@ -180,10 +301,8 @@ void run_place(struct cp_run *r)
 		}
 		return;
 	}
-	if (json_get_bool(r->params, "spread", false) && most_room(r, host)) {
-		placed(r, host, "connected host with the fewest environments per CPU");
+	if (place_by_capacity(r))
 		return;
-	}
 	if (first_connected(r, NULL, host)) {
 		placed(r, host, "first connected host in team");
 		return;
@@ -203,6 +322,16 @@ static int pick_cloud(const char *id, const struct json *row, void *arg)
 		return 0;
 	*(const struct json **)arg = row;
 	return 1;
+}
+
+static bool can_provision(struct cp_run *r)
+{
+	const struct json *cloud = NULL;
+	struct err e;
+
+	if (st_scan(r->cp->db, "clouds", "TeamID", r->team_id, NULL, pick_cloud, &cloud, &e) < 0)
+		log_error("orch", "clouds: %s", e.msg);
+	return cloud != NULL;
 }
 
 /* A join token the machine will never use goes away with it. */

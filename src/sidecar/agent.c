@@ -77,8 +77,12 @@ static void send_heartbeat(struct ev *ev, void *arg)
 {
 	struct agent *a = arg;
 	struct json *f = json_new_object();
+	struct json *capacity = json_new_object();
 
 	json_object_set_str(f, "type", "heartbeat");
+	/* What the host has now, for the control plane's placement. */
+	sc_caps_refresh(capacity, a->cfg->data_dir);
+	json_object_set(f, "payload", capacity);
 	agent_send(a, f);
 	if (agent_online(a))
 		ev_timer_start(ev, &a->heartbeat, SC_HEARTBEAT_MS, send_heartbeat, a);

@@ -46,11 +46,9 @@ struct json *sc_capabilities(const struct sc_config *c)
 {
 	struct json *j = json_new_object();
 	struct utsname u;
-	struct statvfs sv;
 	char host[256] = "", os[64] = "", docker[128] = "";
 	const char *dv[] = { "docker", "version", "--format", "{{.Server.Version}}", NULL };
 	const char *cv[] = { "docker", "compose", "version", NULL };
-	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 
 	gethostname(host, sizeof(host) - 1);
 	if (uname(&u) < 0)
@@ -62,10 +60,7 @@ struct json *sc_capabilities(const struct sc_config *c)
 	json_object_set_str(j, "hostname", host);
 	json_object_set_str(j, "os", os);
 	json_object_set_str(j, "arch", arch_name(u.machine));
-	json_object_set_int(j, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
-	json_object_set_int(j, "memory_mb", pages > 0 && psize > 0 ? (int64_t)pages * psize / (1 << 20) : 0);
-	json_object_set_int(j, "disk_gb", c->data_dir && statvfs(c->data_dir, &sv) == 0
-				  ? (int64_t)((uint64_t)sv.f_bavail * sv.f_frsize >> 30) : 0);
+	sc_caps_refresh(j, c->data_dir);
 	/* What new environments get (storage.c): zfs when the pool answers,
 	 * btrfs when --btrfs-root is on btrfs, else dir. */
 	json_object_set_str(j, "storage", stg_host_backend(c->zfs_pool, c->btrfs_root));
@@ -78,13 +73,18 @@ struct json *sc_capabilities(const struct sc_config *c)
 	return j;
 }
 
-/* Free disk changes while we run: refreshed for every hello. */
+/* What placement counts (cpus, memory_mb, disk_gb free under the data
+ * dir): set at start, refreshed for every hello and sent in every
+ * heartbeat, since free disk (and online CPUs) change while we run. */
 void sc_caps_refresh(struct json *caps, const char *data_dir)
 {
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 	struct statvfs sv;
 
-	if (data_dir && statvfs(data_dir, &sv) == 0)
-		json_object_set_int(caps, "disk_gb", (int64_t)((uint64_t)sv.f_bavail * sv.f_frsize >> 30));
+	json_object_set_int(caps, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
+	json_object_set_int(caps, "memory_mb", pages > 0 && psize > 0 ? (int64_t)pages * psize / (1 << 20) : 0);
+	json_object_set_int(caps, "disk_gb", data_dir && statvfs(data_dir, &sv) == 0
+				     ? (int64_t)((uint64_t)sv.f_bavail * sv.f_frsize >> 30) : 0);
 }
 
 /* host.report: {capabilities, environments, load_avg}; only capabilities

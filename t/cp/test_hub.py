@@ -150,7 +150,11 @@ def test_deploy(s, st8):
     is_(ph["resolve"]["Evidence"]["warnings"], [], "a clean compose file warns of nothing")
     is_((ph["resolve"]["Evidence"]["services"], ph["resolve"]["Evidence"]["volumes"], ph["resolve"]["Evidence"]["number"]),
         (["box", "db"], ["home", "pg"], 1), "resolve evidence values")
-    is_(ph["place"]["Evidence"], {"host": sc.host_id, "reason": "first connected host in team"}, "place evidence")
+    pev = ph["place"]["Evidence"]
+    is_((pev["host"], pev["reason"], pev["policy"], [h["host"] for h in pev["hosts"]]),
+        (sc.host_id, "spread: largest free share of 1 candidate host", "spread", [sc.host_id]), "place evidence")
+    ok(pev["need"] == {"millicpus": 200, "memory_mb": 512, "disk_mb": 1024} and pev["hosts"][0]["fits"],
+       "place evidence: the need, and a host that reported no capacity fits", pev)
     is_(ph["provision"]["Evidence"], {"reason": "host already placed"}, "provision skipped: host already placed")
     is_(ph["join"]["Evidence"], {"reason": "host already placed"}, "join skipped")
     ok({"version", "endpoints"} <= set(ph["prepare"]["Evidence"]) and

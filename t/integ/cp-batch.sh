@@ -20,14 +20,7 @@ sc2_pid=
 # The second host: stack_stop knows only the first's data dir.
 suite_cleanup() {
 	[ -n "$sc2_pid" ] && kill "$sc2_pid" 2>/dev/null && wait "$sc2_pid" 2>/dev/null
-	for d in "$tmp"/data2/envs/*; do
-		[ -d "$d" ] || continue
-		p=$(basename "$d" | tr 'A-Z' 'a-z')
-		for c in $(docker ps -aq --filter "label=com.docker.compose.project=$p" 2>/dev/null); do
-			docker rm -f "$c" >/dev/null 2>&1 || true
-		done
-		docker network rm "${p}_default" >/dev/null 2>&1 || true
-	done
+	suite_rm_envs "$tmp/data2"
 }
 j() { jq -r "$1" "$tmp/out"; }
 # wait_done BATCH: poll until no member is pending (180 s); the view in $tmp/out.

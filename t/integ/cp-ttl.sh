@@ -143,20 +143,6 @@ reaped "$f" "ttl: max 3 s reached"
 ok $? "  saying why"
 
 # ---- forks: their own TTLs, else the source's ----
-# wait_dep DEP: until the deployment is over (120 s); 0 when it succeeded.
-wait_dep() {
-	n=0
-	while :; do
-		api GET "/v1/deployments/$1"
-		case $(j .deployment.Status) in
-		succeeded) return 0 ;;
-		failed|rolled_back) return 1 ;;
-		esac
-		n=$((n + 1))
-		[ $n -le 240 ] || return 1
-		sleep 0.5
-	done
-}
 sandbox src-g ',"idle_ttl_sec":600,"max_ttl_sec":900'
 g=$id
 api POST "/v1/envs/$g/snapshot"

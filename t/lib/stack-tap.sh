@@ -109,3 +109,34 @@ try:
 except Exception:
     print(text.strip())' "$tmp/exec"
 }
+
+# suite_rm_env ENV_ID: remove that environment's containers and network
+# (for hosts stack_stop does not know: their data dirs are not $tmp/data).
+suite_rm_env() {
+	p=$(echo "$1" | tr 'A-Z' 'a-z')
+	for c in $(docker ps -aq --filter "label=com.docker.compose.project=$p" 2>/dev/null); do
+		docker rm -f "$c" >/dev/null 2>&1 || true
+	done
+	docker network rm "${p}_default" >/dev/null 2>&1 || true
+}
+# suite_rm_envs DATA_DIR...: suite_rm_env for every environment under each.
+suite_rm_envs() {
+	for dir in "$@"; do
+		for d in "$dir"/envs/*; do
+			[ -d "$d" ] && suite_rm_env "$(basename "$d")"
+		done
+	done
+}
+# wait_dep DEP [SECONDS]: until the deployment is over (default 180 s); 0
+# when it succeeded. Uses api, so $tmp/out holds the deployment after.
+wait_dep() {
+	n=$((${2:-180} * 2))
+	while :; do
+		api GET "/v1/deployments/$1"
+		case $(jq -r .deployment.Status "$tmp/out") in
+		succeeded) return 0 ;;
+		failed|rolled_back) return 1 ;;
+		esac
+		n=$((n - 1)); [ $n -gt 0 ] || return 1; sleep 0.5
+	done
+}
