@@ -3,10 +3,10 @@
  * and CDATA decoding, and the malformed and oversized documents it must
  * refuse; then cp_ec2_error's "Code: Message". Inputs are copied into
  * exact-size allocations so that ASan catches a read past the end. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "cp/cloud.h"
 #include "tap.h"
 
@@ -62,6 +62,30 @@ static void shapes(void)
 	xml_free(doc);
 }
 
+/* open repeated n times, then close n times. */
+static char *nested(int n, const char *open, const char *close)
+{
+	struct buf b = BUF_INIT;
+
+	for (int i = 0; i < n; i++)
+		buf_adds(&b, open);
+	for (int i = 0; i < n; i++)
+		buf_adds(&b, close);
+	return buf_detach(&b, NULL);
+}
+
+/* <r> holding n empty elements. */
+static char *siblings(int n)
+{
+	struct buf b = BUF_INIT;
+
+	buf_adds(&b, "<r>");
+	for (int i = 0; i < n; i++)
+		buf_adds(&b, "<a/>");
+	buf_adds(&b, "</r>");
+	return buf_detach(&b, NULL);
+}
+
 static void refused(void)
 {
 	static const struct {
@@ -94,7 +118,6 @@ static void refused(void)
 	};
 	struct err e;
 	char *deep;
-	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct xml_doc *doc = parse(bad[i].doc, &e);
@@ -102,18 +125,10 @@ static void refused(void)
 		ok(!doc && strstr(e.msg, bad[i].why), "refused: %s (%s)", bad[i].doc, doc ? "parsed" : e.msg);
 		xml_free(doc);
 	}
-	deep = malloc((XML_DEPTH_MAX + 1) * 7 + 1);
-	for (int i = 0; i <= XML_DEPTH_MAX; i++)
-		n += (size_t)sprintf(deep + n, "<a>");
-	for (int i = 0; i <= XML_DEPTH_MAX; i++)
-		n += (size_t)sprintf(deep + n, "</a>");
+	deep = nested(XML_DEPTH_MAX + 1, "<a>", "</a>");
 	ok(!parse(deep, &e) && strstr(e.msg, "deeper"), "nesting past XML_DEPTH_MAX is refused: %s", e.msg);
 	free(deep);
-	deep = malloc((size_t)(XML_NODES_MAX + 2) * 4 + 8);
-	n = (size_t)sprintf(deep, "<r>");
-	for (int i = 0; i <= XML_NODES_MAX; i++)
-		n += (size_t)sprintf(deep + n, "<a/>");
-	sprintf(deep + n, "</r>");
+	deep = siblings(XML_NODES_MAX + 1);
 	ok(!parse(deep, &e) && strstr(e.msg, "elements"), "more than XML_NODES_MAX elements are refused: %s", e.msg);
 	free(deep);
 	ok(!xml_parse("<a/>", XML_INPUT_MAX + 1, &e) && strstr(e.msg, "bytes"), "a document over XML_INPUT_MAX: %s",
