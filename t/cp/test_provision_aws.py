@@ -5,6 +5,7 @@ denvd join with the token from the RunInstances user data:
 
   - POST /v1/clouds for aws checks the key pair with DescribeRegions: a wrong
     secret is a 400 naming aws and EC2's answer, and nothing is stored;
+  - EC2's refusal of RunInstances fails provision in its words;
   - a deploy with no host and a machine that never joins ends with
     TerminateInstances of it, the host row and event saying so;
   - after a restart with a longer join wait, a deploy creates an instance
@@ -28,7 +29,7 @@ import tap  # noqa: E402
 from cp_harness import BOOT_KEY  # noqa: E402
 from tap import ok, is_  # noqa: E402
 from test_hub import call, wait_until, wait_dep, phase_map, events  # noqa: E402
-from ec2 import FakeEC2, CloudInitStandIn, KEY_ID, SECRET, AUTH_MESSAGE  # noqa: E402
+from ec2 import FakeEC2, CloudInitStandIn, KEY_ID, SECRET, AUTH_MESSAGE, error_xml  # noqa: E402
 
 SHORT_WAIT_SEC = 4
 LONG_WAIT_SEC = 120      # a real denvd joining under load: generous
@@ -92,9 +93,18 @@ def user_data_of(req):
     return base64.b64decode(req["params"]["UserData"]).decode()
 
 
-def test_never_joins(s, st8):
+def test_provider_error(s, st8):
     fake = st8["fake"]
     call(s, "POST", "/v1/projects", {"name": "aws"})
+    fake.plan.append((400, error_xml("InvalidParameterValue", "Invalid value 'x' for InstanceType.")))
+    doc = wait_dep(s, deploy(s, "refused"), timeout=30)
+    is_((doc["deployment"]["Status"], doc["deployment"]["Error"]),
+        ("failed", "provision: aws: InvalidParameterValue: Invalid value 'x' for InstanceType. (HTTP 400)"),
+        "EC2 refuses RunInstances: provision fails with its code and message")
+
+
+def test_never_joins(s, st8):
+    fake = st8["fake"]
     n = len(fake.requests)
     dep = deploy(s, "lonely")
     doc = wait_dep(s, dep, timeout=SHORT_WAIT_SEC + 30)
@@ -178,6 +188,7 @@ def main():
         store = os.path.join(tmp, "store")
         s = T.Server(store, env, args=["-addr", "127.0.0.1:%d" % port])
         test_connect(s, st8)
+        test_provider_error(s, st8)
         test_never_joins(s, st8)
         is_(s.stop(), 0, "SIGTERM: exit 0")
         s = T.Server(store, dict(env, DENV_JOIN_WAIT_SEC=str(LONG_WAIT_SEC)), args=["-addr", "127.0.0.1:%d" % port])
