@@ -36,6 +36,9 @@
 #define NO_CLOUD_MSG                                                                                           \
 	"no connected host and no cloud that can provision: connect a cloud or run `denvd join` on a machine"
 
+/* Why a server that never joined could not be deleted: no cloud to ask. */
+#define NO_DELETE_MSG "its cloud is gone or cannot delete machines"
+
 /* ---- place ---- */
 
 struct host_pick {
@@ -492,7 +495,7 @@ static void join_timeout(struct ev *ev, void *arg)
 	r->machine = config ? ops->delete(r->cp, config, json_get_str(tok, "ProviderRef"), machine_deleted, r, &e)
 			    : NULL;
 	if (!config)
-		err_set(&e, "its cloud is gone or cannot delete machines");
+		err_set(&e, NO_DELETE_MSG);
 	machine_deleting(r->cp, tok_id);
 	if (!r->machine)
 		machine_deleted(r->cp, NULL, e.msg, r);
@@ -582,7 +585,7 @@ static void sweep_found(struct cp *cp, const struct cp_machine *m, const char *e
 	config = cloud_config(cp, tok, &ops);
 	s->call = config ? ops->delete(cp, config, m->ref, sweep_deleted, s, &e) : NULL;
 	if (!config)
-		err_set(&e, "its cloud is gone or cannot delete machines");
+		err_set(&e, NO_DELETE_MSG);
 	if (!s->call)
 		sweep_deleted(cp, NULL, e.msg, s);
 }
@@ -631,7 +634,7 @@ void cp_orch_sweep_machines(struct cp *cp)
 		field(tok, "MachineName", name, sizeof(name));
 		machine_deleting(cp, s->tok_id);
 		if (!config) {
-			err_set(&e, "its cloud is gone or cannot delete machines");
+			err_set(&e, NO_DELETE_MSG);
 			s->call = NULL;
 		} else if (*ref) {
 			log_info("orch", "start-up: server %s (%s) never joined; deleting it", name, ref);

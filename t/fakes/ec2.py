@@ -36,7 +36,6 @@ Run it: python3 t/fakes/ec2.py [port] (key AKIDFAKEEC2EXAMPLE).
 import base64
 import hashlib
 import hmac
-import http.server
 import os
 import re
 import secrets
@@ -46,6 +45,9 @@ import threading
 import time
 import urllib.parse
 from xml.sax.saxutils import escape
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fakeapi import FakeAPI  # noqa: E402
 
 NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 INSTANCE_TYPES = {"t3.micro", "t3.small", "t3.medium", "t3.large", "t3.xlarge", "m6i.large", "m6i.xlarge",
@@ -90,43 +92,20 @@ def indexed(params, prefix):
     return out
 
 
-class FakeEC2:
+class FakeEC2(FakeAPI):
+    """FakeAPI's loopback server, answering XML instead of JSON (_handle)."""
+
     def __init__(self, keys=None, port=0, pending_s=0.5):
         self.keys = dict(keys or {KEY_ID: SECRET})
         self.pending_s = pending_s
-        self.plan = []
         self.terminate_plan = []
-        self.requests = []      # {action, params, headers, status}
         self.instances = {}     # id -> instance dict
         self.tokens = {}        # ClientToken -> instance id
         self.terminated = []    # ids, in order
         self.on_boot = None
         self.on_terminate = None
         self.owner = "123456789012"
-        self.lock = threading.Lock()
-        fake = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                fake._handle(self)
-
-            def do_GET(self):
-                fake._handle(self)
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.httpd.server_address[1]
-        self.url = "http://127.0.0.1:%d" % self.port
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(port)  # plan, requests ({action, params, headers, status}), lock, url
 
     def actions(self):
         with self.lock:
@@ -143,8 +122,7 @@ class FakeEC2:
     # ---- the wire ----
 
     def _handle(self, h):
-        n = int(h.headers.get("Content-Length") or 0)
-        raw = h.rfile.read(n) if n else b""
+        raw = self._read_body(h)
         path, _, query = h.path.partition("?")
         params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
         if h.command == "POST":
