@@ -7,13 +7,13 @@
 #include "base/crypto.h"
 #include "base/log.h"
 #include "base/str.h"
-#include "cp/cp.h"
+#include "cp/cloud.h"
 
 /* ---- providers ---- */
 
 static bool provider_known(const char *p)
 {
-	return str_eq(p, "manual") || str_eq(p, "hetzner") || cp_provider_is_driver(p);
+	return str_eq(p, "manual") || cp_cloud_ops(p) || cp_provider_is_driver(p);
 }
 
 /* A config key whose value is a credential: "token", or any key containing
@@ -43,14 +43,25 @@ static struct json *cloud_public(const struct json *row)
 	return c;
 }
 
+/* The config keys a provider cannot do without: AWS signs with a key pair,
+ * the others send a token. */
+static const char *const token_required[] = { "token", NULL };
+static const char *const aws_required[] = { "access_key_id", "secret_access_key", NULL };
+
 /* Check and complete a provider's config. -1 after answering 400. */
 static int provider_config(struct http_req *req, const char *provider, struct json *cfg)
 {
-	static const char *const hetzner_defaults[][2] = {
-		{ "server_type", CP_HETZNER_SERVER_TYPE },
-		{ "location", CP_HETZNER_LOCATION },
-		{ "image", CP_HETZNER_IMAGE },
+	static const struct {
+		const char *provider, *key, *value;
+	} defaults[] = {
+		{ "hetzner", "server_type", CP_HETZNER_SERVER_TYPE },
+		{ "hetzner", "location", CP_HETZNER_LOCATION },
+		{ "hetzner", "image", CP_HETZNER_IMAGE },
+		{ "aws", "region", CP_AWS_REGION },
+		{ "aws", "instance_type", CP_AWS_INSTANCE_TYPE },
+		{ "aws", "image_id", CP_AWS_IMAGE },
 	};
+	const char *const *required = str_eq(provider, "aws") ? aws_required : token_required;
 
 	for (size_t i = 0; i < cfg->u.obj.n; i++)
 		if (cfg->u.obj.m[i].val->type != JSON_STRING) {
@@ -59,17 +70,17 @@ static int provider_config(struct http_req *req, const char *provider, struct js
 		}
 	if (str_eq(provider, "manual"))
 		return 0;
-	if (!json_get_str(cfg, "token") || !*json_get_str(cfg, "token")) {
-		cp_fail(req, 400, "%s: config.token is required", provider);
-		return -1;
-	}
-	if (str_eq(provider, "hetzner"))
-		for (size_t i = 0; i < sizeof(hetzner_defaults) / sizeof(hetzner_defaults[0]); i++) {
-			const char *v = json_get_str(cfg, hetzner_defaults[i][0]);
-
-			if (!v || !*v)
-				json_object_set_str(cfg, hetzner_defaults[i][0], hetzner_defaults[i][1]);
+	for (size_t i = 0; required[i]; i++)
+		if (!json_get_str(cfg, required[i]) || !*json_get_str(cfg, required[i])) {
+			cp_fail(req, 400, "%s: config.%s is required", provider, required[i]);
+			return -1;
 		}
+	for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
+		const char *v = json_get_str(cfg, defaults[i].key);
+
+		if (str_eq(provider, defaults[i].provider) && (!v || !*v))
+			json_object_set_str(cfg, defaults[i].key, defaults[i].value);
+	}
 	return 0;
 }
 
@@ -92,7 +103,7 @@ static struct json *cloud_from_body(struct cp *cp, struct http_req *req, const c
 	}
 	if (drivers_only ? !cp_provider_is_driver(provider) : !provider_known(provider)) {
 		cp_fail(req, 400, drivers_only ? "provider must be e2b, daytona or prime, got \"%s\""
-					       : "provider must be manual, hetzner, e2b, daytona or prime, got \"%s\"",
+					       : "provider must be manual, hetzner, aws, e2b, daytona or prime, got \"%s\"",
 			provider);
 		return NULL;
 	}

@@ -16,35 +16,10 @@
 
 #include "base/log.h"
 #include "base/str.h"
-#include "cp/cp.h"
+#include "cp/cloud.h"
 
 #define HZ_AUTH_MAX 600		/* "Authorization: Bearer " and the token */
 #define HZ_MESSAGE_MAX 300	/* of the provider's error message, in ours */
-
-enum hz_op { HZ_CREATE, HZ_DELETE, HZ_FIND };
-
-struct cp_machine_call {
-	struct cp *cp;
-	enum hz_op op;
-	struct http_acall *call;
-	cp_machine_fn fn;
-	void *arg;
-};
-
-/* A config value, or its default for a cloud row that lacks it. */
-static const char *cfg(const struct json *config, const char *key, const char *fallback)
-{
-	const char *v = json_get_str(config, key);
-
-	return v && *v ? v : fallback;
-}
-
-struct http_aclient *cp_aclient(struct cp *cp)
-{
-	if (!cp->aclient)
-		cp->aclient = http_aclient_new(cp->ev);
-	return cp->aclient;
-}
 
 /* The server's public address: IPv4, else the IPv6 network (a machine may be
  * created without IPv4). */
@@ -72,11 +47,11 @@ static void provider_error(const struct http_client_resp *resp, const struct jso
 
 /* The server object of a create answer, or the first of a find answer's
  * list; NULL when there is none. */
-static const struct json *answer_server(enum hz_op op, const struct json *doc)
+static const struct json *answer_server(enum cp_machine_op op, const struct json *doc)
 {
 	const struct json *list;
 
-	if (op == HZ_CREATE)
+	if (op == CP_MACHINE_CREATE)
 		return json_get(doc, "server");
 	list = json_get(doc, "servers");
 	return json_len(list) ? json_at(list, 0) : NULL;
@@ -96,32 +71,25 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 	memset(&m, 0, sizeof(m));
 	if (!resp) {
 		snprintf(why, sizeof(why), "hetzner: %.400s", e ? e->msg : "request failed");
-		goto fail;
+		cp_machine_call_end(c, NULL, why);
+		return;
 	}
 	if (resp->body.len && json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0)
 		doc = NULL;
-	if (c->op == HZ_DELETE && resp->status == 404) {
-		/* Already gone (deleted by hand, or never there): what we wanted. */
+	/* A 404 to a delete: already gone (deleted by hand, or never there), what we wanted. */
+	if (c->op == CP_MACHINE_DELETE && resp->status == 404) {
 		json_free(doc);
-		c->fn(c->cp, NULL, NULL, c->arg);
-		free(c);
+		cp_machine_call_end(c, NULL, NULL);
 		return;
 	}
 	if (resp->status < 200 || resp->status > 299) {
 		provider_error(resp, doc, why, sizeof(why));
 		goto fail;
 	}
-	if (c->op == HZ_DELETE) {
+	server = c->op == CP_MACHINE_DELETE ? NULL : answer_server(c->op, doc);
+	if (!server && c->op != CP_MACHINE_CREATE) {
 		json_free(doc);
-		c->fn(c->cp, NULL, NULL, c->arg);
-		free(c);
-		return;
-	}
-	server = answer_server(c->op, doc);
-	if (!server && c->op == HZ_FIND) {
-		json_free(doc);
-		c->fn(c->cp, NULL, NULL, c->arg);
-		free(c);
+		cp_machine_call_end(c, NULL, NULL);
 		return;
 	}
 	id = json_get_int(server, "id", 0);
@@ -133,18 +101,16 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 	str_copy(m.name, sizeof(m.name), json_get_str(server, "name") ? json_get_str(server, "name") : "");
 	server_ip(server, m.ip, sizeof(m.ip));
 	json_free(doc);
-	c->fn(c->cp, &m, NULL, c->arg);
-	free(c);
+	cp_machine_call_end(c, &m, NULL);
 	return;
 fail:
 	json_free(doc);
-	c->fn(c->cp, NULL, why, c->arg);
-	free(c);
+	cp_machine_call_end(c, NULL, why);
 }
 
 /* One call to the API with the cloud's token; body may be NULL. The token
  * and the body are wiped from our copies once the request is queued. */
-static struct cp_machine_call *hz_call(struct cp *cp, const struct json *config, enum hz_op op, const char *method,
+static struct cp_machine_call *hz_call(struct cp *cp, const struct json *config, enum cp_machine_op op, const char *method,
 				       const char *path, char *body, cp_machine_fn fn, void *arg, struct err *e)
 {
 	const char *token = json_get_str(config, "token");
@@ -167,11 +133,7 @@ static struct cp_machine_call *hz_call(struct cp *cp, const struct json *config,
 	req.body = body;
 	req.body_len = body ? strlen(body) : 0;
 	req.timeout_ms = CP_PROVIDER_TIMEOUT_MS;
-	c = xcalloc(1, sizeof(*c));
-	c->cp = cp;
-	c->op = op;
-	c->fn = fn;
-	c->arg = arg;
+	c = cp_machine_call_new(cp, op, fn, arg);
 	/* The request is copied: wipe our copies of the secrets at once. */
 	c->call = http_aclient_do(cp_aclient(cp), &req, CP_PROVIDER_BODY_MAX, answered, c, e);
 	memset(auth, 0, sizeof(auth));
@@ -192,21 +154,21 @@ struct cp_machine_call *cp_hetzner_create(struct cp *cp, const struct json *conf
 	size_t len;
 
 	body = cp_obj("name", json_new_str(name), "server_type",
-		      json_new_str(cfg(config, "server_type", CP_HETZNER_SERVER_TYPE)), "location",
-		      json_new_str(cfg(config, "location", CP_HETZNER_LOCATION)), "image",
-		      json_new_str(cfg(config, "image", CP_HETZNER_IMAGE)), "user_data", json_new_str(user_data),
+		      json_new_str(cp_cloud_cfg(config, "server_type", CP_HETZNER_SERVER_TYPE)), "location",
+		      json_new_str(cp_cloud_cfg(config, "location", CP_HETZNER_LOCATION)), "image",
+		      json_new_str(cp_cloud_cfg(config, "image", CP_HETZNER_IMAGE)), "user_data", json_new_str(user_data),
 		      "start_after_create", json_new_bool(true), "labels",
 		      labels ? json_dup(labels) : json_new_object(), NULL);
 	text = json_to_string(body, JSON_COMPACT);
 	json_free(body);
 	len = strlen(text);
-	c = hz_call(cp, config, HZ_CREATE, "POST", "/servers", text, fn, arg, e);
+	c = hz_call(cp, config, CP_MACHINE_CREATE, "POST", "/servers", text, fn, arg, e);
 	memset(text, 0, len);
 	free(text);
 	if (c)
 		log_info("cloud", "hetzner: creating server %s (%s in %s)", name,
-			 cfg(config, "server_type", CP_HETZNER_SERVER_TYPE),
-			 cfg(config, "location", CP_HETZNER_LOCATION));
+			 cp_cloud_cfg(config, "server_type", CP_HETZNER_SERVER_TYPE),
+			 cp_cloud_cfg(config, "location", CP_HETZNER_LOCATION));
 	return c;
 }
 
@@ -227,7 +189,7 @@ struct cp_machine_call *cp_hetzner_delete(struct cp *cp, const struct json *conf
 	if (!ref_ok(ref))
 		return err_set(e, "hetzner: \"%.40s\" is not a server id", ref ? ref : ""), NULL;
 	snprintf(path, sizeof(path), "/servers/%s", ref);
-	c = hz_call(cp, config, HZ_DELETE, "DELETE", path, NULL, fn, arg, e);
+	c = hz_call(cp, config, CP_MACHINE_DELETE, "DELETE", path, NULL, fn, arg, e);
 	if (c)
 		log_info("cloud", "hetzner: deleting server %s", ref);
 	return c;
@@ -242,14 +204,5 @@ struct cp_machine_call *cp_hetzner_find(struct cp *cp, const struct json *config
 	if (!cp_valid_name(name) || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name))
 		return err_set(e, "hetzner: \"%.63s\" is not a server name denv makes", name), NULL;
 	snprintf(path, sizeof(path), "/servers?name=%s", name);
-	return hz_call(cp, config, HZ_FIND, "GET", path, NULL, fn, arg, e);
-}
-
-void cp_machine_cancel(struct cp_machine_call *c)
-{
-	if (!c)
-		return;
-	if (c->call)
-		http_acall_cancel(c->call);
-	free(c);
+	return hz_call(cp, config, CP_MACHINE_FIND, "GET", path, NULL, fn, arg, e);
 }

@@ -229,6 +229,7 @@ struct cp_config {
 	int64_t device_ttl_ms;		/* DENV_DEVICE_TTL_SEC (tests); default CP_DEVICE_TTL_S */
 	int64_t oauth_ttl_ms;		/* DENV_OAUTH_STATE_TTL_SEC (tests); default CP_OAUTH_STATE_TTL_S */
 	const char *hetzner_api_url;	/* DENV_HETZNER_API_URL (tests, proxies); no trailing slash */
+	const char *aws_ec2_url;	/* DENV_AWS_EC2_URL: every region's EC2 endpoint (tests); NULL: ec2.<region>.amazonaws.com */
 	const char *conns_per_addr;	/* -max-conns-per-addr, DENV_MAX_CONNS_PER_ADDR; NULL: default */
 	int max_conns_per_addr;		/* parsed: 0 HTTP_MAX_CONNS_PER_ADDR, -1 no cap */
 	const char *e2b_api_url;	/* DENV_E2B_API_URL; likewise */
@@ -943,7 +944,7 @@ void cp_denvd_url(const struct cp *cp, char *out, size_t n);
 int cp_join_token_new(struct st_txn *txn, const char *team_id, const char *cloud_id, char *token,
 		      size_t token_size, char id[ID_MAX], struct err *e);
 
-/* ---- provisioning machines (cloud_init.c, cloud_hetzner.c) ---- */
+/* ---- provisioning machines (cloud_init.c, cloud_machines.c, cloud_hetzner.c, cloud_aws.c) ---- */
 
 /* The cloud-init user data of a provisioned machine (denvd.md, "Provisioned
  * machines"): install the packages, download denvd, join with token. 0 / -1
@@ -975,6 +976,31 @@ struct cp_machine_call *cp_hetzner_delete(struct cp *cp, const struct json *conf
  * there is none. Same lifetime rules as cp_hetzner_create. */
 struct cp_machine_call *cp_hetzner_find(struct cp *cp, const struct json *config, const char *name,
 					cp_machine_fn fn, void *arg, struct err *e);
+/* The same three on EC2 (cloud_aws.c) with the cloud's config
+ * (access_key_id, secret_access_key, region, instance_type, image_id and the
+ * optional subnet_id, security_group_id, key_name): RunInstances tagged
+ * with Name and the labels, TerminateInstances (an instance EC2 no longer
+ * knows counts as gone), DescribeInstances by tag:Name. */
+struct cp_machine_call *cp_aws_create(struct cp *cp, const struct json *config, const char *name,
+				      const char *user_data, const struct json *labels, cp_machine_fn fn, void *arg,
+				      struct err *e);
+struct cp_machine_call *cp_aws_delete(struct cp *cp, const struct json *config, const char *ref, cp_machine_fn fn,
+				      void *arg, struct err *e);
+struct cp_machine_call *cp_aws_find(struct cp *cp, const struct json *config, const char *name, cp_machine_fn fn,
+				    void *arg, struct err *e);
+/* A cloud that creates machines (cloud_machines.c): its three calls. */
+struct cp_cloud_ops {
+	const char *provider;
+	struct cp_machine_call *(*create)(struct cp *cp, const struct json *config, const char *name,
+					  const char *user_data, const struct json *labels, cp_machine_fn fn,
+					  void *arg, struct err *e);
+	struct cp_machine_call *(*delete)(struct cp *cp, const struct json *config, const char *ref,
+					  cp_machine_fn fn, void *arg, struct err *e);
+	struct cp_machine_call *(*find)(struct cp *cp, const struct json *config, const char *name,
+					cp_machine_fn fn, void *arg, struct err *e);
+};
+/* NULL for a provider that creates no machines (manual, e2b, daytona). */
+const struct cp_cloud_ops *cp_cloud_ops(const char *provider);
 /* Forget a call in flight: fn is not called (the provider may still create or
  * delete the machine). NULL is fine. */
 void cp_machine_cancel(struct cp_machine_call *call);

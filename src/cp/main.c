@@ -125,6 +125,7 @@ static void config_from_env(struct cp_config *c)
 	c->device_ttl_ms = seconds_env("DENV_DEVICE_TTL_SEC", (int64_t)CP_DEVICE_TTL_S * 1000);
 	c->oauth_ttl_ms = seconds_env("DENV_OAUTH_STATE_TTL_SEC", (int64_t)CP_OAUTH_STATE_TTL_S * 1000);
 	c->hetzner_api_url = env_or("DENV_HETZNER_API_URL", CP_HETZNER_API_URL);
+	c->aws_ec2_url = env_or("DENV_AWS_EC2_URL", NULL);
 	c->conns_per_addr = env_or("DENV_MAX_CONNS_PER_ADDR", NULL);
 	c->e2b_api_url = env_or("DENV_E2B_API_URL", CP_E2B_API_URL);
 	c->e2b_sandbox_url = env_or("DENV_E2B_SANDBOX_URL", NULL);
@@ -480,6 +481,7 @@ static void cleanup(struct cp *cp)
 	free((char *)cp->cfg.public_url);
 	free((char *)cp->cfg.console_url);
 	free((char *)cp->cfg.hetzner_api_url);
+	free((char *)cp->cfg.aws_ec2_url);
 	free((char *)cp->cfg.e2b_api_url);
 	free((char *)cp->cfg.e2b_sandbox_url);
 	free((char *)cp->cfg.daytona_api_url);
@@ -552,6 +554,7 @@ int main(int argc, char **argv)
 	cp.cfg.public_url = no_trailing_slash(cp.cfg.public_url);
 	cp.cfg.console_url = no_trailing_slash(cp.cfg.console_url);
 	cp.cfg.hetzner_api_url = no_trailing_slash(cp.cfg.hetzner_api_url);
+	cp.cfg.aws_ec2_url = no_trailing_slash(cp.cfg.aws_ec2_url);
 	cp.cfg.e2b_api_url = no_trailing_slash(cp.cfg.e2b_api_url);
 	cp.cfg.e2b_sandbox_url = no_trailing_slash(cp.cfg.e2b_sandbox_url);
 	cp.cfg.daytona_api_url = no_trailing_slash(cp.cfg.daytona_api_url);

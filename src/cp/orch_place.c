@@ -6,8 +6,9 @@
  * connected sidecar that is not drained and has room, by the policy (spread
  * or pack; the arithmetic is place_fit.c's); when no sidecar has room, a
  * connected driver host (EnsureDriverHosts creates them first), else a new
- * machine, else a refusal naming what was needed. With no host at all, provision creates a machine through the team's
- * first cloud that can (Hetzner today) with a fresh join token bound to that
+ * machine, else a refusal naming what was needed. With no host at all,
+ * provision creates a machine through the team's first cloud that can
+ * (Hetzner or AWS, cloud_machines.c) with a fresh join token bound to that
  * cloud in its cloud-init, and join waits for a host of the team to connect,
  * preferring one that joined through that cloud. The machine's answer and the
  * join are both callbacks on the loop: nothing here blocks.
@@ -37,6 +38,9 @@
 
 #define NO_CLOUD_MSG                                                                                           \
 	"no connected host and no cloud that can provision: connect a cloud or run `denvd join` on a machine"
+
+/* Why a server that never joined could not be deleted: no cloud to ask. */
+#define NO_DELETE_MSG "its cloud is gone or cannot delete machines"
 
 /* ---- place ---- */
 
@@ -379,6 +383,7 @@ static void machine_made(struct cp *cp, const struct cp_machine *m, const char *
 void run_provision(struct cp_run *r)
 {
 	const struct json *cloud = NULL;
+	const struct cp_cloud_ops *ops;
 	const char *cloud_id, *provider;
 	char token[CRYPTO_TOKEN_MAX], token_id[ID_MAX], name[CP_NAME_MAX + 1];
 	struct buf ud = BUF_INIT;
@@ -399,7 +404,8 @@ void run_provision(struct cp_run *r)
 	cloud_id = json_get_str(cloud, "ID");
 	provider = json_get_str(cloud, "Provider");
 	json_object_set_str(r->ctx, "cloud_id", cloud_id);
-	if (!str_eq(provider, "hetzner")) {
+	ops = cp_cloud_ops(provider);
+	if (!ops) {
 		/* POST /v1/clouds takes no other provider that creates machines. */
 		run_fail(r, NULL, "%s (%s): this control plane cannot create machines there", json_get_str(cloud, "Name"),
 			 provider);
@@ -429,7 +435,7 @@ void run_provision(struct cp_run *r)
 		  cp_obj("DeploymentID", json_new_str(r->dep_id), "MachineName", json_new_str(name), NULL));
 	labels = cp_obj("managed-by", json_new_str("denv"), "denv-cloud", json_new_str(cloud_id), "denv-deployment",
 			json_new_str(r->dep_id), NULL);
-	r->machine = cp_hetzner_create(r->cp, json_get(cloud, "Config"), name, ud.data, labels, machine_made, r, &e);
+	r->machine = ops->create(r->cp, json_get(cloud, "Config"), name, ud.data, labels, machine_made, r, &e);
 	json_free(labels);
 	memset(ud.data, 0, ud.len);
 	buf_release(&ud);
@@ -536,11 +542,14 @@ static void machine_outcome(struct cp *cp, const char *tok_id, const char *error
 		log_info("orch", "server %s (%s) never joined: deleted", name, ref);
 }
 
-static const struct json *cloud_config(struct cp *cp, const struct json *tok)
+/* The config and calls of the cloud that made tok's machine; NULL when that
+ * cloud is gone or creates no machines. */
+static const struct json *cloud_config(struct cp *cp, const struct json *tok, const struct cp_cloud_ops **ops)
 {
 	const struct json *cloud = st_get(cp->db, "clouds", json_get_str(tok, "CloudID"));
 
-	return str_eq(json_get_str(cloud, "Provider"), "hetzner") ? json_get(cloud, "Config") : NULL;
+	*ops = cp_cloud_ops(json_get_str(cloud, "Provider"));
+	return *ops ? json_get(cloud, "Config") : NULL;
 }
 
 /* ---- join ---- */
@@ -595,6 +604,7 @@ static void join_timeout(struct ev *ev, void *arg)
 	const char *machine = json_get_str(r->ctx, "machine"), *tok_id = json_get_str(r->ctx, "token_id");
 	const struct json *tok = tok_id ? st_get(r->cp->db, "join_tokens", tok_id) : NULL;
 	int64_t waited = ev_mono_ms() - r->join_started_ms;
+	const struct cp_cloud_ops *ops;
 	const struct json *config;
 	struct err e;
 
@@ -611,11 +621,11 @@ static void join_timeout(struct ev *ev, void *arg)
 	log_warn("orch", "deploy %s: server %s did not join within %lld s; deleting it", r->dep_id, machine,
 		 (long long)(r->cp->cfg.join_wait_ms / 1000));
 	json_object_set_int(r->ctx, "waited_ms", waited);
-	config = cloud_config(r->cp, tok);
-	r->machine = config ? cp_hetzner_delete(r->cp, config, json_get_str(tok, "ProviderRef"), machine_deleted, r, &e)
+	config = cloud_config(r->cp, tok, &ops);
+	r->machine = config ? ops->delete(r->cp, config, json_get_str(tok, "ProviderRef"), machine_deleted, r, &e)
 			    : NULL;
 	if (!config)
-		err_set(&e, "its cloud is gone or cannot delete machines");
+		err_set(&e, NO_DELETE_MSG);
 	machine_deleting(r->cp, tok_id);
 	if (!r->machine)
 		machine_deleted(r->cp, NULL, e.msg, r);
@@ -682,7 +692,8 @@ static void sweep_deleted(struct cp *cp, const struct cp_machine *m, const char 
 static void sweep_found(struct cp *cp, const struct cp_machine *m, const char *error, void *arg)
 {
 	struct cp_sweep *s = arg;
-	const struct json *tok = st_get(cp->db, "join_tokens", s->tok_id);
+	const struct json *tok = st_get(cp->db, "join_tokens", s->tok_id), *config;
+	const struct cp_cloud_ops *ops;
 	char why[ERR_MSG_MAX];
 	struct err e;
 
@@ -701,7 +712,10 @@ static void sweep_found(struct cp *cp, const struct cp_machine *m, const char *e
 	}
 	cp_update(cp, "join_tokens", s->tok_id, cp_obj("ProviderRef", json_new_str(m->ref), NULL));
 	tok = st_get(cp->db, "join_tokens", s->tok_id);
-	s->call = cp_hetzner_delete(cp, cloud_config(cp, tok), m->ref, sweep_deleted, s, &e);
+	config = cloud_config(cp, tok, &ops);
+	s->call = config ? ops->delete(cp, config, m->ref, sweep_deleted, s, &e) : NULL;
+	if (!config)
+		err_set(&e, NO_DELETE_MSG);
 	if (!s->call)
 		sweep_deleted(cp, NULL, e.msg, s);
 }
@@ -741,7 +755,8 @@ void cp_orch_sweep_machines(struct cp *cp)
 		log_error("orch", "join tokens: %s", e.msg);
 	for (struct cp_sweep *s = cp->sweeps, *next; s; s = next) {
 		const struct json *tok = st_get(cp->db, "join_tokens", s->tok_id);
-		const struct json *config = cloud_config(cp, tok);
+		const struct cp_cloud_ops *ops;
+		const struct json *config = cloud_config(cp, tok, &ops);
 		char ref[32], name[CP_NAME_MAX + 1];
 
 		next = s->next;
@@ -749,14 +764,14 @@ void cp_orch_sweep_machines(struct cp *cp)
 		field(tok, "MachineName", name, sizeof(name));
 		machine_deleting(cp, s->tok_id);
 		if (!config) {
-			err_set(&e, "its cloud is gone or cannot delete machines");
+			err_set(&e, NO_DELETE_MSG);
 			s->call = NULL;
 		} else if (*ref) {
 			log_info("orch", "start-up: server %s (%s) never joined; deleting it", name, ref);
-			s->call = cp_hetzner_delete(cp, config, ref, sweep_deleted, s, &e);
+			s->call = ops->delete(cp, config, ref, sweep_deleted, s, &e);
 		} else {
 			log_info("orch", "start-up: looking for server %s, whose creation was interrupted", name);
-			s->call = cp_hetzner_find(cp, config, name, sweep_found, s, &e);
+			s->call = ops->find(cp, config, name, sweep_found, s, &e);
 		}
 		if (!s->call)
 			sweep_deleted(cp, NULL, e.msg, s);

@@ -9,6 +9,7 @@
  *   e2b      GET {api}/v2/sandboxes?limit=1 X-API-KEY: <token>
  *   daytona  GET {api}/sandbox?limit=1      Authorization: Bearer <token>
  *   prime    GET {api}/sandbox?page=1&per_page=1  Authorization: Bearer <token>
+ *   aws      POST {ec2}/ Action=DescribeRegions, signed with SigV4 (cloud_aws.c)
  *
  * A 2xx is accepted; a 401 or 403 is the provider refusing the token (the
  * caller answers 400 with the provider's own words); anything else, and a
@@ -22,7 +23,7 @@
 
 #include "base/log.h"
 #include "base/str.h"
-#include "cp/cp.h"
+#include "cp/cloud.h"
 
 #define CHECK_AUTH_MAX 600	/* the auth header and the token */
 #define CHECK_MESSAGE_MAX 200	/* of the provider's error message, in ours */
@@ -59,7 +60,7 @@ static const struct probe *probe_of(const char *provider)
 
 bool cp_token_checkable(const char *provider)
 {
-	return probe_of(provider) != NULL;
+	return probe_of(provider) != NULL || str_eq(provider, "aws");
 }
 
 static const char *api_base(const struct cp *cp, const char *provider)
@@ -114,7 +115,10 @@ int cp_token_verdict(const char *provider, const char *what, int status, const c
 	if (len && json_parse(body, len, NULL, &doc, &pe) < 0)
 		doc = NULL;
 	msg = provider_message(doc);
-	if (msg) {
+	/* EC2 answers XML: <Response><Errors><Error><Code/><Message/>. */
+	if (!msg && str_eq(provider, "aws") && cp_ec2_error(body, len, clean, sizeof(clean)) == 0)
+		msg = clean;
+	if (msg && msg != clean) {
 		/* Their words go into a log line and a one-line error: no control characters. */
 		str_copy(clean, sizeof(clean), msg);
 		for (char *q = clean; *q; q++)
@@ -171,6 +175,51 @@ static struct cp_check *no_check(struct err *e, int code, const char *fmt, ...)
 	return NULL;
 }
 
+static struct cp_check *check_new(struct cp *cp, const char *provider, cp_check_fn fn, void *arg,
+				  void (*arg_free)(void *arg))
+{
+	struct cp_check *c = xcalloc(1, sizeof(*c));
+
+	c->cp = cp;
+	str_copy(c->provider, sizeof(c->provider), provider);
+	c->fn = fn;
+	c->arg = arg;
+	c->arg_free = arg_free;
+	return c;
+}
+
+/* c, listed, once its call is in flight; else NULL with e (a 502 unless the
+ * config was refused: our side cannot make the call). */
+static struct cp_check *check_started(struct cp_check *c, struct err *e)
+{
+	if (!c->call) {
+		char provider[sizeof(c->provider)];
+
+		str_copy(provider, sizeof(provider), c->provider);
+		free(c);
+		if (e->code != 400) {
+			err_prefix(e, "%s: cannot check the token", provider);
+			e->code = 502;
+		}
+		return NULL;
+	}
+	c->next = c->cp->checks;
+	c->cp->checks = c;
+	return c;
+}
+
+/* AWS: DescribeRegions, the cheapest signed EC2 call, with the cloud's keys. */
+static struct cp_check *aws_check(struct cp *cp, const struct json *config, cp_check_fn fn, void *arg,
+				  void (*arg_free)(void *arg), struct err *e)
+{
+	struct cp_check *c = check_new(cp, "aws", fn, arg, arg_free);
+
+	e->code = 0;
+	c->call = cp_ec2_call(cp, config, "Action=DescribeRegions&Version=" CP_EC2_API_VERSION,
+			      CP_TOKEN_CHECK_TIMEOUT_MS, answered, c, c->what, sizeof(c->what), e);
+	return check_started(c, e);
+}
+
 struct cp_check *cp_token_check(struct cp *cp, const char *provider, const struct json *config, cp_check_fn fn,
 				void *arg, void (*arg_free)(void *arg), struct err *e)
 {
@@ -181,6 +230,8 @@ struct cp_check *cp_token_check(struct cp *cp, const char *provider, const struc
 	struct http_client_req req = { 0 };
 	struct cp_check *c;
 
+	if (str_eq(provider, "aws"))
+		return aws_check(cp, config, fn, arg, arg_free, e);
 	if (!p)
 		return no_check(e, 500, "%.15s: no token check for this provider", provider);
 	if (!token || !*token)
@@ -193,25 +244,11 @@ struct cp_check *cp_token_check(struct cp *cp, const char *provider, const struc
 	req.url = url;
 	req.headers = headers;
 	req.timeout_ms = CP_TOKEN_CHECK_TIMEOUT_MS;
-	c = xcalloc(1, sizeof(*c));
-	c->cp = cp;
-	str_copy(c->provider, sizeof(c->provider), p->provider);
+	c = check_new(cp, p->provider, fn, arg, arg_free);
 	snprintf(c->what, sizeof(c->what), "GET %.150s", url);
-	c->fn = fn;
-	c->arg = arg;
-	c->arg_free = arg_free;
 	c->call = http_aclient_do(cp_aclient(cp), &req, CP_PROVIDER_BODY_MAX, answered, c, e);
 	memset(auth, 0, sizeof(auth));
-	if (!c->call) {
-		/* Our side: the configured API base is not a URL we can call. */
-		free(c);
-		err_prefix(e, "%s: cannot check the token", p->provider);
-		e->code = 502;
-		return NULL;
-	}
-	c->next = cp->checks;
-	cp->checks = c;
-	return c;
+	return check_started(c, e);
 }
 
 void cp_token_checks_free_all(struct cp *cp)
