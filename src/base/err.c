@@ -7,7 +7,7 @@
 #include <string.h>
 
 /* The message, cut to ERR_MSG_MAX on purpose: it is read by a person. */
-static void set_msg(struct err *e, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void set_msg(struct err *e, const char *fmt, va_list ap)
 {
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 }

@@ -21,7 +21,7 @@ int str_copy(char *dst, size_t n, const char *src);
  * size n), -1 when it does not or the format fails. On -1 dst holds "", so a
  * cut name or path cannot be used by mistake. */
 int str_fmt(char *dst, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int str_vfmt(char *dst, size_t n, const char *fmt, va_list ap);
+int str_vfmt(char *dst, size_t n, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 
 /* Whole-string parses: no leading space, no trailing junk, range-checked. 0 / -1. */
 int str_to_i64(const char *s, int64_t *out);

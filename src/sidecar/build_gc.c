@@ -95,20 +95,18 @@ static int remove_image(const struct json *img)
 {
 	const struct json *tags = json_get(img, "RepoTags");
 	const char *id = json_get_str(img, "Id");
-	char path[600];
+	char path[SC_ENGINE_PATH_MAX];
 	int status = 0;
 	struct err e;
 
 	for (size_t i = 0; i < json_len(tags); i++) {
 		const char *t = json_at(tags, i)->type == JSON_STRING ? json_at(tags, i)->u.str.s : "";
 
-		snprintf(path, sizeof(path), "/images/%s", t);
-		if (!*t || str_eq(t, "<none>:<none>") || engine_api_delete(path, &status, &e) < 0 || status == 409)
+		if (!*t || str_fmt(path, sizeof(path), "/images/%s", t) < 0 || str_eq(t, "<none>:<none>") || engine_api_delete(path, &status, &e) < 0 || status == 409)
 			return 0;
 	}
 	if (json_len(tags) == 0) {
-		snprintf(path, sizeof(path), "/images/%s", id ? id : "");
-		if (engine_api_delete(path, &status, &e) < 0 || status / 100 != 2)
+		if (str_fmt(path, sizeof(path), "/images/%s", id ? id : "") < 0 || engine_api_delete(path, &status, &e) < 0 || status / 100 != 2)
 			return 0;
 	}
 	log_info("denvd", "built image %.19s (%s) removed: no version on this host pins it", id ? id : "?",
@@ -149,8 +147,8 @@ int build_images_prune(const char *data, int64_t now_s)
 	buf_adds(&path, "/images/json?filters=");
 	engine_escape(&path, text);
 	free(text);
-	/* engine.c's URLs hold 600 bytes or so: a longer data path is not swept. */
-	rc = path.len < 600 ? engine_api_get(path.data, &images, &e) : 0;
+	/* An Engine API path is at most SC_ENGINE_PATH_MAX: a longer data path is not swept. */
+	rc = path.len < SC_ENGINE_PATH_MAX ? engine_api_get(path.data, &images, &e) : 0;
 	buf_release(&path);
 	buf_release(&filter);
 	/* Without both trees the pins are unknown: then nothing is swept. */

@@ -141,12 +141,12 @@ int engine_api_delete(const char *path, int *status, struct err *e)
 int engine_container_do(const char *name, const char *action, struct err *e)
 {
 	struct http_client_resp resp = HTTP_CLIENT_RESP_INIT;
-	char path[600];
+	char path[SC_ENGINE_PATH_MAX];
 	int rc;
 
-	if (!path_safe(name))
+	/* 0: the docker CLI does it (a name the API path cannot carry). */
+	if (!path_safe(name) || str_fmt(path, sizeof(path), "/containers/%s/%s", name, action) < 0)
 		return 0;
-	snprintf(path, sizeof(path), "/containers/%s/%s", name, action);
 	rc = api_call("POST", path, &resp, e);
 	if (rc < 0) {
 		log_debug("worker", "engine API: %s; using the docker CLI", e->msg);
@@ -189,12 +189,11 @@ static int cli_get(const char *type, const char *name, struct json **out, struct
 
 static int get_object(const char *type, const char *name, struct json **out, struct err *e)
 {
-	char path[600];
+	char path[SC_ENGINE_PATH_MAX];
 	int rc;
 
 	*out = NULL;
-	if (path_safe(name)) {
-		snprintf(path, sizeof(path), "/%ss/%s/json", type, name);
+	if (path_safe(name) && str_fmt(path, sizeof(path), "/%ss/%s/json", type, name) == 0) {
 		if ((rc = api_get(path, out, e)) >= 0)
 			return rc;
 		log_debug("worker", "engine API: %s; using the docker CLI", e->msg);

@@ -52,7 +52,10 @@ static int create(const char *container, const char *const *argv, const struct e
 		json_object_set(body, "ConsoleSize", size);
 	}
 	json_object_set(body, "Cmd", cmd);
-	snprintf(path, sizeof(path), "/containers/%s/exec", container);
+	if (str_fmt(path, sizeof(path), "/containers/%s/exec", container) < 0) {
+		json_free(body);
+		return 0;	/* a name the API path cannot carry: the CLI runs it */
+	}
 	rc = engine_api("POST", path, body, (int)SC_DOCKER_QUICK_MS, &status, &res, e);
 	json_free(body);
 	if (rc < 0 || status != 201) {
@@ -139,7 +142,8 @@ static void resize(const char *id, int rows, int cols)
 	int status = 0;
 	struct err e;
 
-	snprintf(path, sizeof(path), "/exec/%s/resize?h=%d&w=%d", id, rows, cols);
+	if (str_fmt(path, sizeof(path), "/exec/%s/resize?h=%d&w=%d", id, rows, cols) < 0)
+		return;	/* no such exec id: ids are 64 hex digits */
 	if (engine_api("POST", path, NULL, (int)SC_DOCKER_QUICK_MS, &status, NULL, &e) < 0 || status / 100 != 2)
 		log_debug("worker", "exec %s: resize: %s", id, e.msg);
 }

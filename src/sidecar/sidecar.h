@@ -157,6 +157,7 @@ struct http_client;
 #define SC_EXEC_HEAD_MAX 16384			/* an exec's response head (API) */
 #define SC_EXEC_READ_CHUNK 65536		/* one read of an exec's stream */
 #define SC_RUN_PATH_MAX 400			/* an Engine API path engine_run.c or engine_exec.c asks */
+#define SC_ENGINE_PATH_MAX 600			/* one engine.c or build_gc.c asks (object routes, image filters) */
 #define SC_METRICS_FILE_MAX 4096		/* bytes read from one cgroup file */
 #define SC_PAUSE_LIST_MAX ((size_t)64 << 10)	/* the file listing the services the user paused */
 #define SC_READY_TOKENS_MAX 16			/* words of a recognised healthcheck */
