@@ -1,7 +1,10 @@
 /* cmd_infra.c: cloud and host (where environments run). */
+#include <stdlib.h>
+
 #include "cli/cli.h"
 
 #include "base/buf.h"
+#include "base/str.h"
 #include "json/json.h"
 
 /* POST body and print the answer. */
@@ -20,6 +23,13 @@ static int run_cloud_connect(struct cli *c, const struct cli_args *a, struct err
 {
 	static const char *const keys[][2] = {
 		{ "token", "token" }, { "server-type", "server_type" }, { "location", "location" },
+		{ "access-key-id", "access_key_id" }, { "secret-access-key", "secret_access_key" },
+		{ "region", "region" }, { "instance-type", "instance_type" }, { "image-id", "image_id" },
+	};
+	/* AWS's own variables, as its CLI and SDKs read them: the secret need
+	 * not be on a command line, where ps shows it. */
+	static const char *const aws_env[][2] = {
+		{ "access_key_id", "AWS_ACCESS_KEY_ID" }, { "secret_access_key", "AWS_SECRET_ACCESS_KEY" },
 	};
 	struct json *body = json_new_object(), *config = json_new_object();
 	int rc;
@@ -31,6 +41,9 @@ static int run_cloud_connect(struct cli *c, const struct cli_args *a, struct err
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (cli_flag_str(a, keys[i][0]))
 			json_object_set_str(config, keys[i][1], cli_flag_str(a, keys[i][0]));
+	for (size_t i = 0; str_eq(a->pos[0], "aws") && i < sizeof(aws_env) / sizeof(aws_env[0]); i++)
+		if (!json_get(config, aws_env[i][0]) && getenv(aws_env[i][1]) && *getenv(aws_env[i][1]))
+			json_object_set_str(config, aws_env[i][0], getenv(aws_env[i][1]));
 	json_object_set(body, "config", config);
 	rc = post_print(c, "/v1/clouds", body, e);
 	json_free(body);
@@ -47,12 +60,17 @@ static const struct cli_flag cloud_connect_flags[] = {
 	{ "token", 0, CLI_STR, "T", "the provider's API token (checked by the provider first)" },
 	{ "server-type", 0, CLI_STR, "T", "machine type for provisioned hosts (hetzner)" },
 	{ "location", 0, CLI_STR, "L", "where provisioned hosts run (hetzner)" },
+	{ "access-key-id", 0, CLI_STR, "K", "the key pair's id (aws; else $AWS_ACCESS_KEY_ID)" },
+	{ "secret-access-key", 0, CLI_STR, "S", "the key pair's secret (aws; else $AWS_SECRET_ACCESS_KEY)" },
+	{ "region", 0, CLI_STR, "R", "where provisioned hosts run (aws; default us-east-1)" },
+	{ "instance-type", 0, CLI_STR, "T", "machine type for provisioned hosts (aws; default t3.large)" },
+	{ "image-id", 0, CLI_STR, "AMI", "the image provisioned hosts boot (aws; default Ubuntu 24.04)" },
 	{ 0 },
 };
 
 static const struct cli_cmd cloud_subs[] = {
 	{ .name = "connect", .args = "<provider>",
-	  .summary = "record a cloud account: manual, hetzner, e2b, daytona or prime",
+	  .summary = "record a cloud account: manual, hetzner, aws, e2b, daytona or prime",
 	  .flags = cloud_connect_flags, .min_pos = 1, .max_pos = 1, .run = run_cloud_connect },
 	{ .name = "list", .summary = "list the team's clouds (secrets masked)", .max_pos = 0,
 	  .run = run_cloud_list },

@@ -9,13 +9,16 @@ denvd join with the token from the RunInstances user data:
   - a deploy with no host and a machine that never joins ends with
     TerminateInstances of it, the host row and event saying so;
   - after a restart with a longer join wait, a deploy creates an instance
-    whose denvd joins, and an environment runs on it (exec answers).
+    whose denvd joins, and an environment runs on it (exec answers);
+  - denv cloud connect aws takes the keys as flags or from AWS's variables.
 Prints TAP; run by t/integ/cp-provision-aws.sh. Everything stays on loopback.
 """
 import base64
+import json
 import os
 import re
 import socket
+import subprocess
 import sys
 import tempfile
 import traceback
@@ -170,6 +173,27 @@ def test_joins_and_runs(s, st8):
         wait_dep(s, r["deployment"]["ID"], timeout=120)
 
 
+def cli(s, env, *args):
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("DENV_", "AWS_"))}
+    full.update(env, DENV_SERVER="http://127.0.0.1:%d" % s.port, DENV_API_KEY=BOOT_KEY)
+    p = subprocess.run([os.path.join(T.TOP, "bin", "denv")] + list(args), env=full, capture_output=True,
+                       text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_cli(s, st8):
+    """denv cloud connect aws: the flags, or AWS's own variables for the keys."""
+    rc, out, err = cli(s, {}, "cloud", "connect", "aws", "--name", "cli-bad", "--access-key-id", KEY_ID,
+                       "--secret-access-key", "not-the-secret")
+    ok(rc == 1 and "aws: token refused (401 Unauthorized: AuthFailure: %s)" % AUTH_MESSAGE in err,
+       "denv cloud connect aws with a wrong secret: exit 1 with EC2's answer", (rc, out, err))
+    rc, out, err = cli(s, {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET}, "cloud", "connect", "aws",
+                       "--name", "cli-ec2", "--region", "eu-west-1")
+    doc = json.loads(out) if rc == 0 else {}
+    ok(rc == 0 and doc.get("token_checked") is True and doc["cloud"]["Config"].get("region") == "eu-west-1",
+       "the keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: exit 0, checked, the region given", (rc, out, err))
+
+
 def main():
     if not os.access(T.BIN, os.X_OK) or not os.access(os.path.join(T.TOP, "bin", "denvd"), os.X_OK):
         print("1..0 # SKIP bin/denv-cp or bin/denvd is not built")
@@ -193,6 +217,7 @@ def main():
         is_(s.stop(), 0, "SIGTERM: exit 0")
         s = T.Server(store, dict(env, DENV_JOIN_WAIT_SEC=str(LONG_WAIT_SEC)), args=["-addr", "127.0.0.1:%d" % port])
         test_joins_and_runs(s, st8)
+        test_cli(s, st8)
         is_(s.stop(), 0, "SIGTERM: exit 0")
         log = s.stderr()
         is_([x[:8] for x in st8["secrets"] if x and x in log], [], "no secret key or join token in the log (-v)")
