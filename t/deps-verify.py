@@ -358,27 +358,49 @@ def make_commands(text):
     return cmds
 
 
+def sourced_files(path, text, root):
+    """The project files text sources, by a path that ends in a file under
+    root ("$top/t/lib/stack.sh": the longest tail that names a file)."""
+    found = []
+    for tail in SOURCE_RE.findall(text):
+        parts = tail.split("/")
+        cands = [os.path.join(base, *parts[k:]) for k in range(len(parts))
+                 for base in (root, os.path.dirname(path))]
+        hit = next((c for c in cands if os.path.isfile(c)), None)
+        if hit:
+            found.append(hit)
+    return found
+
+
+def read_text(path):
+    try:
+        return open(path, encoding="utf-8", errors="replace").read()
+    except OSError:
+        return ""
+
+
 def functions_of(path, root, seen=None):
-    """Functions defined in path and in the files it sources (by a path that
-    ends in a file under root)."""
+    """Functions defined in path and in the files it sources."""
     seen = seen if seen is not None else set()
     if path in seen:
         return set()
     seen.add(path)
-    try:
-        text = open(path, encoding="utf-8", errors="replace").read()
-    except OSError:
-        return set()
+    text = read_text(path)
     names = {m[0] for m in FUNC_RE.findall(text)}
-    for tail in SOURCE_RE.findall(text):
-        # "$top/t/lib/stack.sh": the longest tail that names a file.
-        parts = tail.split("/")
-        cands = [os.path.join(base, *parts[k:]) for k in range(len(parts))
-                 for base in (root, os.path.dirname(path))]
-        found = next((c for c in cands if os.path.isfile(c)), None)
-        if found:
-            names |= functions_of(found, root, seen)
+    for found in sourced_files(path, text, root):
+        names |= functions_of(found, root, seen)
     return names
+
+
+def sourcers_functions(files, root):
+    """For each sourced library, the functions of the scripts that source it:
+    a helper such as t/lib/sdk-relay.sh calls the sourcing script's ok."""
+    lent = {}
+    for f in files:
+        if f.endswith(".sh"):
+            for lib in sourced_files(f, read_text(f), root):
+                lent.setdefault(lib, set()).update(functions_of(f, root))
+    return lent
 
 
 def package_files(pkg):
@@ -487,6 +509,7 @@ def main():
     prov = provided_commands(entries)
     own = own_programs(root)
     files = ([] if a.only else default_files(root)) + [os.path.abspath(f) for f in a.files]
+    lent = sourcers_functions(files, root)
     bad = 0
     used = {}
     told = set()
@@ -495,7 +518,7 @@ def main():
             print("deps: bin/denvd calls %s, which no package in t/deps.sh provides" % name)
             bad = 1
     for f in files:
-        funcs = functions_of(f, root)
+        funcs = functions_of(f, root) | lent.get(f, set())
         rel = os.path.relpath(f, root) if f.startswith(root + "/") else f
         for c in commands_of(f):
             if not c or "$" in c or "Q" == c or c.startswith(("-", "Q")) or "*" in c:

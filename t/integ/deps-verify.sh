@@ -116,6 +116,15 @@ verify --only "$tmp/not-calls.sh"
 ok $? "arguments, quotes, comments, here-documents, functions (own and sourced) are not calls (exit $rc)"
 [ $rc -eq 0 ] || show
 
+# A sourced helper may call its sourcer's functions (t/lib/sdk-relay.sh calls
+# ok); what neither defines is still a call.
+printf 'relay() { nopkg_tap 0 x; nopkg-in-lib; }\n' >"$tmp/helper.sh"
+printf '#!/bin/sh\nnopkg_tap() { echo "ok - $2"; }\n. "$tmp/helper.sh"\nrelay\n' >"$tmp/sources.sh"
+verify --only "$tmp/sources.sh" "$tmp/helper.sh"
+[ $rc -ne 0 ] && grep -q 'helper.sh calls nopkg-in-lib,' "$tmp/out" && ! grep -q 'calls nopkg_tap,' "$tmp/out"
+ok $? "a sourced helper may call its sourcer's function, not an unlisted command"
+[ $rc -ne 0 ] || show
+
 # Python: a literal program name in subprocess calls.
 printf 'import subprocess\nsubprocess.run(["nopkg-python", "-x"])\nsubprocess.run(["docker", "ps"])\n' >"$tmp/t.py"
 verify --only "$tmp/t.py"
