@@ -166,8 +166,10 @@
 
 /* Placement across hosts (place_fit.c, lost.c, api_place.c; denv-cp(8),
  * "PLACEMENT"). A service without a cap reserves the UNCAPPED amounts: the
- * sidecar's own defaults are limits, not what such a service uses. */
-#define CP_PLACE_UNCAPPED_MILLICPUS 100		/* a service without cpus */
+ * sidecar's own defaults are limits, not what such a service uses. CPU is
+ * shared, not held, so an uncapped service reserves none (at 0.1 CPU a
+ * 2-core host refused its 21st idle box); memory bounds how many fit. */
+#define CP_PLACE_UNCAPPED_MILLICPUS 0		/* a service without cpus */
 #define CP_PLACE_UNCAPPED_MEMORY_MB 256		/* a service without a memory limit */
 #define CP_PLACE_UNCAPPED_DISK_MB 1024		/* an environment without x-denv.disk */
 #define CP_PLACE_EVIDENCE_HOSTS 32		/* hosts the place phase's evidence lists */
