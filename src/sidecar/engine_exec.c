@@ -219,8 +219,38 @@ static int ctl_input(const char *id, struct stream *s, const struct engine_tty *
 
 /* Send the start request and demultiplex the output until EOF or the
  * deadline; with t, also carry t's control lines to the process. */
-static int attach(const char *id, int64_t deadline, const struct engine_tty *t, struct engine_exec *r,
-		  struct err *e)
+/* The sooner of the deadline and the next liveness check. */
+static int64_t slice_end(int64_t deadline)
+{
+	int64_t next = ev_mono_ms() + SC_EXEC_LIVENESS_MS;
+
+	return next < deadline ? next : deadline;
+}
+
+/* A wait ran out: at the deadline the command timed out; before it, end
+ * the wait only when the container no longer runs. true: stop reading. */
+static bool quiet_ends(const char *container, int64_t deadline, struct engine_exec *r)
+{
+	struct engine_ctr c;
+	struct err ce = {0};
+	int rc;
+
+	if (ev_mono_ms() >= deadline) {
+		r->timed_out = true;
+		return true;
+	}
+	/* An error asking is not an answer: keep waiting. A paused one is there. */
+	rc = engine_container(container, &c, &ce);
+	if (rc == 0 || (rc == 1 && (str_eq(c.status, "exited") || str_eq(c.status, "dead")))) {
+		r->container_ended = true;
+		r->exit_code = rc == 1 ? c.exit_code : -1;
+		return true;
+	}
+	return false;
+}
+
+static int attach(const char *container, const char *id, int64_t deadline, const struct engine_tty *t,
+		  struct engine_exec *r, struct err *e)
 {
 	const char *body = t && t->tty ? "{\"Detach\":false,\"Tty\":true}" : "{\"Detach\":false,\"Tty\":false}";
 	struct stream *s = NULL;
@@ -263,20 +293,16 @@ static int attach(const char *id, int64_t deadline, const struct engine_tty *t, 
 			goto out;
 		}
 		if (t && t->ctl_fd >= 0 && !r->ctl_gone) {
-			int w = wait_two(stream_fd(s), t->ctl_fd, deadline);
+			int w = wait_two(stream_fd(s), t->ctl_fd, slice_end(deadline));
 
-			if (w == 0) {
-				r->timed_out = true;
+			if (w == 0 && quiet_ends(container, deadline, r))
 				break;
-			}
 			if (w == 2 && ctl_input(id, s, t, r, e) < 0)
 				goto out;
 			continue;
 		}
-		if (!ev_wait_fd(stream_fd(s), EV_READ, deadline)) {
-			r->timed_out = true;
+		if (!ev_wait_fd(stream_fd(s), EV_READ, slice_end(deadline)) && quiet_ends(container, deadline, r))
 			break;
-		}
 	}
 	rc = 0;
 out:
@@ -339,7 +365,12 @@ static int run(const char *container, const char *const *argv, int64_t timeout_m
 	}
 	if (r->on_created)
 		r->on_created(r->created_arg, id);
-	if (attach(id, deadline, t, r, e) < 0 || finish(id, r, e) < 0)
+	if (attach(container, id, deadline, t, r, e) < 0)
+		return -1;
+	/* dockerd forgets the execs of a container that stopped. */
+	if (r->container_ended)
+		return err_set(e, "the container ended while the command ran (exit %d)", r->exit_code);
+	if (finish(id, r, e) < 0)
 		return -1;
 	return 1;
 }

@@ -156,6 +156,10 @@ struct http_client;
 #define SC_ENGINE_BODY_MAX ((size_t)4 << 20)	/* one Engine API response body */
 #define SC_EXEC_HEAD_MAX 16384			/* an exec's response head (API) */
 #define SC_EXEC_READ_CHUNK 65536		/* one read of an exec's stream */
+/* Quiet this long, an exec asks whether its container still runs: when a
+ * gVisor sandbox ends, dockerd leaves the exec's stream open until the
+ * command's deadline (a fork bomb's exec hung its whole 90 s). */
+#define SC_EXEC_LIVENESS_MS 2000
 #define SC_RUN_PATH_MAX 400			/* an Engine API path engine_run.c or engine_exec.c asks */
 #define SC_ENGINE_PATH_MAX 600			/* one engine.c or build_gc.c asks (object routes, image filters) */
 #define SC_METRICS_FILE_MAX 4096		/* bytes read from one cgroup file */
@@ -522,6 +526,7 @@ struct engine_exec {
 	struct mux mux;
 	bool stdin_closed, killed;	/* interactive: 'e' and 'k' came */
 	bool ctl_gone;			/* interactive: the control FIFO has no writer */
+	bool container_ended;		/* the container stopped while the command ran */
 	struct buf ctl;			/* interactive: control bytes short of a line */
 	/* Set: called with dockerd's exec id once it exists, before the start. */
 	void (*on_created)(void *arg, const char *exec_id);

@@ -9,6 +9,7 @@ import secrets
 import stat
 import sys
 import tarfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -238,6 +239,16 @@ try:
     t.ok(res and res["ok"] and d.proc.poll() is None, "denvd stays up and answers")
     r = ex("box", ["id", "-u"])
     t.ok(r and r["ok"] and r["payload"]["stdout"] == "1000\n", "the other services still answer")
+
+    # A container killed under a running command: under runc dockerd ends the
+    # exec's stream, and the command's answer is the kill (137), not a timeout.
+    # (A gVisor sandbox that ends leaves the stream open: test_gvisor.py.)
+    killer = threading.Timer(1.5, lambda: docker("kill", project + "-bomb-1"))
+    killer.start()
+    r = ex("bomb", ["sleep", "50"])
+    killer.join()
+    t.ok(r and r["ok"] and r["payload"].get("exit_code") == 137,
+         "an exec whose container is killed under it answers with the kill (137)", r)
 
     res, prog, _, _ = cp.command("env.destroy", env, {}, timeout=120)
     t.ok(res and res["ok"] and res["payload"] == {"destroyed": env}, "env.destroy", res)

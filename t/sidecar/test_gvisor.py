@@ -60,8 +60,10 @@ try:
     rts = [c.get("HostConfig", {}).get("Runtime") for c in ins]
     t.ok(rts == ["runsc", "runc"], "Docker runs box under runsc, side under runc", rts)
     hc = ins[0].get("HostConfig", {}) if ins else {}
-    t.ok(hc.get("Memory") == 1024 << 20 and hc.get("PidsLimit") == 64 and hc.get("NanoCpus") == 10 ** 9,
-         "the gVisor service keeps its caps", hc)
+    # The host pid cap also holds the sandbox's own threads (denvd(8),
+    # GVISOR): 64 + 10 per process of the service's cap of 64.
+    t.ok(hc.get("Memory") == 1024 << 20 and hc.get("PidsLimit") == 64 + 10 * 64 and hc.get("NanoCpus") == 10 ** 9,
+         "the gVisor service keeps its caps (the host pid cap scaled for the sandbox's threads)", hc)
     comp = open(os.path.join(d.data, "envs", env, "compose.yaml")).read()
     t.ok("runtime: runsc" in comp, "compose.yaml says runtime: runsc", comp)
     r = ex("box", ["sh", "-c", "id -u; uname -r; grep CapEff /proc/self/status"])
@@ -69,14 +71,9 @@ try:
     t.ok(out[0] == "1000", "exec in the gVisor service runs as uid 1000", r)
     t.ok(len(out) > 1 and out[1] != os.uname().release, "its kernel is gVisor's, not the host's", (out, os.uname()))
     t.ok(len(out) > 2 and out[2].split() == ["CapEff:", "0000000000000000"], "no effective capabilities", r)
-    # From here on: runsc 20221219 under denvd's exec (the Engine API) has
-    # ended the sandbox (exit 2, "urpc ... WaitPID failed: EOF") at one of
-    # these commands in every run, while the same commands through `docker
-    # exec` in the same container pass. Not understood yet, so each is a
-    # known failure (TODO) until it is.
     r = ex("box", ["sh", "-c", "echo 42 > ~/answer.txt && cat ~/answer.txt"])
     hv = os.path.join(d.data, "envs", env, "vol", "home")
-    t.todo(r.get("stdout") == "42\n" and os.path.exists(hv + "/answer.txt") and os.stat(hv + "/answer.txt").st_uid == 1000,
+    t.ok(r.get("stdout") == "42\n" and os.path.exists(hv + "/answer.txt") and os.stat(hv + "/answer.txt").st_uid == 1000,
          "the home volume is written through gVisor's gofer as uid 1000", (r, hv))
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
@@ -86,22 +83,31 @@ try:
         tf.addfile(ti, io.BytesIO(data))
     res = cp.put(env, "box", "/home/agent/up", buf.getvalue())[0]
     r = ex("box", ["cat", "/home/agent/up/note.txt"])
-    t.todo(res and res.get("ok") and r.get("stdout") == "put through gVisor\n",
+    t.ok(res and res.get("ok") and r.get("stdout") == "put through gVisor\n",
          "env.put into a new directory of the non-root gVisor service", (res, r))
-    # A fork bomb under gVisor meets the pids cap.
-    r = ex("box", ["sh", "-c", "for i in $(seq 200); do sleep 30 & done 2>/dev/null; sleep 1; "
-                   "ps -e --no-headers | wc -l; kill $(jobs -p) 2>/dev/null; true"], timeout=90)
-    n = int(r.get("stdout", "0").strip() or 0)
-    t.todo(0 < n <= 64, "200 processes under gVisor stop at the pids cap (64)", r)
-    r = ex("side", ["true"])   # whatever became of box
-    t.ok(r.get("exit_code") == 0, "the runc service still answers", r)
-
     r = ex("box", ["python3", "-c", "import socket; s=socket.socket(); s.settimeout(3)\n"
                    "try:\n s.connect(('1.1.1.1', 80)); print('reached')\nexcept OSError as e: print('blocked')"])
-    t.todo(r.get("stdout") == "blocked\n", "from inside gVisor the internet is not reachable (seen, not from denvd's exec)", r)
+    t.ok(r.get("stdout") == "blocked\n", "from inside gVisor the internet is not reachable (seen, not from denvd's exec)", r)
     r = ex("box", ["python3", "-c", "import urllib.request as u; print(u.urlopen('http://side:8000/', timeout=5).status)"])
-    t.todo(r.get("stdout") == "200\n", "the gVisor service reaches the runc service by name",
-           docker("inspect", "--format", "{{json .State}}", project + "-box-1").stdout)
+    t.ok(r.get("stdout") == "200\n", "the gVisor service reaches the runc service by name",
+         docker("inspect", "--format", "{{json .State}}", project + "-box-1").stdout)
+
+    # A fork bomb under gVisor, last: past the host cap a clone fails and
+    # runsc ends the whole sandbox (exit 2) instead of refusing the 65th
+    # process inside, so the guest's own cap is a known failure (TODO).
+    t0 = time.time()
+    r = ex("box", ["sh", "-c", "for i in $(seq 200); do sleep 30 & done 2>/dev/null; sleep 1; "
+                   "ps -e --no-headers | wc -l; kill $(jobs -p) 2>/dev/null; true"], timeout=30)
+    t.diag("the fork bomb's exec answered in %.1f s" % (time.time() - t0))
+    n = int(r.get("stdout", "0").strip() or 0)
+    t.todo(0 < n <= 64, "200 processes under gVisor stop at the pids cap (64)", r)
+    # dockerd leaves the exec's stream open when the sandbox ends: denvd
+    # notices the container stopped and says so, rather than waiting out
+    # the command's timeout.
+    t.ok(0 < n <= 64 or "the container ended while the command ran" in json.dumps(r),
+         "the fork bomb's exec answers: capped inside, or the sandbox's end named", r)
+    r = ex("side", ["true"])   # whatever became of box
+    t.ok(r.get("exit_code") == 0, "the runc service still answers", r)
 
     res, _, _, _ = cp.command("env.destroy", env, {}, timeout=120)
     c, n = docker_leftovers(project)
