@@ -155,4 +155,25 @@ int spec_scalar_string(const struct json *v, char *out, size_t n);
 int spec_kv_list(const char *svc, const char *what, const struct json *v, struct json *out, struct err *e);
 int spec_valid_name(const char *s);
 
+/* ingress_name.c: the stable DNS name of an environment's published service,
+ * <service>--<env>.<domain> (denvd(8), "INGRESS NAMES"). Each part in its
+ * DNS label form: lower case, '_' and '.' as '-'. The env id is the label's
+ * last "--"-separated part (an id's form never has "--"). */
+#define SPEC_DNS_LABEL_MAX 63		/* RFC 1035 */
+#define SPEC_DNS_NAME_MAX 253		/* without the root's dot */
+/* s as a label into out (n >= SPEC_DNS_LABEL_MAX + 1): 0, or -1 when s is
+ * empty, too long, or has a byte no label may hold. */
+int spec_dns_label(const char *s, char *out, size_t n);
+/* A domain the names may live under: labels of [a-z0-9-], not starting or
+ * ending with '-', at least two of them. */
+bool spec_ingress_domain_ok(const char *domain);
+/* The name of service in env under domain into out: 0, or -1 with e (a
+ * part that has no label form, or a name past the limits). */
+int spec_ingress_name(const char *service, const char *env, const char *domain, char *out, size_t n,
+		      struct err *e);
+/* A name asked for (a TLS server name, any case) split into its service and
+ * env labels (each SPEC_DNS_LABEL_MAX + 1 bytes): 0, or -1 when it is not
+ * <service>--<env>.<domain>. */
+int spec_ingress_split(const char *host, const char *domain, char *svc_label, char *env_label);
+
 #endif
