@@ -587,6 +587,14 @@ void cp_commit_quiet(struct st_txn *txn, const char *what);
 int cp_update(struct cp *cp, const char *table, const char *id, struct json *fields);
 /* {k1: v1, k2: v2, ...}: pairs of (const char *, struct json * taken), NULL-ended. */
 struct json *cp_obj(const char *key, ...);
+/* ingress_names.c: {service: "https://<service>--<env>.<domain>[:port]"} for
+ * the services with a first port in endpoints, when host_id's hello named
+ * an ingress domain; else NULL. A service without a name goes into unnamed
+ * (when given) with the reason. */
+struct json *cp_ingress_names(struct cp *cp, const char *host_id, const char *env_id, const struct json *endpoints,
+			      struct json *unnamed);
+/* The host's Capabilities.ingress ({domain, port, issuer}), or NULL. */
+const struct json *cp_host_ingress(struct cp *cp, const char *host_id);
 /* A new row of a team's table: {"ID": a new id with prefix (also into id),
  * "TeamID": team_id}; the caller adds the rest. */
 struct json *cp_row_new(const char *prefix, const char *team_id, char id[ID_MAX]);

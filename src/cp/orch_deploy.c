@@ -335,15 +335,36 @@ void run_snapshot(struct cp_run *r)
 	run_cmd(r, r->env_id, "env.snapshot", cp_obj("name", json_new_str(r->version_id), NULL), 0, snapshotted);
 }
 
-/* ok when denvd proxies the env's ports (egress denied: ingress.c in the
- * sidecar); skipped, with the evidence the spec gives, when nothing is. */
+/* ok with the names when the host has a name gateway (ingress_names.c),
+ * or when denvd proxies the env's ports (egress denied: ingress.c in the
+ * sidecar); skipped, with the evidence the spec gives, when neither. */
 static void ingress(struct cp_run *r)
 {
-	if (json_len(json_get(json_get(r->ctx, "create"), "ingress"))) {
-		run_ok(r, cp_obj("endpoints", endpoints_of(r), "proxy", json_new_str("denvd"), NULL));
+	const struct json *eps = json_get(r->ctx, "endpoints");
+	struct json *unnamed = json_new_object();
+	struct json *names = cp_ingress_names(r->cp, r->host_id, r->env_id, eps, unnamed);
+	bool proxied = json_len(json_get(json_get(r->ctx, "create"), "ingress")) > 0;
+	struct json *ev;
+
+	if (!names && !proxied) {
+		json_free(unnamed);
+		run_skip(r, cp_obj("endpoints", endpoints_of(r), "names", json_new_str("pending ingress proxy"), "reason",
+				   json_new_str("the host has no ingress domain (denvd --ingress-domain)"), NULL));
 		return;
 	}
-	run_skip(r, cp_obj("endpoints", endpoints_of(r), "names", json_new_str("pending ingress proxy"), NULL));
+	ev = cp_obj("endpoints", endpoints_of(r), NULL);
+	if (proxied)
+		json_object_set_str(ev, "proxy", "denvd");
+	if (names) {
+		run_env(r, cp_obj("Names", json_dup(names), NULL));
+		json_object_set(ev, "names", names);
+		json_object_set_str(ev, "tls", json_get_str(cp_host_ingress(r->cp, r->host_id), "issuer") ?: "");
+	}
+	if (json_len(unnamed))
+		json_object_set(ev, "unnamed", unnamed);
+	else
+		json_free(unnamed);
+	run_ok(r, ev);
 }
 
 /* ---- verdict ---- */

@@ -27,8 +27,13 @@ static void keep_endpoints(struct cp_run *r, const char *env_id, const struct js
 {
 	const struct json *ep = json_get(payload, "endpoints");
 
+	struct json *names;
+
 	json_object_set(r->ctx, "endpoints", ep ? json_dup(ep) : json_new_object());
 	cp_update(r->cp, "environments", env_id, cp_obj("Endpoints", endpoints_of(r), NULL));
+	/* A fork answers to names of its own (ingress_names.c). */
+	if ((names = cp_ingress_names(r->cp, r->host_id, env_id, ep, NULL)))
+		cp_update(r->cp, "environments", env_id, cp_obj("Names", names, NULL));
 }
 
 struct json *run_fork_payload(const char *from_env, const struct json *version)

@@ -238,6 +238,7 @@ static void on_sweep(struct ev *ev, void *arg)
 	struct agent *a = arg;
 
 	dispatch_sweep(a->dp);
+	nm_keep(a->cfg);
 	ev_timer_start(ev, &a->sweep, SC_SWEEP_MS, on_sweep, a);
 }
 
@@ -281,6 +282,9 @@ int agent_run(struct sc_config *c, struct err *e)
 		log_warn("denvd", "thawing what a killed snapshot left frozen: %s", e->msg);
 	/* The port proxies of egress-denied environments whose containers run (ingress_ctl.c). */
 	ig_restore_all(c->data_dir);
+	/* The host's name gateway, when there is a domain (names_ctl.c). */
+	if (nm_start(c, e) < 0)
+		return -1;
 	memset(&a, 0, sizeof(a));
 	a.cfg = c;
 	if (sc_stream_urls(c->server, a.urls, SC_SERVERS_MAX, &a.nurls, e) < 0)

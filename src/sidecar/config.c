@@ -62,6 +62,11 @@ int sc_config_parse(int argc, char **argv, struct sc_config *c, struct err *e)
 		{ "runtime", offsetof(struct sc_config, runtime), NULL },
 		{ "disk-limit", offsetof(struct sc_config, disk_limit), NULL },
 		{ "root", offsetof(struct sc_config, root), NULL },
+		{ "ingress-domain", offsetof(struct sc_config, ingress_domain), NULL },
+		{ "ingress-listen", offsetof(struct sc_config, ingress_listen), NULL },
+		{ "ingress-ca-cert", offsetof(struct sc_config, ingress_ca_cert), NULL },
+		{ "ingress-ca-key", offsetof(struct sc_config, ingress_ca_key), NULL },
+		{ "ingress-cert-days", offsetof(struct sc_config, ingress_cert_days), NULL },
 	};
 
 	for (int i = 2; i < argc; i++) {
@@ -202,6 +207,16 @@ void sc_config_defaults(struct sc_config *c)
 		c->runtime = env_or("DENV_RUNTIME", "runc");
 	if (!c->disk_limit)
 		c->disk_limit = env_or("DENV_DISK_LIMIT", "");
+	if (!c->ingress_domain)
+		c->ingress_domain = env_or("DENV_INGRESS_DOMAIN", NULL);
+	if (!c->ingress_listen)
+		c->ingress_listen = env_or("DENV_INGRESS_LISTEN", NM_LISTEN_DEFAULT);
+	if (!c->ingress_ca_cert)
+		c->ingress_ca_cert = env_or("DENV_INGRESS_CA_CERT", NULL);
+	if (!c->ingress_ca_key)
+		c->ingress_ca_key = env_or("DENV_INGRESS_CA_KEY", NULL);
+	if (!c->ingress_cert_days)
+		c->ingress_cert_days = env_or("DENV_INGRESS_CERT_DAYS", "30");
 }
 
 int sc_parse_disk_mb(const char *s, int64_t *mb)

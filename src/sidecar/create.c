@@ -507,8 +507,13 @@ int create_stack(struct wk *w, const char *kind, const struct json *payload, con
 			wk_progress("stopping the stack after the failure: %s", e2.msg);
 		json_free(res);
 	} else {
+		struct err e2;
+
 		timings(&c, res);
 		json_object_set_str(res, "storage", c.stg.ops->name);
+		/* What the name gateway routes by (names_route.c). */
+		if (nm_record(w->data, w->env, json_get(res, "endpoints"), &e2) < 0)
+			wk_progress("recording the endpoints for ingress names: %s", e2.msg);
 		*result = res;
 	}
 	json_free(c.spec);

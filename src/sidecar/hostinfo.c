@@ -70,6 +70,12 @@ struct json *sc_capabilities(const struct sc_config *c)
 	rt_capabilities(j);
 	json_object_set_str(j, "runtime", c->runtime && *c->runtime ? c->runtime : "runc");
 	json_object_set_str(j, "denvd_version", DENVD_VERSION);
+	{
+		struct json *names = nm_capabilities(c);
+
+		if (names)
+			json_object_set(j, "ingress", names);
+	}
 	return j;
 }
 

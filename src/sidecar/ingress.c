@@ -502,10 +502,7 @@ static int bind_and_enter(struct ing *g)
 	return 0;
 }
 
-/* Forks the daemon. The launcher writes its pid to pidfile, prints it and
- * returns 1 (*exit_code set); the daemon returns 0 in its own session with
- * stdio off the launcher's pipes and stderr to logpath. */
-static int daemonize(const char *pidfile, const char *logpath, int *exit_code)
+int ig_daemonize(const char *who, const char *pidfile, const char *logpath, int *exit_code)
 {
 	char pidtext[32];
 	struct err e;
@@ -515,19 +512,19 @@ static int daemonize(const char *pidfile, const char *logpath, int *exit_code)
 	*exit_code = 1;
 	if ((logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0 ||
 	    (nullfd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
-		fprintf(stderr, "denvd __ingress: open %s: %s\n", logpath, strerror(errno));
+		fprintf(stderr, "%s: open %s: %s\n", who, logpath, strerror(errno));
 		return 1;
 	}
 	fflush(NULL);
 	if ((child = fork()) < 0) {
-		fprintf(stderr, "denvd __ingress: fork: %s\n", strerror(errno));
+		fprintf(stderr, "%s: fork: %s\n", who, strerror(errno));
 		return 1;
 	}
 	if (child > 0) {
 		snprintf(pidtext, sizeof(pidtext), "%d\n", (int)child);
 		if (fs_write_atomic(pidfile, pidtext, strlen(pidtext), 0600, &e) < 0) {
 			kill(child, SIGKILL);
-			fprintf(stderr, "denvd __ingress: %s\n", e.msg);
+			fprintf(stderr, "%s: %s\n", who, e.msg);
 			return 1;
 		}
 		printf("%d\n", (int)child);
@@ -569,7 +566,7 @@ int ingress_main(int argc, char **argv)
 		return 1;
 	if ((rc = bind_and_enter(&g)) != 0)
 		return rc;
-	if (daemonize(pidfile, logpath, &rc) != 0)
+	if (ig_daemonize("denvd __ingress", pidfile, logpath, &rc) != 0)
 		return rc;
 	for (size_t i = 0; i < g.cfg.nports; i++)
 		log_info("ingress", "%s: 127.0.0.1:%d (host) -> 127.0.0.1:%d in container %s (pid %d)", svc,

@@ -68,7 +68,7 @@ static bool pid_is_ours(int pid, const char *data, const char *env, const char *
 	return verb && d_ok && e_ok && s_ok;
 }
 
-static int read_pid(const char *pidfile)
+int ig_read_pid(const char *pidfile)
 {
 	struct buf b = BUF_INIT;
 	struct err e;
@@ -92,7 +92,7 @@ static void stop_one(const char *data, const char *env, const char *svc)
 
 	if (file_of(data, env, svc, ".pid", pidfile, &e) < 0)
 		return;	/* no proxy can have written it */
-	pid = read_pid(pidfile);
+	pid = ig_read_pid(pidfile);
 	if (pid > 0 && pid_is_ours(pid, data, env, svc)) {
 		int64_t deadline = ev_mono_ms() + IG_STOP_MS;
 
@@ -156,7 +156,7 @@ static int start_one(const char *data, const char *env, const char *svc, struct 
 
 	if (file_of(data, env, svc, ".pid", pidfile, e) < 0)
 		return -1;
-	if ((pid = read_pid(pidfile)) > 0 && pid_is_ours(pid, data, env, svc))
+	if ((pid = ig_read_pid(pidfile)) > 0 && pid_is_ours(pid, data, env, svc))
 		return 0;
 	argv[0] = "/proc/self/exe";
 	argv[1] = "__ingress";

@@ -1,6 +1,7 @@
 /* main.c: denvd's verbs (join, run, install, version), the hidden
- * "__worker" verb the agent starts for each command, and the hidden
- * "__ingress" verb, an egress-denied environment's port proxy (sidecar.h). */
+ * "__worker" verb the agent starts for each command, the hidden
+ * "__ingress" verb, an egress-denied environment's port proxy, and the
+ * hidden "__names" verb, the host's name gateway (sidecar.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,13 @@ static const char usage_text[] =
 	"                     default runc); with runsc installed, denvd registers it with Docker\n"
 	"  --disk-limit SIZE  disk cap of an environment that declares no x-denv.disk, e.g. 10g\n"
 	"                     (DENV_DISK_LIMIT; default none)\n"
+	"  --ingress-domain D serve published services as https://<service>--<env>.D\n"
+	"                     (DENV_INGRESS_DOMAIN; default none: no names)\n"
+	"  --ingress-listen A the names' HOST:PORT (DENV_INGRESS_LISTEN; default 0.0.0.0:443)\n"
+	"  --ingress-ca-cert F, --ingress-ca-key F\n"
+	"                     issue the names' certificate from this CA (DENV_INGRESS_CA_CERT,\n"
+	"                     DENV_INGRESS_CA_KEY; default: self-signed by this host)\n"
+	"  --ingress-cert-days N  its validity; issued again with a third left (default 30)\n"
 	"  -v                 debug logging\n"
 	"\n"
 	"environment: DENV_SUBNET_POOL, the IPv4 range environment networks take /25s from\n"
@@ -53,6 +61,8 @@ int main(int argc, char **argv)
 		return worker_main(argc, argv);
 	if (str_eq(verb, "__ingress"))
 		return ingress_main(argc, argv);
+	if (str_eq(verb, "__names"))
+		return names_main(argc, argv);
 	if (str_eq(verb, "version") || str_eq(verb, "--version")) {
 		printf("denvd %s\n", DENVD_VERSION);
 		return 0;
@@ -84,6 +94,10 @@ int main(int argc, char **argv)
 	if (c.disk_limit && *c.disk_limit && sc_parse_disk_mb(c.disk_limit, &(int64_t){ 0 }) < 0) {
 		fprintf(stderr, "denvd %s: --disk-limit %s: must be a size like 10g or 512m, at least %d MiB\n", verb,
 			c.disk_limit, SPEC_MIN_DISK_MB);
+		return 2;
+	}
+	if (nm_config_check(&c, &e) < 0) {
+		fprintf(stderr, "denvd %s: %s\n", verb, e.msg);
 		return 2;
 	}
 	if (str_eq(verb, "install")) {

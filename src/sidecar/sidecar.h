@@ -228,6 +228,10 @@ struct sc_config {
 	const char *runtime;		/* runc | gvisor: a service's runtime when it declares none */
 	const char *disk_limit;		/* --disk-limit SIZE: the default disk cap per environment */
 	const char *root;		/* install --root DIR (tests) */
+	const char *ingress_domain;	/* names under it through the gateway (names.c); NULL: none */
+	const char *ingress_listen;	/* the gateway's HOST:PORT */
+	const char *ingress_ca_cert, *ingress_ca_key;	/* its issuer; NULL: self-signed */
+	const char *ingress_cert_days;	/* its certificate's validity */
 	bool server_flag, data_flag, zfs_flag;
 	bool leaky_network;		/* test only: never make the network internal */
 	bool verbose;
@@ -883,8 +887,76 @@ void ig_dir_drained(struct ig_dir *d, size_t n);
 bool ig_dir_want_read(const struct ig_dir *d);
 bool ig_dir_want_write(const struct ig_dir *d);
 bool ig_dir_need_shut(const struct ig_dir *d);	/* eof, nothing pending, not yet shut */
-/* ingress.c: the __ingress verb. */
+/* ingress.c: the __ingress verb; ig_daemonize, its detach, shared with
+ * __names: the launcher writes pidfile, prints the pid and returns 1 with
+ * *exit_code 0; the daemon returns 0 in its own session, stderr to logpath. */
 int ingress_main(int argc, char **argv);
+int ig_daemonize(const char *who, const char *pidfile, const char *logpath, int *exit_code);
+/* ---- ingress names (names*.c): one gateway per host, "denvd __names",
+ * serving https://<service>--<env>.<domain> (spec_ingress_name) with TLS
+ * and relaying to the service's first published port on 127.0.0.1.
+ * Files under <data>/names: key.pem, cert.pem, names.pid, names.log; each
+ * env's <data>/envs/<env>/endpoints.json is what its last create wrote. */
+#define NM_MAX_CONNS 512		/* connections at once; accept waits beyond */
+#define NM_BACKLOG 128
+#define NM_WATCH_MS 1000		/* is names.pid still this gateway's? */
+#define NM_HANDSHAKE_MS 10000		/* TLS handshake, and an answer's write */
+#define NM_IDLE_MS (10 * 60 * 1000)	/* a relay with nothing either way this long ends */
+#define NM_RELAY_CHUNK 16384		/* one TLS record's worth */
+#define NM_WHY_MAX 512			/* a refusal's text */
+#define NM_ENDPOINTS_MAX ((size_t)1 << 20)	/* endpoints.json */
+#define NM_LISTEN_DEFAULT "0.0.0.0:443"
+#define NT_DAYS_DEFAULT 30		/* a certificate's validity */
+#define NT_DAYS_MAX 825			/* what clients accept of a server certificate */
+#define NT_RENEW_PARTS 3		/* issued again with a third of the validity left */
+#define NT_BACKDATE_S 3600		/* notBefore an hour back: clocks differ */
+#define NT_CURVE "P-256"
+struct nt_config {
+	const char *dir;		/* <data>/names */
+	const char *domain;
+	const char *ca_cert, *ca_key;	/* both or neither */
+	int days;
+};
+struct nt_state {
+	bool issued;			/* nt_ensure issued a new one */
+	int64_t not_before, not_after;	/* epoch seconds */
+};
+/* names_tls.c */
+/* Due: less than days / NT_RENEW_PARTS of validity left at now. */
+bool nt_due(int64_t not_after, int64_t now, int days);
+int nt_paths(const char *dir, char *key, char *cert, struct err *e);	/* FS_PATH_MAX each */
+/* Keep the certificate in c->dir when it fits and is not due, else issue
+ * one (a new key too): 0 with st, -1 with e (a CA that cannot be read). */
+int nt_ensure(const struct nt_config *c, int64_t now, struct nt_state *st, struct err *e);
+/* A TLS server context (SSL_CTX *) with dir's key and chain, or NULL. */
+struct ssl_ctx_st *nt_server_context(const char *dir, struct err *e);
+/* names_route.c */
+struct nm_route {
+	char env[SC_ID_MAX], service[SC_ID_MAX];
+	int port;			/* on 127.0.0.1 */
+	int status;			/* refused: the HTTP status to answer */
+	char why[NM_WHY_MAX];
+};
+/* Where host (the TLS server name) goes: 0 with r's env, service, port;
+ * -1 with r's status and why. */
+int nm_route(const char *data, const char *domain, const char *host, struct nm_route *r);
+/* endpoints (the create result's) as the env's endpoints.json. */
+int nm_record(const char *data, const char *env, const struct json *endpoints, struct err *e);
+/* names.c: the __names verb. */
+int names_main(int argc, char **argv);
+/* names_ctl.c */
+int nm_files_dir(const char *data, char *out, struct err *e);	/* made when missing */
+/* "HOST:PORT" or ":PORT" (all addresses): 0, or -1 when it is neither. */
+int nm_listen_parse(const char *addr, char *host, size_t n, int *port);
+/* denvd's flags checked: 0, or -1 with e saying which is wrong. */
+int nm_config_check(const struct sc_config *c, struct err *e);
+/* Start the gateway (stopping one an earlier denvd left): 0 / -1 with e. */
+int nm_start(const struct sc_config *c, struct err *e);
+/* Start it again when it is no longer running (the agent's sweep). */
+void nm_keep(const struct sc_config *c);
+/* {domain, port} for the hello's capabilities, or NULL without a domain. */
+struct json *nm_capabilities(const struct sc_config *c);
+
 /* ingress_ctl.c: starting and stopping them. */
 /* <data>/envs/<env>/ingress into out (FS_PATH_MAX bytes). 0 / -1 with e. */
 int ig_files_dir(const char *data, const char *env, char *out, struct err *e);
@@ -893,6 +965,8 @@ int ig_files_dir(const char *data, const char *env, char *out, struct err *e);
  * result's "ingress" object ({svc: {port: "127.0.0.1:N"}}) filled in. */
 int ig_publish(const char *data, const char *env, const char *project, const struct json *order,
 	       struct json *endpoints, struct json *ingress, struct err *e);
+/* The pid a pid file holds; 0 when none can be read. */
+int ig_read_pid(const char *pidfile);
 /* Start (or keep, when it runs) the proxy of one service from its config. */
 int ig_start(const char *data, const char *env, const char *svc, struct err *e);
 /* Stop every proxy of env (pid checked to be ours); configs are kept. */

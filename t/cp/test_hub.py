@@ -153,7 +153,7 @@ def test_deploy(s, st8):
     pev = ph["place"]["Evidence"]
     is_((pev["host"], pev["reason"], pev["policy"], [h["host"] for h in pev["hosts"]]),
         (sc.host_id, "spread: largest free share of 1 candidate host", "spread", [sc.host_id]), "place evidence")
-    ok(pev["need"] == {"millicpus": 200, "memory_mb": 512, "disk_mb": 1024} and pev["hosts"][0]["fits"],
+    ok(pev["need"] == {"millicpus": 0, "memory_mb": 512, "disk_mb": 1024} and pev["hosts"][0]["fits"],
        "place evidence: the need, and a host that reported no capacity fits", pev)
     is_(ph["provision"]["Evidence"], {"reason": "host already placed"}, "provision skipped: host already placed")
     is_(ph["join"]["Evidence"], {"reason": "host already placed"}, "join skipped")
@@ -165,7 +165,9 @@ def test_deploy(s, st8):
     is_(ph["snapshot"]["Evidence"], {"snapshot": d["VersionID"], "datasets": ["pg", "home"], "frozen_for": "12ms",
                                      "consistent": True}, "snapshot evidence (named after the version)")
     is_(ph["ingress"]["Evidence"], {"endpoints": {"box": "127.0.0.1:20000", "db": "127.0.0.1:20001"},
-                                    "names": "pending ingress proxy"}, "ingress skipped with its evidence")
+                                    "names": "pending ingress proxy",
+                                    "reason": "the host has no ingress domain (denvd --ingress-domain)"},
+       "ingress skipped with its evidence")
     ok(set(ph["verdict"]["Evidence"]) == {"version", "snapshot", "took_ms"}
        and ph["verdict"]["Evidence"]["version"] == d["VersionID"], "verdict evidence", ph["verdict"]["Evidence"])
     ok(all(p["StartedAt"] and p["FinishedAt"] for p in doc["phases"] if p["Status"] == "ok"), "ok phases are timed")

@@ -45,6 +45,8 @@ stack_wait_destroyed() {
 
 stack_stop() {
 	[ -n "$stack_sc_pid" ] && kill "$stack_sc_pid" 2>/dev/null && wait "$stack_sc_pid" 2>/dev/null
+	# The name gateway (denvd --ingress-domain) is a daemon of its own.
+	[ -s "$tmp/data/names/names.pid" ] && kill "$(cat "$tmp/data/names/names.pid")" 2>/dev/null
 	[ -n "$stack_cp_pid" ] && kill "$stack_cp_pid" 2>/dev/null && wait "$stack_cp_pid" 2>/dev/null
 	nets=
 	for c in $(docker ps -aq 2>/dev/null); do

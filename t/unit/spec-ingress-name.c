@@ -1,4 +1,5 @@
 /* Unit tests: ingress names, <service>--<env>.<domain> (spec/ingress_name.c). */
+#include <stdio.h>
 #include <string.h>
 
 #include "spec/spec.h"
@@ -59,10 +60,9 @@ static void test_names(void)
 	ok(spec_ingress_name("a-very-long-service-name-that-goes-on-and-on", "env_01M8VH2D1JSPBDMZ1JVAXDGV5H",
 			     "d.test", name, sizeof(name), &e) < 0 && strstr(e.msg, "longer than a DNS label"),
 	   "service--env past 63 bytes: %s", e.msg);
-	memset(big_domain, 0, sizeof(big_domain));
-	for (int i = 0; i < 4; i++)
-		strcat(big_domain, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.");
-	strcat(big_domain, "test");
+	/* Four labels of 62 and "test": 256 bytes. */
+	snprintf(big_domain, sizeof(big_domain), "%1$s.%1$s.%1$s.%1$s.test",
+		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
 	ok(spec_ingress_name("web", "env_X", big_domain, name, sizeof(name), &e) < 0, "a name past 253 bytes: none");
 
 	ok(spec_ingress_split("web--env-01abc.envs.example.test", "envs.example.test", svc, env) == 0 &&

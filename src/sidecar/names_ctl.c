@@ -1,0 +1,173 @@
+/* names_ctl.c: denvd's side of the name gateway (names.c): its flags
+ * checked, the process started at denvd's start (one an earlier denvd left
+ * is stopped first: its flags may have changed) and again from the sweep
+ * when it is gone, and what the hello says of it. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/proc.h"
+#include "base/str.h"
+#include "sidecar/sidecar.h"
+#include "spec/spec.h"
+
+int nm_files_dir(const char *data, char *out, struct err *e)
+{
+	if (fs_path(out, FS_PATH_MAX, e, "%s/names", data) < 0)
+		return -1;
+	return fs_mkdir_p(out, 0700, e);
+}
+
+int nm_listen_parse(const char *addr, char *host, size_t n, int *port)
+{
+	const char *colon = addr ? strrchr(addr, ':') : NULL;
+	size_t hl;
+
+	if (!colon || ig_port_parse(colon + 1, port) < 0)
+		return -1;
+	hl = (size_t)(colon - addr);
+	if (hl == 0)
+		return str_fmt(host, n, "0.0.0.0");
+	if (hl >= n)
+		return -1;
+	memcpy(host, addr, hl);
+	host[hl] = '\0';
+	return 0;
+}
+
+static int cert_days(const struct sc_config *c)
+{
+	char *end;
+	long d = strtol(c->ingress_cert_days ? c->ingress_cert_days : "", &end, 10);
+
+	return *end || d < 1 || d > NT_DAYS_MAX ? -1 : (int)d;
+}
+
+int nm_config_check(const struct sc_config *c, struct err *e)
+{
+	char host[64];
+	int port;
+
+	if (!c->ingress_domain)
+		return 0;
+	if (!spec_ingress_domain_ok(c->ingress_domain))
+		return err_set(e, "--ingress-domain %s: not a DNS name of two labels or more, in lower case",
+			       c->ingress_domain);
+	if (nm_listen_parse(c->ingress_listen, host, sizeof(host), &port) < 0)
+		return err_set(e, "--ingress-listen %s: not HOST:PORT", c->ingress_listen);
+	if (!c->ingress_ca_cert != !c->ingress_ca_key)
+		return err_set(e, "--ingress-ca-cert and --ingress-ca-key go together");
+	if (cert_days(c) < 0)
+		return err_set(e, "--ingress-cert-days %s: a whole number of days, 1 to %d", c->ingress_cert_days,
+			       NT_DAYS_MAX);
+	return 0;
+}
+
+/* The pid in names.pid when that process is a gateway of this data dir. */
+static int running_pid(const char *data)
+{
+	char dir[FS_PATH_MAX], pidfile[FS_PATH_MAX], proc[64];
+	struct buf cmd = BUF_INIT;
+	struct err e;
+	int pid;
+	bool ours;
+
+	if (nm_files_dir(data, dir, &e) < 0 || fs_path(pidfile, sizeof(pidfile), &e, "%s/names.pid", dir) < 0)
+		return 0;
+	if ((pid = ig_read_pid(pidfile)) <= 1)
+		return 0;
+	snprintf(proc, sizeof(proc), "/proc/%d/cmdline", pid);
+	if (fs_read_file(proc, &cmd, SC_INGRESS_CMDLINE_MAX, &e) < 0) {
+		buf_release(&cmd);
+		return 0;
+	}
+	/* cmdline is NUL-separated: "…denvd\0__names\0--data\0DIR\0…". */
+	ours = cmd.len > 8 && memmem(cmd.data, cmd.len, "__names", 8) && memmem(cmd.data, cmd.len, data, strlen(data) + 1);
+	buf_release(&cmd);
+	return ours ? pid : 0;
+}
+
+static void stop_running(const char *data)
+{
+	int pid = running_pid(data);
+
+	if (pid <= 0)
+		return;
+	kill(pid, SIGTERM);
+	for (int waited = 0; waited < IG_STOP_MS && kill(pid, 0) == 0; waited += 50)
+		usleep(50 * 1000);
+	kill(pid, SIGKILL);
+}
+
+int nm_start(const struct sc_config *c, struct err *e)
+{
+	char days[16], line[SC_DOCKER_LINE_MAX];
+	const char *argv[16];
+	struct proc_spec s;
+	struct proc_result r;
+	size_t n = 0;
+	int rc;
+
+	if (!c->ingress_domain)
+		return 0;
+	stop_running(c->data_dir);
+	snprintf(days, sizeof(days), "%d", cert_days(c));
+	argv[n++] = "/proc/self/exe";
+	argv[n++] = "__names";
+	argv[n++] = "--data";
+	argv[n++] = c->data_dir;
+	argv[n++] = "--domain";
+	argv[n++] = c->ingress_domain;
+	argv[n++] = "--listen";
+	argv[n++] = c->ingress_listen;
+	argv[n++] = "--cert-days";
+	argv[n++] = days;
+	if (c->ingress_ca_cert) {
+		argv[n++] = "--ca-cert";
+		argv[n++] = c->ingress_ca_cert;
+		argv[n++] = "--ca-key";
+		argv[n++] = c->ingress_ca_key;
+	}
+	argv[n] = NULL;
+	proc_spec_init(&s, argv);
+	s.timeout_ms = IG_START_MS;
+	if (proc_run(&s, NULL, 0, &r, e) < 0)
+		return err_prefix(e, "ingress names");
+	rc = r.exit_code == 0 ? 0 : -1;
+	if (rc < 0) {
+		dk_first_line(r.err.data ? r.err.data : "", line, sizeof(line));
+		err_set(e, "ingress names: %s", r.timed_out ? "the gateway did not start in time" : *line ? line : "failed");
+	}
+	proc_result_release(&r);
+	return rc;
+}
+
+void nm_keep(const struct sc_config *c)
+{
+	struct err e;
+
+	if (!c->ingress_domain || running_pid(c->data_dir) > 0)
+		return;
+	log_warn("names", "the name gateway is not running; starting it again");
+	if (nm_start(c, &e) < 0)
+		log_error("names", "%s", e.msg);
+}
+
+struct json *nm_capabilities(const struct sc_config *c)
+{
+	struct json *j;
+	char host[64];
+	int port;
+
+	if (!c->ingress_domain || nm_listen_parse(c->ingress_listen, host, sizeof(host), &port) < 0)
+		return NULL;
+	j = json_new_object();
+	json_object_set_str(j, "domain", c->ingress_domain);
+	json_object_set_int(j, "port", port);
+	json_object_set_str(j, "issuer", c->ingress_ca_cert ? "ca" : "self-signed");
+	return j;
+}
