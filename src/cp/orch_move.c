@@ -7,7 +7,8 @@
  * existing chunked transfer (doc/host-stream-chunks.md): memory here is one
  * part per move whatever the snapshot's size. The steps, each one command:
  *   snap.export  source: each volume as one stream (btrfs send when both
- *                hosts are btrfs, else a tar stream), with its sha256
+ *                hosts are btrfs, zfs send when both are zfs, else a tar
+ *                stream), with its sha256
  *   snap.read    source: a part of one stream (chunks before the result)
  *   snap.write   target: that part, appended (chunks before the command)
  *   snap.import  target: each stream's sha256 against the source's, then
@@ -66,6 +67,14 @@ static const char *host_storage(struct cp *cp, const char *host_id)
 	const char *s = json_get_str(json_get(st_get(cp->db, "hosts", host_id), "Capabilities"), "storage");
 
 	return s && *s ? s : "dir";
+}
+
+/* btrfs send between btrfs hosts, zfs send between zfs hosts, else a tar. */
+static const char *move_format(const char *from_st, const char *to_st)
+{
+	if (str_eq(from_st, to_st) && (str_eq(from_st, "btrfs") || str_eq(from_st, "zfs")))
+		return from_st;
+	return "tar";
 }
 
 /* The host's error names its command ("snap.import: ..."). */
@@ -282,8 +291,10 @@ void run_move(struct cp_run *r, const char *version_id, const char *to_host, run
 	}
 	json_free(holders);
 	from_st = host_storage(r->cp, from);
-	if (str_eq(from_st, "zfs") || str_eq(to_st, "zfs")) {
-		run_fail(r, NULL, "moving snapshot %s from host %s (%s) to host %s (%s): zfs send/recv is not supported yet",
+	/* A zfs snapshot has no tree to tar, and a zfs host takes no tar. */
+	if (str_eq(from_st, "zfs") != str_eq(to_st, "zfs")) {
+		run_fail(r, NULL, "moving snapshot %s from host %s (%s) to host %s (%s): a zfs snapshot moves only "
+				  "between zfs hosts (zfs send/receive)",
 			 json_get_str(v, "Snapshot"), from, from_st, to_host, to_st);
 		return;
 	}
@@ -291,7 +302,7 @@ void run_move(struct cp_run *r, const char *version_id, const char *to_host, run
 			cp_obj("version", json_new_str(version_id), "snapshot", json_new_str(json_get_str(v, "Snapshot")),
 			       "from_env", json_new_str(json_get_str(v, "EnvID")), "from_host", json_new_str(from),
 			       "to_host", json_new_str(to_host), "format",
-			       json_new_str(str_eq(from_st, "btrfs") && str_eq(to_st, "btrfs") ? "btrfs" : "tar"),
+			       json_new_str(move_format(from_st, to_st)),
 			       "vol", json_new_int(0), "offset", json_new_int(0), "started_ms",
 			       json_new_int(run_took_ms(r)), NULL));
 	run_cmd_on(r, from, json_get_str(v, "EnvID"), "snap.export",

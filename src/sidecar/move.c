@@ -5,8 +5,9 @@
  * at a time, with four commands:
  *   snap.export  on the source: each volume of the snapshot becomes one
  *                stream file, <data>/moves/out.<snap>.<vol>.<format>: a
- *                `btrfs send` stream (format btrfs) or a tar of the volume's
- *                tree (format tar: any backend but zfs). Answer: the
+ *                `btrfs send` stream (format btrfs), a `zfs send` stream
+ *                (format zfs), or a tar of the volume's tree (format tar:
+ *                any backend but zfs). Answer: the
  *                manifest {format, env, volumes: [{name, bytes, sha256}],
  *                record}; the sha256 is of the stream as written here.
  *                Kept for SC_MOVE_KEEP_S, so a second move (to a third host)
@@ -19,11 +20,13 @@
  *   snap.import  on the target: each received stream's size and sha256
  *                against the source's manifest (a mismatch fails and removes
  *                every partial file and tree of the move), then `btrfs
- *                receive` or a safe tar extraction (owners and modes kept)
+ *                receive`, `zfs receive` or a safe tar extraction (owners
+ *                and modes kept)
  *                into the snapshot's place, and the record written last
  *                (with this host's backend): the snapshot then exists here
  *                as if taken here, so env.fork and env.rollback find it.
- * zfs send/recv is not implemented: a zfs snapshot is refused by name.
+ * A zfs snapshot moves only as a zfs stream, so only to a zfs host: it
+ * has no tree of its own to tar (the control plane refuses the rest).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,7 +63,7 @@ static bool vol_ok(const char *v)
 
 static bool format_ok(const char *f)
 {
-	return str_eq(f, "tar") || str_eq(f, "btrfs");
+	return str_eq(f, "tar") || str_eq(f, "btrfs") || str_eq(f, "zfs");
 }
 
 static void moves_dir(const struct wk *w, char *out, size_t n)
@@ -78,12 +81,22 @@ static void in_path(const struct wk *w, const char *env, const char *snap, const
 	snprintf(out, n, "%s/moves/in.%s.%s.%s", w->data, env, snap, vol);
 }
 
-/* Where the backend keeps the snapshot's volumes: <data or btrfs root>/snaps/<env>/<snap>. */
-static int snap_tree(const struct stg *s, const char *env, const char *snap, char *out, size_t n, struct err *e)
+/* Where the backend keeps the snapshot's volumes: <data or btrfs root>/snaps/<env>/<snap>;
+ * none for a zfs stream. A stream's format needs its backend at both ends. */
+static int snap_tree(const struct stg *s, const char *env, const char *snap, const char *fmt, char *out, size_t n,
+		     struct err *e)
 {
-	if (s->ops == &stg_zfs_ops)
-		return err_set(e, "moving a zfs snapshot is not supported yet");
-	snprintf(out, n, "%s/snaps/%s/%s", s->ops == &stg_btrfs_ops ? s->root : s->data, env, snap);
+	bool zfs = s->ops == &stg_zfs_ops;
+
+	*out = '\0';
+	if (str_eq(fmt, "btrfs") && s->ops != &stg_btrfs_ops)
+		return err_set(e, "snapshot %s is on %s here: a btrfs stream needs btrfs", snap, s->ops->name);
+	if (zfs != str_eq(fmt, "zfs"))
+		return err_set(e, "snapshot %s is on %s here: a zfs snapshot moves only as a zfs stream, between zfs "
+				  "hosts",
+			       snap, s->ops->name);
+	if (!zfs)
+		snprintf(out, n, "%s/snaps/%s/%s", s->ops == &stg_btrfs_ops ? s->root : s->data, env, snap);
 	return 0;
 }
 
@@ -141,15 +154,23 @@ static int write_tar(const char *tree, const char *path, struct err *e)
 	return rc;
 }
 
-/* One volume's stream file, made beside its final name and renamed. */
-static int export_volume(const char *tree, const char *fmt, const char *path, struct err *e)
+/* The snapshot's volume as one stream file, made beside its final name
+ * and renamed. */
+static int export_volume(const struct stg *s, const char *env, const char *snap, const char *tree, const char *vol,
+			 const char *fmt, const char *path, struct err *e)
 {
-	char tmp[STG_PATH_MAX + 8];
-	const char *argv[] = { "btrfs", "send", "-q", "-f", tmp, tree, NULL };
+	char tmp[STG_PATH_MAX + 8], src[STG_PATH_MAX + 300];
+	const char *argv[] = { "btrfs", "send", "-q", "-f", tmp, src, NULL };
+	int rc;
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	snprintf(src, sizeof(src), "%s/%s", tree, vol);
 	unlink(tmp);
-	if (str_eq(fmt, "btrfs") ? stg_run(argv, NULL, e) : write_tar(tree, tmp, e)) {
+	if (str_eq(fmt, "zfs"))
+		rc = stg_zfs_send(s, env, vol, snap, tmp, e);
+	else
+		rc = str_eq(fmt, "btrfs") ? stg_run(argv, NULL, e) : write_tar(src, tmp, e);
+	if (rc < 0) {
 		unlink(tmp);
 		return -1;
 	}
@@ -182,11 +203,11 @@ static struct json *kept_manifest(const struct wk *w, const char *path)
 	return m;
 }
 
-static int export_all(struct wk *w, const char *snap, const char *fmt, const struct json *rec, const char *tree,
-		      struct json *vols_out, struct err *e)
+static int export_all(struct wk *w, const struct stg *s, const char *env, const char *snap, const char *fmt,
+		      const struct json *rec, const char *tree, struct json *vols_out, struct err *e)
 {
 	const struct json *vols = json_get(rec, "volumes");
-	char src[STG_PATH_MAX + 300], path[STG_PATH_MAX], hex[SHA256_HEX_LEN + 1];
+	char path[STG_PATH_MAX], hex[SHA256_HEX_LEN + 1];
 
 	for (size_t i = 0; i < json_len(vols); i++) {
 		const struct json *vj = json_at(vols, i);
@@ -195,9 +216,8 @@ static int export_all(struct wk *w, const char *snap, const char *fmt, const str
 
 		if (!vol_ok(vol))
 			return err_set(e, "volume name \"%s\" cannot be moved", vol ? vol : "");
-		snprintf(src, sizeof(src), "%s/%s", tree, vol);
 		out_path(w, snap, vol, fmt, path, sizeof(path));
-		if (export_volume(src, fmt, path, e) < 0 || sc_file_sha256(path, hex, e) < 0)
+		if (export_volume(s, env, snap, tree, vol, fmt, path, e) < 0 || sc_file_sha256(path, hex, e) < 0)
 			return err_prefix(e, "volume \"%s\"", vol);
 		wk_progress("volume %s: %lld bytes of %s stream in %lld ms", vol, (long long)file_bytes(path), fmt,
 			    (long long)(ev_mono_ms() - t0));
@@ -215,7 +235,7 @@ int cmd_snap_export(struct wk *w, const struct json *p, struct json **result, st
 	int rc = -1;
 
 	if (!sc_safe_id(snap) || !format_ok(fmt))
-		return err_set(e, "snap.export: payload needs snapshot (a version id) and format (tar or btrfs)");
+		return err_set(e, "snap.export: payload needs snapshot (a version id) and format (tar, btrfs or zfs)");
 	moves_dir(w, dir, sizeof(dir));
 	snprintf(mpath, sizeof(mpath), "%s/out.%s.%s.json", dir, snap, fmt);
 	if ((m = kept_manifest(w, mpath))) {
@@ -226,16 +246,12 @@ int cmd_snap_export(struct wk *w, const struct json *p, struct json **result, st
 	if (snap_find(w, json_get_str(p, "from_env"), snap, env, sizeof(env), &rec, e) < 0)
 		return err_prefix(e, "snap.export");
 	if (stg_open(&s, w, json_get_str(rec, "storage") ? json_get_str(rec, "storage") : "dir", e) < 0 ||
-	    snap_tree(&s, env, snap, tree, sizeof(tree), e) < 0)
+	    snap_tree(&s, env, snap, fmt, tree, sizeof(tree), e) < 0)
 		goto out;
-	if (str_eq(fmt, "btrfs") && s.ops != &stg_btrfs_ops) {
-		err_set(e, "snapshot %s is on %s here: a btrfs stream needs btrfs", snap, s.ops->name);
-		goto out;
-	}
 	if (fs_mkdir_p(dir, 0700, e) < 0)
 		goto out;
 	m = manifest_new(snap, env, fmt, rec);
-	if (export_all(w, snap, fmt, rec, tree, json_get(m, "volumes"), e) < 0 || snap_write_json(mpath, m, e) < 0) {
+	if (export_all(w, &s, env, snap, fmt, rec, tree, json_get(m, "volumes"), e) < 0 || snap_write_json(mpath, m, e) < 0) {
 		json_free(m);
 		goto out;
 	}
@@ -359,9 +375,10 @@ static int check_streams(const struct wk *w, const char *env, const char *snap, 
 	return 0;
 }
 
-/* One received stream becomes volume vol of the snapshot at tree. */
-static int receive_volume(const struct stg *s, const char *fmt, const char *part, const char *tree, const char *vol,
-			  struct err *e)
+/* One received stream becomes volume vol of the snapshot (at tree, or a
+ * zfs snapshot of env's); what the record lists for it into ds. */
+static int receive_volume(const struct stg *s, const char *fmt, const char *part, const char *tree, const char *env,
+			  const char *snap, const char *vol, char *ds, size_t n, struct err *e)
 {
 	char dst[STG_PATH_MAX + 300];
 	const char *recv[] = { "btrfs", "receive", "-q", "-f", part, tree, NULL };
@@ -369,7 +386,10 @@ static int receive_volume(const struct stg *s, const char *fmt, const char *part
 	unsigned flags = TAR_X_KEEP_OWNER | TAR_X_KEEP_SPECIAL_BITS | TAR_X_ALLOW_ESCAPING_SYMLINKS | TAR_X_SKIP_SPECIAL;
 	int fd, rc;
 
+	if (str_eq(fmt, "zfs"))
+		return stg_zfs_recv(s, env, vol, snap, part, ds, n, e);
 	snprintf(dst, sizeof(dst), "%s/%s", tree, vol);
+	str_copy(ds, n, dst);
 	if (str_eq(fmt, "btrfs"))
 		return stg_run(recv, NULL, e);
 	/* A tar into btrfs lands in a subvolume: a fork is a snapshot of it. */
@@ -408,7 +428,7 @@ static int import_all(struct wk *w, const struct json *p, const struct stg *s, c
 	struct json *datasets = json_new_array(), *rec;
 	int rc;
 
-	if (stg_remove_tree(tree, e) < 0 || fs_mkdir_p(tree, 0700, e) < 0) {
+	if (*tree && (stg_remove_tree(tree, e) < 0 || fs_mkdir_p(tree, 0700, e) < 0)) {
 		json_free(datasets);
 		return -1;
 	}
@@ -417,11 +437,10 @@ static int import_all(struct wk *w, const struct json *p, const struct stg *s, c
 		char ds[STG_PATH_MAX + 300];
 
 		in_path(w, env, snap, vol, part, sizeof(part));
-		if (receive_volume(s, fmt, part, tree, vol, e) < 0) {
+		if (receive_volume(s, fmt, part, tree, env, snap, vol, ds, sizeof(ds), e) < 0) {
 			json_free(datasets);
 			return err_prefix(e, "volume \"%s\"", vol);
 		}
-		snprintf(ds, sizeof(ds), "%s/%s", tree, vol);
 		json_array_push(datasets, json_new_str(ds));
 		wk_progress("volume %s received (%s)", vol, fmt);
 	}
@@ -459,16 +478,16 @@ int cmd_snap_import(struct wk *w, const struct json *p, struct json **result, st
 		return err_prefix(e, "snap.import");
 	}
 	if (stg_open(&s, w, stg_host_backend(w->zfs_pool, w->btrfs_root), e) < 0 ||
-	    snap_tree(&s, env, snap, tree, sizeof(tree), e) < 0)
+	    snap_tree(&s, env, snap, fmt, tree, sizeof(tree), e) < 0)
 		return err_prefix(e, "snap.import");
-	if (str_eq(fmt, "btrfs") && s.ops != &stg_btrfs_ops)
-		return err_set(e, "snap.import: a btrfs stream cannot be received on %s", s.ops->name);
 	if (check_streams(w, env, snap, vols, e) < 0 || import_all(w, p, &s, tree, e) < 0) {
 		struct err e2;
 
 		/* Nothing half-received stays: the next move starts clean. */
 		drop_parts(w, env, snap, vols);
-		if (fs_exists(tree) && stg_remove_tree(tree, &e2) < 0)
+		if (str_eq(fmt, "zfs") && s.ops->drop_snapshot(&s, env, snap, &e2) < 0)
+			wk_progress("removing the received zfs snapshots: %s", e2.msg);
+		if (*tree && fs_exists(tree) && stg_remove_tree(tree, &e2) < 0)
 			wk_progress("removing %s: %s", tree, e2.msg);
 		return err_prefix(e, "snap.import");
 	}

@@ -85,6 +85,14 @@ struct stg {
 };
 
 extern const struct stg_ops stg_dir_ops, stg_btrfs_ops, stg_zfs_ops;
+/* zfs moves (storage_zfs.c): volume vol of env's snapshot name sent as a
+ * `zfs send` stream into the file at path; a stream at path received as
+ * that volume's snapshot (its full name into snap_out), found by name
+ * afterwards as a snapshot taken here. */
+int stg_zfs_send(const struct stg *s, const char *env, const char *vol, const char *name, const char *path,
+		 struct err *e);
+int stg_zfs_recv(const struct stg *s, const char *env, const char *vol, const char *name, const char *path,
+		 char *snap_out, size_t n, struct err *e);
 
 /* The backend called name ("dir", "btrfs", "zfs") with the worker's settings;
  * -1 when this host cannot serve it (no --btrfs-root, no pool). */
@@ -138,6 +146,9 @@ int stg_remove_tree(const char *path, struct err *e);
  * -1 with "<argv0> <argv1>: <first stderr line>" unless it exits 0. */
 struct buf;
 int stg_run(const char *const *argv, struct buf *out, struct err *e);
+/* The same with stdin read from in_path and stdout written to out_path
+ * (either NULL: none); what it writes is synced before it returns. */
+int stg_run_file(const char *const *argv, const char *in_path, const char *out_path, struct err *e);
 
 /* storage_btrfs.c: true when path is on a btrfs filesystem. */
 bool stg_btrfs_path(const char *path);

@@ -543,7 +543,9 @@ const char *stg_volume_fault(const struct err *e)
 	return NULL;
 }
 
-int stg_run(const char *const *argv, struct buf *out, struct err *e)
+/* argv with stdin from in_fd and stdout to out_fd (-1: /dev/null, and the
+ * collected output into out when given). */
+static int run_io(const char *const *argv, int in_fd, int out_fd, struct buf *out, struct err *e)
 {
 	struct proc_spec s;
 	struct proc_result r;
@@ -554,6 +556,10 @@ int stg_run(const char *const *argv, struct buf *out, struct err *e)
 	s.timeout_ms = STG_CMD_TIMEOUT_MS;
 	s.out_max = (size_t)4 << 20;
 	s.err_max = 65536;
+	if (in_fd >= 0)
+		s.in = (struct proc_io){ PROC_FD, in_fd };
+	if (out_fd >= 0)
+		s.out = (struct proc_io){ PROC_FD, out_fd };
 	if (proc_run(&s, NULL, 0, &r, e) < 0)
 		return err_prefix(e, "%s", argv[0]);
 	if (r.timed_out)
@@ -566,6 +572,32 @@ int stg_run(const char *const *argv, struct buf *out, struct err *e)
 		buf_add(out, r.out.data, r.out.len);
 	}
 	proc_result_release(&r);
+	return rc;
+}
+
+int stg_run(const char *const *argv, struct buf *out, struct err *e)
+{
+	return run_io(argv, -1, -1, out, e);
+}
+
+int stg_run_file(const char *const *argv, const char *in_path, const char *out_path, struct err *e)
+{
+	int in = -1, outfd = -1, rc;
+
+	if (in_path && (in = open(in_path, O_RDONLY | O_CLOEXEC)) < 0)
+		return err_errno(e, "open %s", in_path);
+	if (out_path && (outfd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0) {
+		if (in >= 0)
+			sys_close(in);
+		return err_errno(e, "open %s", out_path);
+	}
+	rc = run_io(argv, in, outfd, NULL, e);
+	if (rc == 0 && outfd >= 0 && fsync(outfd) < 0)
+		rc = err_errno(e, "fsync %s", out_path);
+	if (in >= 0)
+		sys_close(in);
+	if (outfd >= 0)
+		sys_close(outfd);
 	return rc;
 }
 

@@ -295,6 +295,37 @@ static int z_drop_env(const struct stg *s, const char *env, struct err *e)
 	return Z(NULL, e, "destroy", "-R", top) < 0 ? -1 : 0;
 }
 
+/* ---- moves (move.c): one volume's snapshot as a zfs stream ---- */
+
+int stg_zfs_send(const struct stg *s, const char *env, const char *vol, const char *name, const char *path,
+		 struct err *e)
+{
+	char snap[STG_ZFS_NAME_MAX + 200];
+	const char *argv[] = { "zfs", "send", snap, NULL };
+
+	if (find_snap(s, env, vol, name, snap, sizeof(snap), e) < 0)
+		return -1;
+	return stg_run_file(argv, NULL, path, e);
+}
+
+/* Received beside anything live, under old/<vol>.moved<ms>, where
+ * find_snap looks after vol/: a rollback's target env keeps its volume. */
+int stg_zfs_recv(const struct stg *s, const char *env, const char *vol, const char *name, const char *path,
+		 char *snap_out, size_t n, struct err *e)
+{
+	char oldp[STG_ZFS_NAME_MAX], snap[STG_ZFS_NAME_MAX + 200];
+	const char *argv[] = { "zfs", "receive", "-u", snap, NULL };
+
+	ds_env(s, env, "old", oldp, sizeof(oldp));
+	if (str_fmt(snap, sizeof(snap), "%s/%s.moved%lld@%s", oldp, vol, (long long)clock_now_ms(), name) < 0)
+		return err_set(e, "zfs: the dataset name for volume \"%s\" is too long", vol);
+	if (!ds_exists(oldp) && Z(NULL, e, "create", "-p", "-o", "mountpoint=none", oldp) < 0)
+		return -1;
+	if (stg_run_file(argv, path, NULL, e) < 0)
+		return -1;
+	return str_copy(snap_out, n, snap) < 0 ? err_set(e, "zfs: snapshot name too long") : 0;
+}
+
 /* The dataset's own "used" (its snapshots included); a walk of its mount
  * when zfs cannot say. */
 static int z_usage(const struct stg *s, const char *env, const char *vol, int64_t *bytes, struct err *e)

@@ -3,7 +3,8 @@
 # the REAL control plane and three real denvd processes with their own data
 # dirs; first on the dir backend (a tar stream), then, where a loop device can
 # be had, with each host's --btrfs-root on a btrfs image made in this test's
-# own temp dir (btrfs send/receive). The trap unmounts, detaches and removes
+# own temp dir (btrfs send/receive); last on the FAKE zfs of t/fakes/zfs, a
+# pool per host (zfs send/receive). The trap unmounts, detaches and removes
 # the image on every exit; nothing else is formatted or mounted. TAP.
 set -u
 top=${DENV_TOP:-$PWD}
@@ -29,9 +30,11 @@ if [ $have_btrfs = yes ] && truncate -s 3G "$tmp/btrfs.img" && mkfs.btrfs -q "$t
 	{ echo "# btrfs hosts: btrfs send/receive"
 	  "$py" "$top/t/sidecar/test_move_cp.py" "$top" "$tmp/btrfs" --btrfs-base "$tmp/mnt" |
 		sed -e 's/^\(not \)\{0,1\}ok [0-9]* */&btrfs: /'; } >"$tmp/part2.tap" || rc=1
-	tap_join "$tmp/part1.tap" "$tmp/part2.tap"
 else
-	echo "# btrfs part skipped: no btrfs-progs or loop device"
-	tap_join "$tmp/part1.tap"
+	echo "# btrfs part skipped: no btrfs-progs or loop device" >"$tmp/part2.tap"
 fi
+mkdir "$tmp/zfs"
+{ echo "# zfs hosts (the fake): zfs send/receive"
+  "$py" "$top/t/sidecar/test_move_cp.py" "$top" "$tmp/zfs" --zfs | sed -e 's/^\(not \)\{0,1\}ok [0-9]* */&zfs: /'; } >"$tmp/part3.tap" || rc=1
+tap_join "$tmp/part1.tap" "$tmp/part2.tap" "$tmp/part3.tap"
 exit $rc

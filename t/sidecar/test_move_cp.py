@@ -7,8 +7,11 @@ snapshot's PostgreSQL row and file, and the version then lists both hosts.
 A second fork on that host moves nothing. A stream corrupted on the source
 after its export is refused by the third host (sha256 mismatch): the fork
 fails saying so, and nothing of the move stays there.
-Usage: test_move_cp.py TOP TMP [--btrfs-base DIR]  (each host's btrfs root
-under DIR: the move is then btrfs send/receive, else a tar stream)."""
+Usage: test_move_cp.py TOP TMP [--btrfs-base DIR | --zfs]  (each host's
+btrfs root under DIR: the move is then btrfs send/receive; --zfs: each host
+on a pool of its own of the FAKE zfs in t/fakes/zfs, zfs send/receive; else
+a tar stream)."""
+import json
 import glob
 import os
 import sys
@@ -21,7 +24,8 @@ from realcp import QUICKSTART as COMPOSE, RealCP  # noqa: E402
 
 top, tmp = sys.argv[1], sys.argv[2]
 btrfs_base = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--btrfs-base" else None
-fmt = "btrfs" if btrfs_base else "tar"
+zfs = len(sys.argv) > 3 and sys.argv[3] == "--zfs"
+fmt = "btrfs" if btrfs_base else "zfs" if zfs else "tar"
 t = TAP()
 rcp = RealCP(top, tmp, 20500)
 req = rcp.req
@@ -33,15 +37,24 @@ def start_host(name, token):
     """denvd join with its own state file, data dir and log under tmp/<name>."""
     d = os.path.join(tmp, name)
     os.makedirs(d, exist_ok=True)
-    extra = []
+    extra, env = [], dict(os.environ)
     if btrfs_base:
         os.makedirs(os.path.join(btrfs_base, name), exist_ok=True)
         extra = ["--btrfs-root", os.path.join(btrfs_base, name)]
+    if zfs:
+        extra = ["--zfs-pool", "tank"]
+        env.update(PATH=top + "/t/fakes/zfs:" + env.get("PATH", ""), DENV_FAKE_ZFS=d + "/zfs", DENV_FAKE_ZPOOL="tank")
     log = open(os.path.join(d, "denvd.log"), "w")
     return subprocess.Popen([top + "/bin/denvd", "join", "--server", rcp.srv, "--token", token,
                              "--state", d + "/host.json", "--data", d + "/data",
                              "--probe-image", "denv-test/busybox", "--probe-url", "http://127.0.0.1:9/"] + extra,
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+
+
+def zfs_snaps(name, snap):
+    """The fake pool of host name: its snapshots called snap."""
+    p = os.path.join(tmp, name, "zfs", "state.json")
+    return [k for k in json.load(open(p))["snaps"] if k.endswith("@" + snap)] if os.path.exists(p) else []
 
 
 def connected_ids():
@@ -166,6 +179,8 @@ try:
     left = glob.glob(os.path.join(cdata, "moves", "in.*")) + glob.glob(os.path.join(cdata, "snaps", "*", v2))
     if btrfs_base:
         left += glob.glob(os.path.join(btrfs_base, dst_c, "snaps", "*", v2))
+    if zfs:
+        left += zfs_snaps(dst_c, v2)
     t.ok(not left, "nothing of the refused move stays on that host", left)
     t.ok(ids[dst_c] not in (holders(env, v2) or []), "the version does not list the refusing host",
          holders(env, v2))

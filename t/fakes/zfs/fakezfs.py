@@ -10,7 +10,9 @@ snapshot that remember their origin. It refuses what real zfs refuses and
 denvd must never ask for: destroying a snapshot or a filesystem that has
 dependent clones (without -R), rolling back past newer snapshots (without
 -r), creating over an existing dataset or under a missing parent (without
--p), cloning a missing snapshot. Every call is appended to calls.log as
+-p), cloning a missing snapshot, receiving over an existing dataset. send
+writes a stream of its own (magic, name, a tar) that receive reads back.
+Every call is appended to calls.log as
 "<exit>\t<argv...>" so a test can check the sequence. The pool is
 $DENV_FAKE_ZPOOL (default "tank")."""
 import fcntl
@@ -19,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 
 root = os.environ.get("DENV_FAKE_ZFS")
 pool = os.environ.get("DENV_FAKE_ZPOOL", "tank")
@@ -283,6 +286,53 @@ def cmd_rename(st, args):
             x["origin"] = b + "@" + x["origin"].split("@")[1]
 
 
+STREAM_MAGIC = b"FAKEZFS-SEND 1\n"
+
+
+def cmd_send(st, args):
+    """zfs send SNAPSHOT > stream: this fake's own stream (a magic line, the
+    snapshot's name, then a tar of its copy); real zfs's is opaque too."""
+    o, r = parse_opts(args, "")
+    if len(r) != 1 or "@" not in r[0]:
+        raise Fail("usage: send <snapshot>")
+    snap = r[0]
+    if snap not in st["snaps"]:
+        raise Fail("cannot open '%s': dataset does not exist" % snap)
+    if os.isatty(1):
+        raise Fail("Error: Stream can not be written to a terminal.\nYou must redirect standard output.")
+    out = sys.stdout.buffer
+    out.write(STREAM_MAGIC + snap.encode() + b"\n")
+    out.flush()
+    with tarfile.open(fileobj=out, mode="w|") as tf:
+        tf.add(st["snaps"][snap]["dir"], arcname=".")
+
+
+def cmd_receive(st, args):
+    """zfs receive [-u] FS@SNAP < stream: a new dataset FS (its parent must
+    exist) holding the stream's data, and its snapshot SNAP."""
+    o, r = parse_opts(args, "uF")
+    if len(r) != 1 or "@" not in r[0]:
+        raise Fail("usage: receive [-u] <filesystem@snapname>")
+    ds, _, sn = r[0].partition("@")
+    inp = sys.stdin.buffer
+    if inp.read(len(STREAM_MAGIC)) != STREAM_MAGIC:
+        raise Fail("cannot receive: invalid stream (bad magic number)")
+    inp.readline()      # the sent snapshot's name: the target names its own
+    if ds in st["ds"]:
+        raise Fail("destination '%s' exists\nmust specify -F to overwrite it" % ds)
+    if parent(ds) not in st["ds"]:
+        raise Fail("cannot receive new filesystem stream: destination '%s' does not exist" % parent(ds))
+    make_ds(st, ds)
+    try:
+        with tarfile.open(fileobj=inp, mode="r|") as tf:
+            tf.extractall(datadir(st, ds), numeric_owner=True)
+    except (tarfile.TarError, OSError) as e:
+        shutil.rmtree(datadir(st, ds), ignore_errors=True)
+        del st["ds"][ds]
+        raise Fail("cannot receive: invalid stream (%s)" % e)
+    cmd_snapshot(st, [ds + "@" + sn])
+
+
 def prop(st, name, col):
     if "@" in name:
         s = st["snaps"][name]
@@ -359,7 +409,8 @@ def main():
         else:
             st = load()
             cmds = {"create": cmd_create, "snapshot": cmd_snapshot, "clone": cmd_clone, "rollback": cmd_rollback,
-                    "destroy": cmd_destroy, "rename": cmd_rename, "list": cmd_list, "get": cmd_get}
+                    "destroy": cmd_destroy, "rename": cmd_rename, "list": cmd_list, "get": cmd_get,
+                    "send": cmd_send, "receive": cmd_receive, "recv": cmd_receive}
             if not args or args[0] not in cmds:
                 raise Fail("FAKE zfs: '%s' is not modelled" % (args[0] if args else ""))
             cmds[args[0]](st, args[1:])
