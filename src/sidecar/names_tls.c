@@ -49,29 +49,28 @@ static int64_t asn1_epoch(const ASN1_TIME *t)
 	return (int64_t)timegm(&tm);
 }
 
-/* The file as a certificate (the first in it), or NULL. */
-static X509 *read_cert(const char *path)
+/* The first certificate in the PEM file (or, with key, its private key),
+ * or NULL. */
+static void *read_pem(const char *path, bool key)
 {
 	FILE *f = fopen(path, "r");
-	X509 *x;
+	void *v;
 
 	if (!f)
 		return NULL;
-	x = PEM_read_X509(f, NULL, NULL, NULL);
+	v = key ? (void *)PEM_read_PrivateKey(f, NULL, NULL, NULL) : (void *)PEM_read_X509(f, NULL, NULL, NULL);
 	fclose(f);
-	return x;
+	return v;
+}
+
+static X509 *read_cert(const char *path)
+{
+	return read_pem(path, false);
 }
 
 static EVP_PKEY *read_key(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	EVP_PKEY *k;
-
-	if (!f)
-		return NULL;
-	k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
-	fclose(f);
-	return k;
+	return read_pem(path, true);
 }
 
 /* The configured CA, both halves, or -1 with e naming the file. */
