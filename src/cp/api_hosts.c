@@ -304,23 +304,13 @@ out:
 
 /* ---- hosts and targets ---- */
 
-/* The provider of a driver host (its cloud's), or NULL for a sidecar. */
-static const char *host_driver(struct cp *cp, const struct json *host)
-{
-	const char *cloud_id = json_get_str(host, "CloudID");
-	const struct json *cloud = cloud_id && *cloud_id ? st_get(cp->db, "clouds", cloud_id) : NULL;
-	const char *provider = json_get_str(cloud, "Provider");
-
-	return cp_provider_is_driver(provider) ? provider : NULL;
-}
-
 static struct json *host_view(struct cp *cp, const struct json *host)
 {
 	struct json *h = cp_public(host, "hosts");
 
 	/* A driver host needs no stream (and may not be committed yet). */
 	json_object_set_bool(h, "connected",
-			     host_driver(cp, host) != NULL || cp_host_connected(cp, json_get_str(host, "ID")));
+			     cp_host_driver(cp, host) != NULL || cp_host_connected(cp, json_get_str(host, "ID")));
 	return h;
 }
 
@@ -367,7 +357,7 @@ static struct json *targets_list(struct cp *cp, const char *team_id, const struc
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < json_len(rows) + json_len(extra); i++) {
 			const struct json *h = i < json_len(rows) ? json_at(rows, i) : json_at(extra, i - json_len(rows));
-			const char *provider = host_driver(cp, h), *status = json_get_str(h, "Status");
+			const char *provider = cp_host_driver(cp, h), *status = json_get_str(h, "Status");
 
 			if (str_eq(status, "deleted") || str_eq(status, "delete_failed"))
 				continue;

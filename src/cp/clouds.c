@@ -17,6 +17,15 @@ bool cp_provider_is_driver(const char *provider)
 	return str_eq(provider, "e2b") || str_eq(provider, "daytona") || str_eq(provider, "prime");
 }
 
+const char *cp_host_driver(struct cp *cp, const struct json *host)
+{
+	const char *cloud_id = json_get_str(host, "CloudID");
+	const struct json *cloud = cloud_id && *cloud_id ? st_get(cp->db, "clouds", cloud_id) : NULL;
+	const char *provider = json_get_str(cloud, "Provider");
+
+	return cp_provider_is_driver(provider) ? provider : NULL;
+}
+
 /* The static capability row of a hosted provider (targets.md). */
 struct json *cp_provider_table(const char *provider)
 {

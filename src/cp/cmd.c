@@ -299,22 +299,12 @@ static void recorded(int status, struct err *e, void *arg)
 		transmit(cmd);
 }
 
-/* The provider of a driver host, or NULL for a sidecar. */
-static const char *driver_of(struct cp *cp, const struct json *host)
-{
-	const char *cloud_id = json_get_str(host, "CloudID");
-	const struct json *cloud = cloud_id && *cloud_id ? st_get(cp->db, "clouds", cloud_id) : NULL;
-	const char *p = json_get_str(cloud, "Provider");
-
-	return cp_provider_is_driver(p) ? p : NULL;
-}
-
 struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_id, const char *kind,
 			   struct json *payload, struct buf *data, int64_t timeout_ms, cp_cmd_fn fn, void *arg)
 {
 	struct cp_cmd *cmd = xcalloc(1, sizeof(*cmd));
 	const struct json *host = st_get(cp->db, "hosts", host_id);
-	const char *provider = driver_of(cp, host);
+	const char *provider = cp_host_driver(cp, host);
 	struct json *row;
 	struct st_txn *txn;
 	struct err e;

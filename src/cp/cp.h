@@ -931,6 +931,8 @@ int cp_templates_check(void);
 /* Capability row of a hosted provider, or NULL. */
 struct json *cp_provider_table(const char *provider);
 bool cp_provider_is_driver(const char *provider);
+/* The hosted provider of a driver host (its cloud's), or NULL for a sidecar. */
+const char *cp_host_driver(struct cp *cp, const struct json *host);
 /* A new driver host row for a cloud of a hosted provider (not yet put). */
 struct json *cp_driver_host_new(const char *team_id, const struct json *cloud);
 /* Driver clouds without their one driver host get it now (targets.md,
@@ -1108,8 +1110,6 @@ int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const
  * the sandbox already gone). */
 bool cp_drv_answered(struct cp_drv_op *op, const char *name, const struct http_client_resp *resp,
 		     const struct err *e);
-/* s into out as a URL query value ('/' kept). */
-void cp_drv_query_escape(struct buf *out, const char *s);
 /* A rendered service env ({NAME: value} or ["NAME=value"]) as an object; never NULL. */
 struct json *cp_drv_env_object(const struct json *env);
 /* The argv that starts a service's command (string or array) detached from

@@ -124,18 +124,6 @@ void cp_drv_cancel(struct cp_drv_op *op)
 		drv_free(op);
 }
 
-void cp_drv_query_escape(struct buf *out, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~/", c))
-			buf_addch(out, (char)c);
-		else
-			buf_addf(out, "%%%02X", c);
-	}
-}
-
 struct json *cp_drv_env_object(const struct json *env)
 {
 	struct json *vars = json_new_object();

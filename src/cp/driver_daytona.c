@@ -342,7 +342,7 @@ static void put_next(struct dtn_op *op)
 	f = &op->files[op->next++];
 	cp_drv_multipart(&body, ctype, sizeof(ctype), (uint64_t)op->d.started_ns, f->data.data, f->data.len);
 	buf_adds(&path, "/files/upload-v2?path=");
-	cp_drv_query_escape(&path, f->path);
+	http_pct_encode(&path, f->path, "/");
 	call(op, "POST", true, path.data, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
 	buf_release(&path);
 	buf_release(&body);
@@ -396,7 +396,7 @@ static void begin_get(struct dtn_op *op)
 	struct buf path = BUF_INIT;
 
 	buf_adds(&path, "/files/download?path=");
-	cp_drv_query_escape(&path, json_get_str(op->d.payload, "path"));
+	http_pct_encode(&path, json_get_str(op->d.payload, "path"), "/");
 	call(op, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
 	buf_release(&path);
 }

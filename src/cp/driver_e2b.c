@@ -351,7 +351,7 @@ static void put_next(struct e2b_op *op)
 	}
 	f = &op->files[op->next++];
 	buf_addf(&path, "/files?path=");
-	cp_drv_query_escape(&path, f->path);
+	http_pct_encode(&path, f->path, "/");
 	call(op, "POST", false, path.data, "application/octet-stream", f->data.data, f->data.len, CP_PROVIDER_BODY_MAX);
 	buf_release(&path);
 }
@@ -363,7 +363,7 @@ static void start_get(struct e2b_op *op)
 	struct buf path = BUF_INIT;
 
 	buf_addf(&path, "/files?path=");
-	cp_drv_query_escape(&path, json_get_str(op->d.payload, "path"));
+	http_pct_encode(&path, json_get_str(op->d.payload, "path"), "/");
 	call(op, "GET", false, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
 	buf_release(&path);
 }

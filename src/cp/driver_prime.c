@@ -479,9 +479,9 @@ static void exec_answered(struct prm_op *op, const struct http_client_resp *resp
 static void files_path(struct prm_op *op, struct buf *path, const char *route, const char *file)
 {
 	buf_addf(path, "%s?path=", route);
-	cp_drv_query_escape(path, file);
+	http_pct_encode(path, file, "/");
 	buf_adds(path, "&sandbox_id=");
-	cp_drv_query_escape(path, op->sandbox);
+	http_pct_encode(path, op->sandbox, "/");
 }
 
 static void put_next(struct prm_op *op)
