@@ -259,23 +259,8 @@ static void drive(struct cp_cmd *cmd)
 	const struct json *cloud = st_get(cp->db, "clouds", json_get_str(host, "CloudID"));
 	char msg[ERR_MSG_MAX];
 
-	static const struct {
-		const char *provider;
-		struct cp_drv_op *(*start)(struct cp *, const struct json *, const char *, const char *,
-					   const struct json *, const struct buf *, int64_t, cp_drv_fn, void *, char *,
-					   size_t);
-	} drivers[] = { { "e2b", cp_e2b_start }, { "daytona", cp_daytona_start }, { "prime", cp_prime_start } };
-	size_t i;
-
-	for (i = 0; i < sizeof(drivers) / sizeof(drivers[0]) && !str_eq(cmd->driver, drivers[i].provider); i++)
-		;
-	if (i == sizeof(drivers) / sizeof(drivers[0])) {
-		snprintf(msg, sizeof(msg), "%s: %s: not supported on %s yet", cmd->driver, cmd->kind, cmd->driver);
-		fail_soon(cmd, msg);
-		return;
-	}
-	cmd->op = drivers[i].start(cp, cloud, cmd->env_id, cmd->kind, cmd->payload, cmd->chunked ? &cmd->out : NULL,
-				   cmd->timeout_ms, driver_done, cmd, msg, sizeof(msg));
+	cmd->op = cp_drv_start(cmd->driver, cp, cloud, cmd->env_id, cmd->kind, cmd->payload,
+			       cmd->chunked ? &cmd->out : NULL, cmd->timeout_ms, driver_done, cmd, msg, sizeof(msg));
 	if (!cmd->op)
 		fail_soon(cmd, msg);
 }

@@ -1,6 +1,7 @@
 /*
  * driver.c: what the hosted provider drivers (driver_e2b.c,
- * driver_daytona.c) do alike: the environment's variables as an object, the
+ * driver_daytona.c, driver_prime.c) do alike: an operation's start from the
+ * provider's table, its calls and their answers, the environment's variables as an object, the
  * service's command started in the background, env.put's archive split into
  * files (the providers' files APIs take one file at a time), env.get's file
  * handed back as a tar of it, output as valid UTF-8, the provider's
@@ -22,14 +23,17 @@
 
 #define DRV_ENV_KEY_MAX 256	/* one variable's name */
 #define DRV_TOKEN_MAX 200	/* a token that fits a header line */
+#define DRV_PATH_MAX 1024	/* a call's path under its base URL */
 
-void cp_drv_init(struct cp_drv_op *op, struct cp *cp, const char *provider, const char *kind, const char *env_id,
-		 const char *token, const struct json *payload, int64_t timeout_ms, cp_drv_fn fn, void *arg,
-		 void (*release)(struct cp_drv_op *op))
+/* Fill op's common part; timeout_ms is CP_PROVIDER_TIMEOUT_MS, or the
+ * caller's when that is shorter. */
+static void drv_init(struct cp_drv_op *op, const struct cp_drv_provider *drv, struct cp *cp, const char *kind,
+		     const char *env_id, const char *token, const struct json *payload, int64_t timeout_ms, cp_drv_fn fn,
+		     void *arg)
 {
-	op->release = release;
+	op->drv = drv;
 	op->cp = cp;
-	op->provider = provider;
+	op->provider = drv->name;
 	str_copy(op->env_id, sizeof(op->env_id), env_id ? env_id : "");
 	str_copy(op->kind, sizeof(op->kind), kind);
 	str_copy(op->token, sizeof(op->token), token);
@@ -43,7 +47,8 @@ void cp_drv_init(struct cp_drv_op *op, struct cp *cp, const char *provider, cons
 	op->arg = arg;
 }
 
-const char *cp_drv_token(const struct json *cloud, const char *provider, const char *kind, char *refused, size_t n)
+/* The cloud's token, or NULL with refused filled when it cannot be sent. */
+static const char *drv_token(const struct json *cloud, const char *provider, const char *kind, char *refused, size_t n)
 {
 	const char *token = json_get_str(json_get(cloud, "Config"), "token");
 
@@ -63,7 +68,9 @@ static void drv_free(struct cp_drv_op *op)
 	json_free(op->result);
 	buf_release(&op->out);
 	memset(op->token, 0, sizeof(op->token));
-	op->release(op);
+	if (op->drv->release)
+		op->drv->release(op);
+	free(op);
 }
 
 static void deliver(struct ev *ev, void *arg)
@@ -78,7 +85,8 @@ static void deliver(struct ev *ev, void *arg)
 void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result)
 {
 	op->ok = ok;
-	json_free(op->result);
+	if (result != op->result)
+		json_free(op->result);
 	op->result = result;
 	ev_timer_start(op->cp->ev, &op->timer, 0, deliver, op);
 }
@@ -96,26 +104,34 @@ void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...)
 	cp_drv_done(op, false, NULL);
 }
 
-bool cp_drv_answered(struct cp_drv_op *op, const char *name, const struct http_client_resp *resp,
-		     const struct err *e)
+static bool status_2xx(int status)
 {
+	return status >= 200 && status <= 299;
+}
+
+static void drv_destroyed(struct cp_drv_op *op)
+{
+	cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));
+}
+
+/* A call's answer: a 2xx to the driver (env.destroy's finishes op here);
+ * else op fails, or is done when env.destroy finds the sandbox already gone. */
+static void drv_answered(const struct http_client_resp *resp, const struct err *e, void *arg)
+{
+	struct cp_drv_op *op = arg;
 	char says[ERR_MSG_MAX];
 
 	op->call = NULL;
 	if (!resp) {
-		cp_drv_fail(op, "cannot reach %s: %.300s", name, e ? e->msg : "request failed");
-		return false;
-	}
-	if (str_eq(op->kind, "env.destroy") && resp->status == 404) {
-		cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
-		return false;
-	}
-	if (resp->status < 200 || resp->status > 299) {
+		cp_drv_fail(op, "cannot reach %s: %.300s", op->drv->title, e ? e->msg : "request failed");
+	} else if (str_eq(op->kind, "env.destroy") && (resp->status == 404 || status_2xx(resp->status))) {
+		drv_destroyed(op);	/* a 404: already gone */
+	} else if (!status_2xx(resp->status)) {
 		cp_drv_provider_says(resp, says, sizeof(says));
-		cp_drv_fail(op, "%s answered %s", name, says);
-		return false;
+		cp_drv_fail(op, "%s answered %s", op->drv->title, says);
+	} else {
+		op->drv->answered(op, resp);
 	}
-	return true;
 }
 
 void cp_drv_cancel(struct cp_drv_op *op)
@@ -341,9 +357,9 @@ int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *file
 	return 0;
 }
 
-int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, const char *name, struct cp_drv_file *files,
-		     size_t max, size_t *n)
+int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, struct cp_drv_file *files, size_t max, size_t *n)
 {
+	const char *name = op->drv->title;
 	const char *path = json_get_str(op->payload, "path"), *target = json_get_str(op->payload, "target");
 	char msg[ERR_MSG_MAX];
 
@@ -402,12 +418,25 @@ int64_t cp_drv_exec_timeout_ms(const struct json *payload, int64_t dflt_s, int64
 	return timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
 }
 
-void cp_drv_no_sandbox(struct cp_drv_op *op, const char *name)
+const struct json *cp_drv_row(const struct cp_drv_op *op, const char *env_id)
 {
+	return json_get(st_get(op->cp->db, "environments", env_id), "Driver");
+}
+
+const struct json *cp_drv_sandbox(struct cp_drv_op *op, char *sandbox, size_t n)
+{
+	const struct json *row = cp_drv_row(op, op->env_id);
+	const char *id = json_get_str(row, "sandbox_id");
+
+	if (id && *id) {
+		str_copy(sandbox, n, id);
+		return row;
+	}
 	if (str_eq(op->kind, "env.destroy"))
-		cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));
+		drv_destroyed(op);
 	else
-		cp_drv_fail(op, "environment %s has no %s sandbox (its create did not finish)", op->env_id, name);
+		cp_drv_fail(op, "environment %s has no %s sandbox (its create did not finish)", op->env_id, op->drv->title);
+	return NULL;
 }
 
 const struct json *cp_drv_one_service(struct cp_drv_op *op, const char *image_for)
@@ -445,7 +474,7 @@ void cp_drv_multipart(struct buf *body, char *ctype, size_t n, uint64_t seed, co
 }
 
 int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const char *body,
-		size_t len, size_t max_body, http_aclient_fn fn, void *arg, const char *what)
+		size_t len, size_t max_body, const char *what)
 {
 	struct http_client_req req = { 0 };
 	struct err e;
@@ -456,10 +485,135 @@ int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const
 	req.body = body;
 	req.body_len = len;
 	req.timeout_ms = (int)op->timeout_ms;
-	op->call = http_aclient_do(cp_aclient(op->cp), &req, max_body, fn, arg, &e);
+	op->call = http_aclient_do(cp_aclient(op->cp), &req, max_body, drv_answered, op, &e);
 	if (!op->call) {
 		cp_drv_fail(op, "%s %s: %s", method, what, e.msg);
 		return -1;
 	}
 	return 0;
+}
+
+int cp_drv_call_json(struct cp_drv_op *op, const char *method, bool sandbox, const struct json *body,
+		     const char *path_fmt, ...)
+{
+	struct buf path = BUF_INIT;
+	char *text = NULL;
+	va_list ap;
+	int rc = -1;
+
+	buf_init(&path, DRV_PATH_MAX);
+	va_start(ap, path_fmt);
+	if (buf_vaddf(&path, path_fmt, ap) < 0) {
+		cp_drv_fail(op, "%s: the path is longer than %d bytes", method, DRV_PATH_MAX);
+	} else {
+		text = body ? json_to_string(body, JSON_COMPACT) : NULL;
+		rc = op->drv->call(op, method, sandbox, path.data, body ? "application/json" : NULL, text,
+				   text ? strlen(text) : 0, CP_PROVIDER_BODY_MAX);
+	}
+	va_end(ap);
+	free(text);
+	buf_release(&path);
+	return rc;
+}
+
+void cp_drv_wait_begin(struct cp_drv_op *op)
+{
+	op->deadline_ns = clock_now_ns() + (int64_t)CP_PROVIDER_WAIT_MAX_MS * 1000000;
+}
+
+void cp_drv_wait_more(struct cp_drv_op *op, const char *what, const char *state, ev_timer_fn look)
+{
+	if (clock_now_ns() > op->deadline_ns)
+		cp_drv_fail(op, "%s still %s after %d s", what, state, CP_PROVIDER_WAIT_MAX_MS / 1000);
+	else
+		ev_timer_start(op->cp->ev, &op->timer, CP_PROVIDER_POLL_MS, look, op);
+}
+
+struct json *cp_drv_up(struct cp_drv_op *op, bool forked, const char *egress, const char *sandbox)
+{
+	const struct json *c = json_get(json_at(json_get(op->payload, "services"), 0), "command");
+	struct json *argv = cp_drv_background_argv(c);
+	char took[32];
+
+	snprintf(took, sizeof(took), "%.3fs", (double)(clock_now_ns() - op->started_ns) / 1e9);
+	json_free(op->result);
+	op->result = cp_obj("endpoints", json_new_object(), forked ? "forked_in" : "started_in", json_new_str(took),
+			    "digests", json_new_object(), "storage", json_new_str(op->provider), "egress",
+			    json_new_str(egress), "sandbox_id", json_new_str(sandbox), NULL);
+	if (!argv)
+		cp_drv_done(op, true, op->result);
+	return argv;
+}
+
+void cp_drv_command_started(struct cp_drv_op *op, int64_t code)
+{
+	if (code != 0)
+		cp_drv_fail(op, "the service's command did not start (exit %" PRId64 ")", code);
+	else
+		cp_drv_done(op, true, op->result);
+}
+
+bool cp_drv_argv_ok(struct cp_drv_op *op, const struct json *cmd)
+{
+	bool strings = json_len(cmd) > 0;
+
+	for (size_t i = 0; strings && i < json_len(cmd); i++)
+		strings = json_at(cmd, i)->type == JSON_STRING;
+	if (!strings)
+		cp_drv_fail(op, "cmd must be a non-empty array of strings");
+	return strings;
+}
+
+void cp_drv_got(struct cp_drv_op *op, const struct http_client_resp *resp)
+{
+	struct err te;
+
+	if (cp_drv_tar_one(&op->out, json_get_str(op->payload, "path"), resp->body.data, resp->body.len, &te) < 0)
+		cp_drv_fail(op, "%s", te.msg);
+	else
+		cp_drv_done(op, true, json_new_object());
+}
+
+void cp_drv_snapshot_done(struct cp_drv_op *op, const char *how, const char *provider_snapshot)
+{
+	const char *name = json_get_str(op->payload, "name");
+	struct json *res = cp_obj("snapshot", json_new_str(name ? name : ""), "datasets", json_new_int(1), "consistent",
+				  json_new_bool(true), "how", json_new_str(how), NULL);
+
+	if (provider_snapshot)
+		json_object_set_str(res, "provider_snapshot", provider_snapshot);
+	cp_drv_done(op, true, res);
+}
+
+static const struct cp_drv_provider *const drv_providers[] = { &cp_drv_e2b, &cp_drv_daytona, &cp_drv_prime };
+
+struct cp_drv_op *cp_drv_start(const char *provider, struct cp *cp, const struct json *cloud, const char *env_id,
+			       const char *kind, const struct json *payload, const struct buf *data, int64_t timeout_ms,
+			       cp_drv_fn fn, void *arg, char *refused, size_t n)
+{
+	const struct cp_drv_provider *drv = NULL;
+	const char *token;
+	struct cp_drv_op *op;
+	int step;
+
+	for (size_t i = 0; i < sizeof(drv_providers) / sizeof(drv_providers[0]) && !drv; i++)
+		if (str_eq(drv_providers[i]->name, provider))
+			drv = drv_providers[i];
+	if (!drv) {
+		cp_drv_kind_step(NULL, 0, provider, kind, refused, n);
+		return NULL;
+	}
+	if (drv->fork_refused && str_eq(kind, "env.fork")) {
+		snprintf(refused, n, "%s", drv->fork_refused);
+		return NULL;
+	}
+	if ((step = cp_drv_kind_step(drv->kinds, drv->nkinds, drv->name, kind, refused, n)) < 0 ||
+	    !(token = drv_token(cloud, drv->name, kind, refused, n)))
+		return NULL;
+	op = xcalloc(1, drv->op_size);
+	drv_init(op, drv, cp, kind, env_id, token, payload, timeout_ms, fn, arg);
+	if (str_eq(kind, "env.exec"))
+		op->timeout_ms = cp_drv_exec_timeout_ms(op->payload, drv->exec_default_s, drv->exec_extra_ms, timeout_ms);
+	drv->begin(op, step, data);
+	return op;
 }

@@ -18,12 +18,10 @@
  * (Driver), written when env.create succeeds. Everything else, fork and
  * verify among them, is refused with the words of targets.md.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
 #include "base/enc.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -49,7 +47,6 @@ struct e2b_op {
 	char domain[128];
 	struct cp_drv_file files[E2B_FILES_MAX];
 	size_t nfiles, next;
-	struct json *created;	/* env.create's result while the service's command starts */
 };
 
 static void release(struct cp_drv_op *d)
@@ -57,31 +54,28 @@ static void release(struct cp_drv_op *d)
 	struct e2b_op *op = (struct e2b_op *)d;
 
 	cp_drv_files_release(op->files, op->nfiles);
-	json_free(op->created);
 	memset(op->access, 0, sizeof(op->access));
-	free(op);
 }
 
-static void answered(const struct http_client_resp *resp, const struct err *e, void *arg);
-
-/* One call to the REST API (api true) or to the sandbox's envd. */
-static int call(struct e2b_op *op, const char *method, bool api, const char *path, const char *ctype,
+/* One call to the REST API (envd false) or to the sandbox's envd. */
+static int call(struct cp_drv_op *d, const char *method, bool envd, const char *path, const char *ctype,
 		const void *body, size_t len, size_t max_body)
 {
+	struct e2b_op *op = (struct e2b_op *)d;
 	struct cp *cp = op->d.cp;
 	char url[E2B_URL_MAX], h[6][E2B_HEADER_MAX];
 	const char *headers[8];
 	size_t nh = 0;
 	int rc;
 
-	if (api)
+	if (!envd)
 		snprintf(url, sizeof(url), "%s%s", cp->cfg.e2b_api_url, path);
 	else if (cp->cfg.e2b_sandbox_url && *cp->cfg.e2b_sandbox_url)
 		snprintf(url, sizeof(url), "%s%s", cp->cfg.e2b_sandbox_url, path);
 	else
 		snprintf(url, sizeof(url), "https://%d-%s.%s%s", E2B_ENVD_PORT, op->sandbox,
 			 op->domain[0] ? op->domain : E2B_DEFAULT_DOMAIN, path);
-	if (api) {
+	if (!envd) {
 		snprintf(h[nh], sizeof(h[nh]), "X-API-KEY: %s", op->d.token);
 		headers[nh] = h[nh];
 		nh++;
@@ -110,18 +104,8 @@ static int call(struct e2b_op *op, const char *method, bool api, const char *pat
 	}
 	headers[nh++] = "User-Agent: denv-cp";
 	headers[nh] = NULL;
-	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, answered, op, api ? path : "envd");
+	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, envd ? "envd" : path);
 	memset(h, 0, sizeof(h));
-	return rc;
-}
-
-static int call_json(struct e2b_op *op, const char *method, const char *path, const struct json *body)
-{
-	char *text = body ? json_to_string(body, JSON_COMPACT) : NULL;
-	int rc = call(op, method, true, path, body ? "application/json" : NULL, text, text ? strlen(text) : 0,
-		      CP_PROVIDER_BODY_MAX);
-
-	free(text);
 	return rc;
 }
 
@@ -129,13 +113,10 @@ static int call_json(struct e2b_op *op, const char *method, const char *path, co
 
 static int load_sandbox(struct e2b_op *op)
 {
-	const struct json *env = st_get(op->d.cp->db, "environments", op->d.env_id);
-	const struct json *d = json_get(env, "Driver");
-	const char *id = json_get_str(d, "sandbox_id");
+	const struct json *d = cp_drv_sandbox(&op->d, op->sandbox, sizeof(op->sandbox));
 
-	if (!id || !*id)
+	if (!d)
 		return -1;
-	str_copy(op->sandbox, sizeof(op->sandbox), id);
 	str_copy(op->access, sizeof(op->access), json_get_str(d, "access_token") ? json_get_str(d, "access_token") : "");
 	str_copy(op->domain, sizeof(op->domain), json_get_str(d, "domain") ? json_get_str(d, "domain") : "");
 	return 0;
@@ -153,22 +134,19 @@ static void start_create(struct e2b_op *op)
 	vars = cp_drv_env_object(json_get(s, "env"));	/* E2B wants an object */
 	body = cp_obj("templateID", json_new_str(json_get_str(s, "image")), "timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), "metadata",
 		      cp_obj("denv_env", json_new_str(op->d.env_id), NULL), "envVars", vars, NULL);
-	call_json(op, "POST", "/v2/sandboxes", body);
+	cp_drv_call_json(&op->d, "POST", false, body, "/v2/sandboxes");
 	json_free(body);
 }
 
 static void start_exec(struct e2b_op *op, const struct json *cmd);
 
 /* The service's command runs in the background, as a container's would. */
-static void start_command(struct e2b_op *op, struct json *res)
+static void start_command(struct e2b_op *op)
 {
-	struct json *argv = cp_drv_background_argv(json_get(json_at(json_get(op->d.payload, "services"), 0), "command"));
+	struct json *argv = cp_drv_up(&op->d, false, "provider network config", op->sandbox);
 
-	if (!argv) {
-		cp_drv_done(&op->d, true, res);
+	if (!argv)
 		return;
-	}
-	op->created = res;
 	op->step = S_COMMAND;
 	start_exec(op, argv);
 	json_free(argv);
@@ -176,10 +154,9 @@ static void start_command(struct e2b_op *op, struct json *res)
 
 static void created(struct e2b_op *op, const struct http_client_resp *resp)
 {
-	struct json *doc = NULL, *res;
+	struct json *doc = NULL;
 	struct err pe;
 	const char *id, *tok, *dom;
-	char started[32];
 
 	if (json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0 ||
 	    !(id = json_get_str(doc, "sandboxID")) || !*id) {
@@ -195,15 +172,11 @@ static void created(struct e2b_op *op, const struct http_client_resp *resp)
 			 NULL));
 	log_info("e2b", "env %s: sandbox %s created from template %s", op->d.env_id, id,
 		 json_get_str(doc, "templateID") ? json_get_str(doc, "templateID") : "?");
-	snprintf(started, sizeof(started), "%.3fs", (double)(clock_now_ns() - op->d.started_ns) / 1e9);
-	res = cp_obj("endpoints", json_new_object(), "started_in", json_new_str(started), "digests", json_new_object(),
-		     "storage", json_new_str("e2b"), "egress", json_new_str("provider network config"), "sandbox_id",
-		     json_new_str(id), NULL);
 	str_copy(op->sandbox, sizeof(op->sandbox), id);
 	str_copy(op->access, sizeof(op->access), tok ? tok : "");
 	str_copy(op->domain, sizeof(op->domain), dom ? dom : "");
 	json_free(doc);	/* id, tok and dom point into it */
-	start_command(op, res);
+	start_command(op);
 }
 
 /* ---- env.exec: a Connect server stream in the JSON codec ---- */
@@ -216,9 +189,8 @@ static void start_exec(struct e2b_op *op, const struct json *cmd)
 	size_t n;
 	unsigned char hdr[5];
 
-	if (!json_len(cmd) || json_at(cmd, 0)->type != JSON_STRING) {
+	if (!cp_drv_argv_ok(&op->d, cmd)) {
 		json_free(args);
-		cp_drv_fail(&op->d, "cmd must be a non-empty array of strings");
 		return;
 	}
 	for (size_t i = 1; i < json_len(cmd); i++)
@@ -237,7 +209,7 @@ static void start_exec(struct e2b_op *op, const struct json *cmd)
 	buf_add(&b, hdr, sizeof(hdr));
 	buf_add(&b, text, n);
 	free(text);
-	call(op, "POST", false, "/process.Process/Start", "application/connect+json", b.data, b.len, E2B_STREAM_MAX);
+	call(&op->d, "POST", true, "/process.Process/Start", "application/connect+json", b.data, b.len, E2B_STREAM_MAX);
 	buf_release(&b);
 }
 
@@ -319,17 +291,9 @@ static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp
 		return;
 	}
 	if (op->step == S_COMMAND) {
-		struct json *res = op->created;
-
-		op->created = NULL;
 		buf_release(&out);
 		buf_release(&errb);
-		if (code != 0) {
-			json_free(res);
-			cp_drv_fail(&op->d, "the service's command did not start (exit %" PRId64 ")", code);
-		} else {
-			cp_drv_done(&op->d, true, res);
-		}
+		cp_drv_command_started(&op->d, code);
 		return;
 	}
 	cp_drv_done(&op->d, true,
@@ -352,7 +316,7 @@ static void put_next(struct e2b_op *op)
 	f = &op->files[op->next++];
 	buf_addf(&path, "/files?path=");
 	http_pct_encode(&path, f->path, "/");
-	call(op, "POST", false, path.data, "application/octet-stream", f->data.data, f->data.len, CP_PROVIDER_BODY_MAX);
+	call(&op->d, "POST", true, path.data, "application/octet-stream", f->data.data, f->data.len, CP_PROVIDER_BODY_MAX);
 	buf_release(&path);
 }
 
@@ -364,30 +328,17 @@ static void start_get(struct e2b_op *op)
 
 	buf_addf(&path, "/files?path=");
 	http_pct_encode(&path, json_get_str(op->d.payload, "path"), "/");
-	call(op, "GET", false, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
+	call(&op->d, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
 	buf_release(&path);
-}
-
-static void got(struct e2b_op *op, const struct http_client_resp *resp)
-{
-	struct err e;
-
-	if (cp_drv_tar_one(&op->d.out, json_get_str(op->d.payload, "path"), resp->body.data, resp->body.len, &e) < 0) {
-		cp_drv_fail(&op->d, "%s", e.msg);
-		return;
-	}
-	cp_drv_done(&op->d, true, json_new_object());
 }
 
 /* ---- answers ---- */
 
-static void answered(const struct http_client_resp *resp, const struct err *e, void *arg)
+static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 {
-	struct e2b_op *op = arg;
-	char path[256];
+	struct e2b_op *op = (struct e2b_op *)d;
+	struct json *b;
 
-	if (!cp_drv_answered(&op->d, "E2B", resp, e))
-		return;
 	switch (op->step) {
 	case S_CREATE:
 		created(op, resp);
@@ -401,55 +352,43 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 		put_next(op);
 		break;
 	case S_GET:
-		got(op, resp);
+		cp_drv_got(&op->d, resp);
 		break;
 	case S_PAUSE:
 		op->step = S_RESUME;
-		snprintf(path, sizeof(path), "/v2/sandboxes/%s/connect", op->sandbox);
-		{
-			struct json *b = cp_obj("timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), NULL);
-
-			call_json(op, "POST", path, b);
-			json_free(b);
-		}
+		b = cp_obj("timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), NULL);
+		cp_drv_call_json(&op->d, "POST", false, b, "/v2/sandboxes/%s/connect", op->sandbox);
+		json_free(b);
 		break;
 	case S_RESUME:
-		cp_drv_done(&op->d, true,
-		     cp_obj("snapshot", json_new_str(json_get_str(op->d.payload, "name")), "datasets", json_new_int(1),
-			    "consistent", json_new_bool(true), "how", json_new_str("pause/resume"), NULL));
+		cp_drv_snapshot_done(&op->d, "pause/resume", NULL);
 		break;
-	case S_DESTROY:
-		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));
+	case S_DESTROY:	/* driver.c answers it */
 		break;
 	}
 }
 
 /* ---- entry ---- */
 
-static const char *const e2b_fork_refused =
-	"E2B has no fork: pause/resume continues the same sandbox and cannot branch it; use your machines or "
-	"Daytona for forks";
-
-static void begin(struct e2b_op *op, const struct buf *data)
+static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 {
-	char path[256];
+	struct e2b_op *op = (struct e2b_op *)d;
 	struct json *argv;
 	int how;
 
+	op->step = (enum step)step;
 	if (op->step == S_CREATE) {
 		start_create(op);
 		return;
 	}
-	if (load_sandbox(op) < 0) {
-		cp_drv_no_sandbox(&op->d, "E2B");
+	if (load_sandbox(op) < 0)
 		return;
-	}
 	switch (op->step) {
 	case S_EXEC:
 		start_exec(op, json_get(op->d.payload, "cmd"));
 		break;
 	case S_PUT:
-		how = cp_drv_put_begin(&op->d, data, "E2B", op->files, E2B_FILES_MAX, &op->nfiles);
+		how = cp_drv_put_begin(&op->d, data, op->files, E2B_FILES_MAX, &op->nfiles);
 		if (how == 0) {
 			put_next(op);
 		} else if (how == 1) {
@@ -466,42 +405,25 @@ static void begin(struct e2b_op *op, const struct buf *data)
 			start_get(op);
 		break;
 	case S_PAUSE:
-		snprintf(path, sizeof(path), "/sandboxes/%s/pause", op->sandbox);
-		call_json(op, "POST", path, NULL);
+		cp_drv_call_json(&op->d, "POST", false, NULL, "/sandboxes/%s/pause", op->sandbox);
 		break;
 	case S_DESTROY:
-		snprintf(path, sizeof(path), "/sandboxes/%s", op->sandbox);
-		call_json(op, "DELETE", path, NULL);
+		cp_drv_call_json(&op->d, "DELETE", false, NULL, "/sandboxes/%s", op->sandbox);
 		break;
 	default:
 		break;
 	}
 }
 
-struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
-			       const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
-			       void *arg, char *refused, size_t n)
-{
-	static const struct cp_drv_kind kinds[] = {
-		{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	{ "env.put", S_PUT },
-		{ "env.get", S_GET },	    { "env.snapshot", S_PAUSE }, { "env.destroy", S_DESTROY },
-	};
-	const char *token;
-	struct e2b_op *op;
-	int step;
+static const struct cp_drv_kind e2b_kinds[] = {
+	{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	{ "env.put", S_PUT },
+	{ "env.get", S_GET },	    { "env.snapshot", S_PAUSE }, { "env.destroy", S_DESTROY },
+};
 
-	if (str_eq(kind, "env.fork")) {
-		snprintf(refused, n, "%s", e2b_fork_refused);
-		return NULL;
-	}
-	if ((step = cp_drv_kind_step(kinds, sizeof(kinds) / sizeof(kinds[0]), "e2b", kind, refused, n)) < 0 ||
-	    !(token = cp_drv_token(cloud, "e2b", kind, refused, n)))
-		return NULL;
-	op = xcalloc(1, sizeof(*op));
-	cp_drv_init(&op->d, cp, "e2b", kind, env_id, token, payload, timeout_ms, fn, arg, release);
-	op->step = (enum step)step;
-	if (op->step == S_EXEC)
-		op->d.timeout_ms = cp_drv_exec_timeout_ms(op->d.payload, E2B_EXEC_TIMEOUT_S, E2B_EXTRA_MS, timeout_ms);
-	begin(op, data);
-	return &op->d;
-}
+const struct cp_drv_provider cp_drv_e2b = {
+	.name = "e2b", .title = "E2B", .kinds = e2b_kinds, .nkinds = sizeof(e2b_kinds) / sizeof(e2b_kinds[0]),
+	.fork_refused = "E2B has no fork: pause/resume continues the same sandbox and cannot branch it; use your "
+			"machines or Daytona for forks",
+	.op_size = sizeof(struct e2b_op), .exec_default_s = E2B_EXEC_TIMEOUT_S, .exec_extra_ms = E2B_EXTRA_MS,
+	.begin = begin, .call = call, .answered = answered, .release = release,
+};
