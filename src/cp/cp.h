@@ -181,6 +181,10 @@
 #define CP_PROVIDER_TIMEOUT_MS 60000		/* one call to a cloud provider's API */
 #define CP_MACHINE_DELETE_TRIES 5		/* deletes of a server that never joined, over restarts */
 #define CP_PROVIDER_BODY_MAX ((size_t)1 << 20)	/* a provider's answer */
+#define CP_DRV_FILES_MAX 256			/* files in one env.put archive to a hosted provider */
+#define CP_DRV_HEADERS_MAX 6			/* header lines of one driver call, User-Agent aside */
+#define CP_DRV_HEADER_MAX 600			/* one with its value (a token fits) */
+#define CP_DRV_URL_MAX 2048			/* one driver call's URL */
 #define CP_PROVIDER_POLL_MS 500			/* between a driver's looks at a sandbox or snapshot */
 #define CP_PROVIDER_WAIT_MAX_MS 300000		/* a sandbox's start or a snapshot, at most */
 #define CP_USER_DATA_MAX ((size_t)32 << 10)	/* Hetzner's limit for cloud-init user data */
@@ -1021,6 +1025,17 @@ struct http_aclient *cp_aclient(struct cp *cp);
 typedef void (*cp_drv_fn)(struct cp *cp, bool ok, const char *error, const struct json *payload,
 			  const struct buf *data, void *arg);
 struct cp_drv_op;
+/* One file of env.put's archive: its path in the sandbox and its bytes. */
+struct cp_drv_file {
+	char *path;
+	struct buf data;
+};
+/* The header lines of one provider call, User-Agent aside (cp_drv_header). */
+struct cp_drv_headers {
+	char line[CP_DRV_HEADERS_MAX][CP_DRV_HEADER_MAX];
+	size_t n;
+	bool cut;	/* a line did not fit, or there were too many: the call is refused */
+};
 /* One row of a driver's table: a command kind and the driver's first step for it. */
 struct cp_drv_kind {
 	const char *kind;
@@ -1045,6 +1060,8 @@ struct cp_drv_provider {
 		    const void *body, size_t len, size_t max_body);
 	/* A 2xx answer to a call (env.destroy's is driver.c's). */
 	void (*answered)(struct cp_drv_op *op, const struct http_client_resp *resp);
+	/* env.put's call for one file (cp_drv_put_next). */
+	void (*put)(struct cp_drv_op *op, const struct cp_drv_file *f);
 	void (*release)(struct cp_drv_op *op);	/* the driver's own parts, or NULL */
 };
 extern const struct cp_drv_provider cp_drv_e2b, cp_drv_daytona, cp_drv_prime;
@@ -1067,6 +1084,8 @@ struct cp_drv_op {
 	char error[ERR_MSG_MAX];
 	struct json *result;
 	struct buf out;		/* env.get's archive */
+	struct cp_drv_file files[CP_DRV_FILES_MAX];	/* env.put's, from cp_drv_put_begin */
+	size_t nfiles, next;	/* next: the one cp_drv_put_next sends */
 	cp_drv_fn fn;
 	void *arg;
 };
@@ -1082,11 +1101,6 @@ void cp_drv_cancel(struct cp_drv_op *op);
 
 /* ---- what the drivers share (driver.c) ---- */
 
-/* One file of env.put's archive: its path in the sandbox and its bytes. */
-struct cp_drv_file {
-	char *path;
-	struct buf data;
-};
 /* Finish from the loop, never from inside the caller's call: fn gets ok and
  * result (owned here), then op is freed. */
 void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result);
@@ -1114,12 +1128,18 @@ const struct json *cp_drv_one_service(struct cp_drv_op *op, const char *image_fo
  * boundary (from seed) that the bytes do not contain; ctype (size n) gets
  * the Content-Type to send with it. The providers' upload routes take it. */
 void cp_drv_multipart(struct buf *body, char *ctype, size_t n, uint64_t seed, const void *data, size_t len);
-/* Send one provider call (method url, headers, body) as op's call in flight;
- * a 2xx answer goes to the driver's answered, anything else fails op (an
- * env.destroy's 404 finds the sandbox already gone). -1 after cp_drv_fail
- * naming what (the call's short name in the error) when it cannot start. */
-int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const char *body,
-		size_t len, size_t max_body, const char *what);
+/* One header line (printf's fmt) onto hs; hs->cut when it does not fit. */
+void cp_drv_header(struct cp_drv_headers *hs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Send one provider call (method, to the URL printf formats from url_fmt,
+ * with hs and a Content-Type of ctype when body is set) as op's call in
+ * flight; hs is wiped. A 2xx answer goes to the driver's answered, anything
+ * else fails op (an env.destroy's 404 finds the sandbox already gone). -1
+ * after cp_drv_fail naming what (the call's short name in the error) when it
+ * cannot start: a URL longer than CP_DRV_URL_MAX or a header cut among the
+ * reasons. */
+int cp_drv_send(struct cp_drv_op *op, const char *method, struct cp_drv_headers *hs, const char *ctype,
+		const void *body, size_t len, size_t max_body, const char *what, const char *url_fmt, ...)
+	__attribute__((format(printf, 9, 10)));
 /* The driver's call with body (NULL: none) as JSON, to the path printf
  * formats; 0, or -1 after failing op (a path too long among the reasons). */
 int cp_drv_call_json(struct cp_drv_op *op, const char *method, bool sandbox, const struct json *body,
@@ -1159,6 +1179,11 @@ void cp_drv_provider_says(const struct http_client_resp *resp, char *out, size_t
 int cp_drv_unpack(const struct buf *tar, const char *base, const char *provider, struct cp_drv_file *files,
 		  size_t max, size_t *nfiles, char *msg, size_t n);
 void cp_drv_files_release(struct cp_drv_file *files, size_t n);
+/* The next of op's files to the driver's put, or op done once all are written. */
+void cp_drv_put_next(struct cp_drv_op *op);
+/* f as the one multipart/form-data part "file" (cp_drv_multipart), POSTed to
+ * the sandbox side's path. */
+void cp_drv_put_multipart(struct cp_drv_op *op, const struct cp_drv_file *f, const char *path);
 /* The argv of a shell that prints what is at target: dir, file, missing
  * (its parent is a directory) or noparent. */
 struct json *cp_drv_probe_argv(const char *target);
@@ -1169,9 +1194,9 @@ int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *file
 /* env.put's start: its archive split into files. 0: by path, put them; 1:
  * by target, run cp_drv_probe_argv and hand its answer to cp_drv_probed;
  * -1: op is finished (failed). */
-int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, struct cp_drv_file *files, size_t max, size_t *n);
-/* The probe's exit code and output: 0, the files are placed, put them; -1, op failed. */
-int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out, struct cp_drv_file *files, size_t n);
+int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data);
+/* The probe's exit code and output: 0, op's files are placed, put them; -1, op failed. */
+int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out);
 /* env.put's result once its n files are written. */
 struct json *cp_drv_put_result(const struct cp_drv_op *op, size_t n);
 /* out (initialised here) = a tar of one file named path's last part. 0 or -1 with e. */

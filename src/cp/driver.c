@@ -68,6 +68,7 @@ static void drv_free(struct cp_drv_op *op)
 	json_free(op->result);
 	buf_release(&op->out);
 	memset(op->token, 0, sizeof(op->token));
+	cp_drv_files_release(op->files, op->nfiles);
 	if (op->drv->release)
 		op->drv->release(op);
 	free(op);
@@ -357,7 +358,7 @@ int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *file
 	return 0;
 }
 
-int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, struct cp_drv_file *files, size_t max, size_t *n)
+int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data)
 {
 	const char *name = op->drv->title;
 	const char *path = json_get_str(op->payload, "path"), *target = json_get_str(op->payload, "target");
@@ -371,14 +372,14 @@ int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, struct cp_drv
 		cp_drv_fail(op, "owner needs your machines: %s's files API writes as the sandbox's user", name);
 		return -1;
 	}
-	if (cp_drv_unpack(data, path ? path : "", name, files, max, n, msg, sizeof(msg)) < 0) {
+	if (cp_drv_unpack(data, path ? path : "", name, op->files, CP_DRV_FILES_MAX, &op->nfiles, msg, sizeof(msg)) < 0) {
 		cp_drv_fail(op, "%s", msg);
 		return -1;
 	}
 	return path ? 0 : 1;
 }
 
-int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out, struct cp_drv_file *files, size_t n)
+int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out)
 {
 	char msg[ERR_MSG_MAX];
 
@@ -386,7 +387,7 @@ int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out, struct cp
 		cp_drv_fail(op, "could not look at the target (exit %" PRId64 ")", code);
 		return -1;
 	}
-	if (cp_drv_place(json_get_str(op->payload, "target"), out, files, n, msg, sizeof(msg)) < 0) {
+	if (cp_drv_place(json_get_str(op->payload, "target"), out, op->files, op->nfiles, msg, sizeof(msg)) < 0) {
 		cp_drv_fail(op, "%s", msg);
 		return -1;
 	}
@@ -473,8 +474,27 @@ void cp_drv_multipart(struct buf *body, char *ctype, size_t n, uint64_t seed, co
 	snprintf(ctype, n, "multipart/form-data; boundary=%s", boundary);
 }
 
-int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const char *body,
-		size_t len, size_t max_body, const char *what)
+void cp_drv_header(struct cp_drv_headers *hs, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (hs->n >= CP_DRV_HEADERS_MAX) {
+		hs->cut = true;
+		return;
+	}
+	va_start(ap, fmt);
+	k = vsnprintf(hs->line[hs->n], sizeof(hs->line[hs->n]), fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= sizeof(hs->line[hs->n]))
+		hs->cut = true;
+	else
+		hs->n++;
+}
+
+/* The call, its URL and headers made, as op's call in flight. */
+static int drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const void *body,
+		    size_t len, size_t max_body, const char *what)
 {
 	struct http_client_req req = { 0 };
 	struct err e;
@@ -491,6 +511,53 @@ int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const
 		return -1;
 	}
 	return 0;
+}
+
+int cp_drv_send(struct cp_drv_op *op, const char *method, struct cp_drv_headers *hs, const char *ctype,
+		const void *body, size_t len, size_t max_body, const char *what, const char *url_fmt, ...)
+{
+	const char *headers[CP_DRV_HEADERS_MAX + 3];
+	struct buf url = BUF_INIT;
+	size_t nh = 0;
+	va_list ap;
+	int rc = -1;
+
+	if (ctype)
+		cp_drv_header(hs, "Content-Type: %s", ctype);
+	for (size_t i = 0; i < hs->n; i++)
+		headers[nh++] = hs->line[i];
+	headers[nh++] = "User-Agent: denv-cp";
+	headers[nh] = NULL;
+	buf_init(&url, CP_DRV_URL_MAX);
+	va_start(ap, url_fmt);
+	if (buf_vaddf(&url, url_fmt, ap) < 0)
+		cp_drv_fail(op, "%s %s: the URL is longer than %d bytes", method, what, CP_DRV_URL_MAX);
+	else if (hs->cut)
+		cp_drv_fail(op, "%s %s: a request header is longer than %d bytes", method, what, CP_DRV_HEADER_MAX);
+	else
+		rc = drv_send(op, method, url.data, headers, body, len, max_body, what);
+	va_end(ap);
+	buf_release(&url);
+	memset(hs, 0, sizeof(*hs));	/* tokens */
+	return rc;
+}
+
+void cp_drv_put_next(struct cp_drv_op *op)
+{
+	if (op->next >= op->nfiles)
+		cp_drv_done(op, true, cp_drv_put_result(op, op->nfiles));
+	else
+		op->drv->put(op, &op->files[op->next++]);
+}
+
+void cp_drv_put_multipart(struct cp_drv_op *op, const struct cp_drv_file *f, const char *path)
+{
+	struct buf body = BUF_INIT;
+	char ctype[128];
+
+	cp_drv_multipart(&body, ctype, sizeof(ctype), (uint64_t)op->started_ns, f->data.data, f->data.len);
+	op->drv->call(op, "POST", true, path, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
+	buf_release(&body);
 }
 
 int cp_drv_call_json(struct cp_drv_op *op, const char *method, bool sandbox, const struct json *body,

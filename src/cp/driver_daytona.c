@@ -31,10 +31,7 @@
 #include "base/str.h"
 #include "cp/cp.h"
 
-#define DTN_HEADER_MAX 512		/* one request header with its value */
-#define DTN_URL_MAX 2048
 #define DTN_NAME_MAX 128		/* a Daytona snapshot name */
-#define DTN_FILES_MAX 256		/* files in one env.put archive */
 #define DTN_EXTRA_MS 10000		/* a command's own timeout plus this, per call */
 #define DTN_COMMAND_TIMEOUT_S 30	/* starting the service's command in the background */
 #define DTN_EXEC_TIMEOUT_S 120		/* env.exec without timeout_sec (Daytona's own default is 10) */
@@ -45,49 +42,24 @@ struct dtn_op {
 	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
 	enum step step;
 	char sandbox[128];
-	char toolbox[DTN_URL_MAX];	/* the sandbox's toolboxProxyUrl */
+	char toolbox[CP_DRV_URL_MAX];	/* the sandbox's toolboxProxyUrl */
 	char snap[DTN_NAME_MAX];
-	struct cp_drv_file files[DTN_FILES_MAX];
-	size_t nfiles, next;
 };
-
-static void release(struct cp_drv_op *d)
-{
-	struct dtn_op *op = (struct dtn_op *)d;
-
-	cp_drv_files_release(op->files, op->nfiles);
-}
 
 /* One call to the REST API (toolbox false) or to the sandbox's toolbox. */
 static int call(struct cp_drv_op *d, const char *method, bool toolbox, const char *path, const char *ctype,
 		const void *body, size_t len, size_t max_body)
 {
 	struct dtn_op *op = (struct dtn_op *)d;
-	struct cp *cp = op->d.cp;
-	char url[DTN_URL_MAX], auth[DTN_HEADER_MAX], type[DTN_HEADER_MAX];
-	const char *headers[5];
-	size_t nh = 0;
-	int rc;
+	struct cp_drv_headers hs = { 0 };
 
-	int k = toolbox ? snprintf(url, sizeof(url), "%s/%s%s", op->toolbox, op->sandbox, path)
-			: snprintf(url, sizeof(url), "%s%s", cp->cfg.daytona_api_url, path);
-
-	if (k < 0 || (size_t)k >= sizeof(url)) {
-		cp_drv_fail(&op->d, "%s %s: the URL is longer than %d bytes", method, toolbox ? "toolbox" : path, DTN_URL_MAX);
-		return -1;
-	}
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", op->d.token);
-	headers[nh++] = auth;
-	if (ctype) {
-		snprintf(type, sizeof(type), "Content-Type: %s", ctype);
-		headers[nh++] = type;
-	}
-	headers[nh++] = "X-Daytona-Source: denv-cp";
-	headers[nh++] = "User-Agent: denv-cp";
-	headers[nh] = NULL;
-	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, toolbox ? "toolbox" : path);
-	memset(auth, 0, sizeof(auth));
-	return rc;
+	cp_drv_header(&hs, "Authorization: Bearer %s", op->d.token);
+	cp_drv_header(&hs, "X-Daytona-Source: denv-cp");
+	if (toolbox)
+		return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, "toolbox", "%s/%s%s", op->toolbox,
+				   op->sandbox, path);
+	return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, path, "%s%s", op->d.cp->cfg.daytona_api_url,
+			   path);
 }
 
 /* ---- the environment's sandbox ---- */
@@ -244,8 +216,6 @@ static void start_exec(struct dtn_op *op, const struct json *cmd, int64_t timeou
 	buf_release(&line);
 }
 
-static void put_next(struct dtn_op *op);
-
 static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp)
 {
 	struct json *doc = NULL, *res;
@@ -261,12 +231,12 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 	}
 	code = json_get_int(doc, "exitCode", json_get_int(doc, "code", -1));
 	if (op->step == S_PROBE) {
-		int rc = cp_drv_probed(&op->d, code, out->u.str.s, op->files, op->nfiles);
+		int rc = cp_drv_probed(&op->d, code, out->u.str.s);
 
 		json_free(doc);
 		if (rc == 0) {
 			op->step = S_PUT;
-			put_next(op);
+			cp_drv_put_next(&op->d);
 		}
 		return;
 	}
@@ -282,23 +252,14 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 
 /* ---- env.put: the archive's files one at a time, multipart ---- */
 
-static void put_next(struct dtn_op *op)
+static void put_one(struct cp_drv_op *d, const struct cp_drv_file *f)
 {
-	struct buf path = BUF_INIT, body = BUF_INIT;
-	char ctype[128];
-	struct cp_drv_file *f;
+	struct buf path = BUF_INIT;
 
-	if (op->next >= op->nfiles) {
-		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
-		return;
-	}
-	f = &op->files[op->next++];
-	cp_drv_multipart(&body, ctype, sizeof(ctype), (uint64_t)op->d.started_ns, f->data.data, f->data.len);
 	buf_adds(&path, "/files/upload-v2?path=");
 	http_pct_encode(&path, f->path, "/");
-	call(&op->d, "POST", true, path.data, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
+	cp_drv_put_multipart(d, f, path.data);
 	buf_release(&path);
-	buf_release(&body);
 }
 
 /* ---- answers ---- */
@@ -323,7 +284,7 @@ static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 		exec_answered(op, resp);
 		break;
 	case S_PUT:
-		put_next(op);
+		cp_drv_put_next(&op->d);
 		break;
 	case S_GET:
 		cp_drv_got(&op->d, resp);
@@ -348,11 +309,11 @@ static void begin_get(struct dtn_op *op)
 /* By path: extract under it. By target: docker cp's rules, after a look at it. */
 static void begin_put(struct dtn_op *op, const struct buf *data)
 {
-	int how = cp_drv_put_begin(&op->d, data, op->files, DTN_FILES_MAX, &op->nfiles);
+	int how = cp_drv_put_begin(&op->d, data);
 	struct json *argv;
 
 	if (how == 0) {
-		put_next(op);
+		cp_drv_put_next(&op->d);
 	} else if (how == 1) {
 		op->step = S_PROBE;
 		argv = cp_drv_probe_argv(json_get_str(op->d.payload, "target"));
@@ -416,5 +377,5 @@ const struct cp_drv_provider cp_drv_daytona = {
 	.name = "daytona", .title = "Daytona", .kinds = daytona_kinds,
 	.nkinds = sizeof(daytona_kinds) / sizeof(daytona_kinds[0]), .op_size = sizeof(struct dtn_op),
 	.exec_default_s = DTN_EXEC_TIMEOUT_S, .exec_extra_ms = DTN_EXTRA_MS,
-	.begin = begin, .call = call, .answered = answered, .release = release,
+	.begin = begin, .call = call, .answered = answered, .put = put_one,
 };

@@ -30,10 +30,7 @@
 #define E2B_ENVD_PORT 49983			/* envd's port in every sandbox (the SDK's envd_port) */
 #define E2B_DEFAULT_DOMAIN "e2b.app"		/* the SDK's E2B_DOMAIN default */
 #define E2B_SANDBOX_TIMEOUT_S 3600		/* the sandbox's time to live at create */
-#define E2B_HEADER_MAX 512			/* one request header with its value */
-#define E2B_URL_MAX 2048
 #define E2B_STREAM_MAX ((size_t)16 << 20)	/* a command's whole Connect stream */
-#define E2B_FILES_MAX 256			/* files in one env.put archive */
 #define E2B_EXTRA_MS 10000			/* a command's own timeout plus this, per call */
 #define E2B_EXEC_TIMEOUT_S 120			/* env.exec without timeout_sec */
 
@@ -45,15 +42,12 @@ struct e2b_op {
 	char sandbox[128];
 	char access[256];	/* envd access token */
 	char domain[128];
-	struct cp_drv_file files[E2B_FILES_MAX];
-	size_t nfiles, next;
 };
 
 static void release(struct cp_drv_op *d)
 {
 	struct e2b_op *op = (struct e2b_op *)d;
 
-	cp_drv_files_release(op->files, op->nfiles);
 	memset(op->access, 0, sizeof(op->access));
 }
 
@@ -62,51 +56,24 @@ static int call(struct cp_drv_op *d, const char *method, bool envd, const char *
 		const void *body, size_t len, size_t max_body)
 {
 	struct e2b_op *op = (struct e2b_op *)d;
-	struct cp *cp = op->d.cp;
-	char url[E2B_URL_MAX], h[6][E2B_HEADER_MAX];
-	const char *headers[8];
-	size_t nh = 0;
-	int rc;
+	const char *sandbox_url = op->d.cp->cfg.e2b_sandbox_url;
+	struct cp_drv_headers hs = { 0 };
 
-	if (!envd)
-		snprintf(url, sizeof(url), "%s%s", cp->cfg.e2b_api_url, path);
-	else if (cp->cfg.e2b_sandbox_url && *cp->cfg.e2b_sandbox_url)
-		snprintf(url, sizeof(url), "%s%s", cp->cfg.e2b_sandbox_url, path);
-	else
-		snprintf(url, sizeof(url), "https://%d-%s.%s%s", E2B_ENVD_PORT, op->sandbox,
-			 op->domain[0] ? op->domain : E2B_DEFAULT_DOMAIN, path);
 	if (!envd) {
-		snprintf(h[nh], sizeof(h[nh]), "X-API-KEY: %s", op->d.token);
-		headers[nh] = h[nh];
-		nh++;
-	} else {
-		snprintf(h[nh], sizeof(h[nh]), "E2b-Sandbox-Id: %s", op->sandbox);
-		headers[nh] = h[nh];
-		nh++;
-		snprintf(h[nh], sizeof(h[nh]), "E2b-Sandbox-Port: %d", E2B_ENVD_PORT);
-		headers[nh] = h[nh];
-		nh++;
-		if (op->access[0]) {
-			snprintf(h[nh], sizeof(h[nh]), "X-Access-Token: %s", op->access);
-			headers[nh] = h[nh];
-			nh++;
-		}
+		cp_drv_header(&hs, "X-API-KEY: %s", op->d.token);
+		return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, path, "%s%s", op->d.cp->cfg.e2b_api_url,
+				   path);
 	}
-	if (ctype) {
-		snprintf(h[nh], sizeof(h[nh]), "Content-Type: %s", ctype);
-		headers[nh] = h[nh];
-		nh++;
-	}
-	if (op->step == S_EXEC || op->step == S_COMMAND || op->step == S_PROBE) {
-		snprintf(h[nh], sizeof(h[nh]), "Connect-Protocol-Version: 1");
-		headers[nh] = h[nh];
-		nh++;
-	}
-	headers[nh++] = "User-Agent: denv-cp";
-	headers[nh] = NULL;
-	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, envd ? "envd" : path);
-	memset(h, 0, sizeof(h));
-	return rc;
+	cp_drv_header(&hs, "E2b-Sandbox-Id: %s", op->sandbox);
+	cp_drv_header(&hs, "E2b-Sandbox-Port: %d", E2B_ENVD_PORT);
+	if (op->access[0])
+		cp_drv_header(&hs, "X-Access-Token: %s", op->access);
+	if (op->step == S_EXEC || op->step == S_COMMAND || op->step == S_PROBE)
+		cp_drv_header(&hs, "Connect-Protocol-Version: 1");
+	if (sandbox_url && *sandbox_url)
+		return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, "envd", "%s%s", sandbox_url, path);
+	return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, "envd", "https://%d-%s.%s%s", E2B_ENVD_PORT,
+			   op->sandbox, op->domain[0] ? op->domain : E2B_DEFAULT_DOMAIN, path);
 }
 
 /* ---- the environment's sandbox ---- */
@@ -234,8 +201,6 @@ static int exec_event(const struct json *m, struct buf *out, struct buf *errb, i
 	return 0;
 }
 
-static void put_next(struct e2b_op *op);
-
 static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp)
 {
 	const unsigned char *p = (const unsigned char *)resp->body.data;
@@ -280,13 +245,13 @@ static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp
 		return;
 	}
 	if (op->step == S_PROBE) {
-		int rc = cp_drv_probed(&op->d, code, out.data, op->files, op->nfiles);
+		int rc = cp_drv_probed(&op->d, code, out.data);
 
 		buf_release(&out);
 		buf_release(&errb);
 		if (rc == 0) {
 			op->step = S_PUT;
-			put_next(op);
+			cp_drv_put_next(&op->d);
 		}
 		return;
 	}
@@ -304,19 +269,13 @@ static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp
 
 /* ---- env.put: the archive's files one at a time ---- */
 
-static void put_next(struct e2b_op *op)
+static void put_one(struct cp_drv_op *d, const struct cp_drv_file *f)
 {
 	struct buf path = BUF_INIT;
-	struct cp_drv_file *f;
 
-	if (op->next >= op->nfiles) {
-		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
-		return;
-	}
-	f = &op->files[op->next++];
 	buf_addf(&path, "/files?path=");
 	http_pct_encode(&path, f->path, "/");
-	call(&op->d, "POST", true, path.data, "application/octet-stream", f->data.data, f->data.len, CP_PROVIDER_BODY_MAX);
+	call(d, "POST", true, path.data, "application/octet-stream", f->data.data, f->data.len, CP_PROVIDER_BODY_MAX);
 	buf_release(&path);
 }
 
@@ -349,7 +308,7 @@ static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 		exec_answered(op, resp);
 		break;
 	case S_PUT:
-		put_next(op);
+		cp_drv_put_next(&op->d);
 		break;
 	case S_GET:
 		cp_drv_got(&op->d, resp);
@@ -388,9 +347,9 @@ static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 		start_exec(op, json_get(op->d.payload, "cmd"));
 		break;
 	case S_PUT:
-		how = cp_drv_put_begin(&op->d, data, op->files, E2B_FILES_MAX, &op->nfiles);
+		how = cp_drv_put_begin(&op->d, data);
 		if (how == 0) {
-			put_next(op);
+			cp_drv_put_next(&op->d);
 		} else if (how == 1) {
 			op->step = S_PROBE;
 			argv = cp_drv_probe_argv(json_get_str(op->d.payload, "target"));
@@ -425,5 +384,6 @@ const struct cp_drv_provider cp_drv_e2b = {
 	.fork_refused = "E2B has no fork: pause/resume continues the same sandbox and cannot branch it; use your "
 			"machines or Daytona for forks",
 	.op_size = sizeof(struct e2b_op), .exec_default_s = E2B_EXEC_TIMEOUT_S, .exec_extra_ms = E2B_EXTRA_MS,
-	.begin = begin, .call = call, .answered = answered, .release = release,
+	.begin = begin, .call = call, .answered = answered, .put = put_one,
+	.release = release,
 };

@@ -38,12 +38,9 @@
 #include "base/str.h"
 #include "cp/cp.h"
 
-#define PRM_HEADER_MAX 600		/* one request header with its value */
-#define PRM_URL_MAX 2048
-#define PRM_GATEWAY_MAX (PRM_URL_MAX / 2)	/* the gateway's base, so a route and query fit after it */
+#define PRM_GATEWAY_MAX (CP_DRV_URL_MAX / 2)	/* the gateway's base, so a route and query fit after it */
 #define PRM_ID_MAX 128			/* a sandbox, checkpoint or job id */
-#define PRM_TOKEN_MAX 512		/* the gateway's token (fits PRM_HEADER_MAX) */
-#define PRM_FILES_MAX 256		/* files in one env.put archive */
+#define PRM_TOKEN_MAX 512		/* the gateway's token (fits CP_DRV_HEADER_MAX) */
 #define PRM_EXTRA_MS 10000		/* a command's own timeout plus this, per call */
 #define PRM_EXEC_TIMEOUT_S 120		/* env.exec without timeout_sec */
 #define PRM_SANDBOX_MINUTES 60		/* the sandbox's lifetime at create (the SDK's default) */
@@ -61,15 +58,12 @@ struct prm_op {
 	char checkpoint[PRM_ID_MAX];
 	char gateway[PRM_GATEWAY_MAX];	/* {gateway_url}/{user_ns}/{job_id} */
 	char gw_token[PRM_TOKEN_MAX];	/* wiped at the end */
-	struct cp_drv_file files[PRM_FILES_MAX];
-	size_t nfiles, next;
 };
 
 static void release(struct cp_drv_op *d)
 {
 	struct prm_op *op = (struct prm_op *)d;
 
-	cp_drv_files_release(op->files, op->nfiles);
 	memset(op->gw_token, 0, sizeof(op->gw_token));
 }
 
@@ -78,36 +72,15 @@ static int call(struct cp_drv_op *d, const char *method, bool gateway, const cha
 		const void *body, size_t len, size_t max_body)
 {
 	struct prm_op *op = (struct prm_op *)d;
-	char url[PRM_URL_MAX], h[4][PRM_HEADER_MAX];
-	const char *headers[7];
-	size_t nh = 0;
-	int rc, k;
+	struct cp_drv_headers hs = { 0 };
 
-	k = snprintf(url, sizeof(url), "%s%s", gateway ? op->gateway : op->d.cp->cfg.prime_api_url, path);
-	if (k < 0 || (size_t)k >= sizeof(url)) {
-		cp_drv_fail(&op->d, "%s %s: the URL is longer than %d bytes", method, gateway ? "gateway" : path,
-			    PRM_URL_MAX);
-		return -1;
-	}
-	snprintf(h[nh], sizeof(h[nh]), "Authorization: Bearer %s", gateway ? op->gw_token : op->d.token);
-	headers[nh] = h[nh];
-	nh++;
-	if (ctype) {
-		snprintf(h[nh], sizeof(h[nh]), "Content-Type: %s", ctype);
-		headers[nh] = h[nh];
-		nh++;
-	}
+	cp_drv_header(&hs, "Authorization: Bearer %s", gateway ? op->gw_token : op->d.token);
 	if (ctype && str_eq(ctype, PRM_CONNECT_JSON)) {
-		headers[nh++] = "Connect-Protocol-Version: 1";
-		snprintf(h[nh], sizeof(h[nh]), "Connect-Timeout-Ms: %" PRId64, op->d.timeout_ms);
-		headers[nh] = h[nh];
-		nh++;
+		cp_drv_header(&hs, "Connect-Protocol-Version: 1");
+		cp_drv_header(&hs, "Connect-Timeout-Ms: %" PRId64, op->d.timeout_ms);
 	}
-	headers[nh++] = "User-Agent: denv-cp";
-	headers[nh] = NULL;
-	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, gateway ? "gateway" : path);
-	memset(h, 0, sizeof(h));
-	return rc;
+	return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, gateway ? "gateway" : path, "%s%s",
+			   gateway ? op->gateway : op->d.cp->cfg.prime_api_url, path);
 }
 
 /* The answer's body as a JSON object, or NULL after failing op naming what. */
@@ -358,16 +331,14 @@ static int run_event(const char *msg, size_t len, void *arg, char *why, size_t n
 	return rc;
 }
 
-static void put_next(struct prm_op *op);
-
 /* What the stream said, for the step that asked. */
 static void ran(struct prm_op *op, struct run *r)
 {
 	if (op->step == S_PROBE) {
 		buf_addch(&r->out, '\0');
-		if (cp_drv_probed(&op->d, r->code, r->out.data, op->files, op->nfiles) == 0) {
+		if (cp_drv_probed(&op->d, r->code, r->out.data) == 0) {
 			op->step = S_PUT;
-			put_next(op);
+			cp_drv_put_next(&op->d);
 		}
 	} else if (op->step == S_COMMAND) {
 		cp_drv_command_started(&op->d, r->code);
@@ -411,22 +382,14 @@ static void files_path(struct prm_op *op, struct buf *path, const char *route, c
 	http_pct_encode(path, op->sandbox, "/");
 }
 
-static void put_next(struct prm_op *op)
+static void put_one(struct cp_drv_op *d, const struct cp_drv_file *f)
 {
-	struct buf path = BUF_INIT, body = BUF_INIT;
-	char ctype[128];
-	struct cp_drv_file *f;
+	struct prm_op *op = (struct prm_op *)d;
+	struct buf path = BUF_INIT;
 
-	if (op->next >= op->nfiles) {
-		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
-		return;
-	}
-	f = &op->files[op->next++];
-	cp_drv_multipart(&body, ctype, sizeof(ctype), (uint64_t)op->d.started_ns, f->data.data, f->data.len);
 	files_path(op, &path, "/upload", f->path);
-	call(&op->d, "POST", true, path.data, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
+	cp_drv_put_multipart(&op->d, f, path.data);
 	buf_release(&path);
-	buf_release(&body);
 }
 
 static void gateway_step(struct prm_op *op)
@@ -449,7 +412,7 @@ static void gateway_step(struct prm_op *op)
 		json_free(argv);
 		break;
 	case S_PUT:
-		put_next(op);
+		cp_drv_put_next(&op->d);
 		break;
 	case S_GET:
 		files_path(op, &path, "/download", json_get_str(op->d.payload, "path"));
@@ -517,7 +480,7 @@ static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 		exec_answered(op, resp);
 		break;
 	case S_PUT:
-		put_next(op);
+		cp_drv_put_next(&op->d);
 		break;
 	case S_GET:
 		cp_drv_got(&op->d, resp);
@@ -551,7 +514,7 @@ static void begin_fork(struct prm_op *op)
 /* By path: extract under it. By target: docker cp's rules, after a look at it. */
 static void begin_put(struct prm_op *op, const struct buf *data)
 {
-	int how = cp_drv_put_begin(&op->d, data, op->files, PRM_FILES_MAX, &op->nfiles);
+	int how = cp_drv_put_begin(&op->d, data);
 
 	if (how >= 0)
 		authorize(op, how == 0 ? S_PUT : S_PROBE);
@@ -606,5 +569,6 @@ static const struct cp_drv_kind prime_kinds[] = {
 const struct cp_drv_provider cp_drv_prime = {
 	.name = "prime", .title = "Prime", .kinds = prime_kinds, .nkinds = sizeof(prime_kinds) / sizeof(prime_kinds[0]),
 	.op_size = sizeof(struct prm_op), .exec_default_s = PRM_EXEC_TIMEOUT_S, .exec_extra_ms = PRM_EXTRA_MS,
-	.begin = begin, .call = call, .answered = answered, .release = release,
+	.begin = begin, .call = call, .answered = answered, .put = put_one,
+	.release = release,
 };
