@@ -120,8 +120,9 @@ ssize_t http_chunked_decode(struct http_chunked *c, const char *in, size_t len, 
  * -1 on a bad escape or a decoded NUL. */
 int http_pct_decode(const char *s, size_t len, bool plus, struct buf *out);
 /* Percent-encode s onto out: all but RFC 3986's unreserved characters and
- * those in keep ("" for a query or form value, "/" for a path). */
-void http_pct_encode(struct buf *out, const char *s, const char *keep);
+ * those in keep ("" for a query or form value, "/" for a path). 0, or -1
+ * when out is full. */
+int http_pct_encode(struct buf *out, const char *s, const char *keep);
 
 const char *http_status_text(int status);
 
