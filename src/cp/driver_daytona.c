@@ -189,16 +189,9 @@ static void state_answered(struct dtn_op *op, const struct http_client_resp *res
 static void shell_line(struct buf *out, const struct json *cmd)
 {
 	for (size_t i = 0; i < json_len(cmd); i++) {
-		const char *w = json_at(cmd, i)->u.str.s;
-
-		buf_adds(out, i ? " '" : "'");
-		for (; *w; w++) {
-			if (*w == '\'')
-				buf_adds(out, "'\\''");
-			else
-				buf_addch(out, *w);
-		}
-		buf_addch(out, '\'');
+		if (i)
+			buf_addch(out, ' ');
+		buf_add_shell_word(out, json_at(cmd, i)->u.str.s);
 	}
 }
 
