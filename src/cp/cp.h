@@ -463,6 +463,11 @@ int cp_dev_signin(struct cp *cp, struct st_txn *txn, const char *email, const ch
 /* Put a new dst_ session (CP_SESSION_TTL_S) for user into txn; token
  * (CRYPTO_TOKEN_MAX bytes) gets its plaintext. 0 / -1 with e. */
 int cp_session_new(struct st_txn *txn, const char *user_id, char *token, struct err *e);
+/* A new secret (prefix_...) into token (of size n) and the row that keeps
+ * only its hash: {ID: a new id_prefix id (also in id), Hash, CreatedAt,
+ * ExpiresAt: ttl_s from now}. NULL with e in what's words, token wiped. */
+struct json *cp_secret_row_new(const char *what, const char *prefix, const char *id_prefix, int64_t ttl_s, char *token,
+			       size_t n, char id[ID_MAX], struct err *e);
 /* An address a person could have: one @, no spaces or controls, at most CP_EMAIL_MAX. */
 bool cp_valid_email(const char *s);
 
