@@ -185,6 +185,8 @@
 #define CP_DRV_HEADERS_MAX 6			/* header lines of one driver call, User-Agent aside */
 #define CP_DRV_HEADER_MAX 600			/* one with its value (a token fits) */
 #define CP_DRV_URL_MAX 2048			/* one driver call's URL */
+#define CP_DRV_ID_MAX 128			/* a provider's sandbox id */
+#define CP_DRV_SECRET_MAX 512			/* a sandbox side's token (fits CP_DRV_HEADER_MAX) */
 #define CP_PROVIDER_POLL_MS 500			/* between a driver's looks at a sandbox or snapshot */
 #define CP_PROVIDER_WAIT_MAX_MS 300000		/* a sandbox's start or a snapshot, at most */
 #define CP_USER_DATA_MAX ((size_t)32 << 10)	/* Hetzner's limit for cloud-init user data */
@@ -1055,6 +1057,7 @@ struct cp_drv_provider {
 	const struct cp_drv_kind *kinds;
 	size_t nkinds;
 	const char *fork_refused;	/* env.fork's refusal in targets.md's words, or NULL */
+	const char *destroy_route;	/* env.destroy: DELETE this and the sandbox id, under the API */
 	size_t op_size;		/* the driver's struct, struct cp_drv_op first */
 	int64_t exec_default_s, exec_extra_ms;	/* env.exec's calls: cp_drv_exec_timeout_ms */
 	/* Start the operation at its first step (data: env.put's archive). */
@@ -1063,13 +1066,15 @@ struct cp_drv_provider {
 	 * service (its agent, toolbox or gateway): 0, or -1 after failing op. */
 	int (*call)(struct cp_drv_op *op, const char *method, bool sandbox, const char *path, const char *ctype,
 		    const void *body, size_t len, size_t max_body);
-	/* A 2xx answer to a call (env.destroy's is driver.c's). */
+	/* A 2xx answer to a call (env.destroy's, env.put's and env.get's are driver.c's). */
 	void (*answered)(struct cp_drv_op *op, const struct http_client_resp *resp);
 	/* env.put's call for one file (cp_drv_put_next). */
 	void (*put)(struct cp_drv_op *op, const struct cp_drv_file *f);
-	void (*release)(struct cp_drv_op *op);	/* the driver's own parts, or NULL */
 };
 extern const struct cp_drv_provider cp_drv_e2b, cp_drv_daytona, cp_drv_prime;
+/* Who reads an operation's next answer: the driver, or driver.c for the
+ * steps it runs itself. */
+enum cp_drv_phase { CP_DRV_OWN, CP_DRV_PUTTING, CP_DRV_GETTING };
 /* What every driver's operation has, first in the driver's own struct
  * (driver.c runs its life: cp_drv_start, then exactly one cp_drv_done or
  * cp_drv_fail, or a cp_drv_cancel). */
@@ -1080,10 +1085,12 @@ struct cp_drv_op {
 	char env_id[ID_MAX];
 	char kind[32];
 	char token[256];	/* the cloud's key, wiped at the end */
+	char secret[CP_DRV_SECRET_MAX];	/* the sandbox side's own token (envd's, Prime's gateway's), likewise */
 	struct json *payload;	/* the command's, a copy */
 	int64_t started_ns, timeout_ms;	/* timeout_ms: each call's */
 	int64_t deadline_ns;	/* of a wait for a start or a snapshot (cp_drv_wait_begin) */
 	struct http_acall *call;	/* the call in flight, cancelled at the end */
+	enum cp_drv_phase phase;	/* whose its answer is */
 	struct ev_timer timer;	/* completion from the loop; a driver may use it to wait before */
 	bool ok;
 	char error[ERR_MSG_MAX];
@@ -1164,8 +1171,11 @@ struct json *cp_drv_up(struct cp_drv_op *op, bool forked, const char *egress, co
 void cp_drv_command_started(struct cp_drv_op *op, int64_t code);
 /* cmd (env.exec's, or a probe's) is a non-empty array of strings, or op failed. */
 bool cp_drv_argv_ok(struct cp_drv_op *op, const struct json *cmd);
-/* env.get's answer, the file's bytes: op is finished with a tar of it. */
-void cp_drv_got(struct cp_drv_op *op, const struct http_client_resp *resp);
+/* path (initialised by the caller) += route and file percent-encoded ('/' kept). */
+void cp_drv_file_route(struct buf *path, const char *route, const char *file);
+/* env.get's call, on the sandbox side, to route, the payload's path and tail
+ * (NULL: none): op is finished with a tar of the bytes it answers. */
+void cp_drv_get(struct cp_drv_op *op, const char *route, const char *tail);
 /* env.snapshot is done: the snapshot (the payload's name) taken as how, the
  * provider's own name for it in provider_snapshot (NULL: none). */
 void cp_drv_snapshot_done(struct cp_drv_op *op, const char *how, const char *provider_snapshot);

@@ -68,9 +68,8 @@ static void drv_free(struct cp_drv_op *op)
 	json_free(op->result);
 	buf_release(&op->out);
 	memset(op->token, 0, sizeof(op->token));
+	memset(op->secret, 0, sizeof(op->secret));
 	cp_drv_files_release(op->files, op->nfiles);
-	if (op->drv->release)
-		op->drv->release(op);
 	free(op);
 }
 
@@ -115,6 +114,8 @@ static void drv_destroyed(struct cp_drv_op *op)
 	cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));
 }
 
+static void drv_got(struct cp_drv_op *op, const struct http_client_resp *resp);
+
 /* A call's answer: a 2xx to the driver (env.destroy's finishes op here);
  * else op fails, or is done when env.destroy finds the sandbox already gone. */
 static void drv_answered(const struct http_client_resp *resp, const struct err *e, void *arg)
@@ -130,6 +131,10 @@ static void drv_answered(const struct http_client_resp *resp, const struct err *
 	} else if (!status_2xx(resp->status)) {
 		cp_drv_provider_says(resp, says, sizeof(says));
 		cp_drv_fail(op, "%s answered %s", op->drv->title, says);
+	} else if (op->phase == CP_DRV_PUTTING) {
+		cp_drv_put_next(op);
+	} else if (op->phase == CP_DRV_GETTING) {
+		drv_got(op, resp);
 	} else {
 		op->drv->answered(op, resp);
 	}
@@ -544,6 +549,7 @@ int cp_drv_send(struct cp_drv_op *op, const char *method, struct cp_drv_headers 
 
 void cp_drv_put_next(struct cp_drv_op *op)
 {
+	op->phase = CP_DRV_PUTTING;
 	if (op->next >= op->nfiles)
 		cp_drv_done(op, true, cp_drv_put_result(op, op->nfiles));
 	else
@@ -631,7 +637,25 @@ bool cp_drv_argv_ok(struct cp_drv_op *op, const struct json *cmd)
 	return strings;
 }
 
-void cp_drv_got(struct cp_drv_op *op, const struct http_client_resp *resp)
+void cp_drv_file_route(struct buf *path, const char *route, const char *file)
+{
+	buf_adds(path, route);
+	http_pct_encode(path, file, "/");
+}
+
+void cp_drv_get(struct cp_drv_op *op, const char *route, const char *tail)
+{
+	struct buf path = BUF_INIT;
+
+	cp_drv_file_route(&path, route, json_get_str(op->payload, "path"));
+	if (tail)
+		buf_adds(&path, tail);
+	op->phase = CP_DRV_GETTING;
+	op->drv->call(op, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
+	buf_release(&path);
+}
+
+static void drv_got(struct cp_drv_op *op, const struct http_client_resp *resp)
 {
 	struct err te;
 
@@ -652,6 +676,15 @@ void cp_drv_snapshot_done(struct cp_drv_op *op, const char *how, const char *pro
 	cp_drv_done(op, true, res);
 }
 
+/* env.destroy: the same DELETE of the sandbox for every provider. */
+static void drv_destroy(struct cp_drv_op *op)
+{
+	char sandbox[CP_DRV_ID_MAX];
+
+	if (cp_drv_sandbox(op, sandbox, sizeof(sandbox)))
+		cp_drv_call_json(op, "DELETE", false, NULL, "%s%s", op->drv->destroy_route, sandbox);
+}
+
 static const struct cp_drv_provider *const drv_providers[] = { &cp_drv_e2b, &cp_drv_daytona, &cp_drv_prime };
 
 struct cp_drv_op *cp_drv_start(const char *provider, struct cp *cp, const struct json *cloud, const char *env_id,
@@ -661,7 +694,8 @@ struct cp_drv_op *cp_drv_start(const char *provider, struct cp *cp, const struct
 	const struct cp_drv_provider *drv = NULL;
 	const char *token;
 	struct cp_drv_op *op;
-	int step;
+	bool destroy;
+	int step = -1;
 
 	for (size_t i = 0; i < sizeof(drv_providers) / sizeof(drv_providers[0]) && !drv; i++)
 		if (str_eq(drv_providers[i]->name, provider))
@@ -674,13 +708,19 @@ struct cp_drv_op *cp_drv_start(const char *provider, struct cp *cp, const struct
 		snprintf(refused, n, "%s", drv->fork_refused);
 		return NULL;
 	}
-	if ((step = cp_drv_kind_step(drv->kinds, drv->nkinds, drv->name, kind, refused, n)) < 0 ||
+	destroy = str_eq(kind, "env.destroy");
+	if ((!destroy && (step = cp_drv_kind_step(drv->kinds, drv->nkinds, drv->name, kind, refused, n)) < 0) ||
 	    !(token = drv_token(cloud, drv->name, kind, refused, n)))
 		return NULL;
 	op = xcalloc(1, drv->op_size);
 	drv_init(op, drv, cp, kind, env_id, token, payload, timeout_ms, fn, arg);
 	if (str_eq(kind, "env.exec"))
 		op->timeout_ms = cp_drv_exec_timeout_ms(op->payload, drv->exec_default_s, drv->exec_extra_ms, timeout_ms);
-	drv->begin(op, step, data);
+	if (destroy)
+		drv_destroy(op);
+	else if (str_eq(kind, "env.get") && !json_get_str(op->payload, "path"))
+		cp_drv_fail(op, "path is required");
+	else
+		drv->begin(op, step, data);
 	return op;
 }

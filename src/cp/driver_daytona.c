@@ -36,7 +36,7 @@
 #define DTN_COMMAND_TIMEOUT_S 30	/* starting the service's command in the background */
 #define DTN_EXEC_TIMEOUT_S 120		/* env.exec without timeout_sec (Daytona's own default is 10) */
 
-enum step { S_CREATE, S_WAIT, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_SNAPSHOT, S_SNAP_WAIT, S_FORK, S_DESTROY };
+enum step { S_CREATE, S_WAIT, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_SNAPSHOT, S_SNAP_WAIT, S_FORK };
 
 struct dtn_op {
 	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
@@ -249,8 +249,7 @@ static void put_one(struct cp_drv_op *d, const struct cp_drv_file *f)
 {
 	struct buf path = BUF_INIT;
 
-	buf_adds(&path, "/files/upload-v2?path=");
-	http_pct_encode(&path, f->path, "/");
+	cp_drv_file_route(&path, "/files/upload-v2?path=", f->path);
 	cp_drv_put_multipart(d, f, path.data);
 	buf_release(&path);
 }
@@ -276,28 +275,12 @@ static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 	case S_PROBE:
 		exec_answered(op, resp);
 		break;
-	case S_PUT:
-		cp_drv_put_next(&op->d);
-		break;
-	case S_GET:
-		cp_drv_got(&op->d, resp);
-		break;
-	case S_DESTROY:	/* driver.c answers it */
+	default:	/* S_PUT, S_GET: driver.c answers them */
 		break;
 	}
 }
 
 /* ---- entry ---- */
-
-static void begin_get(struct dtn_op *op)
-{
-	struct buf path = BUF_INIT;
-
-	buf_adds(&path, "/files/download?path=");
-	http_pct_encode(&path, json_get_str(op->d.payload, "path"), "/");
-	call(&op->d, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
-	buf_release(&path);
-}
 
 /* By path: extract under it. By target: docker cp's rules, after a look at it. */
 static void begin_put(struct dtn_op *op, const struct buf *data)
@@ -341,10 +324,7 @@ static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 		begin_put(op, data);
 		break;
 	case S_GET:
-		if (!json_get_str(op->d.payload, "path"))
-			cp_drv_fail(&op->d, "path is required");
-		else
-			begin_get(op);
+		cp_drv_get(&op->d, "/files/download?path=", NULL);
 		break;
 	case S_SNAPSHOT:
 		snap_name(op->snap, sizeof(op->snap), op->d.env_id, json_get_str(op->d.payload, "name"));
@@ -353,9 +333,6 @@ static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 		cp_drv_call_json(&op->d, "POST", false, b, "/sandbox/%s/snapshot", op->sandbox);
 		json_free(b);
 		break;
-	case S_DESTROY:
-		cp_drv_call_json(&op->d, "DELETE", false, NULL, "/sandbox/%s", op->sandbox);
-		break;
 	default:
 		break;
 	}
@@ -363,12 +340,12 @@ static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 
 static const struct cp_drv_kind daytona_kinds[] = {
 	{ "env.create", S_CREATE },	{ "env.exec", S_EXEC }, { "env.put", S_PUT },	      { "env.get", S_GET },
-	{ "env.snapshot", S_SNAPSHOT }, { "env.fork", S_FORK }, { "env.destroy", S_DESTROY },
+	{ "env.snapshot", S_SNAPSHOT }, { "env.fork", S_FORK },
 };
 
 const struct cp_drv_provider cp_drv_daytona = {
 	.name = "daytona", .title = "Daytona", .kinds = daytona_kinds,
-	.nkinds = sizeof(daytona_kinds) / sizeof(daytona_kinds[0]), .op_size = sizeof(struct dtn_op),
-	.exec_default_s = DTN_EXEC_TIMEOUT_S, .exec_extra_ms = DTN_EXTRA_MS,
+	.nkinds = sizeof(daytona_kinds) / sizeof(daytona_kinds[0]), .destroy_route = "/sandbox/",
+	.op_size = sizeof(struct dtn_op), .exec_default_s = DTN_EXEC_TIMEOUT_S, .exec_extra_ms = DTN_EXTRA_MS,
 	.begin = begin, .call = call, .answered = answered, .put = put_one,
 };

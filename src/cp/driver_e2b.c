@@ -34,22 +34,14 @@
 #define E2B_EXTRA_MS 10000			/* a command's own timeout plus this, per call */
 #define E2B_EXEC_TIMEOUT_S 120			/* env.exec without timeout_sec */
 
-enum step { S_CREATE, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
+enum step { S_CREATE, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_PAUSE, S_RESUME };
 
 struct e2b_op {
 	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
 	enum step step;
 	char sandbox[128];
-	char access[256];	/* envd access token */
 	char domain[128];
 };
-
-static void release(struct cp_drv_op *d)
-{
-	struct e2b_op *op = (struct e2b_op *)d;
-
-	memset(op->access, 0, sizeof(op->access));
-}
 
 /* One call to the REST API (envd false) or to the sandbox's envd. */
 static int call(struct cp_drv_op *d, const char *method, bool envd, const char *path, const char *ctype,
@@ -66,8 +58,8 @@ static int call(struct cp_drv_op *d, const char *method, bool envd, const char *
 	}
 	cp_drv_header(&hs, "E2b-Sandbox-Id: %s", op->sandbox);
 	cp_drv_header(&hs, "E2b-Sandbox-Port: %d", E2B_ENVD_PORT);
-	if (op->access[0])
-		cp_drv_header(&hs, "X-Access-Token: %s", op->access);
+	if (op->d.secret[0])
+		cp_drv_header(&hs, "X-Access-Token: %s", op->d.secret);
 	if (op->step == S_EXEC || op->step == S_COMMAND || op->step == S_PROBE)
 		cp_drv_header(&hs, "Connect-Protocol-Version: 1");
 	if (sandbox_url && *sandbox_url)
@@ -84,7 +76,7 @@ static int load_sandbox(struct e2b_op *op)
 
 	if (!d)
 		return -1;
-	str_copy(op->access, sizeof(op->access), json_get_str(d, "access_token") ? json_get_str(d, "access_token") : "");
+	str_copy(op->d.secret, sizeof(op->d.secret), json_get_str(d, "access_token") ? json_get_str(d, "access_token") : "");
 	str_copy(op->domain, sizeof(op->domain), json_get_str(d, "domain") ? json_get_str(d, "domain") : "");
 	return 0;
 }
@@ -140,7 +132,7 @@ static void created(struct e2b_op *op, const struct http_client_resp *resp)
 	log_info("e2b", "env %s: sandbox %s created from template %s", op->d.env_id, id,
 		 json_get_str(doc, "templateID") ? json_get_str(doc, "templateID") : "?");
 	str_copy(op->sandbox, sizeof(op->sandbox), id);
-	str_copy(op->access, sizeof(op->access), tok ? tok : "");
+	str_copy(op->d.secret, sizeof(op->d.secret), tok ? tok : "");
 	str_copy(op->domain, sizeof(op->domain), dom ? dom : "");
 	json_free(doc);	/* id, tok and dom point into it */
 	start_command(op);
@@ -273,21 +265,8 @@ static void put_one(struct cp_drv_op *d, const struct cp_drv_file *f)
 {
 	struct buf path = BUF_INIT;
 
-	buf_addf(&path, "/files?path=");
-	http_pct_encode(&path, f->path, "/");
+	cp_drv_file_route(&path, "/files?path=", f->path);
 	call(d, "POST", true, path.data, "application/octet-stream", f->data.data, f->data.len, CP_PROVIDER_BODY_MAX);
-	buf_release(&path);
-}
-
-/* ---- env.get: one file, handed back as a tar of it ---- */
-
-static void start_get(struct e2b_op *op)
-{
-	struct buf path = BUF_INIT;
-
-	buf_addf(&path, "/files?path=");
-	http_pct_encode(&path, json_get_str(op->d.payload, "path"), "/");
-	call(&op->d, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
 	buf_release(&path);
 }
 
@@ -307,12 +286,6 @@ static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 	case S_PROBE:
 		exec_answered(op, resp);
 		break;
-	case S_PUT:
-		cp_drv_put_next(&op->d);
-		break;
-	case S_GET:
-		cp_drv_got(&op->d, resp);
-		break;
 	case S_PAUSE:
 		op->step = S_RESUME;
 		b = cp_obj("timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), NULL);
@@ -322,7 +295,7 @@ static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 	case S_RESUME:
 		cp_drv_snapshot_done(&op->d, "pause/resume", NULL);
 		break;
-	case S_DESTROY:	/* driver.c answers it */
+	default:	/* S_PUT, S_GET: driver.c answers them */
 		break;
 	}
 }
@@ -358,16 +331,10 @@ static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 		}
 		break;
 	case S_GET:
-		if (!json_get_str(op->d.payload, "path"))
-			cp_drv_fail(&op->d, "path is required");
-		else
-			start_get(op);
+		cp_drv_get(&op->d, "/files?path=", NULL);
 		break;
 	case S_PAUSE:
 		cp_drv_call_json(&op->d, "POST", false, NULL, "/sandboxes/%s/pause", op->sandbox);
-		break;
-	case S_DESTROY:
-		cp_drv_call_json(&op->d, "DELETE", false, NULL, "/sandboxes/%s", op->sandbox);
 		break;
 	default:
 		break;
@@ -376,14 +343,13 @@ static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 
 static const struct cp_drv_kind e2b_kinds[] = {
 	{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	{ "env.put", S_PUT },
-	{ "env.get", S_GET },	    { "env.snapshot", S_PAUSE }, { "env.destroy", S_DESTROY },
+	{ "env.get", S_GET },	    { "env.snapshot", S_PAUSE },
 };
 
 const struct cp_drv_provider cp_drv_e2b = {
 	.name = "e2b", .title = "E2B", .kinds = e2b_kinds, .nkinds = sizeof(e2b_kinds) / sizeof(e2b_kinds[0]),
 	.fork_refused = "E2B has no fork: pause/resume continues the same sandbox and cannot branch it; use your "
 			"machines or Daytona for forks",
-	.op_size = sizeof(struct e2b_op), .exec_default_s = E2B_EXEC_TIMEOUT_S, .exec_extra_ms = E2B_EXTRA_MS,
-	.begin = begin, .call = call, .answered = answered, .put = put_one,
-	.release = release,
+	.destroy_route = "/sandboxes/", .op_size = sizeof(struct e2b_op), .exec_default_s = E2B_EXEC_TIMEOUT_S,
+	.exec_extra_ms = E2B_EXTRA_MS, .begin = begin, .call = call, .answered = answered, .put = put_one,
 };

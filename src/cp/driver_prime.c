@@ -40,7 +40,6 @@
 
 #define PRM_GATEWAY_MAX (CP_DRV_URL_MAX / 2)	/* the gateway's base, so a route and query fit after it */
 #define PRM_ID_MAX 128			/* a sandbox, checkpoint or job id */
-#define PRM_TOKEN_MAX 512		/* the gateway's token (fits CP_DRV_HEADER_MAX) */
 #define PRM_EXTRA_MS 10000		/* a command's own timeout plus this, per call */
 #define PRM_EXEC_TIMEOUT_S 120		/* env.exec without timeout_sec */
 #define PRM_SANDBOX_MINUTES 60		/* the sandbox's lifetime at create (the SDK's default) */
@@ -48,7 +47,7 @@
 #define PRM_CONNECT_JSON "application/connect+json"
 
 enum step {
-	S_CREATE, S_WAIT, S_AUTH, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_CHECKPOINT, S_CK_WAIT, S_FORK, S_DESTROY
+	S_CREATE, S_WAIT, S_AUTH, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_CHECKPOINT, S_CK_WAIT, S_FORK
 };
 
 struct prm_op {
@@ -57,15 +56,7 @@ struct prm_op {
 	char sandbox[PRM_ID_MAX];
 	char checkpoint[PRM_ID_MAX];
 	char gateway[PRM_GATEWAY_MAX];	/* {gateway_url}/{user_ns}/{job_id} */
-	char gw_token[PRM_TOKEN_MAX];	/* wiped at the end */
 };
-
-static void release(struct cp_drv_op *d)
-{
-	struct prm_op *op = (struct prm_op *)d;
-
-	memset(op->gw_token, 0, sizeof(op->gw_token));
-}
 
 /* One call to the REST API (gateway false, path under {api}) or the gateway. */
 static int call(struct cp_drv_op *d, const char *method, bool gateway, const char *path, const char *ctype,
@@ -74,7 +65,7 @@ static int call(struct cp_drv_op *d, const char *method, bool gateway, const cha
 	struct prm_op *op = (struct prm_op *)d;
 	struct cp_drv_headers hs = { 0 };
 
-	cp_drv_header(&hs, "Authorization: Bearer %s", gateway ? op->gw_token : op->d.token);
+	cp_drv_header(&hs, "Authorization: Bearer %s", gateway ? op->d.secret : op->d.token);
 	if (ctype && str_eq(ctype, PRM_CONNECT_JSON)) {
 		cp_drv_header(&hs, "Connect-Protocol-Version: 1");
 		cp_drv_header(&hs, "Connect-Timeout-Ms: %" PRId64, op->d.timeout_ms);
@@ -248,7 +239,7 @@ static void authorized(struct prm_op *op, const struct http_client_resp *resp)
 	job = json_get_str(doc, "job_id");
 	token = json_get_str(doc, "token");
 	if (!url || (strncmp(url, "https://", 8) && strncmp(url, "http://", 7)) || !ns || !*ns || !job || !*job ||
-	    !token || !*token || strcspn(token, "\r\n") != strlen(token) || strlen(token) >= sizeof(op->gw_token)) {
+	    !token || !*token || strcspn(token, "\r\n") != strlen(token) || strlen(token) >= sizeof(op->d.secret)) {
 		json_free(doc);
 		cp_drv_fail(&op->d, "POST /sandbox/{id}/auth answered without a usable gateway_url, user_ns, job_id and token");
 		return;
@@ -261,7 +252,7 @@ static void authorized(struct prm_op *op, const struct http_client_resp *resp)
 		cp_drv_fail(&op->d, "the gateway's address is longer than %d bytes", PRM_GATEWAY_MAX);
 		return;
 	}
-	str_copy(op->gw_token, sizeof(op->gw_token), token);
+	str_copy(op->d.secret, sizeof(op->d.secret), token);
 	memset((char *)token, 0, strlen(token));
 	json_free(doc);
 	op->step = op->then;
@@ -373,13 +364,11 @@ static void exec_answered(struct prm_op *op, const struct http_client_resp *resp
 
 /* ---- env.put and env.get: the gateway's files routes ---- */
 
-/* "/route?path=P&sandbox_id=ID" into path. */
-static void files_path(struct prm_op *op, struct buf *path, const char *route, const char *file)
+/* "&sandbox_id=ID", after the path in the files routes' query. */
+static void sandbox_query(struct prm_op *op, struct buf *q)
 {
-	buf_addf(path, "%s?path=", route);
-	http_pct_encode(path, file, "/");
-	buf_adds(path, "&sandbox_id=");
-	http_pct_encode(path, op->sandbox, "/");
+	buf_adds(q, "&sandbox_id=");
+	http_pct_encode(q, op->sandbox, "/");
 }
 
 static void put_one(struct cp_drv_op *d, const struct cp_drv_file *f)
@@ -387,14 +376,15 @@ static void put_one(struct cp_drv_op *d, const struct cp_drv_file *f)
 	struct prm_op *op = (struct prm_op *)d;
 	struct buf path = BUF_INIT;
 
-	files_path(op, &path, "/upload", f->path);
+	cp_drv_file_route(&path, "/upload?path=", f->path);
+	sandbox_query(op, &path);
 	cp_drv_put_multipart(&op->d, f, path.data);
 	buf_release(&path);
 }
 
 static void gateway_step(struct prm_op *op)
 {
-	struct buf path = BUF_INIT;
+	struct buf q = BUF_INIT;
 	struct json *argv;
 
 	switch (op->step) {
@@ -415,14 +405,14 @@ static void gateway_step(struct prm_op *op)
 		cp_drv_put_next(&op->d);
 		break;
 	case S_GET:
-		files_path(op, &path, "/download", json_get_str(op->d.payload, "path"));
-		call(&op->d, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
+		sandbox_query(op, &q);
+		cp_drv_get(&op->d, "/download?path=", q.data);
 		break;
 	default:
 		cp_drv_fail(&op->d, "no gateway call for this step");
 		break;
 	}
-	buf_release(&path);
+	buf_release(&q);
 }
 
 /* ---- env.snapshot: a checkpoint, waited until durable ---- */
@@ -479,17 +469,11 @@ static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 	case S_PROBE:
 		exec_answered(op, resp);
 		break;
-	case S_PUT:
-		cp_drv_put_next(&op->d);
-		break;
-	case S_GET:
-		cp_drv_got(&op->d, resp);
-		break;
 	case S_CHECKPOINT:
 	case S_CK_WAIT:
 		checkpoint_answered(op, resp);
 		break;
-	case S_DESTROY:	/* driver.c answers it */
+	default:	/* S_PUT, S_GET: driver.c answers them */
 		break;
 	}
 }
@@ -543,17 +527,11 @@ static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 		begin_put(op, data);
 		break;
 	case S_GET:
-		if (!json_get_str(op->d.payload, "path"))
-			cp_drv_fail(&op->d, "path is required");
-		else
-			authorize(op, S_GET);
+		authorize(op, S_GET);
 		break;
 	case S_CHECKPOINT:
 		cp_drv_wait_begin(&op->d);
 		cp_drv_call_json(&op->d, "POST", false, NULL, "/sandbox/%s/checkpoints", op->sandbox);
-		break;
-	case S_DESTROY:
-		cp_drv_call_json(&op->d, "DELETE", false, NULL, "/sandbox/%s", op->sandbox);
 		break;
 	default:
 		break;
@@ -563,12 +541,10 @@ static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 static const struct cp_drv_kind prime_kinds[] = {
 	{ "env.create", S_CREATE }, { "env.exec", S_EXEC },		  { "env.put", S_PUT },
 	{ "env.get", S_GET },	    { "env.snapshot", S_CHECKPOINT }, { "env.fork", S_FORK },
-	{ "env.destroy", S_DESTROY },
 };
 
 const struct cp_drv_provider cp_drv_prime = {
 	.name = "prime", .title = "Prime", .kinds = prime_kinds, .nkinds = sizeof(prime_kinds) / sizeof(prime_kinds[0]),
-	.op_size = sizeof(struct prm_op), .exec_default_s = PRM_EXEC_TIMEOUT_S, .exec_extra_ms = PRM_EXTRA_MS,
-	.begin = begin, .call = call, .answered = answered, .put = put_one,
-	.release = release,
+	.destroy_route = "/sandbox/", .op_size = sizeof(struct prm_op), .exec_default_s = PRM_EXEC_TIMEOUT_S,
+	.exec_extra_ms = PRM_EXTRA_MS, .begin = begin, .call = call, .answered = answered, .put = put_one,
 };
