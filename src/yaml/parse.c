@@ -252,6 +252,12 @@ static int enter(struct parser *p, size_t pos)
 	return 0;
 }
 
+/* A collection starts at pos: a level deeper, and one node more. */
+static int enter_collection(struct parser *p, size_t pos)
+{
+	return enter(p, pos) < 0 || count_nodes(p, 1, pos) < 0 ? -1 : 0;
+}
+
 /* ---- anchors ---- */
 
 static size_t measure(const struct json *v, unsigned *height)
@@ -528,10 +534,14 @@ static void mapb_append(struct mapb *mb, char *key, size_t n, struct json *v)
 	}
 }
 
-static void mapb_init(struct mapb *mb)
+/* A mapping starts at pos: a level deeper (enter_collection), and its builder. */
+static int mapb_begin(struct parser *p, struct mapb *mb, size_t pos)
 {
+	if (enter_collection(p, pos) < 0)
+		return -1;
 	memset(mb, 0, sizeof(*mb));
 	mb->obj = json_new_object();
+	return 0;
 }
 
 static void mapb_release(struct mapb *mb)
@@ -814,9 +824,8 @@ static int block_map(struct parser *p, int m, const struct props *node_pr, struc
 	size_t start = p->pos;
 	int ind;
 
-	if (enter(p, start) < 0 || count_nodes(p, 1, start) < 0)
+	if (mapb_begin(p, &mb, start) < 0)
 		return -1;
-	mapb_init(&mb);
 	for (;;) {
 		struct props kp = { 0 };
 		size_t colon, kpos, vpos;
@@ -899,7 +908,7 @@ static int block_seq(struct parser *p, int m, const struct props *pr, struct jso
 	size_t start = p->pos;
 	int ind;
 
-	if (enter(p, start) < 0 || count_nodes(p, 1, start) < 0)
+	if (enter_collection(p, start) < 0)
 		return -1;
 	arr = json_new_array();
 	for (;;) {
@@ -1149,9 +1158,8 @@ static int flow_map(struct parser *p, const struct props *pr, struct json **out)
 	size_t open = p->pos;
 	int rc;
 
-	if (enter(p, open) < 0 || count_nodes(p, 1, open) < 0)
+	if (mapb_begin(p, &mb, open) < 0)
 		return -1;
-	mapb_init(&mb);
 	p->pos++;
 	while ((rc = flow_next(p, open, what, '}')) == 0)
 		if (flow_entry(p, open, what, &mb) < 0 || flow_sep(p, open, what, '}') < 0)
@@ -1170,9 +1178,8 @@ static int flow_pair(struct parser *p, size_t open, struct json **out)
 	struct mapb mb;
 	size_t start = p->pos;
 
-	if (enter(p, start) < 0 || count_nodes(p, 1, start) < 0)
+	if (mapb_begin(p, &mb, start) < 0)
 		return -1;
-	mapb_init(&mb);
 	if (flow_entry(p, open, "flow sequence", &mb) < 0 || mapb_finish(p, &mb) < 0) {
 		mapb_release(&mb);
 		return -1;
@@ -1192,7 +1199,7 @@ static int flow_seq(struct parser *p, const struct props *pr, struct json **out)
 	bool jl;
 	int rc;
 
-	if (enter(p, open) < 0 || count_nodes(p, 1, open) < 0)
+	if (enter_collection(p, open) < 0)
 		return -1;
 	arr = json_new_array();
 	p->pos++;
