@@ -1,12 +1,13 @@
 /*
  * driver.c: what the hosted provider drivers (driver_e2b.c,
  * driver_daytona.c, driver_prime.c) do alike: an operation's start from the
- * provider's table, its calls and their answers, the environment's variables as an object, the
- * service's command started in the background, env.put's archive split into
- * files (the providers' files APIs take one file at a time), env.get's file
- * handed back as a tar of it, output as valid UTF-8, the provider's
- * error message in one line, and an operation's life from start to the
- * one answer.
+ * provider's table (struct cp_drv_provider) and its life to the one answer,
+ * the calls (headers, URL, JSON bodies) and their answers, the waits,
+ * env.destroy whole, env.put's archive split into files and sent one at a
+ * time (the providers' files APIs take one file each), env.get's file handed
+ * back as a tar of it, the environment's variables as an object, the
+ * service's command started in the background, output as valid UTF-8, and
+ * the provider's error message in one line.
  */
 #include <inttypes.h>
 #include <stdarg.h>
