@@ -41,7 +41,7 @@ enum step { S_CREATE, S_WAIT, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_SNAPSH
 struct dtn_op {
 	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
 	enum step step;
-	char sandbox[128];
+	char sandbox[CP_DRV_ID_MAX];
 	char toolbox[CP_DRV_URL_MAX];	/* the sandbox's toolboxProxyUrl */
 	char snap[DTN_NAME_MAX];
 };

@@ -39,7 +39,7 @@ enum step { S_CREATE, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_PAUSE, S_RESUM
 struct e2b_op {
 	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
 	enum step step;
-	char sandbox[128];
+	char sandbox[CP_DRV_ID_MAX];
 	char domain[128];
 };
 
