@@ -156,6 +156,15 @@ int buf_vaddf(struct buf *b, const char *fmt, va_list ap)
 	return 0;
 }
 
+int buf_add_shell_word(struct buf *b, const char *s)
+{
+	int r = buf_addch(b, '\'');
+
+	for (; *s && r == 0; s++)
+		r = *s == '\'' ? buf_adds(b, "'\\''") : buf_addch(b, *s);
+	return r < 0 ? -1 : buf_addch(b, '\'');
+}
+
 int buf_addf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;

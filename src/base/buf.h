@@ -42,6 +42,8 @@ int buf_adds(struct buf *b, const char *s);
 int buf_addch(struct buf *b, char c);
 int buf_addf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int buf_vaddf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+/* s as one single-quoted word for a POSIX shell (a quote inside as '\''). */
+int buf_add_shell_word(struct buf *b, const char *s);
 
 /* Shorten to n bytes (n <= len). */
 void buf_truncate(struct buf *b, size_t n);

@@ -66,18 +66,29 @@ int fs_mkdir_p(const char *path, mode_t mode, struct err *e)
 	return 0;
 }
 
-int fs_fsync_dir(const char *path, struct err *e)
+/* fsync (whole_fs false) or syncfs the directory path. */
+static int sync_dir(const char *path, bool whole_fs, struct err *e)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
 		return err_errno(e, "open %s", path);
-	if (fsync(fd) < 0) {
+	if ((whole_fs ? syncfs(fd) : fsync(fd)) < 0) {
 		sys_close(fd);
-		return err_errno(e, "fsync %s", path);
+		return err_errno(e, "%s %s", whole_fs ? "syncfs" : "fsync", path);
 	}
-	close(fd);
+	sys_close(fd);
 	return 0;
+}
+
+int fs_fsync_dir(const char *path, struct err *e)
+{
+	return sync_dir(path, false, e);
+}
+
+int fs_syncfs_dir(const char *path, struct err *e)
+{
+	return sync_dir(path, true, e);
 }
 
 static void dir_of(const char *path, char *dir, size_t n)

@@ -48,6 +48,8 @@ int fs_remove_all(const char *path, struct err *e);
 
 /* fsync a directory, so that entries created or renamed in it are durable. */
 int fs_fsync_dir(const char *path, struct err *e);
+/* syncfs the filesystem that holds the directory path. */
+int fs_syncfs_dir(const char *path, struct err *e);
 
 /* 1 if path exists (lstat), 0 if not. */
 int fs_exists(const char *path);

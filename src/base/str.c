@@ -29,6 +29,14 @@ bool str_has_suffix(const char *s, const char *suffix)
 	return n >= m && memcmp(s + n - m, suffix, m) == 0;
 }
 
+bool str_only(const char *s, const char *extra)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || strchr(extra, *s)))
+			return false;
+	return true;
+}
+
 int str_copy(char *dst, size_t n, const char *src)
 {
 	size_t len = strlen(src);

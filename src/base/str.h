@@ -13,6 +13,8 @@
 bool str_eq(const char *a, const char *b);		/* NULL-safe */
 bool str_has_prefix(const char *s, const char *prefix);
 bool str_has_suffix(const char *s, const char *suffix);
+/* Every byte of s an ASCII letter, a digit or one of extra (true for ""). */
+bool str_only(const char *s, const char *extra);
 
 /* Copy src into dst of size n, always NUL-terminated. Returns -1 if truncated. */
 int str_copy(char *dst, size_t n, const char *src);

@@ -182,8 +182,6 @@ void cli_release(struct cli *c);
 /* e = CLI_NOT_SIGNED_IN unless a key is configured. */
 int cli_need_key(struct cli *c, struct err *e);
 
-/* Append s percent-encoded for a path segment or a query value. */
-int cli_escape(struct buf *out, const char *s);
 /* Append the WebSocket URL of server (http -> ws, https -> wss) and path. */
 void cli_ws_url(struct buf *out, const char *server, const char *path);
 

@@ -39,24 +39,6 @@ void cli_ws_url(struct buf *out, const char *server, const char *path)
 	buf_adds(out, path);
 }
 
-int cli_escape(struct buf *out, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		int r;
-
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		    strchr("-._~", ch))
-			r = buf_addch(out, (char)ch);
-		else
-			r = buf_addf(out, "%%%c%c", hex[ch >> 4], hex[ch & 15]);
-		if (r < 0)
-			return -1;
-	}
-	return 0;
-}
 
 /* The server's {"error": "..."} message, or the status and the body's start. */
 static int http_error(const struct http_client_resp *r, struct err *e)
@@ -173,7 +155,7 @@ int cli_get_print(struct cli *c, const char *path, struct err *e)
 void cli_path(struct buf *out, const char *prefix, const char *id, const char *suffix)
 {
 	buf_adds(out, prefix);
-	cli_escape(out, id);
+	http_pct_encode(out, id, "");
 	if (suffix)
 		buf_adds(out, suffix);
 }

@@ -7,6 +7,7 @@
 #include "base/ev.h"
 #include "base/str.h"
 #include "cli/cli.h"
+#include "http/http.h"
 #include "json/json.h"
 
 #define BATCH_WAIT_DEFAULT_S 600	/* --wait without --timeout */
@@ -86,7 +87,7 @@ static int batch_follow(struct cli *c, const char *id, int64_t timeout_s, struct
 		 * deployment ends (wait_sec), so a line comes as each one does. */
 		buf_reset(&path);
 		buf_adds(&path, "/v1/batches/");
-		cli_escape(&path, id);
+		http_pct_encode(&path, id, "");
 		if (!first && left > 0)
 			buf_addf(&path, "?wait_sec=%lld", (long long)(left < BATCH_WAIT_S ? left : BATCH_WAIT_S));
 		json_free(view);

@@ -6,6 +6,7 @@
 #include "base/enc.h"
 #include "base/str.h"
 #include "cli/cli.h"
+#include "http/http.h"
 #include "json/json.h"
 
 #define BG_FOLLOW_WAIT_S 1	/* --follow: how long one read waits for the end */
@@ -18,7 +19,7 @@ static int bg_path(struct cli *c, const char *ref, const char *cmd, const char *
 		return -1;
 	if (cmd) {
 		buf_addch(path, '/');
-		cli_escape(path, cmd);
+		http_pct_encode(path, cmd, "");
 	}
 	if (tail)
 		buf_adds(path, tail);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/str.h"
+#include "http/http.h"
 #include "json/json.h"
 
 static int run_dep_get(struct cli *c, const struct cli_args *a, struct err *e)
@@ -55,9 +56,9 @@ static int run_events(struct cli *c, const struct cli_args *a, struct err *e)
 		if (cli_resolve_env(c, subject + 4, id, sizeof(id), e) < 0)
 			goto out;
 		buf_adds(&path, "env%3A");
-		cli_escape(&path, id);
+		http_pct_encode(&path, id, "");
 	} else {
-		cli_escape(&path, subject);
+		http_pct_encode(&path, subject, "");
 	}
 	rc = cli_get_print(c, path.data, e);
 out:

@@ -12,6 +12,7 @@
 
 #include "base/fs.h"
 #include "base/str.h"
+#include "http/http.h"
 #include "json/json.h"
 #include "tar/tar.h"
 
@@ -62,9 +63,9 @@ static int files_path(struct cli *c, const char *ref, const char *service, const
 {
 	if (cli_env_path(c, ref, "/files?service=", path, e) < 0)
 		return -1;
-	cli_escape(path, service);
+	http_pct_encode(path, service, "");
 	buf_addf(path, "&%s=", key);
-	cli_escape(path, remote);
+	http_pct_encode(path, remote, "");
 	return 0;
 }
 
@@ -108,7 +109,7 @@ static int run_put(struct cli *c, const struct cli_args *a, struct err *e)
 		goto out;
 	if (owner) {
 		buf_adds(&path, "&owner=");
-		cli_escape(&path, owner);
+		http_pct_encode(&path, owner, "");
 	}
 	if (cli_call_raw(c, "PUT", path.data, "application/x-tar", tar.data, tar.len, &resp, e) < 0)
 		goto out;

@@ -5,6 +5,7 @@
 
 #include "base/buf.h"
 #include "base/str.h"
+#include "http/http.h"
 #include "json/json.h"
 
 /* POST body and print the answer. */
@@ -105,7 +106,7 @@ static int host_action(struct cli *c, const char *host, const char *action, stru
 	int rc;
 
 	buf_adds(&path, "/v1/hosts/");
-	cli_escape(&path, host);
+	http_pct_encode(&path, host, "");
 	buf_addf(&path, "/%s", action);
 	rc = post_print(c, path.data, body, e);
 	buf_release(&path);

@@ -90,6 +90,10 @@ static int usage(struct err *e, const char *msg)
 
 /* ---- import ---- */
 
+/* Both verbs' --help: they run the same Python module. */
+static const char interop_notes[] = "Runs the Python package's denv.interop module: DENV_PYTHON (default python3)\n"
+				    "must have the denv package. See denv(1), IMPORT AND EXPORT.\n";
+
 static const struct cli_flag import_flags[] = {
 	{ "out", 'o', CLI_STR, "DIR", "project directory to write (default ./denv-<DIR's name>; must be empty)" },
 	{ "deploy", 0, CLI_BOOL, NULL, "then create the project and deploy it (waits for the deployment)" },
@@ -123,8 +127,7 @@ const struct cli_cmd cli_cmd_import = {
 	.name = "import", .args = "harbor|karotte <dir>",
 	.summary = "turn a Harbor task or a Karotte environment into a denv project (compose + x-denv)",
 	.flags = import_flags, .min_pos = 2, .max_pos = 2, .no_auth = true, .run = run_import,
-	.notes = "Runs the Python package's denv.interop module: DENV_PYTHON (default python3)\n"
-		 "must have the denv package. See denv(1), IMPORT AND EXPORT.\n",
+	.notes = interop_notes,
 };
 
 /* ---- export ---- */
@@ -158,6 +161,5 @@ const struct cli_cmd cli_cmd_export = {
 	.name = "export", .args = "<project@version|env[@version]> <dir>",
 	.summary = "write a version as Harbor tasks (--harbor) or an OpenEnv environment (--openenv)",
 	.flags = export_flags, .min_pos = 2, .max_pos = 2, .no_auth = true, .run = run_export,
-	.notes = "Runs the Python package's denv.interop module: DENV_PYTHON (default python3)\n"
-		 "must have the denv package. See denv(1), IMPORT AND EXPORT.\n",
+	.notes = interop_notes,
 };

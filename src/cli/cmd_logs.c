@@ -6,6 +6,7 @@
 
 #include "base/str.h"
 #include "cli/cli.h"
+#include "http/http.h"
 #include "json/json.h"
 
 #define LOGS_STAMP_MAX 64	/* docker's fixed-width RFC 3339 timestamp */
@@ -50,14 +51,14 @@ static int logs_once(struct cli *c, const char *env, const struct cli_args *a, c
 	int rc;
 
 	cli_path(&path, "/v1/envs/", env, "/logs?timestamps=true&tail=");
-	cli_escape(&path, tail);
+	http_pct_encode(&path, tail, "");
 	if (svc) {
 		buf_adds(&path, "&service=");
-		cli_escape(&path, svc);
+		http_pct_encode(&path, svc, "");
 	}
 	if (*since) {
 		buf_adds(&path, "&since=");
-		cli_escape(&path, since);
+		http_pct_encode(&path, since, "");
 	}
 	rc = cli_call(c, "GET", path.data, NULL, &doc, e);
 	if (rc == 0) {

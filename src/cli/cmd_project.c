@@ -11,6 +11,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "base/sys.h"
+#include "http/http.h"
 #include "json/json.h"
 
 /* Largest compose file we send (the server has its own limit too). */
@@ -23,7 +24,7 @@ static void templates_path(const char *kind, struct buf *path)
 	buf_adds(path, "/v1/templates");
 	if (kind && *kind) {
 		buf_adds(path, "?kind=");
-		cli_escape(path, kind);
+		http_pct_encode(path, kind, "");
 	}
 }
 

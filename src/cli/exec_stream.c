@@ -22,6 +22,7 @@
 
 #include "base/str.h"
 #include "cli/cli.h"
+#include "http/http.h"
 #include "ws/ws.h"
 #include "ws/xframe.h"
 
@@ -192,7 +193,7 @@ static void on_close(struct ws_conn *c, int code, const char *reason, void *arg)
 static void stream_url(const char *server, const char *env_id, struct buf *out)
 {
 	cli_ws_url(out, server, "/v1/envs/");
-	cli_escape(out, env_id);
+	http_pct_encode(out, env_id, "");
 	buf_adds(out, "/exec/stream");
 }
 

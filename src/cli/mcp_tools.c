@@ -9,13 +9,14 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "base/ev.h"
 #include "base/enc.h"
 #include "base/err.h"
+#include "base/ev.h"
 #include "base/str.h"
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/mcp.h"
+#include "http/http.h"
 #include "json/json.h"
 #include "tar/tar.h"
 
@@ -56,7 +57,7 @@ static int env_path(struct cli *c, const struct json *args, const char *suffix, 
 	if (need_str(args, "env", &ref, e) < 0 || cli_resolve_env(c, ref, id, sizeof(id), e) < 0)
 		return -1;
 	buf_adds(path, "/v1/envs/");
-	cli_escape(path, id);
+	http_pct_encode(path, id, "");
 	buf_adds(path, suffix);
 	return 0;
 }
@@ -72,7 +73,7 @@ static int follow(struct cli *c, const struct json *resp, struct json **final, s
 	if (!dep)
 		return err_set(e, "the server started no deployment");
 	buf_adds(&path, "/v1/deployments/");
-	cli_escape(&path, dep);
+	http_pct_encode(&path, dep, "");
 	for (;;) {
 		json_free(*final);
 		*final = NULL;
@@ -194,9 +195,9 @@ static int files_path(struct cli *c, const struct json *args, const char *dir, s
 {
 	if (env_path(c, args, "/files?service=", path, e) < 0)
 		return -1;
-	cli_escape(path, arg_str(args, "service", MCP_SERVICE_DEFAULT));
+	http_pct_encode(path, arg_str(args, "service", MCP_SERVICE_DEFAULT), "");
 	buf_adds(path, "&path=");
-	cli_escape(path, dir);
+	http_pct_encode(path, dir, "");
 	return 0;
 }
 
@@ -418,7 +419,7 @@ static int tool_logs(struct cli *c, const struct json *args, struct json **out, 
 		buf_addf(&path, "%lld", (long long)json_get_int(args, "tail", 100));
 		if (json_get_str(args, "service")) {
 			buf_adds(&path, "&service=");
-			cli_escape(&path, json_get_str(args, "service"));
+			http_pct_encode(&path, json_get_str(args, "service"), "");
 		}
 		rc = cli_call(c, "GET", path.data, NULL, out, e);
 	}

@@ -15,6 +15,7 @@
 
 #include "base/ev.h"
 #include "base/str.h"
+#include "http/http.h"
 #include "json/json.h"
 #include "ws/ws.h"
 
@@ -277,7 +278,7 @@ int cli_wait(struct cli *c, const char *dep, struct json **final, struct err *e)
 
 	w.watch.verbose = c->verbose;
 	buf_adds(&w.path, "/v1/deployments/");
-	cli_escape(&w.path, dep);
+	http_pct_encode(&w.path, dep, "");
 	r = refresh(&w, e);
 	if (r == 0) {
 		open_stream(&w);

@@ -39,21 +39,12 @@ struct json *cp_team_create(struct st_txn *txn, const char *name, const char *ow
 
 int cp_session_new(struct st_txn *txn, const char *user_id, char *token, struct err *e)
 {
-	char id[ID_MAX], hash[SHA256_HEX_LEN + 1], exp[CLOCK_RFC3339_MAX];
-	struct json *s;
+	char id[ID_MAX];
+	struct json *s = cp_secret_row_new("session token", "dst", "ses", CP_SESSION_TTL_S, token, CRYPTO_TOKEN_MAX, id, e);
 
-	if (crypto_token("dst", CP_TOKEN_BYTES, token, CRYPTO_TOKEN_MAX, e) < 0)
+	if (!s)
 		return -1;
-	if (sha256_hex(token, strlen(token), hash) < 0)
-		return err_set(e, "cannot hash the session token");
-	id_new("ses", id);
-	clock_format_rfc3339(clock_now_ns() + (int64_t)CP_SESSION_TTL_S * 1000000000, exp);
-	s = json_new_object();
-	json_object_set_str(s, "ID", id);
 	json_object_set_str(s, "UserID", user_id);
-	json_object_set_str(s, "Hash", hash);
-	json_object_set(s, "CreatedAt", cp_now_json());
-	json_object_set_str(s, "ExpiresAt", exp);
 	st_put(txn, "sessions", id, s);
 	return 0;
 }

@@ -31,13 +31,10 @@ static void reply_env_rows(struct cp *cp, struct http_req *req, const char *tabl
 {
 	struct cp_caller who;
 	const struct json *env = team_env(cp, req, &who);
-	struct json *resp;
 
-	if (!env)
-		return;
-	resp = json_new_object();
-	json_object_set(resp, table, cp_list(cp, table, "EnvID", json_get_str(env, "ID"), newest_first, 0, NULL, NULL));
-	cp_reply(req, 200, resp);
+	if (env)
+		cp_reply_with(req, 200, table,
+			      cp_list(cp, table, "EnvID", json_get_str(env, "ID"), newest_first, 0, NULL, NULL));
 }
 
 static void h_env_versions(struct cp *cp, struct http_req *req)

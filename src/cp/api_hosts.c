@@ -139,21 +139,32 @@ static struct json *cloud_from_body(struct cp *cp, struct http_req *req, const c
 	return row;
 }
 
-static void h_clouds_list(struct cp *cp, struct http_req *req)
+/* 200 {table: the caller's team's rows of table, each as view shows it}. */
+static void reply_team_rows(struct cp *cp, struct http_req *req, const char *table,
+			    struct json *(*view)(struct cp *cp, const struct json *row))
 {
 	struct cp_caller who;
-	struct json *rows, *list, *resp;
+	struct json *rows, *list;
 
 	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
 		return;
-	rows = cp_list(cp, "clouds", "TeamID", who.team_id, false, 0, NULL, NULL);
+	rows = cp_list(cp, table, "TeamID", who.team_id, false, 0, NULL, NULL);
 	list = json_new_array();
 	for (size_t i = 0; i < json_len(rows); i++)
-		json_array_push(list, cloud_public(json_at(rows, i)));
+		json_array_push(list, view(cp, json_at(rows, i)));
 	json_free(rows);
-	resp = json_new_object();
-	json_object_set(resp, "clouds", list);
-	cp_reply(req, 200, resp);
+	cp_reply_with(req, 200, table, list);
+}
+
+static struct json *cloud_view(struct cp *cp, const struct json *row)
+{
+	(void)cp;
+	return cloud_public(row);
+}
+
+static void h_clouds_list(struct cp *cp, struct http_req *req)
+{
+	reply_team_rows(cp, req, "clouds", cloud_view);
 }
 
 /* Store cloud (taken) and answer 201: {cloud, token_checked} for POST
@@ -244,17 +255,23 @@ static void cloud_connect(struct cp *cp, struct http_req *req, struct json *clou
 	}
 }
 
-static void h_clouds_create(struct cp *cp, struct http_req *req)
+/* POST /v1/clouds, and POST /v1/targets/connect (connect: with its driver host). */
+static void cloud_create(struct cp *cp, struct http_req *req, bool connect)
 {
 	struct cp_caller who;
 	struct json *body = NULL, *row;
 
 	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0 || cp_body(req, &body) < 0)
 		return;
-	row = cloud_from_body(cp, req, who.team_id, body, false);
+	row = cloud_from_body(cp, req, who.team_id, body, connect);
 	if (row)
-		cloud_connect(cp, req, row, false);
+		cloud_connect(cp, req, row, connect);
 	json_free(body);
+}
+
+static void h_clouds_create(struct cp *cp, struct http_req *req)
+{
+	cloud_create(cp, req, false);
 }
 
 /* ---- join tokens ---- */
@@ -304,41 +321,19 @@ out:
 
 /* ---- hosts and targets ---- */
 
-/* The provider of a driver host (its cloud's), or NULL for a sidecar. */
-static const char *host_driver(struct cp *cp, const struct json *host)
-{
-	const char *cloud_id = json_get_str(host, "CloudID");
-	const struct json *cloud = cloud_id && *cloud_id ? st_get(cp->db, "clouds", cloud_id) : NULL;
-	const char *provider = json_get_str(cloud, "Provider");
-
-	return cp_provider_is_driver(provider) ? provider : NULL;
-}
-
 static struct json *host_view(struct cp *cp, const struct json *host)
 {
 	struct json *h = cp_public(host, "hosts");
 
 	/* A driver host needs no stream (and may not be committed yet). */
 	json_object_set_bool(h, "connected",
-			     host_driver(cp, host) != NULL || cp_host_connected(cp, json_get_str(host, "ID")));
+			     cp_host_driver(cp, host) != NULL || cp_host_connected(cp, json_get_str(host, "ID")));
 	return h;
 }
 
 static void h_hosts(struct cp *cp, struct http_req *req)
 {
-	struct cp_caller who;
-	struct json *rows, *list, *resp;
-
-	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0)
-		return;
-	rows = cp_list(cp, "hosts", "TeamID", who.team_id, false, 0, NULL, NULL);
-	list = json_new_array();
-	for (size_t i = 0; i < json_len(rows); i++)
-		json_array_push(list, host_view(cp, json_at(rows, i)));
-	json_free(rows);
-	resp = json_new_object();
-	json_object_set(resp, "hosts", list);
-	cp_reply(req, 200, resp);
+	reply_team_rows(cp, req, "hosts", host_view);
 }
 
 static struct json *target_view(struct cp *cp, const struct json *host, const char *provider)
@@ -367,7 +362,7 @@ static struct json *targets_list(struct cp *cp, const char *team_id, const struc
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < json_len(rows) + json_len(extra); i++) {
 			const struct json *h = i < json_len(rows) ? json_at(rows, i) : json_at(extra, i - json_len(rows));
-			const char *provider = host_driver(cp, h), *status = json_get_str(h, "Status");
+			const char *provider = cp_host_driver(cp, h), *status = json_get_str(h, "Status");
 
 			if (str_eq(status, "deleted") || str_eq(status, "delete_failed"))
 				continue;
@@ -399,15 +394,7 @@ static void h_targets(struct cp *cp, struct http_req *req)
 
 static void h_targets_connect(struct cp *cp, struct http_req *req)
 {
-	struct cp_caller who;
-	struct json *body = NULL, *cloud;
-
-	if (cp_auth(cp, req, CP_AUTH_TEAM, &who) < 0 || cp_body(req, &body) < 0)
-		return;
-	cloud = cloud_from_body(cp, req, who.team_id, body, true);
-	if (cloud)
-		cloud_connect(cp, req, cloud, true);
-	json_free(body);
+	cloud_create(cp, req, true);
 }
 
 int cp_api_hosts(struct cp *cp)

@@ -202,11 +202,7 @@ out:
 /* The hosted provider an environment lives on, or NULL (a sidecar, or none yet). */
 static const char *env_provider(struct cp *cp, const struct json *env)
 {
-	const struct json *host = st_get(cp->db, "hosts", json_get_str(env, "HostID"));
-	const struct json *cloud = st_get(cp->db, "clouds", json_get_str(host, "CloudID"));
-	const char *p = json_get_str(cloud, "Provider");
-
-	return cp_provider_is_driver(p) ? p : NULL;
+	return cp_host_driver(cp, st_get(cp->db, "hosts", json_get_str(env, "HostID")));
 }
 
 static void h_verify(struct cp *cp, struct http_req *req)

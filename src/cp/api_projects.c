@@ -80,11 +80,7 @@ static bool github_repo(const char *source, char *out, size_t n)
 	slash = strchr(r, '/');
 	if (!slash || slash == r || !slash[1] || strchr(slash + 1, '/') || strlen(r) >= n)
 		return false;
-	for (const char *p = r; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      strchr("-_./", *p)))
-			return false;
-	return str_copy(out, n, r) == 0;
+	return str_only(r, "-_./") && str_copy(out, n, r) == 0;
 }
 
 static struct json *source_new(const char *project_id, const char *repo)

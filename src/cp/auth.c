@@ -10,6 +10,24 @@
 #include "base/str.h"
 #include "cp/cp.h"
 
+struct json *cp_secret_row_new(const char *what, const char *prefix, const char *id_prefix, int64_t ttl_s, char *token,
+			       size_t n, char id[ID_MAX], struct err *e)
+{
+	char hash[SHA256_HEX_LEN + 1], exp[CLOCK_RFC3339_MAX];
+
+	if (crypto_token(prefix, CP_TOKEN_BYTES, token, n, e) < 0)
+		return NULL;
+	if (sha256_hex(token, strlen(token), hash) < 0) {
+		memset(token, 0, n);
+		err_set(e, "%s: cannot hash it", what);
+		return NULL;
+	}
+	id_new(id_prefix, id);
+	clock_format_rfc3339(clock_now_ns() + ttl_s * 1000000000, exp);
+	return cp_obj("ID", json_new_str(id), "Hash", json_new_str(hash), "CreatedAt", cp_now_json(), "ExpiresAt",
+		      json_new_str(exp), NULL);
+}
+
 void cp_member_id(const char *team_id, const char *user_id, char out[CP_ROW_ID_MAX])
 {
 	snprintf(out, CP_ROW_ID_MAX, "%s:%s", team_id, user_id);

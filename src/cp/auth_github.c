@@ -53,19 +53,6 @@ static struct http_aclient *aclient(struct cp *cp)
 	return cp->aclient;
 }
 
-/* Percent-encode s for a query or form value. */
-static void query_escape(struct buf *out, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~", c))
-			buf_addch(out, (char)c);
-		else
-			buf_addf(out, "%%%02X", c);
-	}
-}
-
 /* -1 with e: the message and an HTTP status (err_set would clear the code). */
 static int fail_code(struct err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail_code(struct err *e, int code, const char *fmt, ...)
@@ -341,12 +328,12 @@ static void h_start(struct cp *cp, struct http_req *req)
 
 	buf_adds(&url, cp->cfg.gh_url);
 	buf_adds(&url, "/login/oauth/authorize?client_id=");
-	query_escape(&url, cp->cfg.gh_client_id);
+	http_pct_encode(&url, cp->cfg.gh_client_id, "");
 	buf_adds(&url, "&redirect_uri=");
-	query_escape(&url, cp->cfg.public_url);
-	query_escape(&url, "/auth/github/callback");
+	http_pct_encode(&url, cp->cfg.public_url, "");
+	http_pct_encode(&url, "/auth/github/callback", "");
 	buf_adds(&url, "&scope=read%3Auser%20user%3Aemail&state=");
-	query_escape(&url, s->state);
+	http_pct_encode(&url, s->state, "");
 	http_resp_header(req, "Location", url.data);
 	http_respond(req, 302, NULL, NULL, 0);
 	buf_release(&url);
@@ -432,15 +419,15 @@ static int exchange(struct signin *s, const char *code, struct err *e)
 
 	snprintf(url, sizeof(url), "%s/login/oauth/access_token", cp->cfg.gh_url);
 	buf_adds(&body, "client_id=");
-	query_escape(&body, cp->cfg.gh_client_id);
+	http_pct_encode(&body, cp->cfg.gh_client_id, "");
 	buf_adds(&body, "&client_secret=");
-	query_escape(&body, cp->cfg.gh_client_secret);
+	http_pct_encode(&body, cp->cfg.gh_client_secret, "");
 	buf_adds(&body, "&code=");
-	query_escape(&body, code);
+	http_pct_encode(&body, code, "");
 	/* The same redirect_uri as the authorize step: GitHub checks they match. */
 	buf_adds(&body, "&redirect_uri=");
-	query_escape(&body, cp->cfg.public_url);
-	query_escape(&body, "/auth/github/callback");
+	http_pct_encode(&body, cp->cfg.public_url, "");
+	http_pct_encode(&body, "/auth/github/callback", "");
 	r.method = "POST";
 	r.url = url;
 	r.headers = headers;

@@ -270,7 +270,7 @@ static struct cp_machine_call *ec2_start(struct cp *cp, const struct json *confi
 static void form_param(struct buf *form, const char *key, const char *value)
 {
 	buf_addf(form, "&%s=", key);
-	cp_drv_query_escape(form, value);
+	http_pct_encode(form, value, "/");
 }
 
 static void form_tag(struct buf *form, int n, const char *key, const char *value)

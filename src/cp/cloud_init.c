@@ -19,25 +19,13 @@ static bool url_carriable(const char *u)
 {
 	static const char extra[] = "-._~:/?#[]@!$&()*+,;=%";
 
-	if (!str_has_prefix(u, "http://") && !str_has_prefix(u, "https://"))
-		return false;
-	for (const char *p = u; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      strchr(extra, *p)))
-			return false;
-	return true;
+	return (str_has_prefix(u, "http://") || str_has_prefix(u, "https://")) && str_only(u, extra);
 }
 
 /* Tokens are "djt_" and base64url: nothing to quote, but check anyway. */
 static bool token_carriable(const char *t)
 {
-	if (!str_has_prefix(t, "djt_"))
-		return false;
-	for (const char *p = t; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
-		      *p == '-'))
-			return false;
-	return true;
+	return str_has_prefix(t, "djt_") && str_only(t, "_-");
 }
 
 int cp_cloud_init(const struct cp *cp, const char *token, struct buf *out, struct err *e)

@@ -17,6 +17,15 @@ bool cp_provider_is_driver(const char *provider)
 	return str_eq(provider, "e2b") || str_eq(provider, "daytona") || str_eq(provider, "prime");
 }
 
+const char *cp_host_driver(struct cp *cp, const struct json *host)
+{
+	const char *cloud_id = json_get_str(host, "CloudID");
+	const struct json *cloud = cloud_id && *cloud_id ? st_get(cp->db, "clouds", cloud_id) : NULL;
+	const char *provider = json_get_str(cloud, "Provider");
+
+	return cp_provider_is_driver(provider) ? provider : NULL;
+}
+
 /* The static capability row of a hosted provider (targets.md). */
 struct json *cp_provider_table(const char *provider)
 {
@@ -107,24 +116,12 @@ void cp_denvd_url(const struct cp *cp, char *out, size_t n)
 int cp_join_token_new(struct st_txn *txn, const char *team_id, const char *cloud_id, char *token,
 		      size_t token_size, char id[ID_MAX], struct err *e)
 {
-	char hash[SHA256_HEX_LEN + 1], exp[CLOCK_RFC3339_MAX];
-	struct json *row;
+	struct json *row = cp_secret_row_new("join token", "djt", "jtok", CP_JOIN_TOKEN_TTL_S, token, token_size, id, e);
 
-	if (crypto_token("djt", CP_TOKEN_BYTES, token, token_size, e) < 0)
+	if (!row)
 		return -1;
-	if (sha256_hex(token, strlen(token), hash) < 0) {
-		memset(token, 0, token_size);
-		return err_set(e, "join token: cannot hash it");
-	}
-	id_new("jtok", id);
-	clock_format_rfc3339(clock_now_ns() + (int64_t)CP_JOIN_TOKEN_TTL_S * 1000000000, exp);
-	row = json_new_object();
-	json_object_set_str(row, "ID", id);
 	json_object_set_str(row, "TeamID", team_id);
 	json_object_set_str(row, "CloudID", cloud_id ? cloud_id : "");
-	json_object_set_str(row, "Hash", hash);
-	json_object_set(row, "CreatedAt", cp_now_json());
-	json_object_set_str(row, "ExpiresAt", exp);
 	json_object_set(row, "UsedAt", json_new_null());
 	st_put(txn, "join_tokens", id, row);
 	return 0;

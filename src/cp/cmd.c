@@ -259,23 +259,8 @@ static void drive(struct cp_cmd *cmd)
 	const struct json *cloud = st_get(cp->db, "clouds", json_get_str(host, "CloudID"));
 	char msg[ERR_MSG_MAX];
 
-	static const struct {
-		const char *provider;
-		struct cp_drv_op *(*start)(struct cp *, const struct json *, const char *, const char *,
-					   const struct json *, const struct buf *, int64_t, cp_drv_fn, void *, char *,
-					   size_t);
-	} drivers[] = { { "e2b", cp_e2b_start }, { "daytona", cp_daytona_start }, { "prime", cp_prime_start } };
-	size_t i;
-
-	for (i = 0; i < sizeof(drivers) / sizeof(drivers[0]) && !str_eq(cmd->driver, drivers[i].provider); i++)
-		;
-	if (i == sizeof(drivers) / sizeof(drivers[0])) {
-		snprintf(msg, sizeof(msg), "%s: %s: not supported on %s yet", cmd->driver, cmd->kind, cmd->driver);
-		fail_soon(cmd, msg);
-		return;
-	}
-	cmd->op = drivers[i].start(cp, cloud, cmd->env_id, cmd->kind, cmd->payload, cmd->chunked ? &cmd->out : NULL,
-				   cmd->timeout_ms, driver_done, cmd, msg, sizeof(msg));
+	cmd->op = cp_drv_start(cmd->driver, cp, cloud, cmd->env_id, cmd->kind, cmd->payload,
+			       cmd->chunked ? &cmd->out : NULL, cmd->timeout_ms, driver_done, cmd, msg, sizeof(msg));
 	if (!cmd->op)
 		fail_soon(cmd, msg);
 }
@@ -299,22 +284,12 @@ static void recorded(int status, struct err *e, void *arg)
 		transmit(cmd);
 }
 
-/* The provider of a driver host, or NULL for a sidecar. */
-static const char *driver_of(struct cp *cp, const struct json *host)
-{
-	const char *cloud_id = json_get_str(host, "CloudID");
-	const struct json *cloud = cloud_id && *cloud_id ? st_get(cp->db, "clouds", cloud_id) : NULL;
-	const char *p = json_get_str(cloud, "Provider");
-
-	return cp_provider_is_driver(p) ? p : NULL;
-}
-
 struct cp_cmd *cp_cmd_send(struct cp *cp, const char *host_id, const char *env_id, const char *kind,
 			   struct json *payload, struct buf *data, int64_t timeout_ms, cp_cmd_fn fn, void *arg)
 {
 	struct cp_cmd *cmd = xcalloc(1, sizeof(*cmd));
 	const struct json *host = st_get(cp->db, "hosts", host_id);
-	const char *provider = driver_of(cp, host);
+	const char *provider = cp_host_driver(cp, host);
 	struct json *row;
 	struct st_txn *txn;
 	struct err e;

@@ -181,6 +181,14 @@
 #define CP_PROVIDER_TIMEOUT_MS 60000		/* one call to a cloud provider's API */
 #define CP_MACHINE_DELETE_TRIES 5		/* deletes of a server that never joined, over restarts */
 #define CP_PROVIDER_BODY_MAX ((size_t)1 << 20)	/* a provider's answer */
+#define CP_DRV_FILES_MAX 256			/* files in one env.put archive to a hosted provider */
+#define CP_DRV_HEADERS_MAX 6			/* header lines of one driver call, User-Agent aside */
+#define CP_DRV_HEADER_MAX 600			/* one with its value (a token fits) */
+#define CP_DRV_URL_MAX 2048			/* one driver call's URL */
+#define CP_DRV_ID_MAX 128			/* a provider's sandbox id */
+#define CP_DRV_SECRET_MAX 512			/* a sandbox side's token (fits CP_DRV_HEADER_MAX) */
+#define CP_PROVIDER_POLL_MS 500			/* between a driver's looks at a sandbox or snapshot */
+#define CP_PROVIDER_WAIT_MAX_MS 300000		/* a sandbox's start or a snapshot, at most */
 #define CP_USER_DATA_MAX ((size_t)32 << 10)	/* Hetzner's limit for cloud-init user data */
 #define CP_HETZNER_API_URL "https://api.hetzner.cloud/v1"
 #define CP_E2B_API_URL "https://api.e2b.app"		/* the e2b SDK's default (api.<E2B_DOMAIN>) */
@@ -457,6 +465,11 @@ int cp_dev_signin(struct cp *cp, struct st_txn *txn, const char *email, const ch
 /* Put a new dst_ session (CP_SESSION_TTL_S) for user into txn; token
  * (CRYPTO_TOKEN_MAX bytes) gets its plaintext. 0 / -1 with e. */
 int cp_session_new(struct st_txn *txn, const char *user_id, char *token, struct err *e);
+/* A new secret (prefix_...) into token (of size n) and the row that keeps
+ * only its hash: {ID: a new id_prefix id (also in id), Hash, CreatedAt,
+ * ExpiresAt: ttl_s from now}. NULL with e in what's words, token wiped. */
+struct json *cp_secret_row_new(const char *what, const char *prefix, const char *id_prefix, int64_t ttl_s, char *token,
+			       size_t n, char id[ID_MAX], struct err *e);
 /* An address a person could have: one @, no spaces or controls, at most CP_EMAIL_MAX. */
 bool cp_valid_email(const char *s);
 
@@ -939,6 +952,8 @@ int cp_templates_check(void);
 /* Capability row of a hosted provider, or NULL. */
 struct json *cp_provider_table(const char *provider);
 bool cp_provider_is_driver(const char *provider);
+/* The hosted provider of a driver host (its cloud's), or NULL for a sidecar. */
+const char *cp_host_driver(struct cp *cp, const struct json *host);
 /* A new driver host row for a cloud of a hosted provider (not yet put). */
 struct json *cp_driver_host_new(const char *team_id, const struct json *cloud);
 /* Driver clouds without their one driver host get it now (targets.md,
@@ -1024,68 +1039,93 @@ struct http_aclient *cp_aclient(struct cp *cp);
  * (and an archive in data for env.get), or the error. */
 typedef void (*cp_drv_fn)(struct cp *cp, bool ok, const char *error, const struct json *payload,
 			  const struct buf *data, void *arg);
-/* What every driver's operation has, first in the driver's own struct
- * (driver.c runs its life: cp_drv_init, then exactly one cp_drv_done or
- * cp_drv_fail, or a cp_drv_cancel). */
-struct cp_drv_op {
-	void (*release)(struct cp_drv_op *op);	/* the driver's own parts, and the struct */
-	struct cp *cp;
-	const char *provider;	/* "e2b": the first word of every error */
-	char env_id[ID_MAX];
-	char kind[32];
-	char token[256];	/* the cloud's key, wiped at the end */
-	struct json *payload;	/* the command's, a copy */
-	int64_t started_ns, timeout_ms;	/* timeout_ms: each call's */
-	struct http_acall *call;	/* the call in flight, cancelled at the end */
-	struct ev_timer timer;	/* completion from the loop; a driver may use it to wait before */
-	bool ok;
-	char error[ERR_MSG_MAX];
-	struct json *result;
-	struct buf out;		/* env.get's archive */
-	cp_drv_fn fn;
-	void *arg;
-};
-/* Start kind for env_id on the E2B target of cloud. NULL with refused filled
- * when E2B cannot do it (fork, verify: the words of targets.md); fn is then
- * never called. data is env.put's archive (read during the call only). */
-struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
-			       const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
-			       void *arg, char *refused, size_t n);
-/* Likewise on a Daytona target (driver_daytona.c). */
-struct cp_drv_op *cp_daytona_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
-				   const struct json *payload, const struct buf *data, int64_t timeout_ms,
-				   cp_drv_fn fn, void *arg, char *refused, size_t n);
-/* Likewise on a Prime Intellect target (driver_prime.c). */
-struct cp_drv_op *cp_prime_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
-				 const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
-				 void *arg, char *refused, size_t n);
-/* Drop an operation in flight: fn is not called. NULL is fine. */
-void cp_drv_cancel(struct cp_drv_op *op);
-
-/* ---- what the drivers share (driver.c) ---- */
-
+struct cp_drv_op;
 /* One file of env.put's archive: its path in the sandbox and its bytes. */
 struct cp_drv_file {
 	char *path;
 	struct buf data;
 };
-/* Fill op's common part; timeout_ms is CP_PROVIDER_TIMEOUT_MS, or the
- * caller's when that is shorter. */
-void cp_drv_init(struct cp_drv_op *op, struct cp *cp, const char *provider, const char *kind, const char *env_id,
-		 const char *token, const struct json *payload, int64_t timeout_ms, cp_drv_fn fn, void *arg,
-		 void (*release)(struct cp_drv_op *op));
-/* The cloud's token, or NULL with refused filled when it cannot be sent. */
-const char *cp_drv_token(const struct json *cloud, const char *provider, const char *kind, char *refused, size_t n);
-/* Finish from the loop, never from inside the caller's call: fn gets ok and
- * result (owned here), then op is freed. */
-void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result);
-/* Finish with "provider: kind: message" (logged). */
-void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The header lines of one provider call, User-Agent aside (cp_drv_header). */
+struct cp_drv_headers {
+	char line[CP_DRV_HEADERS_MAX][CP_DRV_HEADER_MAX];
+	size_t n;
+	bool cut;	/* a line did not fit, or there were too many: the call is refused */
+};
 /* One row of a driver's table: a command kind and the driver's first step for it. */
 struct cp_drv_kind {
 	const char *kind;
 	int step;
 };
+/* One hosted provider's driver (driver_e2b.c, driver_daytona.c,
+ * driver_prime.c): what driver.c needs to start its operations, send their
+ * calls and hand the answers back. */
+struct cp_drv_provider {
+	const char *name;	/* the cloud's Provider, "e2b": the first word of every error */
+	const char *title;	/* "E2B", in messages */
+	const struct cp_drv_kind *kinds;
+	size_t nkinds;
+	const char *fork_refused;	/* env.fork's refusal in targets.md's words, or NULL */
+	const char *destroy_route;	/* env.destroy: DELETE this and the sandbox id, under the API */
+	size_t op_size;		/* the driver's struct, struct cp_drv_op first */
+	int64_t exec_default_s, exec_extra_ms;	/* env.exec's calls: cp_drv_exec_timeout_ms */
+	/* Start the operation at its first step (data: env.put's archive). */
+	void (*begin)(struct cp_drv_op *op, int step, const struct buf *data);
+	/* One call to the provider's API (sandbox false) or to the sandbox's own
+	 * service (its agent, toolbox or gateway): 0, or -1 after failing op. */
+	int (*call)(struct cp_drv_op *op, const char *method, bool sandbox, const char *path, const char *ctype,
+		    const void *body, size_t len, size_t max_body);
+	/* A 2xx answer to a call (env.destroy's, env.put's and env.get's are driver.c's). */
+	void (*answered)(struct cp_drv_op *op, const struct http_client_resp *resp);
+	/* env.put's call for one file (cp_drv_put_next). */
+	void (*put)(struct cp_drv_op *op, const struct cp_drv_file *f);
+};
+extern const struct cp_drv_provider cp_drv_e2b, cp_drv_daytona, cp_drv_prime;
+/* Who reads an operation's next answer: the driver, or driver.c for the
+ * steps it runs itself. */
+enum cp_drv_phase { CP_DRV_OWN, CP_DRV_PUTTING, CP_DRV_GETTING };
+/* What every driver's operation has, first in the driver's own struct
+ * (driver.c runs its life: cp_drv_start, then exactly one cp_drv_done or
+ * cp_drv_fail, or a cp_drv_cancel). */
+struct cp_drv_op {
+	const struct cp_drv_provider *drv;
+	struct cp *cp;
+	const char *provider;	/* drv->name */
+	char env_id[ID_MAX];
+	char kind[32];
+	char token[256];	/* the cloud's key, wiped at the end */
+	char secret[CP_DRV_SECRET_MAX];	/* the sandbox side's own token (envd's, Prime's gateway's), likewise */
+	struct json *payload;	/* the command's, a copy */
+	int64_t started_ns, timeout_ms;	/* timeout_ms: each call's */
+	int64_t deadline_ns;	/* of a wait for a start or a snapshot (cp_drv_wait_begin) */
+	struct http_acall *call;	/* the call in flight, cancelled at the end */
+	enum cp_drv_phase phase;	/* whose its answer is */
+	struct ev_timer timer;	/* completion from the loop; a driver may use it to wait before */
+	bool ok;
+	char error[ERR_MSG_MAX];
+	struct json *result;
+	struct buf out;		/* env.get's archive */
+	struct cp_drv_file files[CP_DRV_FILES_MAX];	/* env.put's, from cp_drv_put_begin */
+	size_t nfiles, next;	/* next: the one cp_drv_put_next sends */
+	cp_drv_fn fn;
+	void *arg;
+};
+/* Start kind for env_id on the target of cloud, whose provider is provider.
+ * NULL with refused filled when the provider cannot do it (fork, verify: the
+ * words of targets.md) or is not a hosted one; fn is then never called.
+ * data is env.put's archive (read during the call only). */
+struct cp_drv_op *cp_drv_start(const char *provider, struct cp *cp, const struct json *cloud, const char *env_id,
+			       const char *kind, const struct json *payload, const struct buf *data, int64_t timeout_ms,
+			       cp_drv_fn fn, void *arg, char *refused, size_t n);
+/* Drop an operation in flight: fn is not called. NULL is fine. */
+void cp_drv_cancel(struct cp_drv_op *op);
+
+/* ---- what the drivers share (driver.c) ---- */
+
+/* Finish from the loop, never from inside the caller's call: fn gets ok and
+ * result (owned here), then op is freed. */
+void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result);
+/* Finish with "provider: kind: message" (logged). */
+void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* kind's step in kinds[0..n), or -1 with refused filled: "provider: kind:
  * not supported on provider yet" (targets.md's words for what a provider
  * lacks). */
@@ -1094,10 +1134,12 @@ int cp_drv_kind_step(const struct cp_drv_kind *kinds, size_t n, const char *prov
 /* The per-call timeout of an env.exec: its timeout_sec (dflt_s when absent)
  * plus extra_ms, within timeout_ms when that is set. */
 int64_t cp_drv_exec_timeout_ms(const struct json *payload, int64_t dflt_s, int64_t extra_ms, int64_t timeout_ms);
-/* The environment has no sandbox on the provider (its create did not
- * finish): env.destroy succeeds, there being nothing to remove; anything
- * else fails, naming the provider as name. */
-void cp_drv_no_sandbox(struct cp_drv_op *op, const char *name);
+/* The environment's row's Driver object (what the driver keeps there), or NULL. */
+const struct json *cp_drv_row(const struct cp_drv_op *op, const char *env_id);
+/* op's environment's Driver object, its sandbox_id copied to sandbox; NULL
+ * when it has none (its create did not finish), after finishing op:
+ * env.destroy succeeds, there being nothing to remove; anything else fails. */
+const struct json *cp_drv_sandbox(struct cp_drv_op *op, char *sandbox, size_t n);
 /* The one service of env.create's payload, or NULL after failing op: more
  * than one (the provider runs one container per environment), or, with
  * image_for set (what the image is for, in the error), one without an image. */
@@ -1106,18 +1148,45 @@ const struct json *cp_drv_one_service(struct cp_drv_op *op, const char *image_fo
  * boundary (from seed) that the bytes do not contain; ctype (size n) gets
  * the Content-Type to send with it. The providers' upload routes take it. */
 void cp_drv_multipart(struct buf *body, char *ctype, size_t n, uint64_t seed, const void *data, size_t len);
-/* Send one provider call (method url, headers, body) as op's call in flight,
- * answered through fn(arg); -1 after cp_drv_fail naming what (the call's
- * short name in the error) when it cannot start. */
-int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const char *body,
-		size_t len, size_t max_body, http_aclient_fn fn, void *arg, const char *what);
-/* A call's answer: true when it is a 2xx for the driver to read; else op
- * is finished here (failed in name's words, or done when env.destroy finds
- * the sandbox already gone). */
-bool cp_drv_answered(struct cp_drv_op *op, const char *name, const struct http_client_resp *resp,
-		     const struct err *e);
-/* s into out as a URL query value ('/' kept). */
-void cp_drv_query_escape(struct buf *out, const char *s);
+/* One header line (printf's fmt) onto hs; hs->cut when it does not fit. */
+void cp_drv_header(struct cp_drv_headers *hs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Send one provider call (method, to the URL printf formats from url_fmt,
+ * with hs and a Content-Type of ctype when body is set) as op's call in
+ * flight; hs is wiped. A 2xx answer goes to the driver's answered, anything
+ * else fails op (an env.destroy's 404 finds the sandbox already gone). -1
+ * after cp_drv_fail naming what (the call's short name in the error) when it
+ * cannot start: a URL longer than CP_DRV_URL_MAX or a header cut among the
+ * reasons. */
+int cp_drv_send(struct cp_drv_op *op, const char *method, struct cp_drv_headers *hs, const char *ctype,
+		const void *body, size_t len, size_t max_body, const char *what, const char *url_fmt, ...)
+	__attribute__((format(printf, 9, 10)));
+/* The driver's call with body (NULL: none) as JSON, to the path printf
+ * formats; 0, or -1 after failing op (a path too long among the reasons). */
+int cp_drv_call_json(struct cp_drv_op *op, const char *method, bool sandbox, const struct json *body,
+		     const char *path_fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The start of a wait for a sandbox or a snapshot (CP_PROVIDER_WAIT_MAX_MS). */
+void cp_drv_wait_begin(struct cp_drv_op *op);
+/* what is still in state: look again after CP_PROVIDER_POLL_MS, or fail op
+ * once the wait is over. */
+void cp_drv_wait_more(struct cp_drv_op *op, const char *what, const char *state, ev_timer_fn look);
+/* env.create's (or env.fork's, when forked) sandbox runs: its result, then
+ * the argv that starts the service's command in the background; NULL when
+ * it has none and op is finished with the result. A caller that runs the
+ * argv hands its exit code to cp_drv_command_started. */
+struct json *cp_drv_up(struct cp_drv_op *op, bool forked, const char *egress, const char *sandbox);
+/* The service's command ended its start with code: op is finished with
+ * env.create's result, or failed when the command did not start. */
+void cp_drv_command_started(struct cp_drv_op *op, int64_t code);
+/* cmd (env.exec's, or a probe's) is a non-empty array of strings, or op failed. */
+bool cp_drv_argv_ok(struct cp_drv_op *op, const struct json *cmd);
+/* path (initialised by the caller) += route and file percent-encoded ('/' kept). */
+void cp_drv_file_route(struct buf *path, const char *route, const char *file);
+/* env.get's call, on the sandbox side, to route, the payload's path and tail
+ * (NULL: none): op is finished with a tar of the bytes it answers. */
+void cp_drv_get(struct cp_drv_op *op, const char *route, const char *tail);
+/* env.snapshot is done: the snapshot (the payload's name) taken as how, the
+ * provider's own name for it in provider_snapshot (NULL: none). */
+void cp_drv_snapshot_done(struct cp_drv_op *op, const char *how, const char *provider_snapshot);
 /* A rendered service env ({NAME: value} or ["NAME=value"]) as an object; never NULL. */
 struct json *cp_drv_env_object(const struct json *env);
 /* The argv that starts a service's command (string or array) detached from
@@ -1133,6 +1202,11 @@ void cp_drv_provider_says(const struct http_client_resp *resp, char *out, size_t
 int cp_drv_unpack(const struct buf *tar, const char *base, const char *provider, struct cp_drv_file *files,
 		  size_t max, size_t *nfiles, char *msg, size_t n);
 void cp_drv_files_release(struct cp_drv_file *files, size_t n);
+/* The next of op's files to the driver's put, or op done once all are written. */
+void cp_drv_put_next(struct cp_drv_op *op);
+/* f as the one multipart/form-data part "file" (cp_drv_multipart), POSTed to
+ * the sandbox side's path. */
+void cp_drv_put_multipart(struct cp_drv_op *op, const struct cp_drv_file *f, const char *path);
 /* The argv of a shell that prints what is at target: dir, file, missing
  * (its parent is a directory) or noparent. */
 struct json *cp_drv_probe_argv(const char *target);
@@ -1140,13 +1214,12 @@ struct json *cp_drv_probe_argv(const char *target);
  * where docker cp would put them, given probe, the output of
  * cp_drv_probe_argv. 0, or -1 with msg when docker cp refuses it. */
 int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *files, size_t n, char *msg, size_t m);
-/* env.put's start: its archive split into files (name: the provider, in
- * refusals). 0: by path, put them; 1: by target, run cp_drv_probe_argv and
- * hand its answer to cp_drv_probed; -1: op is finished (failed). */
-int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, const char *name, struct cp_drv_file *files,
-		     size_t max, size_t *n);
-/* The probe's exit code and output: 0, the files are placed, put them; -1, op failed. */
-int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out, struct cp_drv_file *files, size_t n);
+/* env.put's start: its archive split into files. 0: by path, put them; 1:
+ * by target, run cp_drv_probe_argv and hand its answer to cp_drv_probed;
+ * -1: op is finished (failed). */
+int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data);
+/* The probe's exit code and output: 0, op's files are placed, put them; -1, op failed. */
+int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out);
 /* env.put's result once its n files are written. */
 struct json *cp_drv_put_result(const struct cp_drv_op *op, size_t n);
 /* out (initialised here) = a tar of one file named path's last part. 0 or -1 with e. */

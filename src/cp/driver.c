@@ -1,11 +1,13 @@
 /*
  * driver.c: what the hosted provider drivers (driver_e2b.c,
- * driver_daytona.c) do alike: the environment's variables as an object, the
- * service's command started in the background, env.put's archive split into
- * files (the providers' files APIs take one file at a time), env.get's file
- * handed back as a tar of it, output as valid UTF-8, the provider's
- * error message in one line, and an operation's life from start to the
- * one answer.
+ * driver_daytona.c, driver_prime.c) do alike: an operation's start from the
+ * provider's table (struct cp_drv_provider) and its life to the one answer,
+ * the calls (headers, URL, JSON bodies) and their answers, the waits,
+ * env.destroy whole, env.put's archive split into files and sent one at a
+ * time (the providers' files APIs take one file each), env.get's file handed
+ * back as a tar of it, the environment's variables as an object, the
+ * service's command started in the background, output as valid UTF-8, and
+ * the provider's error message in one line.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -22,14 +24,17 @@
 
 #define DRV_ENV_KEY_MAX 256	/* one variable's name */
 #define DRV_TOKEN_MAX 200	/* a token that fits a header line */
+#define DRV_PATH_MAX 1024	/* a call's path under its base URL */
 
-void cp_drv_init(struct cp_drv_op *op, struct cp *cp, const char *provider, const char *kind, const char *env_id,
-		 const char *token, const struct json *payload, int64_t timeout_ms, cp_drv_fn fn, void *arg,
-		 void (*release)(struct cp_drv_op *op))
+/* Fill op's common part; timeout_ms is CP_PROVIDER_TIMEOUT_MS, or the
+ * caller's when that is shorter. */
+static void drv_init(struct cp_drv_op *op, const struct cp_drv_provider *drv, struct cp *cp, const char *kind,
+		     const char *env_id, const char *token, const struct json *payload, int64_t timeout_ms, cp_drv_fn fn,
+		     void *arg)
 {
-	op->release = release;
+	op->drv = drv;
 	op->cp = cp;
-	op->provider = provider;
+	op->provider = drv->name;
 	str_copy(op->env_id, sizeof(op->env_id), env_id ? env_id : "");
 	str_copy(op->kind, sizeof(op->kind), kind);
 	str_copy(op->token, sizeof(op->token), token);
@@ -43,7 +48,8 @@ void cp_drv_init(struct cp_drv_op *op, struct cp *cp, const char *provider, cons
 	op->arg = arg;
 }
 
-const char *cp_drv_token(const struct json *cloud, const char *provider, const char *kind, char *refused, size_t n)
+/* The cloud's token, or NULL with refused filled when it cannot be sent. */
+static const char *drv_token(const struct json *cloud, const char *provider, const char *kind, char *refused, size_t n)
 {
 	const char *token = json_get_str(json_get(cloud, "Config"), "token");
 
@@ -63,7 +69,9 @@ static void drv_free(struct cp_drv_op *op)
 	json_free(op->result);
 	buf_release(&op->out);
 	memset(op->token, 0, sizeof(op->token));
-	op->release(op);
+	memset(op->secret, 0, sizeof(op->secret));
+	cp_drv_files_release(op->files, op->nfiles);
+	free(op);
 }
 
 static void deliver(struct ev *ev, void *arg)
@@ -78,7 +86,8 @@ static void deliver(struct ev *ev, void *arg)
 void cp_drv_done(struct cp_drv_op *op, bool ok, struct json *result)
 {
 	op->ok = ok;
-	json_free(op->result);
+	if (result != op->result)
+		json_free(op->result);
 	op->result = result;
 	ev_timer_start(op->cp->ev, &op->timer, 0, deliver, op);
 }
@@ -96,44 +105,46 @@ void cp_drv_fail(struct cp_drv_op *op, const char *fmt, ...)
 	cp_drv_done(op, false, NULL);
 }
 
-bool cp_drv_answered(struct cp_drv_op *op, const char *name, const struct http_client_resp *resp,
-		     const struct err *e)
+static bool status_2xx(int status)
 {
+	return status >= 200 && status <= 299;
+}
+
+static void drv_destroyed(struct cp_drv_op *op)
+{
+	cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));
+}
+
+static void drv_got(struct cp_drv_op *op, const struct http_client_resp *resp);
+
+/* A call's answer: a 2xx to the driver (env.destroy's finishes op here);
+ * else op fails, or is done when env.destroy finds the sandbox already gone. */
+static void drv_answered(const struct http_client_resp *resp, const struct err *e, void *arg)
+{
+	struct cp_drv_op *op = arg;
 	char says[ERR_MSG_MAX];
 
 	op->call = NULL;
 	if (!resp) {
-		cp_drv_fail(op, "cannot reach %s: %.300s", name, e ? e->msg : "request failed");
-		return false;
-	}
-	if (str_eq(op->kind, "env.destroy") && resp->status == 404) {
-		cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));	/* already gone */
-		return false;
-	}
-	if (resp->status < 200 || resp->status > 299) {
+		cp_drv_fail(op, "cannot reach %s: %.300s", op->drv->title, e ? e->msg : "request failed");
+	} else if (str_eq(op->kind, "env.destroy") && (resp->status == 404 || status_2xx(resp->status))) {
+		drv_destroyed(op);	/* a 404: already gone */
+	} else if (!status_2xx(resp->status)) {
 		cp_drv_provider_says(resp, says, sizeof(says));
-		cp_drv_fail(op, "%s answered %s", name, says);
-		return false;
+		cp_drv_fail(op, "%s answered %s", op->drv->title, says);
+	} else if (op->phase == CP_DRV_PUTTING) {
+		cp_drv_put_next(op);
+	} else if (op->phase == CP_DRV_GETTING) {
+		drv_got(op, resp);
+	} else {
+		op->drv->answered(op, resp);
 	}
-	return true;
 }
 
 void cp_drv_cancel(struct cp_drv_op *op)
 {
 	if (op)
 		drv_free(op);
-}
-
-void cp_drv_query_escape(struct buf *out, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~/", c))
-			buf_addch(out, (char)c);
-		else
-			buf_addf(out, "%%%02X", c);
-	}
 }
 
 struct json *cp_drv_env_object(const struct json *env)
@@ -353,9 +364,9 @@ int cp_drv_place(const char *target, const char *probe, struct cp_drv_file *file
 	return 0;
 }
 
-int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, const char *name, struct cp_drv_file *files,
-		     size_t max, size_t *n)
+int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data)
 {
+	const char *name = op->drv->title;
 	const char *path = json_get_str(op->payload, "path"), *target = json_get_str(op->payload, "target");
 	char msg[ERR_MSG_MAX];
 
@@ -367,14 +378,14 @@ int cp_drv_put_begin(struct cp_drv_op *op, const struct buf *data, const char *n
 		cp_drv_fail(op, "owner needs your machines: %s's files API writes as the sandbox's user", name);
 		return -1;
 	}
-	if (cp_drv_unpack(data, path ? path : "", name, files, max, n, msg, sizeof(msg)) < 0) {
+	if (cp_drv_unpack(data, path ? path : "", name, op->files, CP_DRV_FILES_MAX, &op->nfiles, msg, sizeof(msg)) < 0) {
 		cp_drv_fail(op, "%s", msg);
 		return -1;
 	}
 	return path ? 0 : 1;
 }
 
-int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out, struct cp_drv_file *files, size_t n)
+int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out)
 {
 	char msg[ERR_MSG_MAX];
 
@@ -382,7 +393,7 @@ int cp_drv_probed(struct cp_drv_op *op, int64_t code, const char *out, struct cp
 		cp_drv_fail(op, "could not look at the target (exit %" PRId64 ")", code);
 		return -1;
 	}
-	if (cp_drv_place(json_get_str(op->payload, "target"), out, files, n, msg, sizeof(msg)) < 0) {
+	if (cp_drv_place(json_get_str(op->payload, "target"), out, op->files, op->nfiles, msg, sizeof(msg)) < 0) {
 		cp_drv_fail(op, "%s", msg);
 		return -1;
 	}
@@ -414,12 +425,25 @@ int64_t cp_drv_exec_timeout_ms(const struct json *payload, int64_t dflt_s, int64
 	return timeout_ms > 0 && timeout_ms < own ? timeout_ms : own;
 }
 
-void cp_drv_no_sandbox(struct cp_drv_op *op, const char *name)
+const struct json *cp_drv_row(const struct cp_drv_op *op, const char *env_id)
 {
+	return json_get(st_get(op->cp->db, "environments", env_id), "Driver");
+}
+
+const struct json *cp_drv_sandbox(struct cp_drv_op *op, char *sandbox, size_t n)
+{
+	const struct json *row = cp_drv_row(op, op->env_id);
+	const char *id = json_get_str(row, "sandbox_id");
+
+	if (id && *id) {
+		str_copy(sandbox, n, id);
+		return row;
+	}
 	if (str_eq(op->kind, "env.destroy"))
-		cp_drv_done(op, true, cp_obj("destroyed", json_new_str(""), NULL));
+		drv_destroyed(op);
 	else
-		cp_drv_fail(op, "environment %s has no %s sandbox (its create did not finish)", op->env_id, name);
+		cp_drv_fail(op, "environment %s has no %s sandbox (its create did not finish)", op->env_id, op->drv->title);
+	return NULL;
 }
 
 const struct json *cp_drv_one_service(struct cp_drv_op *op, const char *image_for)
@@ -456,8 +480,27 @@ void cp_drv_multipart(struct buf *body, char *ctype, size_t n, uint64_t seed, co
 	snprintf(ctype, n, "multipart/form-data; boundary=%s", boundary);
 }
 
-int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const char *body,
-		size_t len, size_t max_body, http_aclient_fn fn, void *arg, const char *what)
+void cp_drv_header(struct cp_drv_headers *hs, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (hs->n >= CP_DRV_HEADERS_MAX) {
+		hs->cut = true;
+		return;
+	}
+	va_start(ap, fmt);
+	k = vsnprintf(hs->line[hs->n], sizeof(hs->line[hs->n]), fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= sizeof(hs->line[hs->n]))
+		hs->cut = true;
+	else
+		hs->n++;
+}
+
+/* The call, its URL and headers made, as op's call in flight. */
+static int drv_send(struct cp_drv_op *op, const char *method, const char *url, const char **headers, const void *body,
+		    size_t len, size_t max_body, const char *what)
 {
 	struct http_client_req req = { 0 };
 	struct err e;
@@ -468,10 +511,217 @@ int cp_drv_send(struct cp_drv_op *op, const char *method, const char *url, const
 	req.body = body;
 	req.body_len = len;
 	req.timeout_ms = (int)op->timeout_ms;
-	op->call = http_aclient_do(cp_aclient(op->cp), &req, max_body, fn, arg, &e);
+	op->call = http_aclient_do(cp_aclient(op->cp), &req, max_body, drv_answered, op, &e);
 	if (!op->call) {
 		cp_drv_fail(op, "%s %s: %s", method, what, e.msg);
 		return -1;
 	}
 	return 0;
+}
+
+int cp_drv_send(struct cp_drv_op *op, const char *method, struct cp_drv_headers *hs, const char *ctype,
+		const void *body, size_t len, size_t max_body, const char *what, const char *url_fmt, ...)
+{
+	const char *headers[CP_DRV_HEADERS_MAX + 3];
+	struct buf url = BUF_INIT;
+	size_t nh = 0;
+	va_list ap;
+	int rc = -1;
+
+	if (ctype)
+		cp_drv_header(hs, "Content-Type: %s", ctype);
+	for (size_t i = 0; i < hs->n; i++)
+		headers[nh++] = hs->line[i];
+	headers[nh++] = "User-Agent: denv-cp";
+	headers[nh] = NULL;
+	buf_init(&url, CP_DRV_URL_MAX);
+	va_start(ap, url_fmt);
+	if (buf_vaddf(&url, url_fmt, ap) < 0)
+		cp_drv_fail(op, "%s %s: the URL is longer than %d bytes", method, what, CP_DRV_URL_MAX);
+	else if (hs->cut)
+		cp_drv_fail(op, "%s %s: a request header is longer than %d bytes", method, what, CP_DRV_HEADER_MAX);
+	else
+		rc = drv_send(op, method, url.data, headers, body, len, max_body, what);
+	va_end(ap);
+	buf_release(&url);
+	memset(hs, 0, sizeof(*hs));	/* tokens */
+	return rc;
+}
+
+void cp_drv_put_next(struct cp_drv_op *op)
+{
+	op->phase = CP_DRV_PUTTING;
+	if (op->next >= op->nfiles)
+		cp_drv_done(op, true, cp_drv_put_result(op, op->nfiles));
+	else
+		op->drv->put(op, &op->files[op->next++]);
+}
+
+void cp_drv_put_multipart(struct cp_drv_op *op, const struct cp_drv_file *f, const char *path)
+{
+	struct buf body = BUF_INIT;
+	char ctype[128];
+
+	cp_drv_multipart(&body, ctype, sizeof(ctype), (uint64_t)op->started_ns, f->data.data, f->data.len);
+	op->drv->call(op, "POST", true, path, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
+	buf_release(&body);
+}
+
+int cp_drv_call_json(struct cp_drv_op *op, const char *method, bool sandbox, const struct json *body,
+		     const char *path_fmt, ...)
+{
+	struct buf path = BUF_INIT;
+	char *text = NULL;
+	va_list ap;
+	int rc = -1;
+
+	buf_init(&path, DRV_PATH_MAX);
+	va_start(ap, path_fmt);
+	if (buf_vaddf(&path, path_fmt, ap) < 0) {
+		cp_drv_fail(op, "%s: the path is longer than %d bytes", method, DRV_PATH_MAX);
+	} else {
+		text = body ? json_to_string(body, JSON_COMPACT) : NULL;
+		rc = op->drv->call(op, method, sandbox, path.data, body ? "application/json" : NULL, text,
+				   text ? strlen(text) : 0, CP_PROVIDER_BODY_MAX);
+	}
+	va_end(ap);
+	free(text);
+	buf_release(&path);
+	return rc;
+}
+
+void cp_drv_wait_begin(struct cp_drv_op *op)
+{
+	op->deadline_ns = clock_now_ns() + (int64_t)CP_PROVIDER_WAIT_MAX_MS * 1000000;
+}
+
+void cp_drv_wait_more(struct cp_drv_op *op, const char *what, const char *state, ev_timer_fn look)
+{
+	if (clock_now_ns() > op->deadline_ns)
+		cp_drv_fail(op, "%s still %s after %d s", what, state, CP_PROVIDER_WAIT_MAX_MS / 1000);
+	else
+		ev_timer_start(op->cp->ev, &op->timer, CP_PROVIDER_POLL_MS, look, op);
+}
+
+struct json *cp_drv_up(struct cp_drv_op *op, bool forked, const char *egress, const char *sandbox)
+{
+	const struct json *c = json_get(json_at(json_get(op->payload, "services"), 0), "command");
+	struct json *argv = cp_drv_background_argv(c);
+	char took[32];
+
+	snprintf(took, sizeof(took), "%.3fs", (double)(clock_now_ns() - op->started_ns) / 1e9);
+	json_free(op->result);
+	op->result = cp_obj("endpoints", json_new_object(), forked ? "forked_in" : "started_in", json_new_str(took),
+			    "digests", json_new_object(), "storage", json_new_str(op->provider), "egress",
+			    json_new_str(egress), "sandbox_id", json_new_str(sandbox), NULL);
+	if (!argv)
+		cp_drv_done(op, true, op->result);
+	return argv;
+}
+
+void cp_drv_command_started(struct cp_drv_op *op, int64_t code)
+{
+	if (code != 0)
+		cp_drv_fail(op, "the service's command did not start (exit %" PRId64 ")", code);
+	else
+		cp_drv_done(op, true, op->result);
+}
+
+bool cp_drv_argv_ok(struct cp_drv_op *op, const struct json *cmd)
+{
+	bool strings = json_len(cmd) > 0;
+
+	for (size_t i = 0; strings && i < json_len(cmd); i++)
+		strings = json_at(cmd, i)->type == JSON_STRING;
+	if (!strings)
+		cp_drv_fail(op, "cmd must be a non-empty array of strings");
+	return strings;
+}
+
+void cp_drv_file_route(struct buf *path, const char *route, const char *file)
+{
+	buf_adds(path, route);
+	http_pct_encode(path, file, "/");
+}
+
+void cp_drv_get(struct cp_drv_op *op, const char *route, const char *tail)
+{
+	struct buf path = BUF_INIT;
+
+	cp_drv_file_route(&path, route, json_get_str(op->payload, "path"));
+	if (tail)
+		buf_adds(&path, tail);
+	op->phase = CP_DRV_GETTING;
+	op->drv->call(op, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
+	buf_release(&path);
+}
+
+static void drv_got(struct cp_drv_op *op, const struct http_client_resp *resp)
+{
+	struct err te;
+
+	if (cp_drv_tar_one(&op->out, json_get_str(op->payload, "path"), resp->body.data, resp->body.len, &te) < 0)
+		cp_drv_fail(op, "%s", te.msg);
+	else
+		cp_drv_done(op, true, json_new_object());
+}
+
+void cp_drv_snapshot_done(struct cp_drv_op *op, const char *how, const char *provider_snapshot)
+{
+	const char *name = json_get_str(op->payload, "name");
+	struct json *res = cp_obj("snapshot", json_new_str(name ? name : ""), "datasets", json_new_int(1), "consistent",
+				  json_new_bool(true), "how", json_new_str(how), NULL);
+
+	if (provider_snapshot)
+		json_object_set_str(res, "provider_snapshot", provider_snapshot);
+	cp_drv_done(op, true, res);
+}
+
+/* env.destroy: the same DELETE of the sandbox for every provider. */
+static void drv_destroy(struct cp_drv_op *op)
+{
+	char sandbox[CP_DRV_ID_MAX];
+
+	if (cp_drv_sandbox(op, sandbox, sizeof(sandbox)))
+		cp_drv_call_json(op, "DELETE", false, NULL, "%s%s", op->drv->destroy_route, sandbox);
+}
+
+static const struct cp_drv_provider *const drv_providers[] = { &cp_drv_e2b, &cp_drv_daytona, &cp_drv_prime };
+
+struct cp_drv_op *cp_drv_start(const char *provider, struct cp *cp, const struct json *cloud, const char *env_id,
+			       const char *kind, const struct json *payload, const struct buf *data, int64_t timeout_ms,
+			       cp_drv_fn fn, void *arg, char *refused, size_t n)
+{
+	const struct cp_drv_provider *drv = NULL;
+	const char *token;
+	struct cp_drv_op *op;
+	bool destroy;
+	int step = -1;
+
+	for (size_t i = 0; i < sizeof(drv_providers) / sizeof(drv_providers[0]) && !drv; i++)
+		if (str_eq(drv_providers[i]->name, provider))
+			drv = drv_providers[i];
+	if (!drv) {
+		cp_drv_kind_step(NULL, 0, provider, kind, refused, n);
+		return NULL;
+	}
+	if (drv->fork_refused && str_eq(kind, "env.fork")) {
+		snprintf(refused, n, "%s", drv->fork_refused);
+		return NULL;
+	}
+	destroy = str_eq(kind, "env.destroy");
+	if ((!destroy && (step = cp_drv_kind_step(drv->kinds, drv->nkinds, drv->name, kind, refused, n)) < 0) ||
+	    !(token = drv_token(cloud, drv->name, kind, refused, n)))
+		return NULL;
+	op = xcalloc(1, drv->op_size);
+	drv_init(op, drv, cp, kind, env_id, token, payload, timeout_ms, fn, arg);
+	if (str_eq(kind, "env.exec"))
+		op->timeout_ms = cp_drv_exec_timeout_ms(op->payload, drv->exec_default_s, drv->exec_extra_ms, timeout_ms);
+	if (destroy)
+		drv_destroy(op);
+	else if (str_eq(kind, "env.get") && !json_get_str(op->payload, "path"))
+		cp_drv_fail(op, "path is required");
+	else
+		drv->begin(op, step, data);
+	return op;
 }

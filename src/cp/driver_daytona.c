@@ -23,101 +23,54 @@
  * and the snapshot ("denv-<env>-<name>"), which lets a fork find it from
  * its payload alone. Verify and the rest are refused as targets.md says.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "cp/cp.h"
 
-#define DTN_HEADER_MAX 512		/* one request header with its value */
-#define DTN_URL_MAX 2048
 #define DTN_NAME_MAX 128		/* a Daytona snapshot name */
-#define DTN_FILES_MAX 256		/* files in one env.put archive */
-#define DTN_POLL_MS 500			/* between looks at a sandbox's state */
-#define DTN_WAIT_MAX_MS 300000		/* a sandbox's start or snapshot, at most */
 #define DTN_EXTRA_MS 10000		/* a command's own timeout plus this, per call */
 #define DTN_COMMAND_TIMEOUT_S 30	/* starting the service's command in the background */
 #define DTN_EXEC_TIMEOUT_S 120		/* env.exec without timeout_sec (Daytona's own default is 10) */
 
-enum step { S_CREATE, S_WAIT, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_SNAPSHOT, S_SNAP_WAIT, S_FORK, S_DESTROY };
+enum step { S_CREATE, S_WAIT, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_SNAPSHOT, S_SNAP_WAIT, S_FORK };
 
 struct dtn_op {
 	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
 	enum step step;
-	char sandbox[128];
-	char toolbox[DTN_URL_MAX];	/* the sandbox's toolboxProxyUrl */
+	char sandbox[CP_DRV_ID_MAX];
+	char toolbox[CP_DRV_URL_MAX];	/* the sandbox's toolboxProxyUrl */
 	char snap[DTN_NAME_MAX];
-	struct cp_drv_file files[DTN_FILES_MAX];
-	size_t nfiles, next;
-	int64_t deadline_ns;	/* of the wait for a start or a snapshot */
 };
 
-static void release(struct cp_drv_op *d)
-{
-	struct dtn_op *op = (struct dtn_op *)d;
-
-	cp_drv_files_release(op->files, op->nfiles);
-	free(op);
-}
-
-static void answered(const struct http_client_resp *resp, const struct err *e, void *arg);
-
 /* One call to the REST API (toolbox false) or to the sandbox's toolbox. */
-static int call(struct dtn_op *op, const char *method, bool toolbox, const char *path, const char *ctype,
+static int call(struct cp_drv_op *d, const char *method, bool toolbox, const char *path, const char *ctype,
 		const void *body, size_t len, size_t max_body)
 {
-	struct cp *cp = op->d.cp;
-	char url[DTN_URL_MAX], auth[DTN_HEADER_MAX], type[DTN_HEADER_MAX];
-	const char *headers[5];
-	size_t nh = 0;
-	int rc;
+	struct dtn_op *op = (struct dtn_op *)d;
+	struct cp_drv_headers hs = { 0 };
 
-	int k = toolbox ? snprintf(url, sizeof(url), "%s/%s%s", op->toolbox, op->sandbox, path)
-			: snprintf(url, sizeof(url), "%s%s", cp->cfg.daytona_api_url, path);
-
-	if (k < 0 || (size_t)k >= sizeof(url)) {
-		cp_drv_fail(&op->d, "%s %s: the URL is longer than %d bytes", method, toolbox ? "toolbox" : path, DTN_URL_MAX);
-		return -1;
-	}
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", op->d.token);
-	headers[nh++] = auth;
-	if (ctype) {
-		snprintf(type, sizeof(type), "Content-Type: %s", ctype);
-		headers[nh++] = type;
-	}
-	headers[nh++] = "X-Daytona-Source: denv-cp";
-	headers[nh++] = "User-Agent: denv-cp";
-	headers[nh] = NULL;
-	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, answered, op, toolbox ? "toolbox" : path);
-	memset(auth, 0, sizeof(auth));
-	return rc;
-}
-
-static int call_json(struct dtn_op *op, const char *method, bool toolbox, const char *path, const struct json *body)
-{
-	char *text = body ? json_to_string(body, JSON_COMPACT) : NULL;
-	int rc = call(op, method, toolbox, path, body ? "application/json" : NULL, text, text ? strlen(text) : 0,
-		      CP_PROVIDER_BODY_MAX);
-
-	free(text);
-	return rc;
+	cp_drv_header(&hs, "Authorization: Bearer %s", op->d.token);
+	cp_drv_header(&hs, "X-Daytona-Source: denv-cp");
+	if (toolbox)
+		return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, "toolbox", "%s/%s%s", op->toolbox,
+				   op->sandbox, path);
+	return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, path, "%s%s", op->d.cp->cfg.daytona_api_url,
+			   path);
 }
 
 /* ---- the environment's sandbox ---- */
 
 static int load_sandbox(struct dtn_op *op)
 {
-	const struct json *env = st_get(op->d.cp->db, "environments", op->d.env_id);
-	const struct json *d = json_get(env, "Driver");
-	const char *id = json_get_str(d, "sandbox_id"), *tb = json_get_str(d, "toolbox_url");
+	const struct json *d = cp_drv_sandbox(&op->d, op->sandbox, sizeof(op->sandbox));
+	const char *tb = json_get_str(d, "toolbox_url");
 
-	if (!id || !*id)
+	if (!d)
 		return -1;
-	str_copy(op->sandbox, sizeof(op->sandbox), id);
 	str_copy(op->toolbox, sizeof(op->toolbox), tb ? tb : "");
 	return 0;
 }
@@ -154,8 +107,8 @@ static void start_sandbox(struct dtn_op *op, const char *from_snapshot)
 		json_object_set(body, "buildInfo", cp_obj("dockerfileContent", json_new_strn(df.data, df.len), NULL));
 		buf_release(&df);
 	}
-	op->deadline_ns = clock_now_ns() + (int64_t)DTN_WAIT_MAX_MS * 1000000;
-	call_json(op, "POST", false, "/sandbox", body);
+	cp_drv_wait_begin(&op->d);
+	cp_drv_call_json(&op->d, "POST", false, body, "/sandbox");
 	json_free(body);
 }
 
@@ -164,22 +117,10 @@ static void start_exec(struct dtn_op *op, const struct json *cmd, int64_t timeou
 /* The sandbox is up: record it, then start the service's command. */
 static void started(struct dtn_op *op)
 {
-	const struct json *c = json_get(json_at(json_get(op->d.payload, "services"), 0), "command");
-	struct json *argv = cp_drv_background_argv(c);
-	char took[32];
+	struct json *argv = cp_drv_up(&op->d, op->step == S_WAIT && op->snap[0], "limited", op->sandbox);
 
-	snprintf(took, sizeof(took), "%.3fs", (double)(clock_now_ns() - op->d.started_ns) / 1e9);
-	json_free(op->d.result);
-	op->d.result = cp_obj("endpoints", json_new_object(), op->step == S_WAIT && op->snap[0] ? "forked_in" : "started_in",
-			    json_new_str(took), "digests", json_new_object(), "storage", json_new_str("daytona"), "egress",
-			    json_new_str("limited"), "sandbox_id", json_new_str(op->sandbox), NULL);
-	if (!argv) {
-		struct json *res = op->d.result;
-
-		op->d.result = NULL;
-		cp_drv_done(&op->d, true, res);
+	if (!argv)
 		return;
-	}
 	op->step = S_COMMAND;
 	start_exec(op, argv, DTN_COMMAND_TIMEOUT_S);
 	json_free(argv);
@@ -188,11 +129,9 @@ static void started(struct dtn_op *op)
 static void look(struct ev *ev, void *arg)
 {
 	struct dtn_op *op = arg;
-	char path[256];
 
 	(void)ev;
-	snprintf(path, sizeof(path), "/sandbox/%s", op->sandbox);
-	call_json(op, "GET", false, path, NULL);
+	cp_drv_call_json(&op->d, "GET", false, NULL, "/sandbox/%s", op->sandbox);
 }
 
 /* A sandbox's answer while it starts (S_WAIT) or snapshots (S_SNAP_WAIT). */
@@ -234,13 +173,12 @@ static void state_answered(struct dtn_op *op, const struct http_client_resp *res
 	} else if (op->step == S_WAIT && str_eq(state, "started")) {
 		started(op);
 	} else if (op->step == S_SNAP_WAIT && !str_eq(state, "snapshotting")) {
-		cp_drv_done(&op->d, true, cp_obj("snapshot", json_new_str(json_get_str(op->d.payload, "name")), "datasets",
-				      json_new_int(1), "consistent", json_new_bool(true), "how",
-				      json_new_str("daytona snapshot"), "provider_snapshot", json_new_str(op->snap), NULL));
-	} else if (clock_now_ns() > op->deadline_ns) {
-		cp_drv_fail(&op->d, "sandbox %s still %s after %d s", op->sandbox, state, DTN_WAIT_MAX_MS / 1000);
+		cp_drv_snapshot_done(&op->d, "daytona snapshot", op->snap);
 	} else {
-		ev_timer_start(op->d.cp->ev, &op->d.timer, DTN_POLL_MS, look, op);
+		char what[sizeof(op->sandbox) + 16];
+
+		snprintf(what, sizeof(what), "sandbox %s", op->sandbox);
+		cp_drv_wait_more(&op->d, what, state, look);
 	}
 	json_free(doc);
 }
@@ -251,16 +189,9 @@ static void state_answered(struct dtn_op *op, const struct http_client_resp *res
 static void shell_line(struct buf *out, const struct json *cmd)
 {
 	for (size_t i = 0; i < json_len(cmd); i++) {
-		const char *w = json_at(cmd, i)->u.str.s;
-
-		buf_adds(out, i ? " '" : "'");
-		for (; *w; w++) {
-			if (*w == '\'')
-				buf_adds(out, "'\\''");
-			else
-				buf_addch(out, *w);
-		}
-		buf_addch(out, '\'');
+		if (i)
+			buf_addch(out, ' ');
+		buf_add_shell_word(out, json_at(cmd, i)->u.str.s);
 	}
 }
 
@@ -269,22 +200,14 @@ static void start_exec(struct dtn_op *op, const struct json *cmd, int64_t timeou
 	struct buf line = BUF_INIT;
 	struct json *body;
 
-	bool strings = json_len(cmd) > 0;
-
-	for (size_t i = 0; strings && i < json_len(cmd); i++)
-		strings = json_at(cmd, i)->type == JSON_STRING;
-	if (!strings) {
-		cp_drv_fail(&op->d, "cmd must be a non-empty array of strings");
+	if (!cp_drv_argv_ok(&op->d, cmd))
 		return;
-	}
 	shell_line(&line, cmd);
 	body = cp_obj("command", json_new_strn(line.data, line.len), "timeout", json_new_int(timeout_s), NULL);
-	call_json(op, "POST", true, "/process/execute", body);
+	cp_drv_call_json(&op->d, "POST", true, body, "/process/execute");
 	json_free(body);
 	buf_release(&line);
 }
-
-static void put_next(struct dtn_op *op);
 
 static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp)
 {
@@ -301,25 +224,18 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 	}
 	code = json_get_int(doc, "exitCode", json_get_int(doc, "code", -1));
 	if (op->step == S_PROBE) {
-		int rc = cp_drv_probed(&op->d, code, out->u.str.s, op->files, op->nfiles);
+		int rc = cp_drv_probed(&op->d, code, out->u.str.s);
 
 		json_free(doc);
 		if (rc == 0) {
 			op->step = S_PUT;
-			put_next(op);
+			cp_drv_put_next(&op->d);
 		}
 		return;
 	}
 	if (op->step == S_COMMAND) {
-		res = op->d.result;
-		op->d.result = NULL;
 		json_free(doc);
-		if (code != 0) {
-			json_free(res);
-			cp_drv_fail(&op->d, "the service's command did not start (exit %" PRId64 ")", code);
-		} else {
-			cp_drv_done(&op->d, true, res);
-		}
+		cp_drv_command_started(&op->d, code);
 		return;
 	}
 	res = cp_obj("exit_code", json_new_int(code), "stdout", json_dup(out), "stderr", json_new_str(""), NULL);
@@ -329,33 +245,21 @@ static void exec_answered(struct dtn_op *op, const struct http_client_resp *resp
 
 /* ---- env.put: the archive's files one at a time, multipart ---- */
 
-static void put_next(struct dtn_op *op)
+static void put_one(struct cp_drv_op *d, const struct cp_drv_file *f)
 {
-	struct buf path = BUF_INIT, body = BUF_INIT;
-	char ctype[128];
-	struct cp_drv_file *f;
+	struct buf path = BUF_INIT;
 
-	if (op->next >= op->nfiles) {
-		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
-		return;
-	}
-	f = &op->files[op->next++];
-	cp_drv_multipart(&body, ctype, sizeof(ctype), (uint64_t)op->d.started_ns, f->data.data, f->data.len);
-	buf_adds(&path, "/files/upload-v2?path=");
-	cp_drv_query_escape(&path, f->path);
-	call(op, "POST", true, path.data, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
+	cp_drv_file_route(&path, "/files/upload-v2?path=", f->path);
+	cp_drv_put_multipart(d, f, path.data);
 	buf_release(&path);
-	buf_release(&body);
 }
 
 /* ---- answers ---- */
 
-static void answered(const struct http_client_resp *resp, const struct err *e, void *arg)
+static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 {
-	struct dtn_op *op = arg;
+	struct dtn_op *op = (struct dtn_op *)d;
 
-	if (!cp_drv_answered(&op->d, "Daytona", resp, e))
-		return;
 	switch (op->step) {
 	case S_CREATE:
 	case S_FORK:
@@ -371,44 +275,21 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 	case S_PROBE:
 		exec_answered(op, resp);
 		break;
-	case S_PUT:
-		put_next(op);
-		break;
-	case S_GET: {
-		struct err te;
-
-		if (cp_drv_tar_one(&op->d.out, json_get_str(op->d.payload, "path"), resp->body.data, resp->body.len, &te) < 0)
-			cp_drv_fail(&op->d, "%s", te.msg);
-		else
-			cp_drv_done(&op->d, true, json_new_object());
-		break;
-	}
-	case S_DESTROY:
-		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));
+	default:	/* S_PUT, S_GET: driver.c answers them */
 		break;
 	}
 }
 
 /* ---- entry ---- */
 
-static void begin_get(struct dtn_op *op)
-{
-	struct buf path = BUF_INIT;
-
-	buf_adds(&path, "/files/download?path=");
-	cp_drv_query_escape(&path, json_get_str(op->d.payload, "path"));
-	call(op, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
-	buf_release(&path);
-}
-
 /* By path: extract under it. By target: docker cp's rules, after a look at it. */
 static void begin_put(struct dtn_op *op, const struct buf *data)
 {
-	int how = cp_drv_put_begin(&op->d, data, "Daytona", op->files, DTN_FILES_MAX, &op->nfiles);
+	int how = cp_drv_put_begin(&op->d, data);
 	struct json *argv;
 
 	if (how == 0) {
-		put_next(op);
+		cp_drv_put_next(&op->d);
 	} else if (how == 1) {
 		op->step = S_PROBE;
 		argv = cp_drv_probe_argv(json_get_str(op->d.payload, "target"));
@@ -417,11 +298,12 @@ static void begin_put(struct dtn_op *op, const struct buf *data)
 	}
 }
 
-static void begin(struct dtn_op *op, const struct buf *data)
+static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 {
-	char path[256];
+	struct dtn_op *op = (struct dtn_op *)d;
 	struct json *b;
 
+	op->step = (enum step)step;
 	if (op->step == S_CREATE) {
 		start_sandbox(op, NULL);
 		return;
@@ -432,10 +314,8 @@ static void begin(struct dtn_op *op, const struct buf *data)
 		start_sandbox(op, op->snap);
 		return;
 	}
-	if (load_sandbox(op) < 0) {
-		cp_drv_no_sandbox(&op->d, "Daytona");
+	if (load_sandbox(op) < 0)
 		return;
-	}
 	switch (op->step) {
 	case S_EXEC:
 		start_exec(op, json_get(op->d.payload, "cmd"), json_get_int(op->d.payload, "timeout_sec", DTN_EXEC_TIMEOUT_S));
@@ -444,48 +324,28 @@ static void begin(struct dtn_op *op, const struct buf *data)
 		begin_put(op, data);
 		break;
 	case S_GET:
-		if (!json_get_str(op->d.payload, "path"))
-			cp_drv_fail(&op->d, "path is required");
-		else
-			begin_get(op);
+		cp_drv_get(&op->d, "/files/download?path=", NULL);
 		break;
 	case S_SNAPSHOT:
 		snap_name(op->snap, sizeof(op->snap), op->d.env_id, json_get_str(op->d.payload, "name"));
-		op->deadline_ns = clock_now_ns() + (int64_t)DTN_WAIT_MAX_MS * 1000000;
-		snprintf(path, sizeof(path), "/sandbox/%s/snapshot", op->sandbox);
+		cp_drv_wait_begin(&op->d);
 		b = cp_obj("name", json_new_str(op->snap), NULL);
-		call_json(op, "POST", false, path, b);
+		cp_drv_call_json(&op->d, "POST", false, b, "/sandbox/%s/snapshot", op->sandbox);
 		json_free(b);
-		break;
-	case S_DESTROY:
-		snprintf(path, sizeof(path), "/sandbox/%s", op->sandbox);
-		call_json(op, "DELETE", false, path, NULL);
 		break;
 	default:
 		break;
 	}
 }
 
-struct cp_drv_op *cp_daytona_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
-				   const struct json *payload, const struct buf *data, int64_t timeout_ms,
-				   cp_drv_fn fn, void *arg, char *refused, size_t n)
-{
-	static const struct cp_drv_kind kinds[] = {
-		{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	    { "env.put", S_PUT },	   { "env.get", S_GET },
-		{ "env.snapshot", S_SNAPSHOT }, { "env.fork", S_FORK }, { "env.destroy", S_DESTROY },
-	};
-	const char *token;
-	struct dtn_op *op;
-	int step;
+static const struct cp_drv_kind daytona_kinds[] = {
+	{ "env.create", S_CREATE },	{ "env.exec", S_EXEC }, { "env.put", S_PUT },	      { "env.get", S_GET },
+	{ "env.snapshot", S_SNAPSHOT }, { "env.fork", S_FORK },
+};
 
-	if ((step = cp_drv_kind_step(kinds, sizeof(kinds) / sizeof(kinds[0]), "daytona", kind, refused, n)) < 0 ||
-	    !(token = cp_drv_token(cloud, "daytona", kind, refused, n)))
-		return NULL;
-	op = xcalloc(1, sizeof(*op));
-	cp_drv_init(&op->d, cp, "daytona", kind, env_id, token, payload, timeout_ms, fn, arg, release);
-	op->step = (enum step)step;
-	if (op->step == S_EXEC)
-		op->d.timeout_ms = cp_drv_exec_timeout_ms(op->d.payload, DTN_EXEC_TIMEOUT_S, DTN_EXTRA_MS, timeout_ms);
-	begin(op, data);
-	return &op->d;
-}
+const struct cp_drv_provider cp_drv_daytona = {
+	.name = "daytona", .title = "Daytona", .kinds = daytona_kinds,
+	.nkinds = sizeof(daytona_kinds) / sizeof(daytona_kinds[0]), .destroy_route = "/sandbox/",
+	.op_size = sizeof(struct dtn_op), .exec_default_s = DTN_EXEC_TIMEOUT_S, .exec_extra_ms = DTN_EXTRA_MS,
+	.begin = begin, .call = call, .answered = answered, .put = put_one,
+};

@@ -18,12 +18,10 @@
  * (Driver), written when env.create succeeds. Everything else, fork and
  * verify among them, is refused with the words of targets.md.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
 #include "base/enc.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -32,111 +30,53 @@
 #define E2B_ENVD_PORT 49983			/* envd's port in every sandbox (the SDK's envd_port) */
 #define E2B_DEFAULT_DOMAIN "e2b.app"		/* the SDK's E2B_DOMAIN default */
 #define E2B_SANDBOX_TIMEOUT_S 3600		/* the sandbox's time to live at create */
-#define E2B_HEADER_MAX 512			/* one request header with its value */
-#define E2B_URL_MAX 2048
 #define E2B_STREAM_MAX ((size_t)16 << 20)	/* a command's whole Connect stream */
-#define E2B_FILES_MAX 256			/* files in one env.put archive */
 #define E2B_EXTRA_MS 10000			/* a command's own timeout plus this, per call */
 #define E2B_EXEC_TIMEOUT_S 120			/* env.exec without timeout_sec */
 
-enum step { S_CREATE, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_PAUSE, S_RESUME, S_DESTROY };
+enum step { S_CREATE, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_PAUSE, S_RESUME };
 
 struct e2b_op {
 	struct cp_drv_op d;	/* first: driver.c runs the operation's life through it */
 	enum step step;
-	char sandbox[128];
-	char access[256];	/* envd access token */
+	char sandbox[CP_DRV_ID_MAX];
 	char domain[128];
-	struct cp_drv_file files[E2B_FILES_MAX];
-	size_t nfiles, next;
-	struct json *created;	/* env.create's result while the service's command starts */
 };
 
-static void release(struct cp_drv_op *d)
-{
-	struct e2b_op *op = (struct e2b_op *)d;
-
-	cp_drv_files_release(op->files, op->nfiles);
-	json_free(op->created);
-	memset(op->access, 0, sizeof(op->access));
-	free(op);
-}
-
-static void answered(const struct http_client_resp *resp, const struct err *e, void *arg);
-
-/* One call to the REST API (api true) or to the sandbox's envd. */
-static int call(struct e2b_op *op, const char *method, bool api, const char *path, const char *ctype,
+/* One call to the REST API (envd false) or to the sandbox's envd. */
+static int call(struct cp_drv_op *d, const char *method, bool envd, const char *path, const char *ctype,
 		const void *body, size_t len, size_t max_body)
 {
-	struct cp *cp = op->d.cp;
-	char url[E2B_URL_MAX], h[6][E2B_HEADER_MAX];
-	const char *headers[8];
-	size_t nh = 0;
-	int rc;
+	struct e2b_op *op = (struct e2b_op *)d;
+	const char *sandbox_url = op->d.cp->cfg.e2b_sandbox_url;
+	struct cp_drv_headers hs = { 0 };
 
-	if (api)
-		snprintf(url, sizeof(url), "%s%s", cp->cfg.e2b_api_url, path);
-	else if (cp->cfg.e2b_sandbox_url && *cp->cfg.e2b_sandbox_url)
-		snprintf(url, sizeof(url), "%s%s", cp->cfg.e2b_sandbox_url, path);
-	else
-		snprintf(url, sizeof(url), "https://%d-%s.%s%s", E2B_ENVD_PORT, op->sandbox,
-			 op->domain[0] ? op->domain : E2B_DEFAULT_DOMAIN, path);
-	if (api) {
-		snprintf(h[nh], sizeof(h[nh]), "X-API-KEY: %s", op->d.token);
-		headers[nh] = h[nh];
-		nh++;
-	} else {
-		snprintf(h[nh], sizeof(h[nh]), "E2b-Sandbox-Id: %s", op->sandbox);
-		headers[nh] = h[nh];
-		nh++;
-		snprintf(h[nh], sizeof(h[nh]), "E2b-Sandbox-Port: %d", E2B_ENVD_PORT);
-		headers[nh] = h[nh];
-		nh++;
-		if (op->access[0]) {
-			snprintf(h[nh], sizeof(h[nh]), "X-Access-Token: %s", op->access);
-			headers[nh] = h[nh];
-			nh++;
-		}
+	if (!envd) {
+		cp_drv_header(&hs, "X-API-KEY: %s", op->d.token);
+		return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, path, "%s%s", op->d.cp->cfg.e2b_api_url,
+				   path);
 	}
-	if (ctype) {
-		snprintf(h[nh], sizeof(h[nh]), "Content-Type: %s", ctype);
-		headers[nh] = h[nh];
-		nh++;
-	}
-	if (op->step == S_EXEC || op->step == S_COMMAND || op->step == S_PROBE) {
-		snprintf(h[nh], sizeof(h[nh]), "Connect-Protocol-Version: 1");
-		headers[nh] = h[nh];
-		nh++;
-	}
-	headers[nh++] = "User-Agent: denv-cp";
-	headers[nh] = NULL;
-	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, answered, op, api ? path : "envd");
-	memset(h, 0, sizeof(h));
-	return rc;
-}
-
-static int call_json(struct e2b_op *op, const char *method, const char *path, const struct json *body)
-{
-	char *text = body ? json_to_string(body, JSON_COMPACT) : NULL;
-	int rc = call(op, method, true, path, body ? "application/json" : NULL, text, text ? strlen(text) : 0,
-		      CP_PROVIDER_BODY_MAX);
-
-	free(text);
-	return rc;
+	cp_drv_header(&hs, "E2b-Sandbox-Id: %s", op->sandbox);
+	cp_drv_header(&hs, "E2b-Sandbox-Port: %d", E2B_ENVD_PORT);
+	if (op->d.secret[0])
+		cp_drv_header(&hs, "X-Access-Token: %s", op->d.secret);
+	if (op->step == S_EXEC || op->step == S_COMMAND || op->step == S_PROBE)
+		cp_drv_header(&hs, "Connect-Protocol-Version: 1");
+	if (sandbox_url && *sandbox_url)
+		return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, "envd", "%s%s", sandbox_url, path);
+	return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, "envd", "https://%d-%s.%s%s", E2B_ENVD_PORT,
+			   op->sandbox, op->domain[0] ? op->domain : E2B_DEFAULT_DOMAIN, path);
 }
 
 /* ---- the environment's sandbox ---- */
 
 static int load_sandbox(struct e2b_op *op)
 {
-	const struct json *env = st_get(op->d.cp->db, "environments", op->d.env_id);
-	const struct json *d = json_get(env, "Driver");
-	const char *id = json_get_str(d, "sandbox_id");
+	const struct json *d = cp_drv_sandbox(&op->d, op->sandbox, sizeof(op->sandbox));
 
-	if (!id || !*id)
+	if (!d)
 		return -1;
-	str_copy(op->sandbox, sizeof(op->sandbox), id);
-	str_copy(op->access, sizeof(op->access), json_get_str(d, "access_token") ? json_get_str(d, "access_token") : "");
+	str_copy(op->d.secret, sizeof(op->d.secret), json_get_str(d, "access_token") ? json_get_str(d, "access_token") : "");
 	str_copy(op->domain, sizeof(op->domain), json_get_str(d, "domain") ? json_get_str(d, "domain") : "");
 	return 0;
 }
@@ -153,22 +93,19 @@ static void start_create(struct e2b_op *op)
 	vars = cp_drv_env_object(json_get(s, "env"));	/* E2B wants an object */
 	body = cp_obj("templateID", json_new_str(json_get_str(s, "image")), "timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), "metadata",
 		      cp_obj("denv_env", json_new_str(op->d.env_id), NULL), "envVars", vars, NULL);
-	call_json(op, "POST", "/v2/sandboxes", body);
+	cp_drv_call_json(&op->d, "POST", false, body, "/v2/sandboxes");
 	json_free(body);
 }
 
 static void start_exec(struct e2b_op *op, const struct json *cmd);
 
 /* The service's command runs in the background, as a container's would. */
-static void start_command(struct e2b_op *op, struct json *res)
+static void start_command(struct e2b_op *op)
 {
-	struct json *argv = cp_drv_background_argv(json_get(json_at(json_get(op->d.payload, "services"), 0), "command"));
+	struct json *argv = cp_drv_up(&op->d, false, "provider network config", op->sandbox);
 
-	if (!argv) {
-		cp_drv_done(&op->d, true, res);
+	if (!argv)
 		return;
-	}
-	op->created = res;
 	op->step = S_COMMAND;
 	start_exec(op, argv);
 	json_free(argv);
@@ -176,10 +113,9 @@ static void start_command(struct e2b_op *op, struct json *res)
 
 static void created(struct e2b_op *op, const struct http_client_resp *resp)
 {
-	struct json *doc = NULL, *res;
+	struct json *doc = NULL;
 	struct err pe;
 	const char *id, *tok, *dom;
-	char started[32];
 
 	if (json_parse(resp->body.data, resp->body.len, NULL, &doc, &pe) < 0 ||
 	    !(id = json_get_str(doc, "sandboxID")) || !*id) {
@@ -195,15 +131,11 @@ static void created(struct e2b_op *op, const struct http_client_resp *resp)
 			 NULL));
 	log_info("e2b", "env %s: sandbox %s created from template %s", op->d.env_id, id,
 		 json_get_str(doc, "templateID") ? json_get_str(doc, "templateID") : "?");
-	snprintf(started, sizeof(started), "%.3fs", (double)(clock_now_ns() - op->d.started_ns) / 1e9);
-	res = cp_obj("endpoints", json_new_object(), "started_in", json_new_str(started), "digests", json_new_object(),
-		     "storage", json_new_str("e2b"), "egress", json_new_str("provider network config"), "sandbox_id",
-		     json_new_str(id), NULL);
 	str_copy(op->sandbox, sizeof(op->sandbox), id);
-	str_copy(op->access, sizeof(op->access), tok ? tok : "");
+	str_copy(op->d.secret, sizeof(op->d.secret), tok ? tok : "");
 	str_copy(op->domain, sizeof(op->domain), dom ? dom : "");
 	json_free(doc);	/* id, tok and dom point into it */
-	start_command(op, res);
+	start_command(op);
 }
 
 /* ---- env.exec: a Connect server stream in the JSON codec ---- */
@@ -216,9 +148,8 @@ static void start_exec(struct e2b_op *op, const struct json *cmd)
 	size_t n;
 	unsigned char hdr[5];
 
-	if (!json_len(cmd) || json_at(cmd, 0)->type != JSON_STRING) {
+	if (!cp_drv_argv_ok(&op->d, cmd)) {
 		json_free(args);
-		cp_drv_fail(&op->d, "cmd must be a non-empty array of strings");
 		return;
 	}
 	for (size_t i = 1; i < json_len(cmd); i++)
@@ -237,7 +168,7 @@ static void start_exec(struct e2b_op *op, const struct json *cmd)
 	buf_add(&b, hdr, sizeof(hdr));
 	buf_add(&b, text, n);
 	free(text);
-	call(op, "POST", false, "/process.Process/Start", "application/connect+json", b.data, b.len, E2B_STREAM_MAX);
+	call(&op->d, "POST", true, "/process.Process/Start", "application/connect+json", b.data, b.len, E2B_STREAM_MAX);
 	buf_release(&b);
 }
 
@@ -261,8 +192,6 @@ static int exec_event(const struct json *m, struct buf *out, struct buf *errb, i
 	}
 	return 0;
 }
-
-static void put_next(struct e2b_op *op);
 
 static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp)
 {
@@ -308,28 +237,20 @@ static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp
 		return;
 	}
 	if (op->step == S_PROBE) {
-		int rc = cp_drv_probed(&op->d, code, out.data, op->files, op->nfiles);
+		int rc = cp_drv_probed(&op->d, code, out.data);
 
 		buf_release(&out);
 		buf_release(&errb);
 		if (rc == 0) {
 			op->step = S_PUT;
-			put_next(op);
+			cp_drv_put_next(&op->d);
 		}
 		return;
 	}
 	if (op->step == S_COMMAND) {
-		struct json *res = op->created;
-
-		op->created = NULL;
 		buf_release(&out);
 		buf_release(&errb);
-		if (code != 0) {
-			json_free(res);
-			cp_drv_fail(&op->d, "the service's command did not start (exit %" PRId64 ")", code);
-		} else {
-			cp_drv_done(&op->d, true, res);
-		}
+		cp_drv_command_started(&op->d, code);
 		return;
 	}
 	cp_drv_done(&op->d, true,
@@ -340,54 +261,22 @@ static void exec_answered(struct e2b_op *op, const struct http_client_resp *resp
 
 /* ---- env.put: the archive's files one at a time ---- */
 
-static void put_next(struct e2b_op *op)
-{
-	struct buf path = BUF_INIT;
-	struct cp_drv_file *f;
-
-	if (op->next >= op->nfiles) {
-		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
-		return;
-	}
-	f = &op->files[op->next++];
-	buf_addf(&path, "/files?path=");
-	cp_drv_query_escape(&path, f->path);
-	call(op, "POST", false, path.data, "application/octet-stream", f->data.data, f->data.len, CP_PROVIDER_BODY_MAX);
-	buf_release(&path);
-}
-
-/* ---- env.get: one file, handed back as a tar of it ---- */
-
-static void start_get(struct e2b_op *op)
+static void put_one(struct cp_drv_op *d, const struct cp_drv_file *f)
 {
 	struct buf path = BUF_INIT;
 
-	buf_addf(&path, "/files?path=");
-	cp_drv_query_escape(&path, json_get_str(op->d.payload, "path"));
-	call(op, "GET", false, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
+	cp_drv_file_route(&path, "/files?path=", f->path);
+	call(d, "POST", true, path.data, "application/octet-stream", f->data.data, f->data.len, CP_PROVIDER_BODY_MAX);
 	buf_release(&path);
-}
-
-static void got(struct e2b_op *op, const struct http_client_resp *resp)
-{
-	struct err e;
-
-	if (cp_drv_tar_one(&op->d.out, json_get_str(op->d.payload, "path"), resp->body.data, resp->body.len, &e) < 0) {
-		cp_drv_fail(&op->d, "%s", e.msg);
-		return;
-	}
-	cp_drv_done(&op->d, true, json_new_object());
 }
 
 /* ---- answers ---- */
 
-static void answered(const struct http_client_resp *resp, const struct err *e, void *arg)
+static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 {
-	struct e2b_op *op = arg;
-	char path[256];
+	struct e2b_op *op = (struct e2b_op *)d;
+	struct json *b;
 
-	if (!cp_drv_answered(&op->d, "E2B", resp, e))
-		return;
 	switch (op->step) {
 	case S_CREATE:
 		created(op, resp);
@@ -397,61 +286,43 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 	case S_PROBE:
 		exec_answered(op, resp);
 		break;
-	case S_PUT:
-		put_next(op);
-		break;
-	case S_GET:
-		got(op, resp);
-		break;
 	case S_PAUSE:
 		op->step = S_RESUME;
-		snprintf(path, sizeof(path), "/v2/sandboxes/%s/connect", op->sandbox);
-		{
-			struct json *b = cp_obj("timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), NULL);
-
-			call_json(op, "POST", path, b);
-			json_free(b);
-		}
+		b = cp_obj("timeout", json_new_int(E2B_SANDBOX_TIMEOUT_S), NULL);
+		cp_drv_call_json(&op->d, "POST", false, b, "/v2/sandboxes/%s/connect", op->sandbox);
+		json_free(b);
 		break;
 	case S_RESUME:
-		cp_drv_done(&op->d, true,
-		     cp_obj("snapshot", json_new_str(json_get_str(op->d.payload, "name")), "datasets", json_new_int(1),
-			    "consistent", json_new_bool(true), "how", json_new_str("pause/resume"), NULL));
+		cp_drv_snapshot_done(&op->d, "pause/resume", NULL);
 		break;
-	case S_DESTROY:
-		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));
+	default:	/* S_PUT, S_GET: driver.c answers them */
 		break;
 	}
 }
 
 /* ---- entry ---- */
 
-static const char *const e2b_fork_refused =
-	"E2B has no fork: pause/resume continues the same sandbox and cannot branch it; use your machines or "
-	"Daytona for forks";
-
-static void begin(struct e2b_op *op, const struct buf *data)
+static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 {
-	char path[256];
+	struct e2b_op *op = (struct e2b_op *)d;
 	struct json *argv;
 	int how;
 
+	op->step = (enum step)step;
 	if (op->step == S_CREATE) {
 		start_create(op);
 		return;
 	}
-	if (load_sandbox(op) < 0) {
-		cp_drv_no_sandbox(&op->d, "E2B");
+	if (load_sandbox(op) < 0)
 		return;
-	}
 	switch (op->step) {
 	case S_EXEC:
 		start_exec(op, json_get(op->d.payload, "cmd"));
 		break;
 	case S_PUT:
-		how = cp_drv_put_begin(&op->d, data, "E2B", op->files, E2B_FILES_MAX, &op->nfiles);
+		how = cp_drv_put_begin(&op->d, data);
 		if (how == 0) {
-			put_next(op);
+			cp_drv_put_next(&op->d);
 		} else if (how == 1) {
 			op->step = S_PROBE;
 			argv = cp_drv_probe_argv(json_get_str(op->d.payload, "target"));
@@ -460,48 +331,25 @@ static void begin(struct e2b_op *op, const struct buf *data)
 		}
 		break;
 	case S_GET:
-		if (!json_get_str(op->d.payload, "path"))
-			cp_drv_fail(&op->d, "path is required");
-		else
-			start_get(op);
+		cp_drv_get(&op->d, "/files?path=", NULL);
 		break;
 	case S_PAUSE:
-		snprintf(path, sizeof(path), "/sandboxes/%s/pause", op->sandbox);
-		call_json(op, "POST", path, NULL);
-		break;
-	case S_DESTROY:
-		snprintf(path, sizeof(path), "/sandboxes/%s", op->sandbox);
-		call_json(op, "DELETE", path, NULL);
+		cp_drv_call_json(&op->d, "POST", false, NULL, "/sandboxes/%s/pause", op->sandbox);
 		break;
 	default:
 		break;
 	}
 }
 
-struct cp_drv_op *cp_e2b_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
-			       const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
-			       void *arg, char *refused, size_t n)
-{
-	static const struct cp_drv_kind kinds[] = {
-		{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	{ "env.put", S_PUT },
-		{ "env.get", S_GET },	    { "env.snapshot", S_PAUSE }, { "env.destroy", S_DESTROY },
-	};
-	const char *token;
-	struct e2b_op *op;
-	int step;
+static const struct cp_drv_kind e2b_kinds[] = {
+	{ "env.create", S_CREATE }, { "env.exec", S_EXEC },	{ "env.put", S_PUT },
+	{ "env.get", S_GET },	    { "env.snapshot", S_PAUSE },
+};
 
-	if (str_eq(kind, "env.fork")) {
-		snprintf(refused, n, "%s", e2b_fork_refused);
-		return NULL;
-	}
-	if ((step = cp_drv_kind_step(kinds, sizeof(kinds) / sizeof(kinds[0]), "e2b", kind, refused, n)) < 0 ||
-	    !(token = cp_drv_token(cloud, "e2b", kind, refused, n)))
-		return NULL;
-	op = xcalloc(1, sizeof(*op));
-	cp_drv_init(&op->d, cp, "e2b", kind, env_id, token, payload, timeout_ms, fn, arg, release);
-	op->step = (enum step)step;
-	if (op->step == S_EXEC)
-		op->d.timeout_ms = cp_drv_exec_timeout_ms(op->d.payload, E2B_EXEC_TIMEOUT_S, E2B_EXTRA_MS, timeout_ms);
-	begin(op, data);
-	return &op->d;
-}
+const struct cp_drv_provider cp_drv_e2b = {
+	.name = "e2b", .title = "E2B", .kinds = e2b_kinds, .nkinds = sizeof(e2b_kinds) / sizeof(e2b_kinds[0]),
+	.fork_refused = "E2B has no fork: pause/resume continues the same sandbox and cannot branch it; use your "
+			"machines or Daytona for forks",
+	.destroy_route = "/sandboxes/", .op_size = sizeof(struct e2b_op), .exec_default_s = E2B_EXEC_TIMEOUT_S,
+	.exec_extra_ms = E2B_EXTRA_MS, .begin = begin, .call = call, .answered = answered, .put = put_one,
+};

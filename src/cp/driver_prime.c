@@ -32,30 +32,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
 #include "base/crypto.h"
 #include "base/enc.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "cp/cp.h"
 
-#define PRM_HEADER_MAX 600		/* one request header with its value */
-#define PRM_URL_MAX 2048
-#define PRM_GATEWAY_MAX (PRM_URL_MAX / 2)	/* the gateway's base, so a route and query fit after it */
+#define PRM_GATEWAY_MAX (CP_DRV_URL_MAX / 2)	/* the gateway's base, so a route and query fit after it */
 #define PRM_ID_MAX 128			/* a sandbox, checkpoint or job id */
-#define PRM_TOKEN_MAX 512		/* the gateway's token (fits PRM_HEADER_MAX) */
-#define PRM_FILES_MAX 256		/* files in one env.put archive */
-#define PRM_POLL_MS 500			/* between looks at a sandbox or checkpoint */
-#define PRM_WAIT_MAX_MS 300000		/* a sandbox's start or a checkpoint, at most */
 #define PRM_EXTRA_MS 10000		/* a command's own timeout plus this, per call */
-#define PRM_COMMAND_TIMEOUT_S 30	/* starting the service's command in the background */
 #define PRM_EXEC_TIMEOUT_S 120		/* env.exec without timeout_sec */
 #define PRM_SANDBOX_MINUTES 60		/* the sandbox's lifetime at create (the SDK's default) */
 #define PRM_STREAM_MAX ((size_t)16 << 20)	/* a command's whole Connect stream */
 #define PRM_CONNECT_JSON "application/connect+json"
 
 enum step {
-	S_CREATE, S_WAIT, S_AUTH, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_CHECKPOINT, S_CK_WAIT, S_FORK, S_DESTROY
+	S_CREATE, S_WAIT, S_AUTH, S_COMMAND, S_EXEC, S_PROBE, S_PUT, S_GET, S_CHECKPOINT, S_CK_WAIT, S_FORK
 };
 
 struct prm_op {
@@ -64,67 +56,22 @@ struct prm_op {
 	char sandbox[PRM_ID_MAX];
 	char checkpoint[PRM_ID_MAX];
 	char gateway[PRM_GATEWAY_MAX];	/* {gateway_url}/{user_ns}/{job_id} */
-	char gw_token[PRM_TOKEN_MAX];	/* wiped at the end */
-	struct cp_drv_file files[PRM_FILES_MAX];
-	size_t nfiles, next;
-	int64_t deadline_ns;	/* of the wait for a start or a checkpoint */
 };
 
-static void release(struct cp_drv_op *d)
-{
-	struct prm_op *op = (struct prm_op *)d;
-
-	cp_drv_files_release(op->files, op->nfiles);
-	memset(op->gw_token, 0, sizeof(op->gw_token));
-	free(op);
-}
-
-static void answered(const struct http_client_resp *resp, const struct err *e, void *arg);
-
 /* One call to the REST API (gateway false, path under {api}) or the gateway. */
-static int call(struct prm_op *op, const char *method, bool gateway, const char *path, const char *ctype,
+static int call(struct cp_drv_op *d, const char *method, bool gateway, const char *path, const char *ctype,
 		const void *body, size_t len, size_t max_body)
 {
-	char url[PRM_URL_MAX], h[4][PRM_HEADER_MAX];
-	const char *headers[7];
-	size_t nh = 0;
-	int rc, k;
+	struct prm_op *op = (struct prm_op *)d;
+	struct cp_drv_headers hs = { 0 };
 
-	k = snprintf(url, sizeof(url), "%s%s", gateway ? op->gateway : op->d.cp->cfg.prime_api_url, path);
-	if (k < 0 || (size_t)k >= sizeof(url)) {
-		cp_drv_fail(&op->d, "%s %s: the URL is longer than %d bytes", method, gateway ? "gateway" : path,
-			    PRM_URL_MAX);
-		return -1;
-	}
-	snprintf(h[nh], sizeof(h[nh]), "Authorization: Bearer %s", gateway ? op->gw_token : op->d.token);
-	headers[nh] = h[nh];
-	nh++;
-	if (ctype) {
-		snprintf(h[nh], sizeof(h[nh]), "Content-Type: %s", ctype);
-		headers[nh] = h[nh];
-		nh++;
-	}
+	cp_drv_header(&hs, "Authorization: Bearer %s", gateway ? op->d.secret : op->d.token);
 	if (ctype && str_eq(ctype, PRM_CONNECT_JSON)) {
-		headers[nh++] = "Connect-Protocol-Version: 1";
-		snprintf(h[nh], sizeof(h[nh]), "Connect-Timeout-Ms: %" PRId64, op->d.timeout_ms);
-		headers[nh] = h[nh];
-		nh++;
+		cp_drv_header(&hs, "Connect-Protocol-Version: 1");
+		cp_drv_header(&hs, "Connect-Timeout-Ms: %" PRId64, op->d.timeout_ms);
 	}
-	headers[nh++] = "User-Agent: denv-cp";
-	headers[nh] = NULL;
-	rc = cp_drv_send(&op->d, method, url, headers, body, len, max_body, answered, op, gateway ? "gateway" : path);
-	memset(h, 0, sizeof(h));
-	return rc;
-}
-
-static int call_json(struct prm_op *op, const char *method, const char *path, const struct json *body)
-{
-	char *text = body ? json_to_string(body, JSON_COMPACT) : NULL;
-	int rc = call(op, method, false, path, body ? "application/json" : NULL, text, text ? strlen(text) : 0,
-		      CP_PROVIDER_BODY_MAX);
-
-	free(text);
-	return rc;
+	return cp_drv_send(&op->d, method, &hs, ctype, body, len, max_body, gateway ? "gateway" : path, "%s%s",
+			   gateway ? op->gateway : op->d.cp->cfg.prime_api_url, path);
 }
 
 /* The answer's body as a JSON object, or NULL after failing op naming what. */
@@ -143,25 +90,10 @@ static struct json *answer_doc(struct prm_op *op, const struct http_client_resp 
 
 /* ---- the environment's row: its sandbox, and its checkpoints by name ---- */
 
-static const struct json *driver_row(struct prm_op *op, const char *env_id)
-{
-	return json_get(st_get(op->d.cp->db, "environments", env_id), "Driver");
-}
-
-static int load_sandbox(struct prm_op *op)
-{
-	const char *id = json_get_str(driver_row(op, op->d.env_id), "sandbox_id");
-
-	if (!id || !*id)
-		return -1;
-	str_copy(op->sandbox, sizeof(op->sandbox), id);
-	return 0;
-}
-
 /* Driver {provider, sandbox_id, checkpoints}, with name -> cid added when given. */
 static void save_driver(struct prm_op *op, const char *name, const char *cid)
 {
-	const struct json *had = json_get(driver_row(op, op->d.env_id), "checkpoints");
+	const struct json *had = json_get(cp_drv_row(&op->d, op->d.env_id), "checkpoints");
 	struct json *cks = had && had->type == JSON_OBJECT ? json_dup(had) : json_new_object();
 
 	if (name && cid)
@@ -209,8 +141,8 @@ static void start_sandbox(struct prm_op *op, const char *checkpoint)
 	if (!s)
 		return;
 	body = create_body(op, s, checkpoint);
-	op->deadline_ns = clock_now_ns() + (int64_t)PRM_WAIT_MAX_MS * 1000000;
-	call_json(op, "POST", "/sandbox", body);
+	cp_drv_wait_begin(&op->d);
+	cp_drv_call_json(&op->d, "POST", false, body, "/sandbox");
 	json_free(body);
 }
 
@@ -219,48 +151,24 @@ static void authorize(struct prm_op *op, enum step then);
 /* The sandbox runs: the result, then the service's command in the background. */
 static void running(struct prm_op *op)
 {
-	char took[32];
-	const struct json *c = json_get(json_at(json_get(op->d.payload, "services"), 0), "command");
 	bool allow = str_eq(json_get_str(op->d.payload, "egress"), "allow");
-	struct json *argv = cp_drv_background_argv(c);
+	struct json *argv = cp_drv_up(&op->d, op->checkpoint[0], allow ? "allow" : "deny", op->sandbox);
 
-	snprintf(took, sizeof(took), "%.3fs", (double)(clock_now_ns() - op->d.started_ns) / 1e9);
-	json_free(op->d.result);
-	op->d.result = cp_obj("endpoints", json_new_object(), op->checkpoint[0] ? "forked_in" : "started_in",
-			      json_new_str(took), "digests", json_new_object(), "storage", json_new_str("prime"),
-			      "egress", json_new_str(allow ? "allow" : "deny"), "sandbox_id", json_new_str(op->sandbox),
-			      NULL);
-	if (!argv) {
-		struct json *res = op->d.result;
-
-		op->d.result = NULL;
-		cp_drv_done(&op->d, true, res);
-		return;
+	if (argv) {
+		json_free(argv);	/* built again for the call, once the gateway is known */
+		authorize(op, S_COMMAND);
 	}
-	json_free(argv);	/* built again for the call, once the gateway is known */
-	authorize(op, S_COMMAND);
 }
 
 static void look(struct ev *ev, void *arg)
 {
 	struct prm_op *op = arg;
-	char path[PRM_ID_MAX + 64];
 
 	(void)ev;
 	if (op->step == S_CK_WAIT)
-		snprintf(path, sizeof(path), "/sandbox/checkpoints/%s", op->checkpoint);
+		cp_drv_call_json(&op->d, "GET", false, NULL, "/sandbox/checkpoints/%s", op->checkpoint);
 	else
-		snprintf(path, sizeof(path), "/sandbox/%s", op->sandbox);
-	call_json(op, "GET", path, NULL);
-}
-
-/* Poll again, or give up past the deadline. */
-static void again(struct prm_op *op, const char *what, const char *state)
-{
-	if (clock_now_ns() > op->deadline_ns)
-		cp_drv_fail(&op->d, "%s still %s after %d s", what, state, PRM_WAIT_MAX_MS / 1000);
-	else
-		ev_timer_start(op->d.cp->ev, &op->d.timer, PRM_POLL_MS, look, op);
+		cp_drv_call_json(&op->d, "GET", false, NULL, "/sandbox/%s", op->sandbox);
 }
 
 static void created(struct prm_op *op, const struct json *doc)
@@ -301,7 +209,7 @@ static void sandbox_answered(struct prm_op *op, const struct http_client_resp *r
 		cp_drv_fail(&op->d, "sandbox %s is %s%s%.60s%s%s%.200s", op->sandbox, status, type ? " (" : "",
 			    type ? type : "", type ? ")" : "", why && *why ? ": " : "", why ? why : "");
 	} else {
-		again(op, op->sandbox, status);
+		cp_drv_wait_more(&op->d, op->sandbox, status, look);
 	}
 	json_free(doc);
 }
@@ -310,12 +218,9 @@ static void sandbox_answered(struct prm_op *op, const struct http_client_resp *r
 
 static void authorize(struct prm_op *op, enum step then)
 {
-	char path[PRM_ID_MAX + 32];
-
 	op->then = then;
 	op->step = S_AUTH;
-	snprintf(path, sizeof(path), "/sandbox/%s/auth", op->sandbox);
-	call_json(op, "POST", path, NULL);
+	cp_drv_call_json(&op->d, "POST", false, NULL, "/sandbox/%s/auth", op->sandbox);
 }
 
 static void gateway_step(struct prm_op *op);
@@ -334,7 +239,7 @@ static void authorized(struct prm_op *op, const struct http_client_resp *resp)
 	job = json_get_str(doc, "job_id");
 	token = json_get_str(doc, "token");
 	if (!url || (strncmp(url, "https://", 8) && strncmp(url, "http://", 7)) || !ns || !*ns || !job || !*job ||
-	    !token || !*token || strcspn(token, "\r\n") != strlen(token) || strlen(token) >= sizeof(op->gw_token)) {
+	    !token || !*token || strcspn(token, "\r\n") != strlen(token) || strlen(token) >= sizeof(op->d.secret)) {
 		json_free(doc);
 		cp_drv_fail(&op->d, "POST /sandbox/{id}/auth answered without a usable gateway_url, user_ns, job_id and token");
 		return;
@@ -347,7 +252,7 @@ static void authorized(struct prm_op *op, const struct http_client_resp *resp)
 		cp_drv_fail(&op->d, "the gateway's address is longer than %d bytes", PRM_GATEWAY_MAX);
 		return;
 	}
-	str_copy(op->gw_token, sizeof(op->gw_token), token);
+	str_copy(op->d.secret, sizeof(op->d.secret), token);
 	memset((char *)token, 0, strlen(token));
 	json_free(doc);
 	op->step = op->then;
@@ -362,14 +267,8 @@ static void start_exec(struct prm_op *op, const struct json *cmd)
 	struct buf b = BUF_INIT;
 	char *text;
 
-	bool strings = json_len(cmd) > 0;
-
-	for (size_t i = 0; strings && i < json_len(cmd); i++)
-		strings = json_at(cmd, i)->type == JSON_STRING;
-	if (!strings) {
-		cp_drv_fail(&op->d, "cmd must be a non-empty array of strings");
+	if (!cp_drv_argv_ok(&op->d, cmd))
 		return;
-	}
 	args = json_new_array();
 	for (size_t i = 1; i < json_len(cmd); i++)
 		json_array_push(args, json_dup(json_at(cmd, i)));
@@ -380,7 +279,8 @@ static void start_exec(struct prm_op *op, const struct json *cmd)
 	buf_init(&b, 0);
 	http_connect_envelope(&b, 0, text, strlen(text));
 	free(text);
-	call(op, "POST", true, "/command_session.CommandSession/Start", PRM_CONNECT_JSON, b.data, b.len, PRM_STREAM_MAX);
+	call(&op->d, "POST", true, "/command_session.CommandSession/Start", PRM_CONNECT_JSON, b.data, b.len,
+	     PRM_STREAM_MAX);
 	buf_release(&b);
 }
 
@@ -422,28 +322,17 @@ static int run_event(const char *msg, size_t len, void *arg, char *why, size_t n
 	return rc;
 }
 
-static void put_next(struct prm_op *op);
-
 /* What the stream said, for the step that asked. */
 static void ran(struct prm_op *op, struct run *r)
 {
-	struct json *res;
-
 	if (op->step == S_PROBE) {
 		buf_addch(&r->out, '\0');
-		if (cp_drv_probed(&op->d, r->code, r->out.data, op->files, op->nfiles) == 0) {
+		if (cp_drv_probed(&op->d, r->code, r->out.data) == 0) {
 			op->step = S_PUT;
-			put_next(op);
+			cp_drv_put_next(&op->d);
 		}
 	} else if (op->step == S_COMMAND) {
-		res = op->d.result;
-		op->d.result = NULL;
-		if (r->code != 0) {
-			json_free(res);
-			cp_drv_fail(&op->d, "the service's command did not start (exit %" PRId64 ")", r->code);
-		} else {
-			cp_drv_done(&op->d, true, res);
-		}
+		cp_drv_command_started(&op->d, r->code);
 	} else {
 		cp_drv_done(&op->d, true,
 			    cp_obj("exit_code", json_new_int(r->code), "stdout", cp_drv_text(&r->out), "stderr",
@@ -475,36 +364,27 @@ static void exec_answered(struct prm_op *op, const struct http_client_resp *resp
 
 /* ---- env.put and env.get: the gateway's files routes ---- */
 
-/* "/route?path=P&sandbox_id=ID" into path. */
-static void files_path(struct prm_op *op, struct buf *path, const char *route, const char *file)
+/* "&sandbox_id=ID", after the path in the files routes' query. */
+static void sandbox_query(struct prm_op *op, struct buf *q)
 {
-	buf_addf(path, "%s?path=", route);
-	cp_drv_query_escape(path, file);
-	buf_adds(path, "&sandbox_id=");
-	cp_drv_query_escape(path, op->sandbox);
+	buf_adds(q, "&sandbox_id=");
+	http_pct_encode(q, op->sandbox, "/");
 }
 
-static void put_next(struct prm_op *op)
+static void put_one(struct cp_drv_op *d, const struct cp_drv_file *f)
 {
-	struct buf path = BUF_INIT, body = BUF_INIT;
-	char ctype[128];
-	struct cp_drv_file *f;
+	struct prm_op *op = (struct prm_op *)d;
+	struct buf path = BUF_INIT;
 
-	if (op->next >= op->nfiles) {
-		cp_drv_done(&op->d, true, cp_drv_put_result(&op->d, op->nfiles));
-		return;
-	}
-	f = &op->files[op->next++];
-	cp_drv_multipart(&body, ctype, sizeof(ctype), (uint64_t)op->d.started_ns, f->data.data, f->data.len);
-	files_path(op, &path, "/upload", f->path);
-	call(op, "POST", true, path.data, ctype, body.data, body.len, CP_PROVIDER_BODY_MAX);
+	cp_drv_file_route(&path, "/upload?path=", f->path);
+	sandbox_query(op, &path);
+	cp_drv_put_multipart(&op->d, f, path.data);
 	buf_release(&path);
-	buf_release(&body);
 }
 
 static void gateway_step(struct prm_op *op)
 {
-	struct buf path = BUF_INIT;
+	struct buf q = BUF_INIT;
 	struct json *argv;
 
 	switch (op->step) {
@@ -522,27 +402,17 @@ static void gateway_step(struct prm_op *op)
 		json_free(argv);
 		break;
 	case S_PUT:
-		put_next(op);
+		cp_drv_put_next(&op->d);
 		break;
 	case S_GET:
-		files_path(op, &path, "/download", json_get_str(op->d.payload, "path"));
-		call(op, "GET", true, path.data, NULL, NULL, 0, CP_ARCHIVE_MAX);
+		sandbox_query(op, &q);
+		cp_drv_get(&op->d, "/download?path=", q.data);
 		break;
 	default:
 		cp_drv_fail(&op->d, "no gateway call for this step");
 		break;
 	}
-	buf_release(&path);
-}
-
-static void got(struct prm_op *op, const struct http_client_resp *resp)
-{
-	struct err te;
-
-	if (cp_drv_tar_one(&op->d.out, json_get_str(op->d.payload, "path"), resp->body.data, resp->body.len, &te) < 0)
-		cp_drv_fail(&op->d, "%s", te.msg);
-	else
-		cp_drv_done(&op->d, true, json_new_object());
+	buf_release(&q);
 }
 
 /* ---- env.snapshot: a checkpoint, waited until durable ---- */
@@ -567,28 +437,24 @@ static void checkpoint_answered(struct prm_op *op, const struct http_client_resp
 	state = json_get_str(doc, "state");
 	if (state && str_eq(state, "DURABLE")) {
 		save_driver(op, name ? name : "", op->checkpoint);
-		cp_drv_done(&op->d, true, cp_obj("snapshot", json_new_str(name ? name : ""), "datasets", json_new_int(1),
-						 "consistent", json_new_bool(true), "how", json_new_str("prime checkpoint"),
-						 "provider_snapshot", json_new_str(op->checkpoint), NULL));
+		cp_drv_snapshot_done(&op->d, "prime checkpoint", op->checkpoint);
 	} else if (!state || str_eq(state, "FAILED") || str_eq(state, "DELETING")) {
 		const char *why = json_get_str(doc, "error");
 
 		cp_drv_fail(&op->d, "checkpoint %s is %s%s%.200s", op->checkpoint, state ? state : "without a state",
 			    why && *why ? ": " : "", why ? why : "");
 	} else {
-		again(op, op->checkpoint, state);
+		cp_drv_wait_more(&op->d, op->checkpoint, state, look);
 	}
 	json_free(doc);
 }
 
 /* ---- answers ---- */
 
-static void answered(const struct http_client_resp *resp, const struct err *e, void *arg)
+static void answered(struct cp_drv_op *d, const struct http_client_resp *resp)
 {
-	struct prm_op *op = arg;
+	struct prm_op *op = (struct prm_op *)d;
 
-	if (!cp_drv_answered(&op->d, "Prime", resp, e))
-		return;
 	switch (op->step) {
 	case S_CREATE:
 	case S_FORK:
@@ -603,18 +469,11 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 	case S_PROBE:
 		exec_answered(op, resp);
 		break;
-	case S_PUT:
-		put_next(op);
-		break;
-	case S_GET:
-		got(op, resp);
-		break;
 	case S_CHECKPOINT:
 	case S_CK_WAIT:
 		checkpoint_answered(op, resp);
 		break;
-	case S_DESTROY:
-		cp_drv_done(&op->d, true, cp_obj("destroyed", json_new_str(""), NULL));
+	default:	/* S_PUT, S_GET: driver.c answers them */
 		break;
 	}
 }
@@ -625,7 +484,7 @@ static void answered(const struct http_client_resp *resp, const struct err *e, v
 static void begin_fork(struct prm_op *op)
 {
 	const char *from = json_get_str(op->d.payload, "from_env"), *name = json_get_str(op->d.payload, "from_snapshot");
-	const char *cid = json_get_str(json_get(driver_row(op, from ? from : ""), "checkpoints"), name ? name : "");
+	const char *cid = json_get_str(json_get(cp_drv_row(&op->d, from ? from : ""), "checkpoints"), name ? name : "");
 
 	if (!cid || !*cid || strlen(cid) >= sizeof(op->checkpoint)) {
 		cp_drv_fail(&op->d, "environment %s has no Prime checkpoint for snapshot %s", from ? from : "?",
@@ -639,16 +498,17 @@ static void begin_fork(struct prm_op *op)
 /* By path: extract under it. By target: docker cp's rules, after a look at it. */
 static void begin_put(struct prm_op *op, const struct buf *data)
 {
-	int how = cp_drv_put_begin(&op->d, data, "Prime", op->files, PRM_FILES_MAX, &op->nfiles);
+	int how = cp_drv_put_begin(&op->d, data);
 
 	if (how >= 0)
 		authorize(op, how == 0 ? S_PUT : S_PROBE);
 }
 
-static void begin(struct prm_op *op, const struct buf *data)
+static void begin(struct cp_drv_op *d, int step, const struct buf *data)
 {
-	char path[PRM_ID_MAX + 32];
+	struct prm_op *op = (struct prm_op *)d;
 
+	op->step = (enum step)step;
 	if (op->step == S_CREATE) {
 		start_sandbox(op, NULL);
 		return;
@@ -657,10 +517,8 @@ static void begin(struct prm_op *op, const struct buf *data)
 		begin_fork(op);
 		return;
 	}
-	if (load_sandbox(op) < 0) {
-		cp_drv_no_sandbox(&op->d, "Prime");
+	if (!cp_drv_sandbox(&op->d, op->sandbox, sizeof(op->sandbox)))
 		return;
-	}
 	switch (op->step) {
 	case S_EXEC:
 		authorize(op, S_EXEC);
@@ -669,46 +527,24 @@ static void begin(struct prm_op *op, const struct buf *data)
 		begin_put(op, data);
 		break;
 	case S_GET:
-		if (!json_get_str(op->d.payload, "path"))
-			cp_drv_fail(&op->d, "path is required");
-		else
-			authorize(op, S_GET);
+		authorize(op, S_GET);
 		break;
 	case S_CHECKPOINT:
-		op->deadline_ns = clock_now_ns() + (int64_t)PRM_WAIT_MAX_MS * 1000000;
-		snprintf(path, sizeof(path), "/sandbox/%s/checkpoints", op->sandbox);
-		call_json(op, "POST", path, NULL);
-		break;
-	case S_DESTROY:
-		snprintf(path, sizeof(path), "/sandbox/%s", op->sandbox);
-		call_json(op, "DELETE", path, NULL);
+		cp_drv_wait_begin(&op->d);
+		cp_drv_call_json(&op->d, "POST", false, NULL, "/sandbox/%s/checkpoints", op->sandbox);
 		break;
 	default:
 		break;
 	}
 }
 
-struct cp_drv_op *cp_prime_start(struct cp *cp, const struct json *cloud, const char *env_id, const char *kind,
-				 const struct json *payload, const struct buf *data, int64_t timeout_ms, cp_drv_fn fn,
-				 void *arg, char *refused, size_t n)
-{
-	static const struct cp_drv_kind kinds[] = {
-		{ "env.create", S_CREATE },	    { "env.exec", S_EXEC }, { "env.put", S_PUT },
-		{ "env.get", S_GET },		    { "env.snapshot", S_CHECKPOINT }, { "env.fork", S_FORK },
-		{ "env.destroy", S_DESTROY },
-	};
-	const char *token;
-	struct prm_op *op;
-	int step;
+static const struct cp_drv_kind prime_kinds[] = {
+	{ "env.create", S_CREATE }, { "env.exec", S_EXEC },		  { "env.put", S_PUT },
+	{ "env.get", S_GET },	    { "env.snapshot", S_CHECKPOINT }, { "env.fork", S_FORK },
+};
 
-	if ((step = cp_drv_kind_step(kinds, sizeof(kinds) / sizeof(kinds[0]), "prime", kind, refused, n)) < 0 ||
-	    !(token = cp_drv_token(cloud, "prime", kind, refused, n)))
-		return NULL;
-	op = xcalloc(1, sizeof(*op));
-	cp_drv_init(&op->d, cp, "prime", kind, env_id, token, payload, timeout_ms, fn, arg, release);
-	op->step = (enum step)step;
-	if (op->step == S_EXEC)
-		op->d.timeout_ms = cp_drv_exec_timeout_ms(op->d.payload, PRM_EXEC_TIMEOUT_S, PRM_EXTRA_MS, timeout_ms);
-	begin(op, data);
-	return &op->d;
-}
+const struct cp_drv_provider cp_drv_prime = {
+	.name = "prime", .title = "Prime", .kinds = prime_kinds, .nkinds = sizeof(prime_kinds) / sizeof(prime_kinds[0]),
+	.destroy_route = "/sandbox/", .op_size = sizeof(struct prm_op), .exec_default_s = PRM_EXEC_TIMEOUT_S,
+	.exec_extra_ms = PRM_EXTRA_MS, .begin = begin, .call = call, .answered = answered, .put = put_one,
+};

@@ -230,18 +230,6 @@ static int ttl_flag(const char *name, const char *v, int64_t def, int64_t *out)
 	return -1;
 }
 
-/* s percent-encoded (all but RFC 3986's unreserved characters) onto b. */
-static void add_uri_part(struct buf *b, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~')
-			buf_addch(b, (char)ch);
-		else
-			buf_addf(b, "%%%02X", ch);
-	}
-}
-
 /* config.md: with DENV_DB unset and DENV_DB_HOST set, the DSN is built
  * from the DENV_DB_* variables (a host starting with / is a socket
  * directory). */
@@ -251,19 +239,19 @@ static const char *dsn_from_env(void)
 	struct buf b = BUF_INIT;
 
 	buf_adds(&b, "postgresql://");
-	add_uri_part(&b, env_or("DENV_DB_USER", "denv"));
+	http_pct_encode(&b, env_or("DENV_DB_USER", "denv"), "");
 	if (pw) {
 		buf_addch(&b, ':');
-		add_uri_part(&b, pw);
+		http_pct_encode(&b, pw, "");
 	}
 	buf_addch(&b, '@');
-	add_uri_part(&b, getenv("DENV_DB_HOST"));
+	http_pct_encode(&b, getenv("DENV_DB_HOST"), "");
 	buf_addch(&b, ':');
-	add_uri_part(&b, env_or("DENV_DB_PORT", "5432"));
+	http_pct_encode(&b, env_or("DENV_DB_PORT", "5432"), "");
 	buf_addch(&b, '/');
-	add_uri_part(&b, env_or("DENV_DB_NAME", "denv"));
+	http_pct_encode(&b, env_or("DENV_DB_NAME", "denv"), "");
 	buf_adds(&b, "?sslmode=");
-	add_uri_part(&b, env_or("DENV_DB_SSLMODE", "require"));
+	http_pct_encode(&b, env_or("DENV_DB_SSLMODE", "require"), "");
 	return buf_detach(&b, NULL);
 }
 

@@ -119,6 +119,10 @@ ssize_t http_chunked_decode(struct http_chunked *c, const char *in, size_t len, 
 /* Percent-decode s[0..len) into out (appending); '+' becomes space if plus.
  * -1 on a bad escape or a decoded NUL. */
 int http_pct_decode(const char *s, size_t len, bool plus, struct buf *out);
+/* Percent-encode s onto out: all but RFC 3986's unreserved characters and
+ * those in keep ("" for a query or form value, "/" for a path). 0, or -1
+ * when out is full. */
+int http_pct_encode(struct buf *out, const char *s, const char *keep);
 
 const char *http_status_text(int status);
 

@@ -345,6 +345,23 @@ int http_pct_decode(const char *s, size_t len, bool plus, struct buf *out)
 	return 0;
 }
 
+int http_pct_encode(struct buf *out, const char *s, const char *keep)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		int r;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~", c) ||
+		    strchr(keep, c))
+			r = buf_addch(out, (char)c);
+		else
+			r = buf_addf(out, "%%%02X", c);
+		if (r < 0)
+			return -1;
+	}
+	return 0;
+}
+
 const char *http_status_text(int status)
 {
 	switch (status) {

@@ -43,13 +43,7 @@ const char *engine_socket(void)
 /* Letters, digits and the characters of extra only, at most max bytes. */
 static bool only_chars(const char *s, size_t max, const char *extra)
 {
-	if (!s || !*s || strlen(s) > max)
-		return false;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      strchr(extra, *p)))
-			return false;
-	return true;
+	return s && *s && strlen(s) <= max && str_only(s, extra);
 }
 
 /* Names and references we put in a URL path: nothing that needs escaping. */

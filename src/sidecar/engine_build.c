@@ -26,16 +26,7 @@
 
 void engine_escape(struct buf *b, const char *s)
 {
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~", c))
-			buf_addch(b, (char)c);
-		else
-			buf_addf(b, "%%%c%c", hex[c >> 4], hex[c & 15]);
-	}
+	http_pct_encode(b, s, "");
 }
 
 static void add_param(struct buf *b, const char *name, const char *value)

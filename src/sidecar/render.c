@@ -120,19 +120,6 @@ static void svc_run_of(const char *project, const struct json *svc, struct svc_r
 		r->cpus = SC_DEFAULT_CPUS;
 }
 
-/* Append s single-quoted for /bin/sh (a CMD healthcheck through --health-cmd). */
-static void sh_quote(struct buf *b, const char *s)
-{
-	buf_addch(b, '\'');
-	for (; *s; s++) {
-		if (*s == '\'')
-			buf_adds(b, "'\\''");
-		else
-			buf_addch(b, *s);
-	}
-	buf_addch(b, '\'');
-}
-
 /* Docker's CLI takes a healthcheck as one shell string: CMD-SHELL as it is,
  * CMD as its arguments quoted (so the image needs /bin/sh either way). */
 static void health_args(const struct json *h, struct argv *a)
@@ -149,7 +136,7 @@ static void health_args(const struct json *h, struct argv *a)
 		for (size_t i = 1; i < json_len(test); i++) {
 			if (i > 1)
 				buf_addch(&cmd, ' ');
-			sh_quote(&cmd, json_at(test, i)->u.str.s);
+			buf_add_shell_word(&cmd, json_at(test, i)->u.str.s);
 		}
 	}
 	av_add(a, "--health-cmd");

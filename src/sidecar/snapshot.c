@@ -723,6 +723,17 @@ int cmd_env_snapshot(struct wk *w, const struct json *payload, struct json **res
 
 /* ---- env.fork and env.rollback ---- */
 
+/* The command's env_id and the snapshot it names under key usable as ids;
+ * -1 with e in kind's words. */
+static int fork_ids_ok(const struct wk *w, const char *kind, const char *key, const char *snap, struct err *e)
+{
+	if (!sc_safe_id(w->env))
+		return err_set(e, "%s: the command has no usable env_id", kind);
+	if (!sc_safe_id(snap))
+		return err_set(e, "%s: %s must name a snapshot, got \"%s\"", kind, key, snap ? snap : "");
+	return 0;
+}
+
 int cmd_env_fork(struct wk *w, const struct json *payload, struct json **result, struct err *e)
 {
 	const char *from_env = json_get_str(payload, "from_env"), *snap = json_get_str(payload, "from_snapshot");
@@ -732,10 +743,8 @@ int cmd_env_fork(struct wk *w, const struct json *payload, struct json **result,
 	int64_t t0 = ev_mono_ms();
 	int rc;
 
-	if (!sc_safe_id(w->env))
-		return err_set(e, "env.fork: the command has no usable env_id");
-	if (!sc_safe_id(snap))
-		return err_set(e, "env.fork: from_snapshot must name a snapshot, got \"%s\"", snap ? snap : "");
+	if (fork_ids_ok(w, "env.fork", "from_snapshot", snap, e) < 0)
+		return -1;
 	if (from_env && str_eq(from_env, w->env))
 		return err_set(e, "env.fork: an environment cannot be forked into itself");
 	if (snap_from(w, from_env, snap, &from, src_env, sizeof(src_env), &rec, e) < 0)
@@ -774,10 +783,8 @@ int cmd_env_rollback(struct wk *w, const struct json *payload, struct json **res
 	int64_t t0 = ev_mono_ms();
 	int rc;
 
-	if (!sc_safe_id(w->env))
-		return err_set(e, "env.rollback: the command has no usable env_id");
-	if (!sc_safe_id(snap))
-		return err_set(e, "env.rollback: snapshot must name a snapshot, got \"%s\"", snap ? snap : "");
+	if (fork_ids_ok(w, "env.rollback", "snapshot", snap, e) < 0)
+		return -1;
 	/* Its own snapshots first, then the one it was forked from. */
 	snprintf(path, sizeof(path), "%s/envs/%s/origin.json", w->data, w->env);
 	if (fs_exists(path) && snap_read_json(path, &origin, e) < 0)

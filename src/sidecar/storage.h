@@ -162,6 +162,9 @@ int stg_btrfs_cap(const struct stg *s, const char *env, int64_t mb, struct err *
 /* storage_dir.c: syncfs the filesystem holding <top>/envs/<env>/vol (the dir
  * and btrfs backends keep every volume of an env on one filesystem). */
 int stg_sync_vols(const char *top, const char *env, struct err *e);
+/* storage_dir.c: make <top>/envs/<env>/vol, its path in voldir (of size n),
+ * where the dir and btrfs backends keep an env's volumes. */
+int stg_make_vols(const char *top, const char *env, char *voldir, size_t n, struct err *e);
 /* storage_fill.c: fill volumes that do not exist yet (create.c). images maps
  * an image reference to {id} for the images known to be on this host (may be
  * NULL): their content is cached by id. */

@@ -135,9 +135,7 @@ static int bt_assign(const struct stg *s, const char *env, const char *path, str
 
 static int bt_env_prepare(const struct stg *s, const char *env, char *voldir, size_t n, struct err *e)
 {
-	if ((size_t)snprintf(voldir, n, "%s/envs/%s/vol", s->root, env) >= n)
-		return err_set(e, "--btrfs-root path too long");
-	return fs_mkdir_p(voldir, 0755, e);
+	return stg_make_vols(s->root, env, voldir, n, e);
 }
 
 /* A fresh subvolume filled with a copy of tree (a rename cannot move data

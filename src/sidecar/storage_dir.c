@@ -29,11 +29,16 @@ static void dir_snapdir(const struct stg *s, const char *env, const char *name, 
 	snprintf(out, n, "%s/snaps/%s/%s", s->data, env, name);
 }
 
+int stg_make_vols(const char *top, const char *env, char *voldir, size_t n, struct err *e)
+{
+	if (fs_path(voldir, n, e, "%s/envs/%s/vol", top, env) < 0)
+		return -1;
+	return fs_mkdir_p(voldir, 0755, e);
+}
+
 static int dir_env_prepare(const struct stg *s, const char *env, char *voldir, size_t n, struct err *e)
 {
-	if ((size_t)snprintf(voldir, n, "%s/envs/%s/vol", s->data, env) >= n)
-		return err_set(e, "data dir path too long");
-	return fs_mkdir_p(voldir, 0755, e);
+	return stg_make_vols(s->data, env, voldir, n, e);
 }
 
 static int dir_adopt(const struct stg *s, const char *env, const char *vol, const char *tree, struct err *e)
@@ -49,17 +54,10 @@ static int dir_adopt(const struct stg *s, const char *env, const char *vol, cons
 int stg_sync_vols(const char *top, const char *env, struct err *e)
 {
 	char path[STG_PATH_MAX];
-	int fd;
 
-	snprintf(path, sizeof(path), "%s/envs/%s/vol", top, env);
-	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return err_errno(e, "open %s", path);
-	if (syncfs(fd) < 0) {
-		sys_close(fd);
-		return err_errno(e, "syncfs %s", path);
-	}
-	sys_close(fd);
-	return 0;
+	if (fs_path(path, sizeof(path), e, "%s/envs/%s/vol", top, env) < 0)
+		return -1;
+	return fs_syncfs_dir(path, e);
 }
 
 static int dir_sync(const struct stg *s, const char *env, struct err *e)

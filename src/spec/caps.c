@@ -93,36 +93,37 @@ static int read_cpus(const char *svc, const char *key, const struct json *v, dou
 	return 0;
 }
 
-int spec_caps(const char *svc, const struct json *service, struct json **out, struct err *e)
+/* The service's cap under its shorthand key, else deploy.resources.limits'
+ * lkey (the shorthand wins; a null is absent); NULL when neither is set.
+ * name (of size n) gets the key read, as an error names it. */
+static const struct json *cap_of(const struct json *service, const char *key, const char *lkey, char *name, size_t n)
 {
 	const struct json *limits = json_get(json_get(json_get(service, "deploy"), "resources"), "limits");
+	const struct json *v = json_get(service, key);
+
+	if (v && v->type != JSON_NULL) {
+		snprintf(name, n, "%s", key);
+		return v;
+	}
+	v = json_get(limits, lkey);
+	snprintf(name, n, "deploy.resources.limits.%s", lkey);
+	return v && v->type != JSON_NULL ? v : NULL;
+}
+
+int spec_caps(const char *svc, const struct json *service, struct json **out, struct err *e)
+{
 	const struct json *v;
+	char name[SPEC_CAP_KEY_MAX];
 	int64_t memory_mb = 0, pids = 0;
 	double cpus = 0;
 	struct json *res;
 
-	/* The shorthand wins; deploy.resources.limits is read only where it is absent. */
-	if ((v = json_get(service, "mem_limit")) && v->type != JSON_NULL) {
-		if (read_memory(svc, "mem_limit", v, &memory_mb, e) < 0)
-			return -1;
-	} else if ((v = json_get(limits, "memory")) && v->type != JSON_NULL) {
-		if (read_memory(svc, "deploy.resources.limits.memory", v, &memory_mb, e) < 0)
-			return -1;
-	}
-	if ((v = json_get(service, "pids_limit")) && v->type != JSON_NULL) {
-		if (read_pids(svc, "pids_limit", v, &pids, e) < 0)
-			return -1;
-	} else if ((v = json_get(limits, "pids")) && v->type != JSON_NULL) {
-		if (read_pids(svc, "deploy.resources.limits.pids", v, &pids, e) < 0)
-			return -1;
-	}
-	if ((v = json_get(service, "cpus")) && v->type != JSON_NULL) {
-		if (read_cpus(svc, "cpus", v, &cpus, e) < 0)
-			return -1;
-	} else if ((v = json_get(limits, "cpus")) && v->type != JSON_NULL) {
-		if (read_cpus(svc, "deploy.resources.limits.cpus", v, &cpus, e) < 0)
-			return -1;
-	}
+	if ((v = cap_of(service, "mem_limit", "memory", name, sizeof(name))) && read_memory(svc, name, v, &memory_mb, e) < 0)
+		return -1;
+	if ((v = cap_of(service, "pids_limit", "pids", name, sizeof(name))) && read_pids(svc, name, v, &pids, e) < 0)
+		return -1;
+	if ((v = cap_of(service, "cpus", "cpus", name, sizeof(name))) && read_cpus(svc, name, v, &cpus, e) < 0)
+		return -1;
 	res = json_new_object();
 	json_object_set_int(res, "memory_mb", memory_mb);
 	json_object_set_int(res, "pids", pids);

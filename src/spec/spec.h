@@ -56,6 +56,7 @@
 #define SPEC_MAX_COMPOSE_BYTES ((size_t)1 << 20)
 #define SPEC_MIN_MEMORY_MB 6		/* Docker refuses less */
 #define SPEC_MAX_CPUS 1024
+#define SPEC_CAP_KEY_MAX 48		/* a cap's key as errors name it (deploy.resources.limits.memory) */
 #define SPEC_VERIFIER_TIMEOUT_DEFAULT 600
 #define SPEC_VERIFIER_TIMEOUT_MAX 86400
 #define SPEC_MAX_WARNINGS 32		/* then one line counts the rest */

@@ -116,7 +116,7 @@ static char *path_of(const char *a, const char *key, const char *b)
 	struct buf p = BUF_INIT;
 
 	buf_addf(&p, "/v1/%s/", a);
-	cli_escape(&p, key);
+	http_pct_encode(&p, key, "");
 	buf_adds(&p, b);
 	return buf_detach(&p, NULL);
 }

@@ -252,6 +252,12 @@ static int enter(struct parser *p, size_t pos)
 	return 0;
 }
 
+/* A collection starts at pos: a level deeper, and one node more. */
+static int enter_collection(struct parser *p, size_t pos)
+{
+	return enter(p, pos) < 0 || count_nodes(p, 1, pos) < 0 ? -1 : 0;
+}
+
 /* ---- anchors ---- */
 
 static size_t measure(const struct json *v, unsigned *height)
@@ -325,11 +331,15 @@ static void drop_anchors(struct parser *p, size_t keep_n)
 	}
 }
 
-/* "*name" at p->pos: the anchor it names (the latest definition). */
-static int alias_ref(struct parser *p, const struct anchor **out)
+/* "*name" at p->pos, with properties pr (an alias may have none): the
+ * anchor it names (the latest definition). */
+static int alias_ref(struct parser *p, const struct props *pr, const struct anchor **out)
 {
 	size_t st = p->pos + 1, i = st;
 	char nm[80];
+
+	if (pr->anchor || pr->tag != TAG_NONE)
+		return yp_fail(p, p->pos, "an alias cannot have an anchor or a tag");
 
 	while (is_anchor_char(at(p, i)))
 		i++;
@@ -352,9 +362,7 @@ static int alias_value(struct parser *p, const struct props *pr, struct json **o
 	size_t pos = p->pos;
 	const struct anchor *a;
 
-	if (pr->anchor || pr->tag != TAG_NONE)
-		return yp_fail(p, pos, "an alias cannot have an anchor or a tag");
-	if (alias_ref(p, &a) < 0)
+	if (alias_ref(p, pr, &a) < 0)
 		return -1;
 	if (a->height > p->max_depth - p->depth)
 		return yp_fail(p, pos, "nesting deeper than %u levels (through an alias)", p->max_depth);
@@ -526,10 +534,14 @@ static void mapb_append(struct mapb *mb, char *key, size_t n, struct json *v)
 	}
 }
 
-static void mapb_init(struct mapb *mb)
+/* A mapping starts at pos: a level deeper (enter_collection), and its builder. */
+static int mapb_begin(struct parser *p, struct mapb *mb, size_t pos)
 {
+	if (enter_collection(p, pos) < 0)
+		return -1;
 	memset(mb, 0, sizeof(*mb));
 	mb->obj = json_new_object();
+	return 0;
 }
 
 static void mapb_release(struct mapb *mb)
@@ -722,9 +734,7 @@ static int alias_key(struct parser *p, const struct props *pr, char **key, size_
 	size_t pos = p->pos;
 	const struct anchor *a;
 
-	if (pr->anchor || pr->tag != TAG_NONE)
-		return yp_fail(p, pos, "an alias cannot have an anchor or a tag");
-	if (alias_ref(p, &a) < 0)
+	if (alias_ref(p, pr, &a) < 0)
 		return -1;
 	if (!a->text)
 		return yp_fail(p, pos, "complex mapping keys are not supported (this alias names a collection)");
@@ -814,9 +824,8 @@ static int block_map(struct parser *p, int m, const struct props *node_pr, struc
 	size_t start = p->pos;
 	int ind;
 
-	if (enter(p, start) < 0 || count_nodes(p, 1, start) < 0)
+	if (mapb_begin(p, &mb, start) < 0)
 		return -1;
-	mapb_init(&mb);
 	for (;;) {
 		struct props kp = { 0 };
 		size_t colon, kpos, vpos;
@@ -899,7 +908,7 @@ static int block_seq(struct parser *p, int m, const struct props *pr, struct jso
 	size_t start = p->pos;
 	int ind;
 
-	if (enter(p, start) < 0 || count_nodes(p, 1, start) < 0)
+	if (enter_collection(p, start) < 0)
 		return -1;
 	arr = json_new_array();
 	for (;;) {
@@ -1114,36 +1123,49 @@ bad:
 	return -1;
 }
 
+/* Where a flow collection (what, closed by close) may end or take its next
+ * entry: 1 when it ends here (the close consumed), 0 when an entry starts,
+ * -1 after failing (a ',' with no entry before it). */
+static int flow_next(struct parser *p, size_t open, const char *what, char close)
+{
+	if (skip_flow(p, open, what) < 0)
+		return -1;
+	if (cur(p) == close) {
+		p->pos++;
+		return 1;
+	}
+	if (cur(p) == ',')
+		return yp_fail(p, p->pos, "unexpected ',' in a %s", what);
+	return 0;
+}
+
+/* After an entry: its ',' consumed, or the close next (0); -1 after failing. */
+static int flow_sep(struct parser *p, size_t open, const char *what, char close)
+{
+	if (skip_flow(p, open, what) < 0)
+		return -1;
+	if (cur(p) == ',')
+		p->pos++;
+	else if (cur(p) != close)
+		return yp_fail(p, p->pos, "expected ',' or '%c' in a %s", close, what);
+	return 0;
+}
+
 static int flow_map(struct parser *p, const struct props *pr, struct json **out)
 {
 	static const char what[] = "flow mapping";
 	struct mapb mb;
 	size_t open = p->pos;
+	int rc;
 
-	if (enter(p, open) < 0 || count_nodes(p, 1, open) < 0)
+	if (mapb_begin(p, &mb, open) < 0)
 		return -1;
-	mapb_init(&mb);
 	p->pos++;
-	for (;;) {
-		if (skip_flow(p, open, what) < 0)
+	while ((rc = flow_next(p, open, what, '}')) == 0)
+		if (flow_entry(p, open, what, &mb) < 0 || flow_sep(p, open, what, '}') < 0)
 			goto bad;
-		if (cur(p) == '}') {
-			p->pos++;
-			break;
-		}
-		if (cur(p) == ',') {
-			yp_fail(p, p->pos, "unexpected ',' in a flow mapping");
-			goto bad;
-		}
-		if (flow_entry(p, open, what, &mb) < 0 || skip_flow(p, open, what) < 0)
-			goto bad;
-		if (cur(p) == ',') {
-			p->pos++;
-		} else if (cur(p) != '}') {
-			yp_fail(p, p->pos, "expected ',' or '}' in a flow mapping");
-			goto bad;
-		}
-	}
+	if (rc < 0)
+		goto bad;
 	return mapb_done(p, &mb, pr, out);
 bad:
 	mapb_release(&mb);
@@ -1156,9 +1178,8 @@ static int flow_pair(struct parser *p, size_t open, struct json **out)
 	struct mapb mb;
 	size_t start = p->pos;
 
-	if (enter(p, start) < 0 || count_nodes(p, 1, start) < 0)
+	if (mapb_begin(p, &mb, start) < 0)
 		return -1;
-	mapb_init(&mb);
 	if (flow_entry(p, open, "flow sequence", &mb) < 0 || mapb_finish(p, &mb) < 0) {
 		mapb_release(&mb);
 		return -1;
@@ -1176,24 +1197,15 @@ static int flow_seq(struct parser *p, const struct props *pr, struct json **out)
 	struct json *arr, *v;
 	size_t open = p->pos;
 	bool jl;
+	int rc;
 
-	if (enter(p, open) < 0 || count_nodes(p, 1, open) < 0)
+	if (enter_collection(p, open) < 0)
 		return -1;
 	arr = json_new_array();
 	p->pos++;
-	for (;;) {
+	while ((rc = flow_next(p, open, what, ']')) == 0) {
 		size_t estart, anchors0;
 
-		if (skip_flow(p, open, what) < 0)
-			goto bad;
-		if (cur(p) == ']') {
-			p->pos++;
-			break;
-		}
-		if (cur(p) == ',') {
-			yp_fail(p, p->pos, "unexpected ',' in a flow sequence");
-			goto bad;
-		}
 		if (cur(p) == '?' && (is_ws0(at(p, p->pos + 1)) || is_flow_ind(at(p, p->pos + 1)))) {
 			yp_fail(p, p->pos, "complex mapping keys (\"? \") are not supported");
 			goto bad;
@@ -1217,15 +1229,11 @@ static int flow_seq(struct parser *p, const struct props *pr, struct json **out)
 				goto bad;
 		}
 		json_array_push(arr, v);
-		if (skip_flow(p, open, what) < 0)
+		if (flow_sep(p, open, what, ']') < 0)
 			goto bad;
-		if (cur(p) == ',') {
-			p->pos++;
-		} else if (cur(p) != ']') {
-			yp_fail(p, p->pos, "expected ',' or ']' in a flow sequence");
-			goto bad;
-		}
 	}
+	if (rc < 0)
+		goto bad;
 	return seq_done(p, arr, pr, out);
 bad:
 	json_free(arr);

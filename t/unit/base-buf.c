@@ -42,6 +42,17 @@ static void test_buf(void)
 	ok(buf_addf(&b, "%s", "123456789") == -1, "addf over the cap fails");
 	ok(b.len == 0 && b.data[0] == '\0', "and leaves the buffer as it was");
 	buf_release(&b);
+
+	buf_init(&b, 0);
+	buf_add_shell_word(&b, "it's $x");
+	is_str(b.data, "'it'\\''s $x'", "a shell word: quoted, its quote closed, escaped and reopened");
+	buf_reset(&b);
+	buf_add_shell_word(&b, "");
+	is_str(b.data, "''", "the empty shell word");
+	buf_release(&b);
+	buf_init(&b, 4);
+	ok(buf_add_shell_word(&b, "abcd") == -1, "a shell word over the cap fails");
+	buf_release(&b);
 }
 
 static void test_err(void)

@@ -375,6 +375,8 @@ int main(void)
 		struct err e;
 		ok(fs_fsync_dir(base, &e) == 0, "fsync a directory");
 		ok(fs_fsync_dir(at("nope"), &e) == -1, "fsync a missing directory fails");
+		ok(fs_syncfs_dir(base, &e) == 0, "syncfs a directory's filesystem");
+		ok(fs_syncfs_dir(at("nope"), &e) == -1 && strstr(e.msg, "nope"), "syncfs a missing directory fails, naming it");
 		ok(fs_exists(base) && !fs_exists(at("nope")), "fs_exists");
 	}
 	return tap_done();

@@ -1,4 +1,4 @@
-/* Unit tests: the checked formatter str_fmt, and str_copy's cut report. */
+/* Unit tests: the checked formatter str_fmt, str_copy's cut report, and str_only. */
 #include <string.h>
 
 #include "base/str.h"
@@ -58,10 +58,21 @@ static void test_copy(void)
 	is_str(out, "abc", "str_copy: cut keeps the prefix, NUL-terminated");
 }
 
+static void test_only(void)
+{
+	ok(str_only("Abc09", ""), "str_only: letters and digits");
+	ok(str_only("", ""), "str_only: the empty string");
+	ok(str_only("a-b_c", "-_"), "str_only: and the extra ones");
+	ok(!str_only("a b", "-_"), "str_only: a byte outside refused");
+	ok(!str_only("caf\xc3\xa9", ""), "str_only: a byte past ASCII refused");
+	ok(!str_only("a'b", "-._~:/?#[]@!$&()*+,;=%"), "str_only: a quote never passes a URL's set");
+}
+
 int main(void)
 {
 	test_fmt_table();
 	test_fmt_edges();
 	test_copy();
+	test_only();
 	return tap_done();
 }

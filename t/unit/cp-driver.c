@@ -2,7 +2,8 @@
  * a rendered env as an object, the background command's argv, output made
  * valid UTF-8, the provider's error in one line, env.put's archive split
  * into files (a link refused in the provider's name, the file cap) and a
- * tar of one file that splits back into the same bytes. Inputs that the
+ * tar of one file that splits back into the same bytes, a call's header
+ * lines and their caps, a files route. Inputs that the
  * code reads by length are copied into exact-size allocations so ASan
  * catches a read past their end. */
 #include <stdio.h>
@@ -200,8 +201,32 @@ static void test_kinds_timeout_multipart(void)
 	json_free(none);
 }
 
+static void test_headers_and_routes(void)
+{
+	struct cp_drv_headers hs = { 0 };
+	struct buf path = BUF_INIT;
+	char big[CP_DRV_HEADER_MAX + 8];
+
+	cp_drv_header(&hs, "Authorization: Bearer %s", "tok");
+	cp_drv_header(&hs, "X-Port: %d", 49983);
+	ok(hs.n == 2 && !hs.cut && strcmp(hs.line[0], "Authorization: Bearer tok") == 0 &&
+	   strcmp(hs.line[1], "X-Port: 49983") == 0, "header lines formatted in order");
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	cp_drv_header(&hs, "X-Big: %s", big);
+	ok(hs.cut && hs.n == 2, "a line longer than CP_DRV_HEADER_MAX is not kept, and cuts the call");
+	memset(&hs, 0, sizeof(hs));
+	for (int i = 0; i <= CP_DRV_HEADERS_MAX; i++)
+		cp_drv_header(&hs, "X-N: %d", i);
+	ok(hs.cut && hs.n == CP_DRV_HEADERS_MAX, "one line more than CP_DRV_HEADERS_MAX cuts the call");
+	cp_drv_file_route(&path, "/files?path=", "/work/a b&c");
+	is_str(path.data, "/files?path=/work/a%20b%26c", "a file route: the path percent-encoded, its slashes kept");
+	buf_release(&path);
+}
+
 int main(void)
 {
+	test_headers_and_routes();
 	test_kinds_timeout_multipart();
 	test_place();
 	test_env_and_command();

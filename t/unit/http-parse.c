@@ -294,6 +294,12 @@ static void test_misc(void)
 	ok(http_pct_decode("%zz", 3, false, &b) < 0, "bad hex escape");
 	buf_reset(&b);
 	ok(http_pct_decode("%00", 3, false, &b) < 0, "decoded NUL refused");
+	buf_reset(&b);
+	http_pct_encode(&b, "a b/c~\xc3\xa9&=", "");
+	ok(strcmp(b.data, "a%20b%2Fc~%C3%A9%26%3D") == 0, "pct encode: all but the unreserved");
+	buf_reset(&b);
+	http_pct_encode(&b, "/x y/", "/");
+	ok(strcmp(b.data, "/x%20y/") == 0, "pct encode keeps what it is told to");
 	buf_release(&b);
 
 	ok(http_token_has("keep-alive, Upgrade", 19, "upgrade"), "token list case-insensitive");
