@@ -1,0 +1,108 @@
+"""fleet: many simulated sidecars in one process, for bench/lib/scale.py.
+
+  python fleet.py PORT CREDS [HEARTBEAT_SEC]
+
+Each sidecar is t/cp/sidecar.py's Sidecar (the real host stream: hello with a
+join token or a host secret, heartbeats, ack, progress, one result per
+command, answered again from its log when a command id comes back), all on
+one asyncio loop. CREDS is a JSON list with one object per sidecar:
+{"token": "djt_..."} to join, or {"host_id": ..., "secret": ...} to come
+back as a known host. Once every sidecar is admitted the list is written
+back to CREDS with each one's host id and secret, and one line
+"fleet: admitted N in S s" goes to stdout. It runs until SIGTERM or SIGINT,
+then prints "fleet: answered K commands (kind=count ...)" and exits 0.
+A sidecar refused by the control plane (1008) is fatal: "fleet: refused ...",
+exit 1. HEARTBEAT_SEC defaults to denvd's 10 s.
+"""
+import os
+import sys
+
+# bench/lib holds drivers named like standard modules (concurrent.py, which
+# asyncio imports): off the path before anything else is imported.
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "t", "cp"))
+
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+
+from sidecar import Sidecar  # noqa: E402
+
+HEARTBEAT_S = 10.0        # denvd's interval (protocol.md)
+JOINING_AT_ONCE = 64      # streams opening at a time: a burst of 1,000 hellos would time out their own handshakes
+POLL_S = 0.01
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def save(path, fleet):
+    creds = [{"host_id": sc.host_id, "secret": sc.secret} for sc in fleet]
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(creds, f)
+    os.replace(tmp, path)
+
+
+def refused(fleet):
+    return next((sc for sc in fleet if sc.closed), None)
+
+
+async def start_all(fleet, tasks):
+    """Start every sidecar, at most JOINING_AT_ONCE not yet admitted."""
+    for i, sc in enumerate(fleet):
+        while i - sum(1 for s in fleet[:i] if s.admitted.is_set()) >= JOINING_AT_ONCE:
+            if refused(fleet):
+                return
+            await asyncio.sleep(POLL_S)
+        tasks.append(asyncio.create_task(sc.run()))
+    while not all(sc.admitted.is_set() for sc in fleet) and not refused(fleet):
+        await asyncio.sleep(POLL_S)
+
+
+def answered(fleet):
+    kinds = {}
+    for sc in fleet:
+        for _, kind, _, _ in sc.received:
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+async def main(port, creds_path, heartbeat):
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(s, stop.set)
+    fleet = [Sidecar(port, token=c.get("token", ""), host_id=c.get("host_id", ""), secret=c.get("secret", ""),
+                     hostname="sim-%d" % i, heartbeat=heartbeat, thread=False)
+             for i, c in enumerate(load(creds_path))]
+    tasks = []
+    t0 = time.perf_counter()
+    await start_all(fleet, tasks)
+    bad = refused(fleet)
+    if bad:
+        print("fleet: refused: %s %s" % bad.closed, flush=True)
+        return 1
+    save(creds_path, fleet)
+    print("fleet: admitted %d in %.3f s" % (len(fleet), time.perf_counter() - t0), flush=True)
+    await stop.wait()
+    for sc in fleet:
+        sc.stop_flag = True
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    kinds = answered(fleet)
+    print("fleet: answered %d commands (%s)" % (sum(kinds.values()),
+                                                 " ".join("%s=%d" % kv for kv in sorted(kinds.items()))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (3, 4):
+        print("usage: fleet.py PORT CREDS [HEARTBEAT_SEC]", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(asyncio.run(main(int(sys.argv[1]), sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else HEARTBEAT_S)))
