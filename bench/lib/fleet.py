@@ -33,6 +33,7 @@ from sidecar import Sidecar  # noqa: E402
 HEARTBEAT_S = 10.0        # denvd's interval (protocol.md)
 JOINING_AT_ONCE = 64      # streams opening at a time: a burst of 1,000 hellos would time out their own handshakes
 POLL_S = 0.01
+RETRY_S = 1.0             # after a failed attempt (denvd's first back-off step)
 
 
 def load(path):
@@ -52,6 +53,18 @@ def refused(fleet):
     return next((sc for sc in fleet if sc.closed), None)
 
 
+async def keep(sc):
+    """sc.run(), again after what it does not handle itself (an HTTP refusal
+    of the upgrade, say 503 while denv-cp is busy): denvd retries those too."""
+    while not sc.stop_flag:
+        try:
+            await sc.run()
+            return
+        except Exception as ex:  # logged, then the next attempt
+            print("fleet: %s: %s: %s" % (sc.hostname, type(ex).__name__, ex), file=sys.stderr, flush=True)
+            await asyncio.sleep(RETRY_S)
+
+
 async def start_all(fleet, tasks):
     """Start every sidecar, at most JOINING_AT_ONCE not yet admitted."""
     for i, sc in enumerate(fleet):
@@ -59,7 +72,7 @@ async def start_all(fleet, tasks):
             if refused(fleet):
                 return
             await asyncio.sleep(POLL_S)
-        tasks.append(asyncio.create_task(sc.run()))
+        tasks.append(asyncio.create_task(keep(sc)))
     while not all(sc.admitted.is_set() for sc in fleet) and not refused(fleet):
         await asyncio.sleep(POLL_S)
 

@@ -30,6 +30,7 @@ import http.client
 import json
 import os
 import random
+import select
 import shutil
 import subprocess
 import tempfile
@@ -63,6 +64,20 @@ volumes: { data: {} }
 CP_ENV = {"DENV_MAX_CONNS_PER_ADDR": "0"}
 
 
+def rss_anon_kib(pid):
+    """RssAnon of pid (KiB): the heap, without the store's log pages mapped from disk."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return 0
+
+
+def rss_at(s, step):
+    """(step, denv-cp's RSS, its RssAnon), in MiB."""
+    return step, B.rss_kib(s.cp.pid) / 1024.0, rss_anon_kib(s.cp.pid) / 1024.0
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(len(xs) * p / 100.0))]
@@ -79,13 +94,19 @@ class Fleet:
         self.proc = subprocess.Popen([VENV_PY, os.path.join(B.TOP, "bench", "lib", "fleet.py"), str(port), self.path],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=open(self.log, "w"), text=True)
-        t0 = B.now()
-        line = self.proc.stdout.readline()   # the fleet prints one line when all are in (or refused)
-        self.join_s = B.now() - t0
-        if not line.startswith("fleet: admitted"):
+        try:
+            t0 = B.now()
+            line = self._first_line()
+            self.join_s = B.now() - t0
+            B.need(line.startswith("fleet: admitted"), "simulated sidecars: %s" % (line.strip() or self._tail()))
+        except BaseException:
             self.stop()
-            raise B.Pending("simulated sidecars: %s" % (line.strip() or self._tail()))
-        self.note = line.strip()
+            raise
+
+    def _first_line(self):
+        """The fleet's one line once all are in (or refused); '' after FLEET_JOIN_S."""
+        ready, _, _ = select.select([self.proc.stdout], [], [], FLEET_JOIN_S)
+        return self.proc.stdout.readline() if ready else ""
 
     def _tail(self):
         with open(self.log) as f:
@@ -193,33 +214,26 @@ def sample_envs(s, projects):
     return ids
 
 
-def timed_gets(s, ids, n):
+def timed(s, ids, n, one):
+    """Milliseconds of n calls one(connection, env id, i), each on a random environment."""
     c = Keepalive(s)
     try:
-        out = []
-        for _ in range(n):
-            env = random.choice(ids)
-            st, r, ms = c.call("GET", "/v1/envs/" + env)
-            B.need(st == 200 and r["environment"]["ID"] == env, "GET /v1/envs/%s: %s" % (env, st))
-            out.append(ms)
-        return out
+        return [one(c, random.choice(ids), i) for i in range(n)]
     finally:
         c.close()
 
 
-def timed_execs(s, ids, n):
-    c = Keepalive(s)
-    try:
-        out = []
-        for i in range(n):
-            env = random.choice(ids)
-            word = "scale-%d" % i
-            st, r, ms = c.call("POST", "/v1/envs/%s/exec" % env, {"service": "box", "cmd": ["echo", word]})
-            B.need(st == 200 and r.get("stdout") == word + "\n", "exec on %s: %s %s" % (env, st, r))
-            out.append(ms)
-        return out
-    finally:
-        c.close()
+def get_env(c, env, i):
+    st, r, ms = c.call("GET", "/v1/envs/" + env)
+    B.need(st == 200 and r["environment"]["ID"] == env, "GET /v1/envs/%s: %s" % (env, st))
+    return ms
+
+
+def exec_echo(c, env, i):
+    word = "scale-%d" % i
+    st, r, ms = c.call("POST", "/v1/envs/%s/exec" % env, {"service": "box", "cmd": ["echo", word]})
+    B.need(st == 200 and r.get("stdout") == word + "\n", "exec on %s: %s %s" % (env, st, r))
+    return ms
 
 
 def deploys(s, n):
@@ -244,23 +258,29 @@ def run(db, hosts, envs):
         fill_s = B.now() - t0
         B.log("scale: %s in %.0f s; restarting" % (filled, fill_s))
         s, replay_ms, projects = restart(db, key)
-        start_rss = B.rss_kib(s.cp.pid)
-        t0 = B.now()
+        rss = [rss_at(s, "start")]
         fl = Fleet(work, s.port, creds)
         back_s = wait_connected(s, hosts, FLEET_JOIN_S) + fl.join_s
+        rss.append(rss_at(s, "hosts back"))
         ids = sample_envs(s, projects)
-        gets = timed_gets(s, ids, GETS)
-        execs = timed_execs(s, ids, EXECS)
+        gets = timed(s, ids, GETS, get_env)
+        rss.append(rss_at(s, "GETs"))
+        execs = timed(s, ids, EXECS, exec_echo)
+        rss.append(rss_at(s, "execs"))
         deps = deploys(s, DEPLOYS)
-        return {"rss": B.rss_kib(s.cp.pid) / 1024.0, "start_rss": start_rss / 1024.0, "replay": replay_ms,
-                "get": gets, "cmd": execs, "deploy": deps, "back_s": back_s, "fill_s": fill_s,
+        rss.append(rss_at(s, "deploys"))
+        return {"rss": rss[-1][1], "rss_steps": ", ".join("%s %.1f (anon %.1f)" % r for r in rss),
+                "replay": replay_ms, "get": gets, "cmd": execs, "deploy": deps, "back_s": back_s, "fill_s": fill_s,
                 "answered": fl.stop()}
     finally:
         if fl:
             fl.stop()
         if s:
             s.close()
-        shutil.rmtree(work, ignore_errors=True)
+        if os.environ.get("BENCH_KEEP"):
+            B.log("kept " + work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 class Postgres:
@@ -311,10 +331,10 @@ def backend(name, dbs):
     for k, (short, _, _) in zip(keys, FIGS):
         B.base(k, fb[short])
         B.sample(k, fs[short])
-    B.note("scale (%s): store filled in %.0f s (bench/cp-envs); RSS %.1f MiB right after start; all %d sidecars "
+    B.note("scale (%s): store filled in %.0f s (bench/cp-envs); RSS (MiB) after each step: %s; all %d sidecars "
            "back %.1f s after the restart; %d GETs, %d execs on random environments; %d deploys on simulated hosts "
            "all succeeded, p50 %.0f ms (baseline %.0f ms); %s" % (
-               label, big["fill_s"], big["start_rss"], HOSTS, big["back_s"], len(big["get"]), len(big["cmd"]),
+               label, big["fill_s"], big["rss_steps"], HOSTS, big["back_s"], len(big["get"]), len(big["cmd"]),
                len(big["deploy"]), pct(big["deploy"], 50), pct(base["deploy"], 50), big["answered"]))
 
 
