@@ -33,6 +33,7 @@ from sidecar import Sidecar  # noqa: E402
 HEARTBEAT_S = 10.0        # denvd's interval (protocol.md)
 JOINING_AT_ONCE = 64      # streams opening at a time: a burst of 1,000 hellos would time out their own handshakes
 POLL_S = 0.01
+PARENT_CHECK_S = 1.0      # how often orphaned() looks at its parent
 RETRY_S = 1.0             # after a failed attempt (denvd's first back-off step)
 
 
@@ -65,15 +66,18 @@ async def keep(sc):
             await asyncio.sleep(RETRY_S)
 
 
-async def start_all(fleet, tasks):
-    """Start every sidecar, at most JOINING_AT_ONCE not yet admitted."""
+async def start_all(fleet, tasks, stop):
+    """Start every sidecar, at most JOINING_AT_ONCE not yet admitted; ends
+    early when one is refused or we are told to stop."""
+    def over():
+        return stop.is_set() or refused(fleet)
     for i, sc in enumerate(fleet):
         while i - sum(1 for s in fleet[:i] if s.admitted.is_set()) >= JOINING_AT_ONCE:
-            if refused(fleet):
+            if over():
                 return
             await asyncio.sleep(POLL_S)
         tasks.append(asyncio.create_task(keep(sc)))
-    while not all(sc.admitted.is_set() for sc in fleet) and not refused(fleet):
+    while not all(sc.admitted.is_set() for sc in fleet) and not over():
         await asyncio.sleep(POLL_S)
 
 
@@ -85,33 +89,47 @@ def answered(fleet):
     return kinds
 
 
+async def orphaned(stop):
+    """Stop when the bench that started us is gone (killed without a SIGTERM
+    to us): a thousand sidecars must not go on dialling a closed port."""
+    parent = os.getppid()
+    while not stop.is_set():
+        if os.getppid() != parent:
+            stop.set()
+        await asyncio.sleep(PARENT_CHECK_S)
+
+
 async def main(port, creds_path, heartbeat):
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for s in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(s, stop.set)
+    watch = asyncio.create_task(orphaned(stop))
     fleet = [Sidecar(port, token=c.get("token", ""), host_id=c.get("host_id", ""), secret=c.get("secret", ""),
                      hostname="sim-%d" % i, heartbeat=heartbeat, thread=False)
              for i, c in enumerate(load(creds_path))]
     tasks = []
     t0 = time.perf_counter()
-    await start_all(fleet, tasks)
+    await start_all(fleet, tasks, stop)
     bad = refused(fleet)
+    rc = 0
     if bad:
         print("fleet: refused: %s %s" % bad.closed, flush=True)
-        return 1
-    save(creds_path, fleet)
-    print("fleet: admitted %d in %.3f s" % (len(fleet), time.perf_counter() - t0), flush=True)
-    await stop.wait()
+        rc = 1
+    elif not stop.is_set():
+        save(creds_path, fleet)
+        print("fleet: admitted %d in %.3f s" % (len(fleet), time.perf_counter() - t0), flush=True)
+        await stop.wait()
     for sc in fleet:
         sc.stop_flag = True
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    watch.cancel()
     kinds = answered(fleet)
     print("fleet: answered %d commands (%s)" % (sum(kinds.values()),
                                                  " ".join("%s=%d" % kv for kv in sorted(kinds.items()))), flush=True)
-    return 0
+    return rc
 
 
 if __name__ == "__main__":
