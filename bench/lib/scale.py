@@ -23,8 +23,9 @@ real deploys (every command answered by a simulated sidecar) that must
 succeed.
 
 Sizes: SCALE_HOSTS x SCALE_ENVS; default 100 x 10,000 (20 x 2,000 with
-QUICK=1); DENV_BENCH_SCALE=full: 1,000 x 100,000 (the issue's size; about
-15 minutes here). SCALE_BACKENDS="file pg" picks the backends.
+QUICK=1), under a minute; DENV_BENCH_SCALE=full: 1,000 x 100,000 (the
+issue's size), 5 to 9 minutes on a shared 2-core VM. SCALE_BACKENDS="file
+pg" picks the backends.
 """
 import http.client
 import json
