@@ -27,8 +27,9 @@ real deploys (every command answered by a simulated sidecar) that must
 succeed.
 
 Sizes: SCALE_HOSTS x SCALE_ENVS; default 100 x 10,000 (20 x 2,000 with
-QUICK=1), under a minute; DENV_BENCH_SCALE=full: 1,000 x 100,000 (the
-issue's size), 5 to 9 minutes on a shared 2-core VM. SCALE_BACKENDS="file
+QUICK=1), under a minute; DENV_BENCH_SCALE=full (or BENCH_LONG=1, with
+the other long rows): 1,000 x 100,000 (the issue's size), 5 to 9 minutes
+on a shared 2-core VM. SCALE_BACKENDS="file
 pg" picks the backends.
 """
 import http.client
@@ -43,7 +44,7 @@ import time
 
 import benchlib as B
 
-FULL = os.environ.get("DENV_BENCH_SCALE") == "full"
+FULL = os.environ.get("DENV_BENCH_SCALE") == "full" or os.environ.get("BENCH_LONG", "") not in ("", "0")
 HOSTS = int(os.environ.get("SCALE_HOSTS") or (1000 if FULL else 20 if B.QUICK else 100))
 ENVS = int(os.environ.get("SCALE_ENVS") or (100000 if FULL else 2000 if B.QUICK else 10000))
 BACKENDS = (os.environ.get("SCALE_BACKENDS") or "file pg").split()
