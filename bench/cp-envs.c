@@ -9,7 +9,10 @@
  * environment: the environment row (running, on a host), one healthy version
  * with a two-service spec, one succeeded deploy with its eleven phases (ok,
  * small evidence); with "bare", the environment row alone. PER_PROJECT
- * environments share a project (default 100).
+ * environments share a project (default 100). The environments are spread
+ * round-robin over the hosts the store holds (joined hosts: bench/scale.sh
+ * joins its simulated sidecars first), or all sit on one made-up host id
+ * when it holds none.
  * Rows are written 100 environments per transaction, through the store's own
  * API, with the cp's own constructors where they exist (cp_env_new).
  */
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/id.h"
 #include "base/str.h"
 #include "cp/cp.h"
@@ -45,12 +49,29 @@ struct first_team {
 	char id[ID_MAX];
 };
 
+struct host_ids {
+	char (*id)[ID_MAX];
+	size_t n, cap;
+};
+
 static int take_first(const char *id, const struct json *row, void *arg)
 {
 	struct first_team *t = arg;
 
 	str_copy(t->id, sizeof(t->id), id);
 	return 1;
+}
+
+static int take_host(const char *id, const struct json *row, void *arg)
+{
+	struct host_ids *h = arg;
+
+	if (h->n == h->cap) {
+		h->cap = h->cap ? h->cap * 2 : 64;
+		h->id = xrealloc(h->id, h->cap * sizeof(*h->id));
+	}
+	str_copy(h->id[h->n++], ID_MAX, id);
+	return 0;
 }
 
 static struct json *evidence(const char *phase, const char *host, const char *ver)
@@ -120,7 +141,8 @@ int main(int argc, char **argv)
 	struct first_team team = { "" };
 	struct json *compose = NULL, *spec = NULL;
 	struct st_db *db = NULL;
-	char project[ID_MAX] = "", host[ID_MAX];
+	struct host_ids hosts = { 0 };
+	char project[ID_MAX] = "", made_up[ID_MAX];
 	uint64_t n, per = 100;
 	bool bare = argc > 4 && str_eq(argv[4], "bare");
 	struct err e;
@@ -144,7 +166,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cp-envs: %s has no team (start denv-cp on it once first)\n", argv[1]);
 		goto out;
 	}
-	id_new("host", host);
+	if (st_scan(db, "hosts", NULL, NULL, NULL, take_host, &hosts, &e) < 0) {
+		fprintf(stderr, "cp-envs: hosts: %s\n", e.msg);
+		goto out;
+	}
+	id_new("host", made_up);
 	for (uint64_t i = 0; i < n;) {
 		struct st_txn *txn = st_begin(db);
 
@@ -159,18 +185,20 @@ int main(int argc, char **argv)
 					      json_new_str(pname), "Kind", json_new_str("rl-environment"), "Source",
 					      json_new_str(""), "CreatedAt", cp_now_json(), NULL));
 			}
-			add_env(txn, team.id, project, i, spec, host, bare);
+			add_env(txn, team.id, project, i, spec, hosts.n ? hosts.id[i % hosts.n] : made_up, bare);
 		}
 		if (st_commit(txn, NULL, NULL, &e) < 0) {
 			fprintf(stderr, "cp-envs: commit: %s\n", e.msg);
 			goto out;
 		}
 	}
-	printf("cp-envs: %" PRIu64 " environments%s in %" PRIu64 " projects (team %s)\n", n,
-	       bare ? " (bare)" : ", each with a version and a deploy", (n + per - 1) / per, team.id);
+	printf("cp-envs: %" PRIu64 " environments%s in %" PRIu64 " projects on %zu hosts (team %s)\n", n,
+	       bare ? " (bare)" : ", each with a version and a deploy", (n + per - 1) / per, hosts.n ? hosts.n : 1,
+	       team.id);
 	rc = 0;
 out:
 	st_close(db);
+	free(hosts.id);
 	json_free(compose);
 	json_free(spec);
 	return rc;

@@ -9,7 +9,8 @@
 #
 # Environment: BUILD (default build), QUICK=1 (fewer and shorter runs),
 # TMPDIR, BENCH_KEEP=1 (keep each script's output and scratch directories),
-# BENCH_LONG=1 (also the long rows, bench/fork100.sh), BENCH_SAVE=FILE (the
+# BENCH_LONG=1 (also the long rows: bench/fork100.sh, and bench/scale.sh at
+# full size, as DENV_BENCH_SCALE=full does), BENCH_SAVE=FILE (the
 # run's @ lines, for bench/lib/readme.py to rewrite README's paragraph).
 # Progress goes to stderr; each script's free text and stderr go to a log
 # directory, named at the end when kept or when a script failed.

@@ -155,9 +155,11 @@ def docker_rm_prefixed():
 class Stack:
     """denv-cp on a temp store, and optionally one joined denvd."""
 
-    def __init__(self, name, sidecar=True, db=None, key=None, cp_env=None, sidecar_args=()):
-        """db: an existing store directory (kept); key: its API key;
-        sidecar_args: more denvd flags (--btrfs-root DIR)."""
+    def __init__(self, name, sidecar=True, db=None, key=None, cp_env=None, sidecar_args=(), start_timeout=60):
+        """db: an existing store directory or postgres:// DSN (kept); key:
+        its API key; sidecar_args: more denvd flags (--btrfs-root DIR);
+        start_timeout: seconds for denv-cp to listen (it replays the store
+        first)."""
         self.sidecar_args = list(sidecar_args)
         self.procs = []
         self.envs = set()
@@ -170,7 +172,7 @@ class Stack:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             self._old[s] = signal.signal(s, self._on_signal)
         try:
-            self._start_cp(cp_env)
+            self._start_cp(cp_env, start_timeout)
             if sidecar:
                 self._start_sidecar()
         except BaseException:
@@ -180,7 +182,7 @@ class Stack:
     def _on_signal(self, signum, frame):
         raise KeyboardInterrupt("signal %d" % signum)
 
-    def _start_cp(self, cp_env):
+    def _start_cp(self, cp_env, start_timeout):
         for b in ("denv-cp", "denvd"):
             need(os.access(os.path.join(TOP, "bin", b), os.X_OK), "bin/%s not built" % b)
         logf = open(os.path.join(self.tmp, "cp.log"), "w")
@@ -190,7 +192,7 @@ class Stack:
                                    env=env, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
         self.procs.append(self.cp)
         port = None
-        end = time.time() + 60
+        end = time.time() + start_timeout
         while time.time() < end and port is None:
             if self.cp.poll() is not None:
                 raise Pending("denv-cp exited at start: " + self.log_tail("cp.log"))
@@ -200,7 +202,7 @@ class Stack:
                 port = int(m.group(1))
             else:
                 time.sleep(0.02)
-        need(port, "denv-cp did not listen within 60 s")
+        need(port, "denv-cp did not listen within %d s" % start_timeout)
         self.port = port
         self.url = "http://127.0.0.1:%d" % port
 

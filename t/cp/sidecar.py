@@ -27,7 +27,9 @@ CHUNK = 1 << 20
 
 
 class Sidecar:
-    def __init__(self, port, token="", host_id="", secret="", hostname="box-1", heartbeat=0.5):
+    def __init__(self, port, token="", host_id="", secret="", hostname="box-1", heartbeat=0.5, thread=True):
+        """thread=False: no thread of its own; the caller awaits run() on its
+        loop (bench/lib/fleet.py runs a thousand on one)."""
         self.url = "ws://127.0.0.1:%d/v1/hosts/stream" % port
         self.token, self.host_id, self.secret = token, host_id, secret
         self.hostname = hostname
@@ -44,8 +46,10 @@ class Sidecar:
         self.stop_flag = False
         self.loop = None
         self.ws = None
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-        self.thread.start()
+        self.thread = None
+        if thread:
+            self.thread = threading.Thread(target=lambda: asyncio.run(self.run()), daemon=True)
+            self.thread.start()
 
     # ---- control from the test thread ----
 
@@ -62,7 +66,8 @@ class Sidecar:
         self.stop_flag = True
         if self.loop and self.ws:
             asyncio.run_coroutine_threadsafe(self.ws.close(), self.loop)
-        self.thread.join(5)
+        if self.thread:
+            self.thread.join(5)
 
     def release(self):
         """Answer the commands on "hold" now (as "ok")."""
@@ -75,7 +80,8 @@ class Sidecar:
 
     # ---- the sidecar ----
 
-    async def _main(self):
+    async def run(self):
+        """Stream, and come back after a drop, until refused or stopped."""
         self.loop = asyncio.get_running_loop()
         while not self.stop_flag:
             again = await self._session()
