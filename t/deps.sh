@@ -132,17 +132,21 @@ fi
 
 # HUD 0.6 needs Python 3.11 or 3.12 and pins fastmcp 3 and mcp < 2, which the
 # venv above (Harbor's fastmcp 4) cannot hold: python/.venv-hud, its own, on
-# the first 3.12 or 3.11 present (Debian bookworm's python3 is 3.11).
+# Python 3.11: its site-packages go into the HUD test image, whose python3
+# is Debian bookworm's 3.11, and compiled modules (pydantic_core) load only
+# under the minor version they were built for. The stamp names the
+# interpreter too, so a venv made on another one is made again.
 hvenv=python/.venv-hud
 hreq=t/requirements-hud.txt
 hpy=
-for p in python3.12 /root/.pyenv/versions/3.12*/bin/python3 python3.11 /usr/bin/python3.11; do
+for p in python3.11 /root/.pyenv/versions/3.11*/bin/python3 /usr/bin/python3.11; do
 	p=$(command -v "$p" 2>/dev/null) || continue
 	"$p" -c 'import venv, ensurepip' >/dev/null 2>&1 && { hpy=$p; break; }
 done
+hstamp=$([ -n "$hpy" ] && "$hpy" -c 'import sys; print("python %d.%d" % sys.version_info[:2])'; cat "$hreq")
 if [ -z "$hpy" ]; then
-	echo "deps: no Python 3.11 or 3.12 for $hvenv: the HUD conformance check is skipped" >&2
-elif [ ! -f "$hvenv/.req-stamp" ] || [ "$(cat "$hvenv/.req-stamp")" != "$(cat "$hreq")" ]; then
+	echo "deps: no Python 3.11 for $hvenv: the HUD conformance check is skipped" >&2
+elif [ ! -f "$hvenv/.req-stamp" ] || [ "$(cat "$hvenv/.req-stamp")" != "$hstamp" ]; then
 	echo "deps: creating $hvenv with $hpy (pip install -r $hreq)"
 	rm -rf "$hvenv"
 	{ "$hpy" -m venv "$hvenv" &&
@@ -151,6 +155,6 @@ elif [ ! -f "$hvenv/.req-stamp" ] || [ "$(cat "$hvenv/.req-stamp")" != "$(cat "$
 		echo "deps: pip install for $hvenv failed (log: /tmp/denv-pip-hud.log)" >&2
 		exit 1
 	}
-	cat "$hreq" >"$hvenv/.req-stamp"
+	printf '%s\n' "$hstamp" >"$hvenv/.req-stamp"
 fi
 exit 0

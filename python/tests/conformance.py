@@ -11,6 +11,7 @@ passed. Exits 1 when any check failed.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -1147,23 +1148,43 @@ def check_karotte(b: Backend) -> None:
 
 HUD_PY = TOP / "python" / ".venv-hud" / "bin" / "python"  # hud 0.6 needs Python < 3.13 (t/deps.sh)
 HUD_FIXTURE = TOP / "t" / "fixtures" / "hud" / "letter-count"
-HUD_IMAGE = os.environ.get("DENV_E2E_HUD_IMAGE", "denv-test/hud-letter-count:latest")
+HUD_IMAGE = os.environ.get("DENV_E2E_HUD_IMAGE", "")
 
 
-def hud_image() -> None:
+def hud_image_tag() -> str:
+    """The test image's tag: a digest of what goes into it (the fixture's files,
+    the venv's interpreter and requirements), so a changed venv builds anew."""
+    h = hashlib.sha256()
+    for f in ("Dockerfile", "env.py", "serve.py"):
+        h.update((HUD_FIXTURE / f).read_bytes())
+    h.update((HUD_PY.parent.parent / ".req-stamp").read_bytes())
+    return "denv-test/hud-letter-count:" + h.hexdigest()[:12]
+
+
+def hud_image() -> str:
     """Build HUD's reference environment FROM the Debian fixture, with the hud
-    venv's site-packages in the context, unless the image exists."""
-    if subprocess.run(["docker", "image", "inspect", HUD_IMAGE], capture_output=True).returncode == 0:
-        return
+    venv's site-packages in the context, unless the image exists; then check
+    that the image's python3 imports hud (compiled modules load only under the
+    Python they were built for)."""
+    image = HUD_IMAGE or hud_image_tag()
+    if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0:
+        return image
     site = next((HUD_PY.parent.parent / "lib").glob("python3.*/site-packages"))
     with tempfile.TemporaryDirectory() as ctx:
         for f in ("Dockerfile", "env.py", "serve.py"):
             shutil.copy2(HUD_FIXTURE / f, Path(ctx) / f)
         shutil.copytree(site, Path(ctx) / "site-packages", symlinks=True,
                         ignore=shutil.ignore_patterns("__pycache__", "pip", "pip-*"))
-        r = subprocess.run(["docker", "build", "-q", "-t", HUD_IMAGE, ctx], capture_output=True, text=True,
+        r = subprocess.run(["docker", "build", "-q", "-t", image, ctx], capture_output=True, text=True,
                            timeout=900)
         assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run(["docker", "run", "--rm", image, "python3", "-c", "import hud"], capture_output=True,
+                       text=True, timeout=300)
+    if r.returncode != 0:
+        subprocess.run(["docker", "rmi", image], capture_output=True)
+        raise AssertionError(f"the HUD image's python3 cannot import hud ({site.parent.name} packages): "
+                             f"{r.stderr.strip().splitlines()[-1:]}")
+    return image
 
 
 def check_hud(b: Backend) -> None:
@@ -1171,9 +1192,9 @@ def check_hud(b: Backend) -> None:
         b.sandboxes_usable()
         if not HUD_PY.is_file():
             raise Skip("python/.venv-hud (Python 3.11 with hud 0.6) is missing: t/deps.sh makes it")
-        hud_image()
+        image = hud_image()
         env = dict(harbor_env(), HUD_TELEMETRY_ENABLED="false", HUD_API_KEY="")
-        r = subprocess.run([str(HUD_PY), str(HERE / "hud_check.py"), HUD_IMAGE, str(HUD_FIXTURE / "env.py")],
+        r = subprocess.run([str(HUD_PY), str(HERE / "hud_check.py"), image, str(HUD_FIXTURE / "env.py")],
                            capture_output=True, text=True, timeout=900, env=env)
         assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         doc = json.loads(r.stdout.strip().splitlines()[-1])
