@@ -9,7 +9,7 @@
 
 struct table {
 	const char *name;
-	const char *index[4];
+	const char *index[5];
 };
 
 /* Every table and the fields looked up by exact value. Indexes are not in
@@ -22,7 +22,8 @@ static const struct table tables[] = {
 	{ "sessions", { "Hash", "UserID", NULL } },
 	{ "projects", { "TeamID", NULL } },
 	{ "sources", { "Repo", NULL } },
-	{ "environments", { "ProjectID", "TeamID", "Pool", NULL } },	/* Pool: pool.c's waiting sandboxes */
+	/* Pool: pool.c's waiting sandboxes; HostID: lost.c's environments of a host */
+	{ "environments", { "ProjectID", "TeamID", "Pool", "HostID", NULL } },
 	{ "versions", { "EnvID", NULL } },
 	{ "deployments", { "EnvID", "Status", NULL } },
 	{ "phases", { "DeploymentID", NULL } },

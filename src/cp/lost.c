@@ -54,7 +54,7 @@ static int pick_due(const char *id, const struct json *row, void *arg)
 }
 
 struct env_ids {
-	const char *host_id;
+	const char *team_id;
 	const char *status;	/* only environments with this status; NULL: any live one */
 	struct json *ids;
 };
@@ -64,7 +64,7 @@ static int pick_env(const char *id, const struct json *row, void *arg)
 	struct env_ids *w = arg;
 	const char *st = json_get_str(row, "Status");
 
-	if (!str_eq(json_get_str(row, "HostID"), w->host_id))
+	if (!str_eq(json_get_str(row, "TeamID"), w->team_id))
 		return 0;
 	if (w->status ? str_eq(st, w->status) : !str_eq(st, "destroyed") && !str_eq(st, "lost"))
 		json_array_push(w->ids, json_new_str(id));
@@ -74,10 +74,12 @@ static int pick_env(const char *id, const struct json *row, void *arg)
 /* The ids of host_id's team's environments on it (status as in env_ids). */
 static struct json *envs_on(struct cp *cp, const char *team_id, const char *host_id, const char *status)
 {
-	struct env_ids w = { host_id, status, json_new_array() };
+	struct env_ids w = { team_id, status, json_new_array() };
 	struct err e;
 
-	if (st_scan(cp->db, "environments", "TeamID", team_id, NULL, pick_env, &w, &e) < 0)
+	/* By HostID: a hello reads that host's environments, not the team's
+	 * (1,000 hosts coming back over 100,000 environments took 71 s). */
+	if (st_scan(cp->db, "environments", "HostID", host_id, NULL, pick_env, &w, &e) < 0)
 		log_error("lost", "environments: %s", e.msg);
 	return w.ids;
 }
