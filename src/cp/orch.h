@@ -87,6 +87,9 @@ void run_move(struct cp_run *r, const char *version_id, const char *to_host, run
 /* The hosts holding a version's snapshot (a new array of ids): its
  * SnapshotHosts, else its environment's host. */
 struct json *cp_version_holders(struct cp *cp, const struct json *v);
+/* SnapshotHosts of a snapshot the run just took on its host: recorded with
+ * it, since the env may later run elsewhere (a redeploy of a lost one). */
+struct json *run_snapshot_hosts(const struct cp_run *r);
 bool cp_version_held_on(struct cp *cp, const struct json *v, const char *host_id);
 /* Send every build context of the deploy's Spec to r->host_id that it
  * does not hold (orch_build.c), then call then; a failure fails the phase. */

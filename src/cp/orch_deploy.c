@@ -393,7 +393,8 @@ static void verdict(struct cp_run *r)
 
 	if (!r->failed) {
 		cp_update(r->cp, "versions", r->version_id,
-			  cp_obj("Healthy", json_new_bool(true), "Snapshot", json_new_str(snap), NULL));
+			  cp_obj("Healthy", json_new_bool(true), "Snapshot", json_new_str(snap), "SnapshotHosts",
+				 run_snapshot_hosts(r), NULL));
 		run_env(r, cp_obj("Status", json_new_str("running"), "CurrentVersionID", json_new_str(r->version_id),
 				  NULL));
 		cp_pool_version(r->cp, r->version_id);	/* its x-denv.pool, if any */

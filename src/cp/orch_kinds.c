@@ -184,7 +184,8 @@ static void snap_verdict(struct cp_run *r)
 		return;
 	}
 	cp_update(r->cp, "versions", r->version_id,
-		  cp_obj("Healthy", json_new_bool(true), "Snapshot", json_new_str(snap), NULL));
+		  cp_obj("Healthy", json_new_bool(true), "Snapshot", json_new_str(snap), "SnapshotHosts",
+			 run_snapshot_hosts(r), NULL));
 	run_env(r, cp_obj("CurrentVersionID", json_new_str(r->version_id), NULL));
 	run_done(r, "succeeded",
 		 cp_obj("version", json_new_str(r->version_id), "snapshot", json_new_str(snap), "took_ms",
@@ -353,7 +354,8 @@ static void v_snapped(struct cp_run *r, const struct cp_result *res)
 	json_object_set_str(r->ctx, "snapshot", json_get_str(ev, "snapshot"));
 	/* The capture is a healthy version from now on, so it can be forked. */
 	cp_update(r->cp, "versions", r->version_id,
-		  cp_obj("Healthy", json_new_bool(true), "Snapshot", json_new_str(json_get_str(ev, "snapshot")), NULL));
+		  cp_obj("Healthy", json_new_bool(true), "Snapshot", json_new_str(json_get_str(ev, "snapshot")),
+			 "SnapshotHosts", run_snapshot_hosts(r), NULL));
 	run_ok(r, ev);
 }
 

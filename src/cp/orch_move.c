@@ -41,6 +41,14 @@ struct json *cp_version_holders(struct cp *cp, const struct json *v)
 	return out;
 }
 
+struct json *run_snapshot_hosts(const struct cp_run *r)
+{
+	struct json *h = json_new_array();
+
+	json_array_push(h, json_new_str(r->host_id));
+	return h;
+}
+
 bool cp_version_held_on(struct cp *cp, const struct json *v, const char *host_id)
 {
 	struct json *h = cp_version_holders(cp, v);
@@ -248,15 +256,16 @@ static void exported(struct cp_run *r, const struct cp_result *res)
 		mv_fail(r, res);
 		return;
 	}
-	if (!vols || vols->type != JSON_ARRAY || json_len(vols) == 0 || !json_get(res->payload, "record")) {
-		run_fail(r, NULL, "moving snapshot %s: host %s exported no volume", mv_str(r, "snapshot"),
-			 mv_str(r, "from_host"));
+	/* No volumes is a stateless stack's snapshot: only its record moves. */
+	if (!vols || vols->type != JSON_ARRAY || !json_get(res->payload, "record")) {
+		run_fail(r, NULL, "moving snapshot %s: host %s exported no manifest of volumes and record",
+			 mv_str(r, "snapshot"), mv_str(r, "from_host"));
 		return;
 	}
 	json_object_set(m, "manifest", json_dup(res->payload));
 	json_object_set_int(m, "total", total_bytes(res->payload));
 	json_object_set_int(m, "done", 0);
-	progress(r, json_get_str(json_at(vols, 0), "name"));
+	progress(r, json_len(vols) ? json_get_str(json_at(vols, 0), "name") : "");
 	next_part(r);
 }
 

@@ -10,7 +10,9 @@
 #   - drained hosts get nothing new (and say so); undrain lets them back;
 #   - killing one denvd makes its host and its environments lost (with
 #     host.lost and env.lost events, DENV_HOST_LOST_SEC=3), and a redeploy of
-#     a lost environment's version lands on another host and runs.
+#     a lost environment's version lands on another host and runs; the lost
+#     host comes back and a rollback of that environment to the version
+#     deployed there moves the snapshot from it (restore evidence: moved).
 # Every wait polls with a deadline; nothing asserts on wall time.
 # Prints TAP; removes its containers, networks and data even on failure.
 suite=cp-place
@@ -20,7 +22,7 @@ sc2_pid=
 sc3_pid=
 # The second and third hosts: stack_stop knows only the first's data dir.
 suite_cleanup() {
-	for p in $sc2_pid $sc3_pid; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	for p in $sc2_pid $sc3_pid ${back_pid:-}; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
 	suite_rm_envs "$tmp/data2" "$tmp/data3"
 }
 j() { jq -r "$1" "$tmp/out"; }
@@ -142,10 +144,12 @@ ok $? "drain of an unknown host: 404"
 
 # ---- a lost host ----
 lost=$(host_of "$s3")
+api GET "/v1/envs/$s3"
+ver=$(j .environment.CurrentVersionID)
 case $lost in
-"$h1") victim=$stack_sc_pid; stack_sc_pid= ;;
-"$h2") victim=$sc2_pid; sc2_pid= ;;
-*) victim=$sc3_pid; sc3_pid= ;;
+"$h1") victim=$stack_sc_pid; stack_sc_pid= lost_n= ;;
+"$h2") victim=$sc2_pid; sc2_pid= lost_n=2 ;;
+*) victim=$sc3_pid; sc3_pid= lost_n=3 ;;
 esac
 kill -9 "$victim"
 wait "$victim" 2>/dev/null
@@ -171,4 +175,27 @@ ok $? "a host.lost event lists its environments"
 ok $? "denv redeploy: the lost environment runs again, on another host"
 [ "$(exec_out "$s3" box echo back)" = back ]
 ok $? "  and runs commands there"
+
+# ---- a rollback whose version lives on another host ----
+# The lost host comes back (its state and data dir as they were); the
+# environment, now elsewhere, rolls back to the version deployed there: the
+# restore moves that snapshot from the host that came back.
+"$top/bin/denvd" run --server "$DENV_SERVER" --state "$tmp/host$lost_n.json" --data "$tmp/data$lost_n" \
+	--probe-url http://192.0.2.1/ >"$tmp/denvd-back.log" 2>&1 &
+back_pid=$!
+is_back() { api GET /v1/hosts && [ "$(jq -r --arg h "$lost" '.hosts[] | select(.ID == $h) | .connected' "$tmp/out")" = true ]; }
+until_ok 60 is_back
+ok $? "the lost host comes back" "$tmp/denvd-back.log"
+api POST "/v1/envs/$s3/rollback" "{\"version\":\"$ver\"}"
+rb=$(j '.deployment.ID // empty')
+wait_dep "$rb"
+ok $? "a rollback to the version deployed on that host succeeds on $moved" "$tmp/out"
+api GET "/v1/deployments/$rb"
+jq '.phases[] | select(.Name == "restore") | .Evidence.moved' "$tmp/out" >"$tmp/moved"
+# (The box has no volumes: what moves is the snapshot's record, 0 bytes.)
+[ "$(jq -r .from_host "$tmp/moved")" = "$lost" ] && [ "$(jq -r .to_host "$tmp/moved")" = "$moved" ]
+ok $? "  its restore moved the snapshot from the host that came back" "$tmp/moved"
+[ "$(status_of "$s3")" = running ] && [ "$(host_of "$s3")" = "$moved" ] && [ "$(exec_out "$s3" box echo rolled)" = rolled ]
+ok $? "  and the environment runs there at that version"
+kill "$back_pid" 2>/dev/null && wait "$back_pid" 2>/dev/null
 suite_done
