@@ -21,7 +21,7 @@ SAN_CFLAGS = $(subst -O2,-O1,$(ALL_CFLAGS)) $(SAN_FLAGS)
 
 # Library modules, lowest first. Each is src/<m>/*.c with one header src/<m>/<m>.h.
 LIB_MODULES = base json yaml tar http ws store spec
-module_srcs = $(wildcard src/$(1)/*.c)
+module_srcs = $(wildcard src/$(1)/*.c src/$(1)/*/*.c)
 LIB_SRCS = $(foreach m,$(LIB_MODULES),$(call module_srcs,$(m)))
 
 # What each module's tests (t/unit/<module>-*.c) and fuzz targets link.
@@ -75,7 +75,7 @@ Q = $(if $(V),,@)
 $(BUILD)/obj/src/tui/%.o $(BUILD)/asan/src/tui/%.o: ALL_CFLAGS += $(CURSES_CFLAGS)
 # The version denvd reports (`denvd version`, its hello frame): the VERSION file.
 DENV_VERSION := $(shell cat VERSION 2>/dev/null || echo dev)
-SC_VERSIONED = $(patsubst %,src/sidecar/%.o,agent hostinfo main)
+SC_VERSIONED = $(patsubst %,src/sidecar/%.o,agent/agent hostinfo main)
 $(SC_VERSIONED:%=$(BUILD)/obj/%) $(SC_VERSIONED:%=$(BUILD)/asan/%): VERSION
 $(SC_VERSIONED:%=$(BUILD)/obj/%) $(SC_VERSIONED:%=$(BUILD)/asan/%): ALL_CFLAGS += -DDENVD_VERSION='"$(DENV_VERSION)"'
 # The CLI's `denv version` reads the same file.

@@ -4,7 +4,7 @@
 set -u
 status=0
 bad=$(grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets|system|popen)[[:space:]]*\(' \
-	src/*/*.c src/*/*.h t/*.c t/unit/*.c t/helpers/*.c fuzz/*.c bench/*.c 2>/dev/null |
+	src/*/*.c src/*/*.h src/*/*/*.c src/*/*/*.h t/*.c t/unit/*.c t/helpers/*.c fuzz/*.c bench/*.c 2>/dev/null |
 	grep -vE '(snprintf|vsnprintf)\(' |
 	grep -vE '^[^:]*:[0-9]+:[[:space:]]*(/?\*|//)' )
 if [ -n "$bad" ]; then
@@ -22,7 +22,7 @@ long=$(awk -v max=$FUNC_LINES_MAX '
 	FNR == 1 { start = 0 }
 	/^\{/ { start = FNR }
 	/^\}/ && start { n = FNR - start + 1; if (n > max) printf "%s:%d: a function body of %d lines\n", FILENAME, start, n; start = 0 }
-' src/cp/*.c src/sidecar/*.c src/cli/*.c 2>/dev/null)
+' src/cp/*.c src/sidecar/*.c src/sidecar/*/*.c src/cli/*.c 2>/dev/null)
 if [ -n "$long" ]; then
 	echo "$long"
 	echo "lint: functions above are longer than $FUNC_LINES_MAX lines (split them into named steps)"

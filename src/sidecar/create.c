@@ -25,7 +25,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 
 #define EGRESS_LEAK_MSG "egress is denied but the stack reached the internet"
 

@@ -8,7 +8,7 @@
 
 #include "base/fs.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 
 int cmd_env_destroy(struct wk *w, const struct json *payload, struct json **result, struct err *e)
 {

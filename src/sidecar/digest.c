@@ -31,7 +31,7 @@
 #include "base/str.h"
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 
 struct dg {
 	struct sha256_ctx h;

@@ -29,7 +29,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 
 int64_t disk_cap_mb(const struct wk *w, const struct json *spec)
 {

@@ -11,7 +11,7 @@
 #include "base/proc.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 
 /* Run argv; 0 and its trimmed first line of stdout in out if it exited 0. */
 static int probe_cmd(const char *const *argv, char *out, size_t n)

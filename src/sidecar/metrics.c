@@ -14,7 +14,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 
 /* The first number of a cgroup file, or after key in one of "key value" lines;
  * -1 when absent or "max" (no limit). */

@@ -42,7 +42,7 @@
 #include "base/str.h"
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 #include "tar/tar.h"
 
 static const struct tar_limits tree_limits = { SC_MOVE_TREE_ENTRIES_MAX, SC_MOVE_TREE_BYTES_MAX, 0, 0 };

@@ -15,7 +15,10 @@
  * Straight-line workers keep the agent's loop free for heartbeats and other
  * environments, and a command survives the agent being killed.
  *
- * Every limit is here (the storage backends' in storage.h), named SC_.
+ * Every limit is here or in a wing's header, named SC_ (IG_, NM_, NT_ for
+ * ingress). The wings have folders: agent/ (the loop and the command log),
+ * engine/ (Docker), ingress/ (ports and names), storage/ (the backends, with
+ * storage/storage.h of their own); the worker commands are beside this.
  */
 #ifndef DENV_SIDECAR_H
 #define DENV_SIDECAR_H
@@ -264,48 +267,7 @@ int sc_spec_load(const char *data, const char *env, struct json **spec, struct e
 struct json *sc_capabilities(const struct sc_config *c);
 void sc_caps_refresh(struct json *caps, const char *data_dir);
 
-/* ---- the agent ---- */
-struct agent;
-int agent_run(struct sc_config *c, struct err *e);
-/* Send a frame (host_id and sent_at added); takes ownership of f. -1 when offline. */
-int agent_send(struct agent *a, struct json *f);
-int agent_send_text(struct agent *a, const char *text, size_t len);
-size_t agent_queued(const struct agent *a);
-bool agent_online(const struct agent *a);
-struct ev *agent_ev(struct agent *a);
-const struct sc_config *agent_config(const struct agent *a);
-
-/* dispatch.c */
-struct dispatch;
-struct dispatch *dispatch_new(struct agent *a);
-void dispatch_free(struct dispatch *d);
-void dispatch_command(struct dispatch *d, const struct json *frame);
-void dispatch_chunk(struct dispatch *d, const struct json *frame);
-void dispatch_offline(struct dispatch *d);
-void dispatch_drain(struct dispatch *d);
-/* exec.in, exec.resize, exec.kill frames of a running streamed exec. */
-void dispatch_exec_ctl(struct dispatch *d, const struct json *frame);
-void dispatch_sweep(struct dispatch *d);
-
-/* cmdlog.c: <data>/commands/<id>.{json,cmd,tar} */
-int cmdlog_path(const char *data, const char *id, const char *ext, char *out, size_t n);
-/* 1 and *res if a result is stored, 0 if none, -1 on a broken file. */
-int cmdlog_read(const char *data, const char *id, struct json **res, struct err *e);
-int cmdlog_write(const char *data, const char *id, const char *kind, const char *env,
-		 bool ok, struct json *payload, const char *error, struct err *e);
-int cmdlog_prune(const char *data, int64_t now_s);
-/* The result frame for a stored result. */
-struct json *cmdlog_frame(const struct json *res);
-
-/* spool.c: env.put archives arriving as chunk frames. */
-struct spools;
-struct spools *spools_new(const char *data);
-void spools_free(struct spools *s);
-void spools_chunk(struct spools *s, const struct json *frame, int64_t now);
-/* Hand the spool of id over as {"path","bytes","chunks","complete","error"} (NULL if none). */
-struct json *spools_take(struct spools *s, const char *id);
-void spools_drop(struct spools *s, const char *id);
-void spools_sweep(struct spools *s, int64_t now);
+#include "sidecar/agent/agent.h"
 
 /* ---- worker side ---- */
 struct wk {
@@ -387,61 +349,8 @@ int vtree_all(int rootfd, struct vtree *t, struct err *e);
  * missing list is the same whatever refusal a walk runs into. */
 bool vtree_missing(int rootfd, const char *rel);
 
-/* docker.c: the docker CLI, blocking (workers only). */
-struct argv {
-	char **v;
-	size_t n, cap;
-};
-void av_init(struct argv *a);
-void av_add(struct argv *a, const char *s);
-void av_addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Each of the strings up to a NULL, in order. */
-void av_addl(struct argv *a, ...) __attribute__((sentinel));
-void av_release(struct argv *a);
-/* Run docker with a's arguments (a excludes "docker"). Output in out (may be
- * NULL), exit status checked: -1 with "docker <verb>: <stderr>" unless 0. */
-int dk_run(const struct argv *a, int64_t timeout_ms, struct buf *out, struct err *e);
-/* The same from a NULL-terminated list. */
-int dk(struct buf *out, int64_t timeout_ms, struct err *e, ...);
-/* n docker commands at once, each to its end. -1 when any failed: e is the
- * message of the earliest (in cmds order) and *failed (may be NULL) its index. */
-int dk_run_many(const struct argv *cmds, size_t n, int64_t timeout_ms, size_t *failed, struct err *e);
-/* Lower-case project name and container names for an environment. */
-void dk_project(const char *env, char *out, size_t n);
-void dk_container(const char *project, const char *svc, char *out, size_t n);
-/* Ids of every container of the project (label), newline-separated in out. */
-int dk_project_containers(const char *project, struct buf *out, struct err *e);
-/* Remove every container and the network of a project. */
-int dk_project_down(const char *project, struct err *e);
-/* The first line of s, trimmed, at most n-1 bytes, for messages. */
-void dk_first_line(const char *s, char *out, size_t n);
+#include "sidecar/engine/engine.h"
 
-/* engine.c: container and image state read over dockerd's Engine API socket
- * ($DOCKER_HOST unix://..., default /var/run/docker.sock), or from `docker
- * inspect` when the socket cannot be used. 1 found, 0 no such object, -1 e. */
-struct engine_ctr {
-	char status[32];	/* created running paused restarting exited dead */
-	char health[32];	/* none (no healthcheck) starting healthy unhealthy */
-	int exit_code;
-	int pid;		/* 0 when not running */
-	char env[SC_ID_MAX];	/* its ai.denv.env label, "" when none */
-	bool gvisor;		/* it runs under runsc (runtime.c) */
-};
-struct engine_img {
-	char id[80];		/* sha256:... */
-	char digest[512];	/* its first repo digest (repo@sha256:...), "" for a local image */
-};
-int engine_container(const char *name, struct engine_ctr *c, struct err *e);
-/* The host's own view of a container's files, for a runtime whose
- * /proc/<pid>/root is not the container's (gVisor's sandbox process has an
- * empty root of its own): *mounts is inspect's Mounts (Destination, Source;
- * the caller frees it), rootfs the storage driver's merged directory.
- * 1, 0 no such container, -1 e. */
-int engine_container_files(const char *name, struct json **mounts, char *rootfs, size_t n, struct err *e);
-/* POST /containers/<name>/<action> (pause, unpause): 1 done, 0 the API
- * cannot be used (run the CLI instead), -1 Docker refused it (e). */
-int engine_container_do(const char *name, const char *action, struct err *e);
-int engine_image(const char *ref, struct engine_img *im, struct err *e);
 /* images.c: each service's image (order: the services) on this host, pulled
  * when missing (SC_IMAGE_PULL_MS); *images maps a reference to {id, digest}.
  * -1 with "service "s" image "i" is not on host "h" and ...: build it ..."
@@ -478,119 +387,6 @@ int sc_part_take(const char *kind, struct wk *w, const struct json *payload, con
  * (env.get, snap.read). */
 int sc_archive_answer(const struct wk *w, const void *p, size_t n, struct json **result, struct err *e);
 int sc_file_sha256(const char *path, char hex[65], struct err *e);
-
-/* GET path on the API socket: 1 and *out (200), 0 (404), -1 (e); DELETE
- * path: 0 with the HTTP status, -1 (e). No CLI fallback. */
-int engine_api_get(const char *path, struct json **out, struct err *e);
-int engine_api_delete(const char *path, int *status, struct err *e);
-/* The socket path, or NULL when DOCKER_HOST names something else. */
-const char *engine_socket(void);
-/* This process's client for the socket (connections kept alive). */
-struct http_client *engine_client(void);
-/* engine.c: method path on the socket with a JSON body (or NULL): 0 and
- * *status (*out parsed on a 2xx when out is not NULL; e says the refusal
- * otherwise), -1 when no answer came. */
-int engine_api(const char *method, const char *path, const struct json *body, int timeout_ms, int *status,
-	       struct json **out, struct err *e);
-/* engine_run.c: a `docker run -d` argv as render_run_argv writes it, run
- * as create + start on the socket. 1 started; 0 nothing was left behind
- * and the CLI should run it (a flag it does not map, no socket, a refusal:
- * the CLI then gives its own message); never -1. */
-int engine_run(const struct argv *a);
-
-/* mux.c: dockerd's multiplexed stdout/stderr stream, split and capped. */
-struct mux {
-	size_t cap;		/* bytes kept per stream */
-	struct buf out[2];	/* stdout, stderr */
-	bool truncated[2];
-	uint8_t head[8];	/* a frame header being read */
-	size_t hlen;
-	uint8_t stream;
-	uint32_t left;		/* bytes of the current frame still to come */
-	/* Set: every piece goes here as it arrives (which: 0 stdout, 1 stderr)
-	 * instead of into out[] (a streamed exec). */
-	void (*sink)(void *arg, int which, const char *p, size_t n);
-	void *sink_arg;
-	bool raw;		/* an exec with a TTY: no headers, all stdout */
-};
-void mux_init(struct mux *m, size_t cap);
-void mux_release(struct mux *m);
-/* Feed bytes in any split. -1 on a malformed frame header. */
-int mux_feed(struct mux *m, const char *p, size_t n, struct err *e);
-/* True between frames: the stream ended cleanly if it ends here. */
-bool mux_complete(const struct mux *m);
-
-/* engine_exec.c: env.exec through the API. 1 ran (r filled: timed_out, or
- * exit_code and the output), 0 the API was not usable and nothing ran (use
- * the CLI), -1 failed after the command may have started (e). Release r
- * after any return. */
-struct engine_exec {
-	int exit_code;
-	bool timed_out;
-	struct mux mux;
-	bool stdin_closed, killed;	/* interactive: 'e' and 'k' came */
-	bool ctl_gone;			/* interactive: the control FIFO has no writer */
-	bool container_ended;		/* the container stopped while the command ran */
-	struct buf ctl;			/* interactive: control bytes short of a line */
-	/* Set: called with dockerd's exec id once it exists, before the start. */
-	void (*on_created)(void *arg, const char *exec_id);
-	void *created_arg;
-};
-int engine_exec(const char *container, const char *const *argv, int64_t timeout_ms, size_t max,
-		struct engine_exec *r, struct err *e);
-/* The same with the output handed to sink as it arrives (struct mux). */
-int engine_exec_stream(const char *container, const char *const *argv, int64_t timeout_ms,
-		       void (*sink)(void *arg, int which, const char *p, size_t n), void *arg,
-		       struct engine_exec *r, struct err *e);
-/* The same, and on_created(arg, exec id) before the start (a background
- * command records the id so that it can be signalled later). */
-int engine_exec_watch(const char *container, const char *const *argv, int64_t timeout_ms,
-		      void (*sink)(void *arg, int which, const char *p, size_t n),
-		      void (*on_created)(void *arg, const char *exec_id), void *arg, struct engine_exec *r,
-		      struct err *e);
-/* An interactive exec (env.exec with stdin or tty): stdin, resizes and a
- * kill come from ctl_fd as control lines (SC_CTL_*: 'i' base64 stdin, 'e'
- * stdin's end, 'r' "ROWS COLS", 'k' kill); output goes to sink as it
- * arrives (with tty, all of it as stdout). Returns like engine_exec. */
-struct engine_tty {
-	bool stdin_open, tty;
-	int rows, cols;		/* 0: dockerd's default */
-	int ctl_fd;		/* -1: none */
-};
-int engine_exec_interactive(const char *container, const char *const *argv, int64_t timeout_ms,
-			    const struct engine_tty *t, void (*sink)(void *arg, int which, const char *p, size_t n),
-			    void *arg, struct engine_exec *r, struct err *e);
-/* An exec's host pid and whether it still runs. 0, or -1 (e). */
-int engine_exec_state(const char *exec_id, int *pid, bool *running, struct err *e);
-void engine_exec_release(struct engine_exec *r);
-
-/* engine_build.c: a build through the API's POST /build (classic builder),
- * the context archive read from fd (size bytes), each output line handed
- * to line as it comes. 1 the daemon answered (out: failed with its error
- * and errorDetail.code, or the image id), 0 the API cannot be used and
- * nothing was sent (use the CLI), -1 failed talking to it (e). */
-#define ENGINE_BUILD_TAGS 2
-struct engine_build {
-	const char *tags[ENGINE_BUILD_TAGS];	/* NULL-terminated when fewer */
-	const char *dockerfile;
-	const char *target;	/* NULL or "": the last stage */
-	const struct json *args;	/* {name: value} or NULL */
-	const char *label;	/* the image's ai.denv.build label */
-	const char *data;	/* its ai.denv.data label: the data directory of the denvd that built it */
-	int fd;
-	int64_t size;
-	void (*line)(void *arg, const char *p, size_t n);
-	void *arg;
-};
-struct engine_build_result {
-	bool failed;
-	int code;		/* the failed step's exit code, 0 when not known */
-	char error[SC_BUILD_ERROR_TAIL + 64];
-	char id[80];		/* sha256:... when the daemon said it */
-};
-int engine_build(const struct engine_build *r, struct engine_build_result *out, struct err *e);
-/* Append s percent-encoded (all but RFC 3986's unreserved characters). */
-void engine_escape(struct buf *b, const char *s);
 
 /* render.c */
 struct json *render_order(const struct json *services, struct err *e);
@@ -838,142 +634,8 @@ struct probe_result {
 int probe_egress(struct wk *w, const char *project, const char *network, const char *first_container,
 		 struct probe_result *r, struct err *e);
 
-/* ingress*.c: an egress-denied environment's ports published on 127.0.0.1
- * by a proxy process of denvd's own ("denvd __ingress", one per service
- * with ports): it binds its listeners in the host's network namespace, then
- * enters the container's (setns) and connects to 127.0.0.1:<port> there.
- * Connections only ever go host -> container. Files, per service, under
- * <data>/envs/<env>/ingress/: <svc>.json (what to serve), <svc>.pid, <svc>.log. */
-#define IG_MAX_PORTS 1024		/* ports of one service (SPEC_MAX_LIST) */
-#define IG_MAX_CONNS 256		/* connections at once per service; accept pauses beyond */
-#define IG_BUF_BYTES ((size_t)64 << 10)	/* per direction per connection */
-#define IG_CONNECT_MS 10000		/* connect to the container port */
-#define IG_WATCH_MS 1000		/* is the container (its netns) still there? */
-#define IG_CONFIG_MAX ((size_t)256 << 10)
-#define IG_START_MS 15000		/* the __ingress launcher: bound and detached */
-#define IG_STOP_MS 3000			/* SIGTERM, then SIGKILL */
-#define IG_PORT_TRIES 8			/* host ports tried when another process took ours */
-#define IG_EXIT_BIND 3			/* __ingress exit code: a host port was taken */
-struct ig_port {
-	int container;			/* port inside the container */
-	int host;			/* 127.0.0.1:<host> on the host */
-};
-struct ig_config {
-	char env[SC_ID_MAX];
-	char service[SC_ID_MAX];
-	char container[300];
-	struct ig_port ports[IG_MAX_PORTS];
-	size_t nports;
-};
-/* ingress_cfg.c (pure) */
-int ig_config_parse(const char *text, size_t len, struct ig_config *c, struct err *e);
-char *ig_config_format(const struct ig_config *c);	/* caller frees */
-int ig_port_parse(const char *s, int *port);		/* "5000" -> 5000; -1 if not 1..65535 */
-/* One direction of a proxied connection: bytes read from one socket wait
- * here until written to the other. Reads stop while it is full
- * (backpressure); the source's EOF becomes shutdown(SHUT_WR) on the
- * destination once everything before it has been written. */
-struct ig_dir {
-	char *buf;
-	size_t cap, off, len;		/* pending bytes are buf[off .. off+len) */
-	bool eof;			/* the source has no more */
-	bool shut;			/* the destination was shut down for writing */
-};
-void ig_dir_init(struct ig_dir *d, char *buf, size_t cap);
-char *ig_dir_space(struct ig_dir *d, size_t *n);	/* where to read into, *n bytes free */
-void ig_dir_filled(struct ig_dir *d, size_t n);
-const char *ig_dir_pending(const struct ig_dir *d, size_t *n);
-void ig_dir_drained(struct ig_dir *d, size_t n);
-bool ig_dir_want_read(const struct ig_dir *d);
-bool ig_dir_want_write(const struct ig_dir *d);
-bool ig_dir_need_shut(const struct ig_dir *d);	/* eof, nothing pending, not yet shut */
-/* ingress.c: the __ingress verb; ig_daemonize, its detach, shared with
- * __names: the launcher writes pidfile, prints the pid and returns 1 with
- * *exit_code 0; the daemon returns 0 in its own session, stderr to logpath. */
-int ingress_main(int argc, char **argv);
-int ig_daemonize(const char *who, const char *pidfile, const char *logpath, int *exit_code);
-/* ---- ingress names (names*.c): one gateway per host, "denvd __names",
- * serving https://<service>--<env>.<domain> (spec_ingress_name) with TLS
- * and relaying to the service's first published port on 127.0.0.1.
- * Files under <data>/names: key.pem, cert.pem, names.pid, names.log; each
- * env's <data>/envs/<env>/endpoints.json is what its last create wrote. */
-#define NM_MAX_CONNS 512		/* connections at once; accept waits beyond */
-#define NM_BACKLOG 128
-#define NM_WATCH_MS 1000		/* is names.pid still this gateway's? */
-#define NM_HANDSHAKE_MS 10000		/* TLS handshake, and an answer's write */
-#define NM_IDLE_MS (10 * 60 * 1000)	/* a relay with nothing either way this long ends */
-#define NM_RELAY_CHUNK 16384		/* one TLS record's worth */
-#define NM_WHY_MAX 512			/* a refusal's text */
-#define NM_ENDPOINTS_MAX ((size_t)1 << 20)	/* endpoints.json */
-#define NM_LISTEN_DEFAULT "0.0.0.0:443"
-#define NT_DAYS_DEFAULT 30		/* a certificate's validity */
-#define NT_DAYS_MAX 825			/* what clients accept of a server certificate */
-#define NT_RENEW_PARTS 3		/* issued again with a third of the validity left */
-#define NT_BACKDATE_S 3600		/* notBefore an hour back: clocks differ */
-#define NT_CURVE "P-256"
-struct nt_config {
-	const char *dir;		/* <data>/names */
-	const char *domain;
-	const char *ca_cert, *ca_key;	/* both or neither */
-	int days;
-};
-struct nt_state {
-	bool issued;			/* nt_ensure issued a new one */
-	int64_t not_before, not_after;	/* epoch seconds */
-};
-/* names_tls.c */
-/* Due: less than days / NT_RENEW_PARTS of validity left at now. */
-bool nt_due(int64_t not_after, int64_t now, int days);
-int nt_paths(const char *dir, char *key, char *cert, struct err *e);	/* FS_PATH_MAX each */
-/* Keep the certificate in c->dir when it fits and is not due, else issue
- * one (a new key too): 0 with st, -1 with e (a CA that cannot be read). */
-int nt_ensure(const struct nt_config *c, int64_t now, struct nt_state *st, struct err *e);
-/* A TLS server context (SSL_CTX *) with dir's key and chain, or NULL. */
-struct ssl_ctx_st *nt_server_context(const char *dir, struct err *e);
-/* names_route.c */
-struct nm_route {
-	char env[SC_ID_MAX], service[SC_ID_MAX];
-	int port;			/* on 127.0.0.1 */
-	int status;			/* refused: the HTTP status to answer */
-	char why[NM_WHY_MAX];
-};
-/* Where host (the TLS server name) goes: 0 with r's env, service, port;
- * -1 with r's status and why. */
-int nm_route(const char *data, const char *domain, const char *host, struct nm_route *r);
-/* endpoints (the create result's) as the env's endpoints.json. */
-int nm_record(const char *data, const char *env, const struct json *endpoints, struct err *e);
-/* names.c: the __names verb. */
-int names_main(int argc, char **argv);
-/* names_ctl.c */
-int nm_files_dir(const char *data, char *out, struct err *e);	/* made when missing */
-/* "HOST:PORT" or ":PORT" (all addresses): 0, or -1 when it is neither. */
-int nm_listen_parse(const char *addr, char *host, size_t n, int *port);
-/* denvd's flags checked: 0, or -1 with e saying which is wrong. */
-int nm_config_check(const struct sc_config *c, struct err *e);
-/* Start the gateway (stopping one an earlier denvd left): 0 / -1 with e. */
-int nm_start(const struct sc_config *c, struct err *e);
-/* Start it again when it is no longer running (the agent's sweep). */
-void nm_keep(const struct sc_config *c);
-/* {domain, port} for the hello's capabilities, or NULL without a domain. */
-struct json *nm_capabilities(const struct sc_config *c);
+#include "sidecar/ingress/ingress.h"
 
-/* ingress_ctl.c: starting and stopping them. */
-/* <data>/envs/<env>/ingress into out (FS_PATH_MAX bytes). 0 / -1 with e. */
-int ig_files_dir(const char *data, const char *env, char *out, struct err *e);
-/* Worker: for each service with ports, choose host ports (the previous
- * ones first), write the config, start its proxy; endpoints and the
- * result's "ingress" object ({svc: {port: "127.0.0.1:N"}}) filled in. */
-int ig_publish(const char *data, const char *env, const char *project, const struct json *order,
-	       struct json *endpoints, struct json *ingress, struct err *e);
-/* The pid a pid file holds; 0 when none can be read. */
-int ig_read_pid(const char *pidfile);
-/* Start (or keep, when it runs) the proxy of one service from its config. */
-int ig_start(const char *data, const char *env, const char *svc, struct err *e);
-/* Stop every proxy of env (pid checked to be ours); configs are kept. */
-void ig_stop_env(const char *data, const char *env);
-/* Agent start-up: restart the proxies of envs whose configs exist and whose
- * containers run. */
-void ig_restore_all(const char *data);
 
 /* install.c */
 int install_run(struct sc_config *c, const char *self, struct err *e);

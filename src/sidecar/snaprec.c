@@ -11,7 +11,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 
 void snap_dir(const char *data, const char *env, const char *name, char *out, size_t n)
 {

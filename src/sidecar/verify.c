@@ -46,7 +46,7 @@
 #include "base/str.h"
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 #include "tar/tar.h"
 
 /* ---- running a child with a deadline, its output streamed ---- */

@@ -14,7 +14,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 #include "tap.h"
 
 #define DEEP_OK 1500	/* "d/" x 1500: 3000 bytes, under STG_PATH_MAX */

@@ -13,7 +13,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 #include "tap.h"
 
 #define DEEP 1500	/* levels of "d/": 3000 bytes of path, under STG_PATH_MAX */

@@ -1,5 +1,5 @@
 /* Unit tests: which commands on one environment may run side by side. */
-#include "sidecar/dispatch.h"
+#include "sidecar/agent/dispatch.h"
 #include "tap.h"
 
 int main(void)

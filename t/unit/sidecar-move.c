@@ -13,7 +13,7 @@
 #include "base/fs.h"
 #include "json/json.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 #include "tap.h"
 
 #define ENV "env_src"

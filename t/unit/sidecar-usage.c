@@ -12,7 +12,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 #include "tap.h"
 
 #define MIB ((int64_t)1 << 20)

@@ -11,8 +11,8 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/str.h"
-#include "sidecar/dispatch.h"
-#include "sidecar/storage.h"
+#include "sidecar/agent/dispatch.h"
+#include "sidecar/storage/storage.h"
 
 struct dispatch *dispatch_new(struct agent *a)
 {

@@ -21,7 +21,7 @@
 #include "base/proc.h"
 #include "base/str.h"
 #include "base/sys.h"
-#include "sidecar/dispatch.h"
+#include "sidecar/agent/dispatch.h"
 #include "ws/xframe.h"
 
 int runner_lock_busy(const char *data, const char *id)

@@ -26,7 +26,7 @@
 #include "base/str.h"
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 
 /* zfs with the NULL-terminated arguments in ap. */
 static int zfs_va(struct buf *out, struct err *e, va_list ap)

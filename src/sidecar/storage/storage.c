@@ -14,7 +14,7 @@
 #include "base/str.h"
 #include "base/sys.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 
 static bool zpool_present(const char *pool)
 {

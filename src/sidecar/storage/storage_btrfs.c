@@ -22,7 +22,7 @@
 #include "base/fs.h"
 #include "base/str.h"
 #include "sidecar/sidecar.h"
-#include "sidecar/storage.h"
+#include "sidecar/storage/storage.h"
 
 #define BTRFS_MAGIC 0x9123683EL
 #define BTRFS_SUBVOL_INO 256	/* BTRFS_FIRST_FREE_OBJECTID: the root inode of every subvolume */

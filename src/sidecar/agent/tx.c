@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "base/sys.h"
-#include "sidecar/dispatch.h"
+#include "sidecar/agent/dispatch.h"
 
 struct tx {
 	char id[SC_ID_MAX];
