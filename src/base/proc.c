@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -733,4 +734,55 @@ void proc_job_cancel(struct proc_job *job)
 pid_t proc_job_pid(const struct proc_job *job)
 {
 	return job->p.pid;
+}
+
+/* ---- argument vectors ---- */
+
+void av_init(struct argv *a)
+{
+	a->n = 0;
+	a->cap = 16;
+	a->v = xcalloc(a->cap, sizeof(char *));
+}
+
+void av_add(struct argv *a, const char *s)
+{
+	if (a->n + 2 > a->cap) {
+		a->cap *= 2;
+		a->v = xrealloc(a->v, a->cap * sizeof(char *));
+	}
+	a->v[a->n++] = xstrdup(s);
+	a->v[a->n] = NULL;
+}
+
+void av_addf(struct argv *a, const char *fmt, ...)
+{
+	struct buf b = BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	buf_vaddf(&b, fmt, ap);
+	va_end(ap);
+	av_add(a, b.data);
+	buf_release(&b);
+}
+
+void av_addl(struct argv *a, ...)
+{
+	va_list ap;
+	const char *s;
+
+	va_start(ap, a);
+	while ((s = va_arg(ap, const char *)))
+		av_add(a, s);
+	va_end(ap);
+}
+
+void av_release(struct argv *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+	a->v = NULL;
+	a->n = a->cap = 0;
 }

@@ -133,4 +133,17 @@ void proc_job_cancel(struct proc_job *job);
 /* The child's pid (for logs). */
 pid_t proc_job_pid(const struct proc_job *job);
 
+/* An argument vector that grows: v is NULL-terminated after every add,
+ * each string its own copy, so it can be a proc_spec's argv as it is. */
+struct argv {
+	char **v;
+	size_t n, cap;
+};
+void av_init(struct argv *a);
+void av_add(struct argv *a, const char *s);
+void av_addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Each of the strings up to a NULL, in order. */
+void av_addl(struct argv *a, ...) __attribute__((sentinel));
+void av_release(struct argv *a);
+
 #endif

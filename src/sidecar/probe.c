@@ -128,11 +128,10 @@ static int probe_container(struct wk *w, const char *project, const char *networ
 			   struct err *e)
 {
 	char name[SC_DOCKER_NAME_MAX], label[SC_DOCKER_NAME_MAX], label2[SC_DOCKER_NAME_MAX];
-	const char *argv[24];
+	struct argv argv;
 	struct proc_spec s;
 	struct proc_result res;
 	char line[SC_DOCKER_LINE_MAX];
-	size_t n = 0;
 	int rc = 0;
 
 	snprintf(name, sizeof(name), "%s-egress-probe", project);
@@ -143,32 +142,16 @@ static int probe_container(struct wk *w, const char *project, const char *networ
 
 		dk(NULL, SC_DOCKER_QUICK_MS, &e2, "rm", "-f", name, NULL);
 	}
-	argv[n++] = "docker";
-	argv[n++] = "run";
-	argv[n++] = "--rm";
-	argv[n++] = "--name";
-	argv[n++] = name;
-	argv[n++] = "--network";
-	argv[n++] = network;
-	argv[n++] = "--label";
-	argv[n++] = label;
-	argv[n++] = "--label";
-	argv[n++] = label2;
-	argv[n++] = "--memory";
-	argv[n++] = "64m";
-	argv[n++] = "--pids-limit";
-	argv[n++] = "64";
-	argv[n++] = w->probe_image;
-	argv[n++] = "wget";
-	argv[n++] = "-q";
-	argv[n++] = "-O";
-	argv[n++] = "/dev/null";
-	argv[n++] = w->probe_url;
-	argv[n] = NULL;
-	proc_spec_init(&s, argv);
+	av_init(&argv);
+	av_addl(&argv, "docker", "run", "--rm", "--name", name, "--network", network, "--label", label, "--label",
+		label2, "--memory", "64m", "--pids-limit", "64", w->probe_image, "wget", "-q", "-O", "/dev/null",
+		w->probe_url, NULL);
+	proc_spec_init(&s, (const char *const *)argv.v);
 	s.timeout_ms = SC_PROBE_TIMEOUT_MS + SC_PROBE_CONTAINER_SLACK_MS;
 	s.out_max = s.err_max = 16384;
-	if (proc_run(&s, NULL, 0, &res, e) < 0)
+	rc = proc_run(&s, NULL, 0, &res, e);
+	av_release(&argv);
+	if (rc < 0)
 		return -1;
 	dk_first_line(res.err.data, line, sizeof(line));
 	str_copy(r->method, sizeof(r->method), "container");

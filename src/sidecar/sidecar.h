@@ -30,6 +30,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/ev.h"
+#include "base/proc.h"
 #include "json/json.h"
 
 struct http_client;

@@ -596,6 +596,36 @@ static void test_async_order(void)
 	ev_free(ev);
 }
 
+/* struct argv: grows past its first 16, NULL-terminated after every add,
+ * its own copies, usable as a proc_spec's argv. */
+static void test_argv(void)
+{
+	struct argv a;
+	struct proc_spec s;
+	struct proc_result r;
+	struct err e = { 0 };
+	char word[] = "changed-after";
+	bool all = true;
+
+	av_init(&a);
+	av_addl(&a, "sh", "-c", "echo $#", "sh", NULL);
+	for (int i = 0; i < 40; i++)
+		av_addf(&a, "arg%d", i);
+	av_add(&a, word);
+	word[0] = 'X';
+	for (size_t i = 0; i < a.n; i++)
+		all = all && a.v[i] != NULL;
+	ok(a.n == 45 && all && a.v[a.n] == NULL, "45 arguments, NULL-terminated (n %zu)", a.n);
+	ok(strcmp(a.v[44], "changed-after") == 0 && strcmp(a.v[43], "arg39") == 0, "each its own copy, formatted");
+	proc_spec_init(&s, (const char *const *)a.v);
+	if (ok(proc_run(&s, NULL, 0, &r, &e) == 0, "runs as a proc_spec's argv (%s)", e.msg)) {
+		ok(r.exit_code == 0 && r.out.data && strcmp(r.out.data, "41\n") == 0, "sh saw 41 arguments");
+		proc_result_release(&r);
+	}
+	av_release(&a);
+	ok(a.v == NULL && a.n == 0, "released");
+}
+
 int main(void)
 {
 	int fds;
@@ -614,6 +644,7 @@ int main(void)
 	test_async_many();
 	test_async_timeout_kill_cancel();
 	test_async_order();
+	test_argv();
 	errno = 0;
 	ok(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD, "no child left unreaped (no zombie)");
 	is_int(count_fds(), fds, "no fd leaked");

@@ -292,16 +292,34 @@ static char *worker_input(struct job *j)
 	return text;
 }
 
+/* The worker's command line: this binary's __worker verb with the agent's
+ * settings (what a worker needs of them). */
+static void worker_argv(const struct sc_config *c, struct argv *a)
+{
+	av_init(a);
+	av_addl(a, "/proc/self/exe", "__worker", "--data", c->data_dir, "--probe-image", c->probe_image,
+		"--probe-url", c->probe_url, "--probe-mode", c->probe_mode, "--runtime", c->runtime, NULL);
+	if (c->disk_limit && *c->disk_limit)
+		av_addl(a, "--disk-limit", c->disk_limit, NULL);
+	if (c->zfs_pool && *c->zfs_pool)
+		av_addl(a, "--zfs-pool", c->zfs_pool, NULL);
+	if (c->btrfs_root && *c->btrfs_root)
+		av_addl(a, "--btrfs-root", c->btrfs_root, NULL);
+	if (c->leaky_network)
+		av_add(a, "--test-leaky-network");
+	if (c->verbose)
+		av_add(a, "-v");
+}
+
 int runner_start(struct job *j, struct err *e)
 {
 	const struct sc_config *c = agent_config(j->d->a);
 	struct ev *ev = agent_ev(j->d->a);
-	const char *argv[20];
+	struct argv argv;
 	struct proc_spec s;
 	struct proc p;
 	char path[FS_PATH_MAX];
 	char *text;
-	size_t n = 0;
 	int fd, rc;
 
 	if (cmdlog_path(j->d->data, j->id, ".cmd", path, sizeof(path)) < 0)
@@ -319,42 +337,15 @@ int runner_start(struct job *j, struct err *e)
 		sys_close(fd);
 		return err_errno(e, "lock %s", path);
 	}
-	argv[n++] = "/proc/self/exe";
-	argv[n++] = "__worker";
-	argv[n++] = "--data";
-	argv[n++] = c->data_dir;
-	argv[n++] = "--probe-image";
-	argv[n++] = c->probe_image;
-	argv[n++] = "--probe-url";
-	argv[n++] = c->probe_url;
-	argv[n++] = "--probe-mode";
-	argv[n++] = c->probe_mode;
-	argv[n++] = "--runtime";
-	argv[n++] = c->runtime;
-	if (c->disk_limit && *c->disk_limit) {
-		argv[n++] = "--disk-limit";
-		argv[n++] = c->disk_limit;
-	}
-	if (c->zfs_pool && *c->zfs_pool) {
-		argv[n++] = "--zfs-pool";
-		argv[n++] = c->zfs_pool;
-	}
-	if (c->btrfs_root && *c->btrfs_root) {
-		argv[n++] = "--btrfs-root";
-		argv[n++] = c->btrfs_root;
-	}
-	if (c->leaky_network)
-		argv[n++] = "--test-leaky-network";
-	if (c->verbose)
-		argv[n++] = "-v";
-	argv[n] = NULL;
-	proc_spec_init(&s, argv);
+	worker_argv(c, &argv);
+	proc_spec_init(&s, (const char *const *)argv.v);
 	s.in.mode = PROC_FD;
 	s.in.fd = fd;
 	s.out.mode = PROC_PIPE;
 	s.err.mode = PROC_INHERIT;
 	s.new_pgroup = true;	/* a signal meant for the agent does not cut a command short */
 	rc = proc_spawn(&s, &p, e);
+	av_release(&argv);
 	sys_close(fd);		/* the worker holds the lock now */
 	if (rc < 0) {
 		unlink(path);

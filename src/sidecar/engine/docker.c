@@ -14,55 +14,6 @@
 #include "base/str.h"
 #include "sidecar/sidecar.h"
 
-void av_init(struct argv *a)
-{
-	a->n = 0;
-	a->cap = 16;
-	a->v = xcalloc(a->cap, sizeof(char *));
-}
-
-void av_add(struct argv *a, const char *s)
-{
-	if (a->n + 2 > a->cap) {
-		a->cap *= 2;
-		a->v = xrealloc(a->v, a->cap * sizeof(char *));
-	}
-	a->v[a->n++] = xstrdup(s);
-	a->v[a->n] = NULL;
-}
-
-void av_addf(struct argv *a, const char *fmt, ...)
-{
-	struct buf b = BUF_INIT;
-	va_list ap;
-
-	va_start(ap, fmt);
-	buf_vaddf(&b, fmt, ap);
-	va_end(ap);
-	av_add(a, b.data);
-	buf_release(&b);
-}
-
-void av_addl(struct argv *a, ...)
-{
-	va_list ap;
-	const char *s;
-
-	va_start(ap, a);
-	while ((s = va_arg(ap, const char *)))
-		av_add(a, s);
-	va_end(ap);
-}
-
-void av_release(struct argv *a)
-{
-	for (size_t i = 0; i < a->n; i++)
-		free(a->v[i]);
-	free(a->v);
-	a->v = NULL;
-	a->n = a->cap = 0;
-}
-
 void dk_first_line(const char *s, char *out, size_t n)
 {
 	size_t len;

@@ -6,17 +6,8 @@
 #ifndef DENV_SIDECAR_ENGINE_H
 #define DENV_SIDECAR_ENGINE_H
 
-/* docker.c: the docker CLI, blocking (workers only). */
-struct argv {
-	char **v;
-	size_t n, cap;
-};
-void av_init(struct argv *a);
-void av_add(struct argv *a, const char *s);
-void av_addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Each of the strings up to a NULL, in order. */
-void av_addl(struct argv *a, ...) __attribute__((sentinel));
-void av_release(struct argv *a);
+/* docker.c: the docker CLI, blocking (workers only), with base/proc.h's
+ * argument vectors (struct argv). */
 /* Run docker with a's arguments (a excludes "docker"). Output in out (may be
  * NULL), exit status checked: -1 with "docker <verb>: <stderr>" unless 0. */
 int dk_run(const struct argv *a, int64_t timeout_ms, struct buf *out, struct err *e);

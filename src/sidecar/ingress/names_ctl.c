@@ -106,36 +106,25 @@ static void stop_running(const char *data)
 int nm_start(const struct sc_config *c, struct err *e)
 {
 	char days[16], line[SC_DOCKER_LINE_MAX];
-	const char *argv[16];
+	struct argv argv;
 	struct proc_spec s;
 	struct proc_result r;
-	size_t n = 0;
 	int rc;
 
 	if (!c->ingress_domain)
 		return 0;
 	stop_running(c->data_dir);
 	snprintf(days, sizeof(days), "%d", cert_days(c));
-	argv[n++] = "/proc/self/exe";
-	argv[n++] = "__names";
-	argv[n++] = "--data";
-	argv[n++] = c->data_dir;
-	argv[n++] = "--domain";
-	argv[n++] = c->ingress_domain;
-	argv[n++] = "--listen";
-	argv[n++] = c->ingress_listen;
-	argv[n++] = "--cert-days";
-	argv[n++] = days;
-	if (c->ingress_ca_cert) {
-		argv[n++] = "--ca-cert";
-		argv[n++] = c->ingress_ca_cert;
-		argv[n++] = "--ca-key";
-		argv[n++] = c->ingress_ca_key;
-	}
-	argv[n] = NULL;
-	proc_spec_init(&s, argv);
+	av_init(&argv);
+	av_addl(&argv, "/proc/self/exe", "__names", "--data", c->data_dir, "--domain", c->ingress_domain, "--listen",
+		c->ingress_listen, "--cert-days", days, NULL);
+	if (c->ingress_ca_cert)
+		av_addl(&argv, "--ca-cert", c->ingress_ca_cert, "--ca-key", c->ingress_ca_key, NULL);
+	proc_spec_init(&s, (const char *const *)argv.v);
 	s.timeout_ms = IG_START_MS;
-	if (proc_run(&s, NULL, 0, &r, e) < 0)
+	rc = proc_run(&s, NULL, 0, &r, e);
+	av_release(&argv);
+	if (rc < 0)
 		return err_prefix(e, "ingress names");
 	rc = r.exit_code == 0 ? 0 : -1;
 	if (rc < 0) {
