@@ -128,7 +128,8 @@ static void relay(SSL *ssl, int cfd, int ufd)
 
 	set_timeouts(cfd, 0);
 	while (!client_done || !up_done) {
-		struct pollfd p[2] = { { cfd, client_done ? 0 : POLLIN, 0 }, { ufd, up_done ? 0 : POLLIN, 0 } };
+		/* A side that is done is left out (-1): its hang-up would wake poll at once. */
+		struct pollfd p[2] = { { client_done ? -1 : cfd, POLLIN, 0 }, { up_done ? -1 : ufd, POLLIN, 0 } };
 
 		if (!(!client_done && SSL_pending(ssl) > 0)) {
 			int n = poll(p, 2, NM_IDLE_MS);
