@@ -136,6 +136,9 @@ int ig_publish(const char *data, const char *env, const char *project, const str
 	       struct json *endpoints, struct json *ingress, struct err *e);
 /* The pid a pid file holds; 0 when none can be read. */
 int ig_read_pid(const char *pidfile);
+/* Whether pid is "denvd <verb_name> --data data [--env env --service svc]"
+ * (env, svc NULL: not checked), read from its /proc cmdline. */
+bool ig_pid_runs(int pid, const char *verb_name, const char *data, const char *env, const char *svc);
 /* Start (or keep, when it runs) the proxy of one service from its config. */
 int ig_start(const char *data, const char *env, const char *svc, struct err *e);
 /* Stop every proxy of env (pid checked to be ours); configs are kept. */

@@ -36,7 +36,7 @@ static int file_of(const char *data, const char *env, const char *svc, const cha
 }
 
 /* Does pid run "__ingress --data data --env env --service svc"? */
-static bool pid_is_ours(int pid, const char *data, const char *env, const char *svc)
+bool ig_pid_runs(int pid, const char *verb_name, const char *data, const char *env, const char *svc)
 {
 	char path[64], buf[SC_INGRESS_CMDLINE_MAX];
 	const char *args[64];
@@ -57,7 +57,7 @@ static bool pid_is_ours(int pid, const char *data, const char *env, const char *
 	for (size_t i = 0; i < len && n < 64; i += strlen(buf + i) + 1)
 		args[n++] = buf + i;
 	for (size_t i = 0; i < n; i++) {
-		verb |= str_eq(args[i], "__ingress");
+		verb |= str_eq(args[i], verb_name);
 		if (i + 1 < n && str_eq(args[i], "--data"))
 			d_ok = str_eq(args[i + 1], data);
 		if (i + 1 < n && str_eq(args[i], "--env"))
@@ -65,7 +65,12 @@ static bool pid_is_ours(int pid, const char *data, const char *env, const char *
 		if (i + 1 < n && str_eq(args[i], "--service"))
 			s_ok = str_eq(args[i + 1], svc);
 	}
-	return verb && d_ok && e_ok && s_ok;
+	return verb && d_ok && (!env || e_ok) && (!svc || s_ok);
+}
+
+static bool pid_is_ours(int pid, const char *data, const char *env, const char *svc)
+{
+	return ig_pid_runs(pid, "__ingress", data, env, svc);
 }
 
 int ig_read_pid(const char *pidfile)

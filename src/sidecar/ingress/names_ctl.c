@@ -67,28 +67,18 @@ int nm_config_check(const struct sc_config *c, struct err *e)
 	return 0;
 }
 
-/* The pid in names.pid when that process is a gateway of this data dir. */
+/* The pid in names.pid when that process is a gateway of this data dir.
+ * (The sweep asks: nothing is made here.) */
 static int running_pid(const char *data)
 {
-	char dir[FS_PATH_MAX], pidfile[FS_PATH_MAX], proc[64];
-	struct buf cmd = BUF_INIT;
+	char pidfile[FS_PATH_MAX];
 	struct err e;
 	int pid;
-	bool ours;
 
-	if (nm_files_dir(data, dir, &e) < 0 || fs_path(pidfile, sizeof(pidfile), &e, "%s/names.pid", dir) < 0)
+	if (fs_path(pidfile, sizeof(pidfile), &e, "%s/names/names.pid", data) < 0)
 		return 0;
-	if ((pid = ig_read_pid(pidfile)) <= 1)
-		return 0;
-	snprintf(proc, sizeof(proc), "/proc/%d/cmdline", pid);
-	if (fs_read_file(proc, &cmd, SC_INGRESS_CMDLINE_MAX, &e) < 0) {
-		buf_release(&cmd);
-		return 0;
-	}
-	/* cmdline is NUL-separated: "…denvd\0__names\0--data\0DIR\0…". */
-	ours = cmd.len > 8 && memmem(cmd.data, cmd.len, "__names", 8) && memmem(cmd.data, cmd.len, data, strlen(data) + 1);
-	buf_release(&cmd);
-	return ours ? pid : 0;
+	pid = ig_read_pid(pidfile);
+	return ig_pid_runs(pid, "__names", data, NULL, NULL) ? pid : 0;
 }
 
 static void stop_running(const char *data)
