@@ -405,24 +405,50 @@ static void set_status(struct proc_result *r, int status)
 	}
 }
 
-/* Read what is there from fd into b (up to its max; beyond it the bytes are
- * read and dropped). 1 at EOF or on a read error, 0 when it would block. */
-static int pump_read(int fd, struct buf *b, bool *truncated, int max_reads)
+/* A collected stream: its first b->max bytes, or with tail its last. */
+struct keeper {
+	struct buf *b;
+	bool tail;
+	bool *truncated;
+};
+
+static int keep(void *arg, const void *data, size_t n, struct err *e)
+{
+	struct keeper *k = arg;
+	struct buf *b = k->b;
+	const char *p = data;
+	size_t room = b->max - b->len;
+
+	(void)e;
+	if (n > room)
+		*k->truncated = true;
+	if (n > room && !k->tail) {
+		n = room;
+	} else if (n > room) {
+		if (n > b->max) {
+			p += n - b->max;
+			n = b->max;
+		}
+		buf_consume(b, b->len + n - b->max);
+	}
+	buf_add(b, p, n);
+	return 0;
+}
+
+/* Read what is there from fd into sink. 1 at EOF or on a read error, 0 when
+ * it would block, -1 with e when the sink fails. */
+static int pump_read(int fd, proc_sink_fn sink, void *arg, int max_reads, struct err *e)
 {
 	char chunk[PROC_IO_CHUNK];
 
 	for (int i = 0; i < max_reads; i++) {
 		ssize_t n = sys_read(fd, chunk, sizeof(chunk));
-		size_t room;
 		if (n == 0)
 			return 1;
 		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : 1;
-		room = b->max - b->len;
-		if ((size_t)n > room)
-			*truncated = true;
-		if (room)
-			buf_add(b, chunk, (size_t)n < room ? (size_t)n : room);
+		if (sink(arg, chunk, (size_t)n, e) < 0)
+			return -1;
 	}
 	return 0;
 }
@@ -470,6 +496,8 @@ int proc_run(const struct proc_spec *spec, const void *stdin_data, size_t stdin_
 	size_t off = 0;
 	int status = 0, pidfd = -1, rc = 0;
 	bool reaped = false;
+	struct keeper out_k = { &res->out, false, &res->out_truncated };
+	struct keeper err_k = { &res->err, spec->err_tail, &res->err_truncated };
 
 	proc_result_init(res);
 	res->out.max = cap_or_default(spec->out_max);
@@ -539,17 +567,26 @@ int proc_run(const struct proc_spec *spec, const void *stdin_data, size_t stdin_
 					p.in = -1;
 				}
 			} else if (pfd[i].fd == p.out) {
-				if (pump_read(p.out, &res->out, &res->out_truncated, PROC_READS_PER_TURN)) {
+				int got = spec->out_sink ? pump_read(p.out, spec->out_sink, spec->out_sink_arg,
+								     PROC_READS_PER_TURN, e)
+							 : pump_read(p.out, keep, &out_k, PROC_READS_PER_TURN, e);
+				if (got < 0) {
+					rc = -1;
+					break;
+				}
+				if (got) {
 					close(p.out);
 					p.out = -1;
 				}
 			} else if (pfd[i].fd == p.err) {
-				if (pump_read(p.err, &res->err, &res->err_truncated, PROC_READS_PER_TURN)) {
+				if (pump_read(p.err, keep, &err_k, PROC_READS_PER_TURN, e)) {
 					close(p.err);
 					p.err = -1;
 				}
 			}
 		}
+		if (rc < 0)
+			break;	/* the sink failed */
 	}
 	if (!reaped)
 		proc_kill(&p);	/* the timeout, or our own failure */
@@ -580,6 +617,7 @@ struct proc_job {
 	struct proc_result res;
 	struct ev_timer timer;
 	int64_t start;
+	bool err_tail;		/* spec->err_tail */
 	bool exited;		/* reaped; res.status is valid */
 	bool in_done;		/* inside the done callback */
 };
@@ -631,9 +669,10 @@ static void job_on_output(struct ev *ev, int fd, int revents, void *arg)
 {
 	struct proc_job *job = arg;
 	bool out = fd == job->p.out;
+	struct keeper k = { out ? &job->res.out : &job->res.err, !out && job->err_tail,
+			    out ? &job->res.out_truncated : &job->res.err_truncated };
 
-	if (pump_read(fd, out ? &job->res.out : &job->res.err,
-		      out ? &job->res.out_truncated : &job->res.err_truncated, PROC_READS_PER_TURN)) {
+	if (pump_read(fd, keep, &k, PROC_READS_PER_TURN, NULL)) {
 		job_close(job, out ? &job->p.out : &job->p.err);
 		job_maybe_finish(job);
 	}
@@ -672,8 +711,11 @@ int proc_start(struct ev *ev, const struct proc_spec *spec, const void *stdin_da
 	if (stdin_len && spec->in.mode != PROC_PIPE)
 		return err_set(e, "exec %s: stdin data needs a piped stdin",
 			       spec->argv && spec->argv[0] ? spec->argv[0] : "");
+	if (spec->out_sink)
+		return err_set(e, "exec %s: a stdout sink is for proc_run only", spec->argv[0]);
 	job = xcalloc(1, sizeof(*job));
 	job->ev = ev;
+	job->err_tail = spec->err_tail;
 	job->done = done;
 	job->arg = arg;
 	job->start = ev_mono_ms();

@@ -56,6 +56,9 @@ struct proc_io {
 	int fd;			/* for PROC_FD */
 };
 
+/* A stream's consumer: gets each chunk as it is read. -1 with e stops the run. */
+typedef int (*proc_sink_fn)(void *arg, const void *data, size_t len, struct err *e);
+
 struct proc_spec {
 	const char *const *argv;	/* NULL-terminated; argv[0] without '/' is searched in PATH */
 	const char *const *envp;	/* NULL: inherit our environment */
@@ -65,6 +68,9 @@ struct proc_spec {
 	bool new_pgroup;		/* setpgid(0, 0): the timeout and kill reach its children too */
 	int64_t timeout_ms;		/* proc_run / proc_start: SIGKILL after this; 0 = none */
 	size_t out_max, err_max;	/* collection caps; 0 = PROC_OUTPUT_MAX_DEFAULT */
+	bool err_tail;			/* keep stderr's last err_max bytes, not its first */
+	proc_sink_fn out_sink;		/* proc_run only: stdout streams here instead of res->out */
+	void *out_sink_arg;
 };
 
 /* Fill s with the common case: stdin from /dev/null, stdout and stderr piped
@@ -101,9 +107,10 @@ void proc_result_release(struct proc_result *r);
 
 /* Run to completion: write stdin_data (if any; spec->in must then be
  * PROC_PIPE) and close the child's stdin, collect piped stdout/stderr up to
- * their caps, kill at the timeout, reap. A non-zero exit is not an error
- * here: it is in res. -1 with e only if the child could not be started or
- * the machinery failed (res is then empty but initialised). res is always
+ * their caps (or stream stdout to spec->out_sink), kill at the timeout, reap.
+ * A non-zero exit is not an error here: it is in res. -1 with e only if the
+ * child could not be started, the machinery failed, or the sink failed (the
+ * child is then killed and reaped; e is the sink's). res is always
  * initialised by this call; release it with proc_result_release. */
 int proc_run(const struct proc_spec *spec, const void *stdin_data, size_t stdin_len,
 	     struct proc_result *res, struct err *e);

@@ -209,7 +209,6 @@ struct http_client;
 #define SC_VERIFY_PATH_MAX 4000			/* a declared path, as for env.get */
 #define SC_VERIFY_COLLECT_JSON_MAX ((size_t)1 << 20)	/* collect.json, the collect step's record */
 #define SC_VERIFY_REWARD_TAR_MAX ((size_t)64 << 10)	/* reward.txt as a tar stream from docker cp */
-#define SC_VERIFY_REAP_POLL_MS 20		/* between looks at the grader's exit */
 /* Room for a name below the root: 32 components of at most 255 bytes. */
 #define SC_VERIFY_NAME_MAX 8448
 

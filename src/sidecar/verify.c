@@ -30,13 +30,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,7 +48,7 @@
 
 /* ---- running a child with a deadline, its output streamed ---- */
 
-typedef int (*vf_sink)(void *arg, const void *p, size_t n, struct err *e);
+typedef proc_sink_fn vf_sink;
 
 struct vf_ran {
 	int exit_code;
@@ -105,92 +102,22 @@ static int vf_run(const char *const *argv, int64_t timeout_ms, vf_sink out, void
 		  struct vf_ran *r, struct err *e)
 {
 	struct proc_spec s;
-	struct proc p;
-	struct err se;
-	char tmp[65536];
-	int64_t t0 = ev_mono_ms(), deadline = t0 + timeout_ms;
-	bool sink_failed = false;
-	int status = 0;
+	struct proc_result res;
+	int rc;
 
-	memset(r, 0, sizeof(*r));
-	err_clear(&se);
 	proc_spec_init(&s, argv);
-	if (proc_spawn(&s, &p, e) < 0)
-		return -1;
-	while (p.out >= 0 || p.err >= 0) {
-		struct pollfd pf[2];
-		int64_t left = deadline - ev_mono_ms();
-		nfds_t n = 0;
-		int rc;
-
-		if (left <= 0) {
-			r->timed_out = true;
-			break;
-		}
-		if (p.out >= 0)
-			pf[n++] = (struct pollfd){ .fd = p.out, .events = POLLIN };
-		if (p.err >= 0)
-			pf[n++] = (struct pollfd){ .fd = p.err, .events = POLLIN };
-		rc = poll(pf, n, left > INT_MAX ? INT_MAX : (int)left);
-		if (rc < 0 && errno != EINTR) {
-			err_errno(&se, "poll");
-			sink_failed = true;
-			break;
-		}
-		for (nfds_t i = 0; rc > 0 && i < n; i++) {
-			int *fdp = pf[i].fd == p.out ? &p.out : &p.err;
-			ssize_t got;
-
-			if (!pf[i].revents)
-				continue;
-			got = read(*fdp, tmp, sizeof(tmp));
-			if (got < 0 && (errno == EAGAIN || errno == EINTR))
-				continue;
-			if (got <= 0) {
-				sys_close(*fdp);
-				*fdp = -1;
-				continue;
-			}
-			if (fdp == &p.err)
-				tail_sink(err_tail, tmp, (size_t)got, NULL);
-			else if (!sink_failed && out(out_arg, tmp, (size_t)got, &se) < 0)
-				sink_failed = true;
-		}
-		if (sink_failed)
-			break;
-	}
-	if (r->timed_out || sink_failed)
-		proc_kill(&p);
-	if (p.out >= 0)
-		sys_close(p.out);
-	if (p.err >= 0)
-		sys_close(p.err);
-	if (p.in >= 0)
-		sys_close(p.in);
-	/* Both pipes closed does not mean the child is gone: wait for it, within
-	 * the same deadline. */
-	for (;;) {
-		pid_t w = waitpid(p.pid, &status, WNOHANG);
-
-		if (w == p.pid || (w < 0 && errno != EINTR))
-			break;
-		if (w == 0 && ev_mono_ms() >= deadline && !r->timed_out) {
-			r->timed_out = true;
-			proc_kill(&p);
-		}
-		if (w == 0) {
-			struct timespec ts = { 0, SC_VERIFY_REAP_POLL_MS * 1000000L };
-
-			nanosleep(&ts, NULL);
-		}
-	}
-	r->ms = ev_mono_ms() - t0;
-	r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-	if (sink_failed) {
-		*e = se;
-		return -1;
-	}
-	return 0;
+	s.timeout_ms = timeout_ms;
+	s.out_sink = out;
+	s.out_sink_arg = out_arg;
+	s.err_max = SC_VERIFY_TAIL_BYTES;
+	s.err_tail = true;
+	rc = proc_run(&s, NULL, 0, &res, e);
+	r->exit_code = res.exit_code;
+	r->timed_out = res.timed_out;
+	r->ms = res.duration_ms;
+	tail_sink(err_tail, res.err.data, res.err.len, NULL);
+	proc_result_release(&res);
+	return rc;
 }
 
 /* ---- paths ---- */

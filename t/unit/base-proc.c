@@ -175,6 +175,62 @@ static void test_caps(void)
 	proc_result_release(&r);
 }
 
+/* A sink that counts what it is given and fails past fail_after bytes. */
+struct count_sink {
+	size_t got, fail_after, calls;
+};
+
+static int count_into(void *arg, const void *data, size_t len, struct err *e)
+{
+	struct count_sink *c = arg;
+
+	(void)data;
+	c->got += len;
+	c->calls++;
+	if (c->got > c->fail_after)
+		return err_set(e, "sink full at %zu bytes", c->got);
+	return 0;
+}
+
+static void test_sink_and_tail(void)
+{
+	struct count_sink c = { 0, (size_t)-1, 0 };
+	struct proc_result r;
+	struct proc_spec s;
+	struct err e;
+	struct ev *ev;
+
+	proc_spec_init(&s, ARGV("head", "-c", "1000000", "/dev/zero"));
+	s.out_sink = count_into;
+	s.out_sink_arg = &c;
+	ok(proc_run(&s, NULL, 0, &r, &e) == 0 && r.exit_code == 0, "a streamed stdout runs to the end");
+	ok(c.got == 1000000 && r.out.len == 0, "every byte went to the sink, none to res->out (%zu)", c.got);
+	proc_result_release(&r);
+
+	/* a failing sink stops a child that would never end by itself */
+	c = (struct count_sink){ 0, 100000, 0 };
+	proc_spec_init(&s, ARGV("cat", "/dev/zero"));
+	s.out_sink = count_into;
+	s.out_sink_arg = &c;
+	ok(proc_run(&s, NULL, 0, &r, &e) < 0 && strstr(e.msg, "sink full"), "the sink's error is the run's: %s", e.msg);
+	ok(r.signo == SIGKILL, "the child was killed and reaped");
+	proc_result_release(&r);
+
+	proc_spec_init(&s, ARGV("sh", "-c", "echo 0123456789 >&2; echo abcdef >&2"));
+	s.err_max = 5;
+	s.err_tail = true;
+	ok(proc_run(&s, NULL, 0, &r, &e) == 0 && r.err.len == 5 && memcmp(r.err.data, "cdef\n", 5) == 0 &&
+	   r.err_truncated, "err_tail keeps the last bytes of stderr");
+	proc_result_release(&r);
+
+	ev = ev_new();
+	proc_spec_init(&s, ARGV("true"));
+	s.out_sink = count_into;
+	ok(proc_start(ev, &s, NULL, 0, NULL, NULL, NULL, &e) < 0 && strstr(e.msg, "proc_run only"),
+	   "proc_start refuses a sink: %s", e.msg);
+	ev_free(ev);
+}
+
 static bool pid_gone(pid_t pid)
 {
 	/* killed grandchildren are reaped by init; allow it a moment */
@@ -636,6 +692,7 @@ int main(void)
 	test_streams();
 	test_stdin_big();
 	test_caps();
+	test_sink_and_tail();
 	test_timeout();
 	test_exec_failure();
 	test_env_cwd();
