@@ -281,6 +281,8 @@ struct wk {
 	struct json *cmd;
 };
 int worker_main(int argc, char **argv);
+/* progress.c: one progress line to the agent (newlines folded, cut at
+ * SC_PROGRESS_LINE_MAX); every command calls it, so it is not in worker.c. */
 void wk_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The service's container, checked to be this environment's and running
  * (or paused, which a read such as env.get can live with). */
@@ -300,7 +302,7 @@ int cmd_env_exec(struct wk *w, const struct json *payload, struct json **result,
 int cmd_env_pause(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 int cmd_env_resume(struct wk *w, const struct json *payload, struct json **result, struct err *e);
 bool pause_marked(const char *data, const char *env, const char *svc);
-/* Send sig to pid and its descendants (bg.c); how many were signalled. */
+/* Send sig to pid and its descendants (killtree.c); how many were signalled. */
 size_t sc_kill_tree(pid_t pid, int sig);
 /* bg.c: background commands. */
 int cmd_env_bg_start(struct wk *w, const struct json *payload, struct json **result, struct err *e);

@@ -3,7 +3,6 @@
  * carries progress lines to the agent; the result goes into the command log
  * before the process exits, so the agent (this one or the next) can send it. */
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,28 +43,6 @@ static const struct {
 	{ "verify.collect", cmd_verify_collect },
 	{ "verify.run", cmd_verify_run },
 };
-
-void wk_progress(const char *fmt, ...)
-{
-	char line[SC_PROGRESS_LINE_MAX];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n > sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
-	for (int i = 0; i < n; i++)
-		if (line[i] == '\n')
-			line[i] = ' ';
-	line[n++] = '\n';
-	/* The agent may be gone (killed mid-command): the work goes on regardless. */
-	(void)sys_write_all(1, line, (size_t)n);
-	log_debug("worker", "%.*s", n - 1, line);
-}
 
 static int read_input(struct json **out, struct err *e)
 {

@@ -6,6 +6,8 @@
  *   storage_btrfs.c  btrfs  a subvolume per volume; read-only snapshots,
  *                           writable snapshot-of-snapshot forks
  *   storage_zfs.c    zfs    a dataset per volume; zfs snapshot -r, clone, rollback
+ * and the leaf every backend calls: storage_vols.c (the volume directories,
+ * their sync, their usage).
  * The snapshot layer (snapshot.c) does everything the backends share: the
  * freeze, the snapshot record, forks' origins, what a destroy may remove.
  *
@@ -126,7 +128,7 @@ void stg_copy_stats_text(const struct stg_copy_stats *st, char *out, size_t n);
  * error, a missing tool, a bug): those stay errors. A verify scores such a
  * failure 0 (refused), since an agent can cause it at will. */
 const char *stg_volume_fault(const struct err *e);
-/* The blocks allocated under path (du's way: st_blocks, links not followed,
+/* storage_vols.c: the blocks allocated under path (du's way: st_blocks, links not followed,
  * one file system, a file with several links counted at each). The dir and
  * btrfs backends' usage; bytes 0 when path does not exist. */
 int stg_tree_bytes(const char *path, int64_t *bytes, struct err *e);
@@ -159,10 +161,10 @@ bool stg_btrfs_path(const char *path);
  * past the cap fail with EDQUOT inside the environment. */
 int stg_btrfs_cap(const struct stg *s, const char *env, int64_t mb, struct err *e);
 
-/* storage_dir.c: syncfs the filesystem holding <top>/envs/<env>/vol (the dir
+/* storage_vols.c: syncfs the filesystem holding <top>/envs/<env>/vol (the dir
  * and btrfs backends keep every volume of an env on one filesystem). */
 int stg_sync_vols(const char *top, const char *env, struct err *e);
-/* storage_dir.c: make <top>/envs/<env>/vol, its path in voldir (of size n),
+/* storage_vols.c: make <top>/envs/<env>/vol, its path in voldir (of size n),
  * where the dir and btrfs backends keep an env's volumes. */
 int stg_make_vols(const char *top, const char *env, char *voldir, size_t n, struct err *e);
 /* storage_fill.c: fill volumes that do not exist yet (create.c). images maps

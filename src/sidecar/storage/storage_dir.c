@@ -29,13 +29,6 @@ static void dir_snapdir(const struct stg *s, const char *env, const char *name, 
 	snprintf(out, n, "%s/snaps/%s/%s", s->data, env, name);
 }
 
-int stg_make_vols(const char *top, const char *env, char *voldir, size_t n, struct err *e)
-{
-	if (fs_path(voldir, n, e, "%s/envs/%s/vol", top, env) < 0)
-		return -1;
-	return fs_mkdir_p(voldir, 0755, e);
-}
-
 static int dir_env_prepare(const struct stg *s, const char *env, char *voldir, size_t n, struct err *e)
 {
 	return stg_make_vols(s->data, env, voldir, n, e);
@@ -49,15 +42,6 @@ static int dir_adopt(const struct stg *s, const char *env, const char *vol, cons
 	if (rename(tree, dest) < 0)
 		return err_errno(e, "rename into place");
 	return 0;
-}
-
-int stg_sync_vols(const char *top, const char *env, struct err *e)
-{
-	char path[STG_PATH_MAX];
-
-	if (fs_path(path, sizeof(path), e, "%s/envs/%s/vol", top, env) < 0)
-		return -1;
-	return fs_syncfs_dir(path, e);
 }
 
 static int dir_sync(const struct stg *s, const char *env, struct err *e)
